@@ -1,0 +1,1 @@
+//! Nonblocking file I/O (under construction).

@@ -1,0 +1,7 @@
+//! The viaduct communication agent: requests, generalized requests, request handlers and
+//! nonblocking file I/O.
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+pub mod fileio;
+pub mod request;

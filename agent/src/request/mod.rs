@@ -1,0 +1,1 @@
+//! Requests (under construction).

@@ -1,0 +1,1 @@
+//! File operations on the io_uring engine (under construction).

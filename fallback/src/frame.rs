@@ -1,0 +1,1 @@
+//! Wire frames of the TCP method (under construction).

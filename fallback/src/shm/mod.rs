@@ -1,0 +1,1 @@
+//! `shm` (under construction).

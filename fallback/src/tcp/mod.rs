@@ -1,0 +1,1 @@
+//! `tcp` (under construction).

@@ -1,0 +1,1 @@
+//! `uring` (under construction).

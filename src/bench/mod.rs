@@ -1,0 +1,7 @@
+//! `viaduct bench ...`: benchmarks, each in its own module with a clap `Args` and a `run`.
+
+pub mod greq;
+pub mod io;
+pub mod method;
+#[cfg(feature = "rdma")]
+pub mod verbs_lat;

@@ -1,0 +1,50 @@
+//! The `viaduct` command line: machine info, launcher, benchmarks.
+
+mod bench;
+
+use clap::{Parser, Subcommand};
+
+/// viaduct: communication over RDMA verbs, io_uring TCP and shared memory.
+#[derive(Debug, Parser)]
+#[command(name = "viaduct", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a benchmark.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Verbs ping-pong latency (RC SEND), like ib_send_lat.
+    #[cfg(feature = "rdma")]
+    VerbsLat(bench::verbs_lat::Args),
+    /// Method latency/bandwidth over tcp or shm.
+    Method(bench::method::Args),
+    /// Generalized request start + complete + wait cost.
+    Greq(bench::greq::Args),
+    /// Nonblocking file I/O through io_uring.
+    Io(bench::io::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Bench(b) => match b {
+            #[cfg(feature = "rdma")]
+            BenchCommand::VerbsLat(a) => bench::verbs_lat::run(a),
+            BenchCommand::Method(a) => bench::method::run(a),
+            BenchCommand::Greq(a) => bench::greq::run(a),
+            BenchCommand::Io(a) => bench::io::run(a),
+        },
+    };
+    if let Err(e) = result {
+        eprintln!("viaduct: error: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,2 @@
+//! Safe API over libibverbs (under construction).
+#![deny(missing_docs)]
