@@ -1,6 +1,8 @@
 //! The `viaduct` command line: machine info, launcher, benchmarks.
 
 mod bench;
+mod info;
+mod launch;
 
 use clap::{Parser, Subcommand};
 
@@ -14,6 +16,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Show what this machine offers: RDMA devices (ports, state, MTU, GIDs), io_uring, kernel.
+    Info(info::Args),
+    /// Start N local ranks of a program, serving them the PMI-1 bootstrap protocol.
+    Launch(launch::Args),
     /// Run a benchmark.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -35,6 +41,11 @@ enum BenchCommand {
 fn main() {
     let cli = Cli::parse();
     let result = match &cli.command {
+        Command::Info(a) => info::run(a),
+        Command::Launch(a) => match launch::run(a) {
+            Ok(code) => std::process::exit(code),
+            Err(e) => Err(e),
+        },
         Command::Bench(b) => match b {
             #[cfg(feature = "rdma")]
             BenchCommand::VerbsLat(a) => bench::verbs_lat::run(a),

@@ -3,5 +3,6 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod bootstrap;
 pub mod fileio;
 pub mod request;

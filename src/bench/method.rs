@@ -1,14 +1,544 @@
-//! Benchmark `method` (not built yet).
+//! Benchmark `method`: ping-pong latency and streaming bandwidth of the TCP and shared-memory
+//! methods, between two processes this command starts itself (each pinned to its own core with
+//! `taskset`, when present).
+//!
+//! Latency is half the round trip of a ping-pong (median over the timed iterations); bandwidth is
+//! bytes delivered per second while the sender keeps a window of messages in flight and the
+//! receiver consumes each message in place. `--mode busy` polls without sleeping;
+//! `--mode blocking` sleeps in the method's wait (futex for shm, io_uring wait for TCP) whenever
+//! nothing is ready. `scripts/bench-methods` runs the peer tools side by side and prints ratios.
+
+use std::error::Error;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use viaduct_fallback::{shm, tcp};
+
+type BoxError = Box<dyn Error>;
+
+/// What to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Test {
+    /// Ping-pong, half round trip.
+    Latency,
+    /// One-way stream, bytes per second.
+    Bandwidth,
+}
+
+/// Which method carries the messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    /// TCP over 127.0.0.1 through io_uring.
+    Tcp,
+    /// Shared-memory rings.
+    Shm,
+}
+
+/// How an end waits for the next event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// Poll without sleeping.
+    Busy,
+    /// Sleep in the method's wait when nothing is ready.
+    Blocking,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Role {
+    Launch,
+    Server,
+    Client,
+}
 
 /// Options of this benchmark.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// What to measure.
+    #[arg(value_enum, default_value = "latency")]
+    pub test: Test,
+    /// The method to measure.
+    #[arg(long, value_enum, default_value = "shm")]
+    pub transport: Transport,
+    /// Message sizes in bytes, comma separated (default 8,64,4096 for latency,
+    /// 65536,4194304 for bandwidth).
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Vec<usize>,
+    /// Busy-poll or blocking waits.
+    #[arg(long, value_enum, default_value = "busy")]
+    pub mode: Mode,
+    /// Most timed iterations (ping-pongs or messages) per size.
+    #[arg(long, default_value_t = 200_000)]
+    pub iters: u64,
+    /// Most seconds of timing per size.
+    #[arg(long, default_value_t = 1.0)]
+    pub seconds: f64,
+    /// The two cores to pin the two processes to.
+    #[arg(long, value_delimiter = ',', default_values_t = [0usize, 1])]
+    pub cpus: Vec<usize>,
     /// Print one JSON object per result line instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// TCP: payload size from which sends use `SEND_ZC` (default: the method's default).
+    #[arg(long)]
+    pub zero_copy_threshold: Option<usize>,
+    /// shm: carry long messages through the ring in chunks instead of `process_vm_readv`.
+    #[arg(long)]
+    pub ring_chunks: bool,
+    /// Internal: which end this process plays.
+    #[arg(long, value_enum, default_value = "launch", hide = true)]
+    role: Role,
+    /// Internal: where the server listens.
+    #[arg(long, hide = true)]
+    addr: Option<String>,
+}
+
+/// Tag of the message that ends a run.
+const STOP: u64 = u64::MAX;
+/// Tag of the server's acknowledgement of a bandwidth run.
+const ACK: u64 = u64::MAX - 1;
+/// Messages in flight in a bandwidth run.
+const WINDOW: usize = 16;
+/// Set-up and per-size limit for the processes.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The benchmark's view of a connected method.
+trait Link {
+    /// Posts a copy of `data`; false when the method has no resources now.
+    fn send(&mut self, tag: u64, data: &[u8]) -> Result<bool, BoxError>;
+    /// Posts an owned buffer; gives it back when the method has no resources now.
+    fn send_buf(&mut self, tag: u64, buf: Vec<u8>) -> Result<Option<Vec<u8>>, BoxError>;
+    /// Reaps completions, keeping returned buffers in `spare`.
+    fn reap(&mut self, spare: &mut Vec<Vec<u8>>) -> Result<(), BoxError>;
+    /// Hands the next inbound message to `f` and consumes it; false when none is ready.
+    fn recv(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> Result<bool, BoxError>;
+    /// Sleeps until something may be ready.
+    fn wait(&mut self) -> Result<(), BoxError>;
+    /// Extra facts for the report.
+    fn note(&self) -> String;
+}
+
+impl Link for shm::Endpoint {
+    fn send(&mut self, tag: u64, data: &[u8]) -> Result<bool, BoxError> {
+        Ok(self.post_send(0, tag, data)?.is_posted())
+    }
+    fn send_buf(&mut self, tag: u64, buf: Vec<u8>) -> Result<Option<Vec<u8>>, BoxError> {
+        Ok(match self.post_send_buf(0, tag, buf)? {
+            shm::Posted::InProgress => None,
+            shm::Posted::NoResources(b) => Some(b),
+        })
+    }
+    fn reap(&mut self, spare: &mut Vec<Vec<u8>>) -> Result<(), BoxError> {
+        while let Some(c) = self.poll() {
+            c.result?;
+            spare.extend(c.buffer);
+        }
+        Ok(())
+    }
+    fn recv(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> Result<bool, BoxError> {
+        let n = match self.next()? {
+            Some(m) => {
+                f(m.tag, m.data);
+                m.data.len()
+            }
+            None => return Ok(false),
+        };
+        self.consume(n)?;
+        Ok(true)
+    }
+    fn wait(&mut self) -> Result<(), BoxError> {
+        Ok(shm::Endpoint::wait(self, Duration::from_millis(100))?)
+    }
+    fn note(&self) -> String {
+        match self.long_messages() {
+            shm::LongMessages::SingleCopy => "long messages by process_vm_readv".to_string(),
+            shm::LongMessages::RingChunks => "long messages in ring chunks".to_string(),
+        }
+    }
+}
+
+impl Link for tcp::Endpoint {
+    fn send(&mut self, tag: u64, data: &[u8]) -> Result<bool, BoxError> {
+        Ok(self.post_send(0, tag, data)?.is_posted())
+    }
+    fn send_buf(&mut self, tag: u64, buf: Vec<u8>) -> Result<Option<Vec<u8>>, BoxError> {
+        Ok(match self.post_send_buf(0, tag, buf)? {
+            tcp::Posted::InProgress => None,
+            tcp::Posted::NoResources(b) => Some(b),
+        })
+    }
+    fn reap(&mut self, spare: &mut Vec<Vec<u8>>) -> Result<(), BoxError> {
+        while let Some(c) = self.poll() {
+            c.result?;
+            spare.extend(c.buffer);
+        }
+        Ok(())
+    }
+    fn recv(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> Result<bool, BoxError> {
+        let n = match self.next()? {
+            Some(m) => {
+                f(m.tag, m.data);
+                m.data.len()
+            }
+            None => return Ok(false),
+        };
+        self.consume(n)?;
+        Ok(true)
+    }
+    fn wait(&mut self) -> Result<(), BoxError> {
+        Ok(tcp::Endpoint::wait(self, Duration::from_millis(100))?)
+    }
+    fn note(&self) -> String {
+        match self.config().zero_copy_threshold {
+            usize::MAX => "copying sends".to_string(),
+            t => format!("SEND_ZC from {t} B"),
+        }
+    }
+}
+
+fn shm_config(a: &Args) -> shm::Config {
+    let mut c = shm::Config::default();
+    if a.mode == Mode::Blocking {
+        c.spin = 0;
+    }
+    if a.ring_chunks {
+        c.single_copy = false;
+    }
+    c
+}
+
+fn tcp_config(a: &Args) -> tcp::Config {
+    let mut c = tcp::Config { busy_poll: a.mode == Mode::Busy, ..tcp::Config::default() };
+    if let Some(t) = a.zero_copy_threshold {
+        c.zero_copy_threshold = t;
+    }
+    c
+}
+
+/// Posts `data` (copied), waiting for resources; reaps completions on the way.
+fn send_copy(l: &mut dyn Link, mode: Mode, tag: u64, data: &[u8]) -> Result<(), BoxError> {
+    let deadline = Instant::now() + LIMIT;
+    let mut spare = Vec::new();
+    while !l.send(tag, data)? {
+        l.reap(&mut spare)?;
+        idle(l, mode)?;
+        if Instant::now() > deadline {
+            return Err("the peer stopped taking messages".into());
+        }
+    }
+    l.reap(&mut spare)
+}
+
+fn idle(l: &mut dyn Link, mode: Mode) -> Result<(), BoxError> {
+    match mode {
+        Mode::Busy => {
+            std::hint::spin_loop();
+            Ok(())
+        }
+        Mode::Blocking => l.wait(),
+    }
+}
+
+/// Waits for one message, handing it to `f`.
+fn recv_one(l: &mut dyn Link, mode: Mode, f: &mut dyn FnMut(u64, &[u8])) -> Result<(), BoxError> {
+    let deadline = Instant::now() + LIMIT;
+    let mut n = 0u32;
+    while !l.recv(f)? {
+        idle(l, mode)?;
+        n = n.wrapping_add(1);
+        if n % 4096 == 0 && Instant::now() > deadline {
+            return Err("no message from the peer".into());
+        }
+    }
+    Ok(())
+}
+
+fn serve(l: &mut dyn Link, test: Test, mode: Mode) -> Result<(), BoxError> {
+    let mut scratch = Vec::new();
+    loop {
+        let mut tag = 0;
+        recv_one(l, mode, &mut |t, d| {
+            tag = t;
+            if test == Test::Latency {
+                scratch.clear();
+                scratch.extend_from_slice(d);
+            }
+        })?;
+        match (tag, test) {
+            (STOP, _) => {
+                send_copy(l, mode, ACK, &[])?;
+                break;
+            }
+            (ACK, Test::Bandwidth) => send_copy(l, mode, ACK, &[])?,
+            (_, Test::Latency) => send_copy(l, mode, tag, &scratch)?,
+            _ => {}
+        }
+    }
+    // Let the last acknowledgement reach the client before the connection goes.
+    let end = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < end && l.recv(&mut |_, _| {}).is_ok() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
+struct Report {
+    size: usize,
+    iters: u64,
+    value: f64,
+    p99: f64,
+}
+
+fn latency(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Report, BoxError> {
+    let data = vec![0xA5u8; size];
+    let warm = (a.iters / 10).clamp(100, 10_000);
+    let mut samples = Vec::with_capacity(a.iters as usize);
+    let budget = Duration::from_secs_f64(a.seconds);
+    let mut start = Instant::now();
+    let mut i = 0u64;
+    while i < warm + a.iters {
+        if i < warm && start.elapsed() > budget / 5 {
+            // Warm for at most a fifth of the budget.
+            i = warm;
+        }
+        if i == warm && samples.is_empty() {
+            start = Instant::now();
+        }
+        let t0 = Instant::now();
+        send_copy(l, mode, i, &data)?;
+        let mut got = 0;
+        recv_one(l, mode, &mut |t, d| {
+            got = d.len();
+            debug_assert_eq!(t, i);
+        })?;
+        if got != size {
+            return Err(format!("echo of {got} bytes for {size}").into());
+        }
+        if i >= warm {
+            samples.push(t0.elapsed().as_nanos() as f64 / 2000.0);
+            if start.elapsed() > budget {
+                break;
+            }
+        }
+        i += 1;
+    }
+    samples.sort_by(f64::total_cmp);
+    let at = |p: f64| samples[((samples.len() - 1) as f64 * p) as usize];
+    Ok(Report { size, iters: samples.len() as u64, value: at(0.5), p99: at(0.99) })
+}
+
+fn bandwidth(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Report, BoxError> {
+    let mut spare: Vec<Vec<u8>> = (0..WINDOW).map(|_| vec![0x5Au8; size]).collect();
+    let budget = Duration::from_secs_f64(a.seconds);
+    let deadline = Instant::now() + LIMIT;
+    // One short warm-up stream, then the timed one.
+    let mut result = None;
+    for (round, limit) in [(0, budget / 5), (1, budget)] {
+        let start = Instant::now();
+        let mut sent = 0u64;
+        while sent < a.iters && start.elapsed() < limit {
+            match spare.pop() {
+                Some(buf) => match l.send_buf(round, buf)? {
+                    None => sent += 1,
+                    Some(buf) => {
+                        spare.push(buf);
+                        l.reap(&mut spare)?;
+                        idle(l, mode)?;
+                    }
+                },
+                None => {
+                    l.reap(&mut spare)?;
+                    if spare.is_empty() {
+                        idle(l, mode)?;
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                return Err("bandwidth run made no progress".into());
+            }
+        }
+        while spare.len() < WINDOW {
+            l.reap(&mut spare)?;
+            idle(l, mode)?;
+            if Instant::now() > deadline {
+                return Err("sends never completed".into());
+            }
+        }
+        send_copy(l, mode, ACK, &[])?;
+        recv_one(l, mode, &mut |_, _| {})?;
+        let secs = start.elapsed().as_secs_f64();
+        result = Some(Report {
+            size,
+            iters: sent,
+            value: sent as f64 * size as f64 / secs / 1e9,
+            p99: f64::NAN,
+        });
+    }
+    result.ok_or_else(|| "no bandwidth round ran".into())
+}
+
+fn client(l: &mut dyn Link, a: &Args, transport: &str) -> Result<(), BoxError> {
+    let mode_name = match a.mode {
+        Mode::Busy => "busy",
+        Mode::Blocking => "blocking",
+    };
+    for &size in &a.sizes {
+        let r = match a.test {
+            Test::Latency => latency(l, a.mode, size, a)?,
+            Test::Bandwidth => bandwidth(l, a.mode, size, a)?,
+        };
+        let note = l.note();
+        match (a.test, a.json) {
+            (Test::Latency, true) => println!(
+                "{}",
+                serde_json::json!({"test": "latency", "transport": transport, "mode": mode_name,
+                    "size": r.size, "iters": r.iters, "median_us": r.value, "p99_us": r.p99,
+                    "note": note})
+            ),
+            (Test::Bandwidth, true) => println!(
+                "{}",
+                serde_json::json!({"test": "bandwidth", "transport": transport, "mode": mode_name,
+                    "size": r.size, "messages": r.iters, "gbytes_per_s": r.value, "note": note})
+            ),
+            (Test::Latency, false) => println!(
+                "{transport:4} {mode_name:8} {:>9} B  median {:8.3} us  p99 {:8.3} us  ({} iters; {note})",
+                r.size, r.value, r.p99, r.iters
+            ),
+            (Test::Bandwidth, false) => println!(
+                "{transport:4} {mode_name:8} {:>9} B  {:8.3} GB/s  ({} messages; {note})",
+                r.size, r.value, r.iters
+            ),
+        }
+    }
+    send_copy(l, a.mode, STOP, &[])?;
+    recv_one(l, a.mode, &mut |_, _| {})
+}
+
+fn connect_retry<T, E: std::fmt::Display>(
+    mut f: impl FnMut() -> Result<T, E>,
+) -> Result<T, BoxError> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match f() {
+            Ok(v) => return Ok(v),
+            Err(e) if Instant::now() > deadline => return Err(format!("connect: {e}").into()),
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+fn play(a: &Args) -> Result<(), BoxError> {
+    let addr = a.addr.clone().ok_or("--addr is required for --role")?;
+    match (a.transport, a.role) {
+        (Transport::Shm, Role::Server) => {
+            let listener = shm::Listener::bind(&addr)?;
+            let mut ep = listener.accept(shm_config(a))?;
+            drop(listener);
+            serve(&mut ep, a.test, a.mode)
+        }
+        (Transport::Shm, _) => {
+            let mut ep = connect_retry(|| shm::connect(&addr, shm_config(a)))?;
+            client(&mut ep, a, "shm")
+        }
+        (Transport::Tcp, Role::Server) => {
+            let listener = tcp::Listener::bind(addr.parse()?)?;
+            let mut ep = listener.accept(tcp_config(a))?;
+            serve(&mut ep, a.test, a.mode)
+        }
+        (Transport::Tcp, _) => {
+            let sa: std::net::SocketAddr = addr.parse()?;
+            let mut ep = connect_retry(|| tcp::connect(sa, tcp_config(a)))?;
+            client(&mut ep, a, "tcp")
+        }
+    }
+}
+
+fn spawn_end(a: &Args, role: &str, addr: &str, cpu: usize) -> Result<Child, BoxError> {
+    let exe = std::env::current_exe()?;
+    let taskset = std::path::Path::new("/usr/bin/taskset").exists();
+    let mut cmd = if taskset {
+        let mut c = Command::new("/usr/bin/taskset");
+        c.arg("-c").arg(cpu.to_string()).arg(exe);
+        c
+    } else {
+        Command::new(exe)
+    };
+    let test = match a.test {
+        Test::Latency => "latency",
+        Test::Bandwidth => "bandwidth",
+    };
+    let sizes: Vec<String> = a.sizes.iter().map(|s| s.to_string()).collect();
+    cmd.args(["bench", "method", test, "--role", role, "--addr", addr])
+        .args(["--transport", if a.transport == Transport::Tcp { "tcp" } else { "shm" }])
+        .args(["--mode", if a.mode == Mode::Busy { "busy" } else { "blocking" }])
+        .args(["--sizes", &sizes.join(",")])
+        .args(["--iters", &a.iters.to_string(), "--seconds", &a.seconds.to_string()])
+        .stdin(Stdio::null());
+    if a.json {
+        cmd.arg("--json");
+    }
+    if a.ring_chunks {
+        cmd.arg("--ring-chunks");
+    }
+    if let Some(t) = a.zero_copy_threshold {
+        cmd.args(["--zero-copy-threshold", &t.to_string()]);
+    }
+    Ok(cmd.spawn()?)
+}
+
+fn reap_child(mut child: Child, what: &str, deadline: Instant) -> Result<(), BoxError> {
+    loop {
+        if let Some(st) = child.try_wait()? {
+            return if st.success() { Ok(()) } else { Err(format!("{what} exited with {st}").into()) };
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{what} did not finish in time").into());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Runs the benchmark and prints its results.
-pub fn run(_args: &Args) -> Result<(), Box<dyn std::error::Error>> {
-    Err("this benchmark is not built yet".into())
+pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let mut a = Args { sizes: args.sizes.clone(), cpus: args.cpus.clone(), addr: args.addr.clone(), ..*args };
+    if a.sizes.is_empty() {
+        a.sizes = match a.test {
+            Test::Latency => vec![8, 64, 4096],
+            Test::Bandwidth => vec![65536, 4194304],
+        };
+    }
+    if a.role != Role::Launch {
+        return play(&a);
+    }
+    let addr = match a.transport {
+        Transport::Shm => std::env::temp_dir()
+            .join(format!("viaduct-bench-{}.sock", std::process::id()))
+            .display()
+            .to_string(),
+        Transport::Tcp => {
+            // Let the kernel pick a free port, then hand it to the server.
+            let probe = std::net::TcpListener::bind("127.0.0.1:0")?;
+            probe.local_addr()?.to_string()
+        }
+    };
+    let (c0, c1) = (a.cpus.first().copied().unwrap_or(0), a.cpus.get(1).copied().unwrap_or(1));
+    let server = spawn_end(&a, "server", &addr, c1)?;
+    let client = match spawn_end(&a, "client", &addr, c0) {
+        Ok(c) => c,
+        Err(e) => {
+            let mut server = server;
+            let _ = server.kill();
+            let _ = server.wait();
+            return Err(e);
+        }
+    };
+    let per_size = Duration::from_secs_f64(a.seconds * 2.0 + 5.0);
+    let deadline = Instant::now() + LIMIT + per_size * a.sizes.len() as u32;
+    let c = reap_child(client, "client", deadline);
+    let s = reap_child(server, "server", Instant::now() + Duration::from_secs(10));
+    if a.transport == Transport::Shm {
+        let _ = std::fs::remove_file(&addr);
+    }
+    c.and(s)
 }

@@ -1,1 +1,59 @@
-//! Requests (under construction).
+//! Requests: the one handle type for every operation of the agent in progress.
+//!
+//! A [`Request`] is, underneath, a counter of outstanding CARs (communication agent requests,
+//! seed 002): it completes when the count reaches 0, and it then reports a [`Status`] (source,
+//! tag, byte count, cancellation, error). Three kinds share the handle and mix freely in the
+//! arrays given to [`wait_any`], [`wait_some`], [`wait_all`], [`test_any`], [`test_some`] and
+//! [`test_all`]:
+//!
+//! - **message** requests ([`Request::message`]): the agent's methods complete CARs through a
+//!   [`CarCounter`]; an optional [`ProgressDriver`] lets waits and tests drive the progress engine;
+//! - **generalized** requests ([`Request::generalized`], MPI-2 `MPI_Grequest_start`): the user's
+//!   [`GrequestOps`] callbacks (query, free, cancel) on the user's own state, completed from any
+//!   thread with a [`CompleteHandle`];
+//! - **class-driven** requests ([`RequestClass::start`]): a [`ClassOps`] adds a `poll` hook
+//!   (called by tests and waits) and a `wait` hook (called once per blocking round with every
+//!   request of the class in the wait, so one system call serves the batch).
+//!
+//! Handlers ([`post_handler`]) run a function when a request completes or releases its
+//! resources, within a [`Deadline`], on the agent's handler thread.
+//!
+//! # Progress contract
+//!
+//! - Who completes a request: a method (through [`CarCounter`]), the user (through
+//!   [`CompleteHandle`], from any thread), or a class's hooks, which run only inside
+//!   `test*`/`wait*`/[`Request::get_status`] calls on that request's thread. A class-driven
+//!   request nobody tests or waits on does not progress (unless the class has its own thread).
+//! - A blocking wait sleeps on a condition variable that completions wake, and calls wait hooks
+//!   with timeouts between [`MIN_HOOK_TIMEOUT`] and [`MAX_HOOK_TIMEOUT`], alternating the two, so
+//!   a mixed array never hangs and a completion by another thread is seen within one timeout.
+//! - Callbacks, hooks and handlers never run with an internal lock held: each may call any agent
+//!   function. Query, free and cancel run on the thread of the call named in [`GrequestOps`];
+//!   handlers on the handler thread (see [`handler`]).
+//! - Fast path: starting a generalized request is one allocation; completing it one atomic
+//!   compare-and-swap; a wait on a complete request one more, with no lock and no condition
+//!   variable unless someone actually waits.
+
+mod car;
+mod class;
+mod core;
+mod error;
+mod greq;
+mod handle;
+pub mod handler;
+mod set;
+mod state;
+mod status;
+mod waiter;
+
+pub use car::{CarCounter, ProgressDriver};
+pub use class::{ClassOps, ClassRequest, RequestClass};
+pub use error::{BoxError, Cause, RequestError};
+pub use greq::{CompleteHandle, GrequestOps};
+pub use handle::Request;
+pub use handler::{Condition, Deadline, HandlerFn, RequestRef, post_handler};
+pub use set::{
+    MAX_HOOK_TIMEOUT, MIN_HOOK_TIMEOUT, test_all, test_any, test_some, wait_all, wait_any,
+    wait_some,
+};
+pub use status::{QueryStatus, Status};

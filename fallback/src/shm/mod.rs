@@ -1,1 +1,59 @@
-//! `shm` (under construction).
+//! The shared-memory method: a connection between two processes (or threads) of one machine.
+//!
+//! # Shape
+//!
+//! The same shape as a verbs queue pair. Descriptors are posted (`post_send`, `post_send_buf`,
+//! `post_write`, `post_read`) and each gets exactly one [`Completion`] carrying its id, through
+//! [`Endpoint::poll`]. A post that cannot be accepted now answers [`Posted::NoResources`] (not
+//! an error); errors carry an errno ([`Error::errno`]) and a readable message. Inbound messages
+//! are read in place: [`Endpoint::next`] borrows the unconsumed bytes of the current message,
+//! [`Endpoint::consume`] gives bytes back and releases the ring cell once the whole message is
+//! consumed.
+//!
+//! # Transport
+//!
+//! A memfd segment (passed over a unix socket with `SCM_RIGHTS`) holds one single-producer /
+//! single-consumer ring per direction: cache-line aligned records stamped with their position,
+//! so the receiver polls one cache line per small message (see `ring`). Messages up to
+//! [`Config::eager_limit`] are copied into the ring by the sender and read in place by the
+//! receiver. Longer messages go by rendezvous: where a probe at set-up shows that
+//! `process_vm_readv` is permitted, the receiver copies the message once, straight from the
+//! sender's buffer into its reassembly buffer ([`LongMessages::SingleCopy`]); where it is not
+//! (`EPERM` under Yama or across users), the sender copies it through the ring in chunks
+//! ([`LongMessages::RingChunks`]). [`Endpoint::long_messages`] tells which is in use.
+//!
+//! Emulated RDMA write and read carry the region key, offset and data in ring records; the
+//! target checks key and bounds against its registered regions ([`Endpoint::register`]) and
+//! replies with a status. The target serves them while it runs `next`, `poll` or `wait`.
+//!
+//! # Progress and waiting
+//!
+//! Nothing runs in the background. `next`, `poll` and `wait` make progress; only `wait` blocks.
+//! It spins adaptively, then sleeps on a futex word in the shared segment that the peer rings
+//! after publishing a record or releasing space (only when this side announced it sleeps).
+//!
+//! # Failure
+//!
+//! An endpoint notices a peer that closed its endpoint or died (its end of the set-up socket
+//! closes) within about [`Config::liveness_interval`] while it polls or waits; then every
+//! outstanding descriptor completes with [`Error::PeerFailed`], later posts fail with it, and
+//! `next` returns it once the messages that arrived before are read. A record that breaks the
+//! protocol fails the connection with [`Error::Protocol`]; nothing panics.
+
+mod cma;
+mod completion;
+mod config;
+mod endpoint;
+mod error;
+mod futex;
+pub(crate) mod region;
+mod ring;
+mod segment;
+mod setup;
+
+pub use completion::{Completion, Op, Posted};
+pub use config::Config;
+pub use endpoint::{Endpoint, LongMessages, Message};
+pub use error::{AccessError, Error};
+pub use region::RegionKey;
+pub use setup::{Listener, connect, pair};

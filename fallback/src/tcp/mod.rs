@@ -1,1 +1,69 @@
-//! `tcp` (under construction).
+//! The TCP method: one connection per peer pair carrying [frames](crate::frame), driven by an
+//! io_uring ring of the [engine](crate::uring).
+//!
+//! # Shape
+//!
+//! The same shape as the shared-memory method and a verbs queue pair: descriptors are posted
+//! (`post_send`, `post_send_buf`, `post_write`, `post_read`), each gets exactly one
+//! [`Completion`] carrying its id through [`Endpoint::poll`]; [`Posted::NoResources`] (the
+//! peer's window is full) is a status, not an error; errors carry an errno
+//! ([`Error::errno`]) and a readable message.
+//!
+//! # Sending
+//!
+//! A send is a frame: a 32-byte header and the payload, gathered by one `sendmsg` as two
+//! iovecs, so an owned buffer ([`Endpoint::post_send_buf`]) is not copied. Frames queued while a
+//! `sendmsg` is in flight go together in the next one (up to `max_batch`). Only one `sendmsg`
+//! is in flight per connection, with `MSG_WAITALL`, so the byte stream keeps frame order.
+//! Batches carrying a payload of at least [`Config::zero_copy_threshold`] bytes use
+//! `IORING_OP_SENDMSG_ZC`; their buffers come back after the kernel's notification.
+//!
+//! # Receiving
+//!
+//! A multishot receive fills buffers of a provided-buffer ring registered with the engine.
+//! [`Endpoint::next`] returns a slice into the receive buffer holding the message when it lies
+//! whole in one buffer; a message that spans buffers is copied into the endpoint's reassembly
+//! buffer and delivered whole from there (the one copy on the receive side, stated here).
+//! [`Endpoint::consume`] gives the bytes back; a receive buffer is recycled into the ring once
+//! nothing in it is needed. The multishot receive ends when the ring runs out of buffers and is
+//! re-armed when buffers come back.
+//!
+//! # Flow control
+//!
+//! A sender may have at most the receiver's window (three quarters of its receive buffers) in
+//! flight (one frame larger than the window may go when nothing else is). The receiver returns
+//! credit as it consumes: in the `offset` of the frames it sends anyway (messages, replies), in
+//! a credit frame once an eighth of the window is freed, and in a credit frame whenever it has
+//! consumed everything received and nothing else is going out. A receiver that does not consume
+//! stops the sender with [`Posted::NoResources`]: memory stays bounded on both sides.
+//!
+//! # Emulated one-sided operations
+//!
+//! `post_write`/`post_read` send a request naming a region key and offset; the target checks
+//! key and bounds against the regions it registered ([`Endpoint::register`]) and replies with a
+//! status (and the data, for reads). A bad key or range completes the initiator's descriptor
+//! with [`Error::RemoteAccess`] and never touches memory outside the region. The target serves
+//! requests while it runs `next`, `poll` or `wait`.
+//!
+//! # Failure
+//!
+//! End of stream or a socket error fails the connection: the socket is shut down (so the
+//! operations in flight end at once), every queued and outstanding descriptor completes with
+//! [`Error::PeerFailed`], and `next` returns it once the messages received before are read. A
+//! peer that stops acknowledging data is cut off by `TCP_USER_TIMEOUT` after
+//! [`Config::peer_timeout`]. A malformed frame fails the connection with [`Error::Frame`];
+//! nothing panics and a claimed length is checked before any allocation.
+
+mod completion;
+mod config;
+mod endpoint;
+mod error;
+mod send;
+mod setup;
+
+pub use crate::shm::{AccessError, RegionKey};
+pub use completion::{Completion, Op, Posted};
+pub use config::Config;
+pub use endpoint::{Endpoint, Message};
+pub use error::Error;
+pub use setup::{Listener, connect, pair};

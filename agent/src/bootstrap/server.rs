@@ -1,0 +1,575 @@
+//! A PMI-1 server for one machine: what `viaduct launch` serves its ranks.
+//!
+//! It listens on `127.0.0.1` (ranks get `PMI_PORT=127.0.0.1:PORT` and `PMI_ID=RANK`, the mode
+//! hydra uses with a port) and speaks the same PMI-1 lines as hydra: `initack`, `init`,
+//! `get_maxes`, `get_my_kvsname`, `get_universe_size`, `get_appnum`, `put`, `barrier_in`, `get`,
+//! `finalize`, `abort`. Puts become visible to `get` when the barrier that follows them completes,
+//! as with hydra. `PMI_process_mapping` is pre-set to "all ranks on one node".
+//!
+//! # Who may connect
+//!
+//! Any local process can reach a TCP port on `127.0.0.1`. The server therefore takes each
+//! `PMI_ID` exactly once, and the first line of a connection must be a valid `initack` within
+//! [`ServerConfig::hello_timeout`]; anything else is refused and reported as
+//! [`ServerEvent::Refused`]. A local stranger that races a rank to its id makes that rank's
+//! connection fail (the job then ends with an error); it cannot take part unnoticed. The job key
+//! is handed to ranks in their environment and never passes through this server.
+//!
+//! # Boundedness
+//!
+//! The server never waits on a rank forever: the launcher reports exits with
+//! [`Pmi1Server::rank_exited`], and when a barrier can no longer complete (a rank that has exited,
+//! closed its connection or finalized is not in it) the server raises
+//! [`ServerEvent::BarrierBroken`] for the launcher to end the job. Connection threads poll a
+//! shutdown flag, so [`Pmi1Server::shutdown`] returns promptly.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::{self, BufReader, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use super::wire::Message;
+use super::wire1::{self, LineRead};
+
+/// Limits the server announces in `maxes`.
+const KVSNAME_MAX: usize = 256;
+const KEYLEN_MAX: usize = 64;
+const VALLEN_MAX: usize = 1024;
+
+/// How often blocked threads look at the shutdown flag.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Settings of a [`Pmi1Server`].
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Number of ranks in the job.
+    pub size: u32,
+    /// Time a new connection has to send its `initack`.
+    pub hello_timeout: Duration,
+}
+
+impl ServerConfig {
+    /// Defaults for a job of `size` ranks.
+    pub fn new(size: u32) -> Self {
+        Self {
+            size,
+            hello_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Something the launcher must act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerEvent {
+    /// A rank asked to end the job.
+    Abort {
+        /// The rank.
+        rank: u32,
+        /// The exit code it asked for.
+        exit_code: i32,
+        /// Its message, if any.
+        message: Option<String>,
+    },
+    /// Some ranks wait in a barrier that can no longer complete.
+    BarrierBroken {
+        /// Ranks waiting in the barrier.
+        waiting: Vec<u32>,
+        /// Ranks that have left the job (exited, closed their connection or finalized) outside
+        /// the barrier.
+        gone: Vec<u32>,
+    },
+    /// A rank broke the protocol; its connection was closed.
+    ProtocolError {
+        /// The rank.
+        rank: u32,
+        /// What it sent.
+        detail: String,
+    },
+    /// A connection was refused before it identified itself as a rank.
+    Refused {
+        /// The peer's address.
+        peer: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+#[derive(Debug, Default)]
+struct State {
+    committed: HashMap<String, String>,
+    pending: HashMap<String, String>,
+    epoch: u64,
+    waiting: BTreeSet<u32>,
+    claimed: Vec<bool>,
+    gone: Vec<bool>,
+    events: Vec<ServerEvent>,
+    broken_reported_epoch: Option<u64>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    size: u32,
+    kvsname: String,
+    hello_timeout: Duration,
+    state: Mutex<State>,
+    changed: Condvar,
+    stop: AtomicBool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panicking connection thread must not take the whole job's bootstrap down with it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Raises BarrierBroken once per barrier when a rank outside it has left.
+    fn check_barrier(&self, st: &mut State) {
+        if st.waiting.is_empty() || st.broken_reported_epoch == Some(st.epoch) {
+            return;
+        }
+        let gone: Vec<u32> = (0..self.size)
+            .filter(|r| st.gone[*r as usize] && !st.waiting.contains(r))
+            .collect();
+        if !gone.is_empty() {
+            st.broken_reported_epoch = Some(st.epoch);
+            let waiting = st.waiting.iter().copied().collect();
+            st.events.push(ServerEvent::BarrierBroken { waiting, gone });
+        }
+    }
+
+    fn mark_gone(&self, rank: u32) {
+        let mut st = self.lock();
+        if let Some(g) = st.gone.get_mut(rank as usize) {
+            *g = true;
+        }
+        self.check_barrier(&mut st);
+    }
+}
+
+/// A running PMI-1 server.
+#[derive(Debug)]
+pub struct Pmi1Server {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl Pmi1Server {
+    /// Binds `127.0.0.1` on a free port and starts serving a job of `config.size` ranks.
+    pub fn start(config: ServerConfig) -> io::Result<Self> {
+        if config.size == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a job has at least one rank",
+            ));
+        }
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let size = config.size;
+        let mut state = State {
+            claimed: vec![false; size as usize],
+            gone: vec![false; size as usize],
+            ..State::default()
+        };
+        state.committed.insert(
+            "PMI_process_mapping".into(),
+            format!("(vector,(0,1,{size}))"),
+        );
+        let shared = Arc::new(Shared {
+            size,
+            kvsname: format!("viaduct_{}_{}", std::process::id(), addr.port()),
+            hello_timeout: config.hello_timeout,
+            state: Mutex::new(state),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let acceptor = {
+            let shared = Arc::clone(&shared);
+            thread::Builder::new()
+                .name("pmi-accept".into())
+                .spawn(move || accept_loop(&listener, &shared))?
+        };
+        Ok(Self {
+            addr,
+            shared,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    /// The address ranks connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The value for ranks' `PMI_PORT`.
+    pub fn port_env(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// The key-value space name handed to ranks.
+    pub fn kvsname(&self) -> &str {
+        &self.shared.kvsname
+    }
+
+    /// Tells the server that `rank`'s process has exited, so barriers stop waiting for it.
+    pub fn rank_exited(&self, rank: u32) {
+        self.shared.mark_gone(rank);
+        self.shared.changed.notify_all();
+    }
+
+    /// Takes the events raised since the last call.
+    pub fn take_events(&self) -> Vec<ServerEvent> {
+        std::mem::take(&mut self.shared.lock().events)
+    }
+
+    /// Stops accepting, ends every connection thread and waits for the acceptor.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.changed.notify_all();
+        if let Some(acceptor) = self.acceptor.take() {
+            // The acceptor only polls; it ends within POLL. A panic in it is already reported.
+            let _ = acceptor.join();
+        }
+    }
+}
+
+impl Drop for Pmi1Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+    let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    while !shared.stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                let conn_shared = Arc::clone(shared);
+                let spawned = thread::Builder::new()
+                    .name("pmi-conn".into())
+                    .spawn(move || serve_connection(stream, peer, &conn_shared));
+                match spawned {
+                    Ok(handle) => workers.push(handle),
+                    // The stream went with the failed closure and is closed: the rank sees its
+                    // connection end, and the launcher sees why.
+                    Err(e) => refuse(shared, peer, &format!("cannot start a thread: {e}")),
+                }
+                workers.retain(|w| !w.is_finished());
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => thread::sleep(POLL / 5),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => thread::sleep(POLL),
+        }
+    }
+    for worker in workers {
+        // Workers poll the stop flag; a panic in one is already on stderr.
+        let _ = worker.join();
+    }
+}
+
+/// Per-connection state.
+struct Session<'a> {
+    shared: &'a Shared,
+    writer: TcpStream,
+    rank: Option<u32>,
+}
+
+fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+    let setup = stream
+        .set_read_timeout(Some(POLL))
+        .and_then(|()| stream.set_write_timeout(Some(Duration::from_secs(10))))
+        .and_then(|()| stream.set_nodelay(true))
+        .and_then(|()| stream.try_clone());
+    let writer = match setup {
+        Ok(w) => w,
+        Err(e) => {
+            refuse(shared, peer, &format!("socket setup failed: {e}"));
+            return;
+        }
+    };
+    let mut session = Session {
+        shared,
+        writer,
+        rank: None,
+    };
+    let mut reader = BufReader::new(stream);
+    let mut partial = Vec::new();
+    let started = Instant::now();
+    loop {
+        if shared.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let line = match wire1::read_line(&mut reader, &mut partial) {
+            Ok(LineRead::Line(line)) => line,
+            Ok(LineRead::Eof) => break,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                if session.rank.is_none() && started.elapsed() > shared.hello_timeout {
+                    refuse(shared, peer, "no initack within the time allowed");
+                    break;
+                }
+                continue;
+            }
+            Err(e) => {
+                session.fail(peer, &format!("read error: {e}"));
+                break;
+            }
+        };
+        let msg = match wire1::parse_line(&line) {
+            Ok(msg) => msg,
+            Err(e) => {
+                session.fail(peer, &e.to_string());
+                break;
+            }
+        };
+        match session.handle(&msg, peer) {
+            Ok(Flow::Continue) => {}
+            Ok(Flow::Close) => break,
+            Err(e) => {
+                session.fail(peer, &format!("cannot answer: {e}"));
+                break;
+            }
+        }
+    }
+    if let Some(rank) = session.rank {
+        shared.mark_gone(rank);
+        shared.changed.notify_all();
+    }
+    let _ = session.writer.shutdown(Shutdown::Both);
+}
+
+fn refuse(shared: &Shared, peer: SocketAddr, reason: &str) {
+    shared.lock().events.push(ServerEvent::Refused {
+        peer: peer.to_string(),
+        reason: reason.to_owned(),
+    });
+}
+
+enum Flow {
+    Continue,
+    /// The rank finalized, aborted or misbehaved: stop serving it.
+    Close,
+}
+
+impl Session<'_> {
+    fn send(&mut self, msg: &Message) -> io::Result<()> {
+        let line =
+            wire1::encode_line(msg).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        self.writer.write_all(&line)
+    }
+
+    fn fail(&self, peer: SocketAddr, detail: &str) {
+        match self.rank {
+            Some(rank) => self.shared.lock().events.push(ServerEvent::ProtocolError {
+                rank,
+                detail: detail.to_owned(),
+            }),
+            None => refuse(self.shared, peer, detail),
+        }
+    }
+
+    fn handle(&mut self, msg: &Message, peer: SocketAddr) -> io::Result<Flow> {
+        let Some(rank) = self.rank else {
+            return self.handle_initack(msg, peer);
+        };
+        let shared = self.shared;
+        match msg.cmd.as_str() {
+            "init" => {
+                let version = msg.get("pmi_version").unwrap_or("1");
+                let (rc, sub) = if version == "1" { (0, "1") } else { (-1, "1") };
+                self.send(
+                    &Message::new("response_to_init")
+                        .with("pmi_version", 1)
+                        .with("pmi_subversion", sub)
+                        .with("rc", rc),
+                )?;
+            }
+            "get_maxes" => self.send(
+                &Message::new("maxes")
+                    .with("kvsname_max", KVSNAME_MAX)
+                    .with("keylen_max", KEYLEN_MAX)
+                    .with("vallen_max", VALLEN_MAX),
+            )?,
+            "get_my_kvsname" => {
+                self.send(&Message::new("my_kvsname").with("kvsname", &shared.kvsname))?;
+            }
+            "get_universe_size" => {
+                self.send(&Message::new("universe_size").with("size", shared.size))?;
+            }
+            "get_appnum" => self.send(&Message::new("appnum").with("appnum", 0))?,
+            "put" => {
+                let answer = self.put(msg);
+                self.send(&answer)?;
+            }
+            "get" => {
+                let answer = self.get(msg);
+                self.send(&answer)?;
+            }
+            "barrier_in" => {
+                if !self.barrier(rank) {
+                    return Ok(Flow::Close);
+                }
+                self.send(&Message::new("barrier_out"))?;
+            }
+            "finalize" => {
+                self.send(&Message::new("finalize_ack"))?;
+                return Ok(Flow::Close);
+            }
+            "abort" => {
+                let exit_code = msg
+                    .get_int("exitcode")
+                    .and_then(Result::ok)
+                    .and_then(|c| i32::try_from(c).ok())
+                    .unwrap_or(1);
+                let message = msg
+                    .get("message")
+                    .or_else(|| msg.get("msg"))
+                    .map(str::to_owned);
+                shared.lock().events.push(ServerEvent::Abort {
+                    rank,
+                    exit_code,
+                    message,
+                });
+                return Ok(Flow::Close);
+            }
+            other => {
+                let answer = Message::new(&format!("{other}_result"))
+                    .with("rc", -1)
+                    .with("msg", "unsupported_command");
+                self.send(&answer)?;
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn handle_initack(&mut self, msg: &Message, peer: SocketAddr) -> io::Result<Flow> {
+        let shared = self.shared;
+        if msg.cmd != "initack" {
+            refuse(
+                shared,
+                peer,
+                &format!("first command is cmd={}, not initack", msg.cmd),
+            );
+            return Ok(Flow::Close);
+        }
+        let id = msg
+            .get_int("pmiid")
+            .and_then(Result::ok)
+            .and_then(|id| u32::try_from(id).ok())
+            .filter(|id| *id < shared.size);
+        let Some(id) = id else {
+            refuse(shared, peer, "initack without a valid pmiid");
+            return Ok(Flow::Close);
+        };
+        {
+            let mut st = shared.lock();
+            if st.claimed[id as usize] {
+                drop(st);
+                refuse(shared, peer, &format!("pmiid {id} is already connected"));
+                return Ok(Flow::Close);
+            }
+            st.claimed[id as usize] = true;
+        }
+        self.rank = Some(id);
+        self.send(&Message::new("initack"))?;
+        self.send(&Message::new("set").with("size", shared.size))?;
+        self.send(&Message::new("set").with("rank", id))?;
+        self.send(&Message::new("set").with("debug", 0))?;
+        Ok(Flow::Continue)
+    }
+
+    fn check_kvsname(&self, msg: &Message) -> Option<Message> {
+        match msg.get("kvsname") {
+            Some(name) if name != self.shared.kvsname => Some(
+                Message::new(&format!("{}_result", msg.cmd))
+                    .with("rc", -1)
+                    .with("msg", "unknown_kvsname"),
+            ),
+            _ => None,
+        }
+    }
+
+    fn put(&self, msg: &Message) -> Message {
+        if let Some(err) = self.check_kvsname(msg) {
+            return err;
+        }
+        let refuse = |why: &str| Message::new("put_result").with("rc", -1).with("msg", why);
+        let (Some(key), Some(value)) = (msg.get("key"), msg.get("value")) else {
+            return refuse("put_needs_key_and_value");
+        };
+        if key.is_empty() || key.len() > KEYLEN_MAX {
+            return refuse("bad_key_length");
+        }
+        if value.len() > VALLEN_MAX {
+            return refuse("value_too_long");
+        }
+        let mut st = self.shared.lock();
+        if st.committed.contains_key(key) || st.pending.contains_key(key) {
+            return refuse("duplicate_key");
+        }
+        st.pending.insert(key.to_owned(), value.to_owned());
+        Message::new("put_result")
+            .with("rc", 0)
+            .with("msg", "success")
+    }
+
+    fn get(&self, msg: &Message) -> Message {
+        if let Some(err) = self.check_kvsname(msg) {
+            return err;
+        }
+        let Some(key) = msg.get("key") else {
+            return Message::new("get_result")
+                .with("rc", -1)
+                .with("msg", "get_needs_a_key");
+        };
+        match self.shared.lock().committed.get(key) {
+            Some(value) => Message::new("get_result")
+                .with("rc", 0)
+                .with("msg", "success")
+                .with("value", value),
+            None => Message::new("get_result")
+                .with("rc", -1)
+                .with("msg", "key_not_found"),
+        }
+    }
+
+    /// Enters the barrier and waits for it to complete; false when the server stops first.
+    fn barrier(&self, rank: u32) -> bool {
+        let shared = self.shared;
+        let mut st = shared.lock();
+        let my_epoch = st.epoch;
+        st.waiting.insert(rank);
+        if st.waiting.len() == shared.size as usize {
+            let pending = std::mem::take(&mut st.pending);
+            st.committed.extend(pending);
+            st.waiting.clear();
+            st.epoch += 1;
+            shared.changed.notify_all();
+            return true;
+        }
+        shared.check_barrier(&mut st);
+        while st.epoch == my_epoch {
+            if shared.stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            st = shared
+                .changed
+                .wait_timeout(st, POLL)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+}

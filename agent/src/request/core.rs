@@ -1,0 +1,496 @@
+//! The shared body of every request: state word, waiter list, handler slots, completion error,
+//! and the kind-specific part behind a trait object (one allocation per request).
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use super::error::{BoxError, Cause, RequestError};
+use super::handler::{self, Condition, HandlerSlots};
+use super::state::{self, CANCEL_REQUESTED, CANCELLED, COUNT_MASK, FREE_CLAIMED, HANDLE_RELEASED};
+use super::state::{PIN_ONE, RELEASE_HELD, RELEASE_SIGNALLED, WAITING};
+use super::status::{QueryStatus, Status};
+use super::waiter::Waiter;
+
+/// The shared request every handle points at.
+pub(crate) type CoreRef = Arc<Core>;
+
+/// Requests kept per thread for reuse, so that starting one usually allocates nothing.
+const POOL_CAP: usize = 256;
+
+thread_local! {
+    static POOL: RefCell<Vec<CoreRef>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A request for `body` with `outstanding` CARs, from this thread's pool when it has one.
+#[inline]
+pub(crate) fn new_core(outstanding: u32, body: Box<dyn Body>) -> CoreRef {
+    let pooled = POOL.try_with(|p| p.borrow_mut().pop()).ok().flatten();
+    if let Some(mut core) = pooled {
+        if let Some(c) = Arc::get_mut(&mut core) {
+            *c.state.get_mut() = u64::from(outstanding);
+            c.body = body;
+            return core;
+        }
+    }
+    Arc::new(Core::new(outstanding, body))
+}
+
+/// Drops a handle; the last one puts the request back into this thread's pool.
+#[inline]
+pub(crate) fn recycle(mut core: CoreRef) {
+    // Only the last handle can see a count of 1 (nobody is left to clone it; no weak
+    // references exist), so this check never races with a clone.
+    if Arc::strong_count(&core) != 1 {
+        return;
+    }
+    let Some(c) = Arc::get_mut(&mut core) else {
+        return;
+    };
+    // The user's state is dropped here, with no lock held.
+    c.body = Box::new(Recycled);
+    c.reset();
+    let _ = POOL.try_with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < POOL_CAP {
+            p.push(core);
+        }
+    });
+}
+
+/// A counted handle to a request that gives it back to the pool when it is the last one.
+pub(crate) struct Shared(Option<CoreRef>);
+
+impl Shared {
+    pub(crate) fn new(core: CoreRef) -> Self {
+        Shared(Some(core))
+    }
+}
+
+impl std::ops::Deref for Shared {
+    type Target = CoreRef;
+    #[inline]
+    fn deref(&self) -> &CoreRef {
+        match &self.0 {
+            Some(core) => core,
+            // Only `drop` takes the request out.
+            None => unreachable!("request handle used after drop"),
+        }
+    }
+}
+
+impl Clone for Shared {
+    fn clone(&self) -> Self {
+        Shared(self.0.clone())
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(core) = self.0.take() {
+            recycle(core);
+        }
+    }
+}
+
+/// The body of a pooled request.
+struct Recycled;
+
+impl Body for Recycled {
+    fn query(&self, _: &Core, _: &mut QueryStatus<'_>) -> Result<(), BoxError> {
+        Ok(())
+    }
+    fn free(&self) -> Result<(), BoxError> {
+        Ok(())
+    }
+    fn cancel(&self, _: bool) -> Result<(), BoxError> {
+        Ok(())
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// What differs between request kinds (message, generalized, class-driven).
+///
+/// No method is called with an internal lock held: all of them may run user code.
+pub(crate) trait Body: Send + Sync + 'static {
+    /// Fills the status of a complete request.
+    fn query(&self, core: &Core, status: &mut QueryStatus<'_>) -> Result<(), BoxError>;
+    /// Gives back the user's resources; runs exactly once.
+    fn free(&self) -> Result<(), BoxError>;
+    /// Starts cancellation; `complete` says whether the request already completed.
+    fn cancel(&self, complete: bool) -> Result<(), BoxError>;
+    /// Identity of the progress hook that drives this request, if any. Requests with the same key
+    /// are polled and waited on together.
+    fn hook_key(&self) -> Option<usize> {
+        None
+    }
+    /// Advances every request of `members` (all with this body's hook key) without blocking.
+    fn poll_group(&self, _members: &[&CoreRef]) {}
+    /// Blocks at most `timeout` until some request of `members` may have progressed.
+    fn wait_group(&self, _members: &[&CoreRef], _timeout: Duration) {}
+    /// The concrete body, for downcasting inside a hook group.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A request: the state word, what a message reports, waiters, handlers, the completion error,
+/// and the kind-specific body (a zero-sized body costs no allocation).
+pub(crate) struct Core {
+    state: AtomicU64,
+    /// Bytes moved by the CARs of a message request.
+    pub(crate) bytes: AtomicU64,
+    /// Source rank of a message request (`u32::MAX`: none).
+    pub(crate) source: AtomicU32,
+    /// Tag of a message request (`u32::MAX`: none).
+    pub(crate) tag: AtomicU32,
+    waiters: Mutex<Vec<Arc<Waiter>>>,
+    pub(crate) handlers: Mutex<Option<Box<HandlerSlots>>>,
+    error: OnceLock<RequestError>,
+    pub(crate) body: Box<dyn Body>,
+}
+
+impl Core {
+    /// A request with `outstanding` CARs (0: complete from the start).
+    fn new(outstanding: u32, body: Box<dyn Body>) -> Self {
+        Core {
+            state: AtomicU64::new(u64::from(outstanding)),
+            bytes: AtomicU64::new(0),
+            source: AtomicU32::new(u32::MAX),
+            tag: AtomicU32::new(u32::MAX),
+            waiters: Mutex::new(Vec::new()),
+            handlers: Mutex::new(None),
+            error: OnceLock::new(),
+            body,
+        }
+    }
+
+    /// Clears everything but the body, for reuse.
+    #[inline]
+    fn reset(&mut self) {
+        let s = std::mem::take(self.state.get_mut());
+        *self.bytes.get_mut() = 0;
+        *self.source.get_mut() = u32::MAX;
+        *self.tag.get_mut() = u32::MAX;
+        // Only a wait that blocked touched the waiter list.
+        if s & WAITING != 0 {
+            self.waiters
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
+        }
+        let handlers = self
+            .handlers
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        if handlers.is_some() {
+            *handlers = None;
+        }
+        if self.error.get().is_some() {
+            self.error.take();
+        }
+    }
+
+    /// The current state word.
+    #[inline]
+    pub(crate) fn load(&self) -> u64 {
+        self.state.load(Ordering::Acquire)
+    }
+
+    /// Atomically adds `bits` (flags or pins) and returns the new word.
+    pub(crate) fn fetch_add(&self, bits: u64) -> u64 {
+        self.state
+            .fetch_add(bits, Ordering::AcqRel)
+            .wrapping_add(bits)
+    }
+
+    /// Atomically removes one pin and returns the new word.
+    fn remove_pin(&self) -> u64 {
+        self.state.fetch_sub(PIN_ONE, Ordering::AcqRel) - PIN_ONE
+    }
+
+    /// Whether all outstanding CARs completed.
+    #[inline]
+    pub(crate) fn is_complete(&self) -> bool {
+        state::is_complete(self.load())
+    }
+
+    /// Outstanding CAR count.
+    pub(crate) fn outstanding(&self) -> u32 {
+        // The mask keeps 32 bits, so the conversion never saturates.
+        u32::try_from(state::count(self.load())).unwrap_or(u32::MAX)
+    }
+
+    /// Whether `cancel` was called.
+    pub(crate) fn cancel_requested(&self) -> bool {
+        self.load() & CANCEL_REQUESTED != 0
+    }
+
+    /// Adds `n` outstanding CARs to an incomplete request.
+    pub(crate) fn add_outstanding(&self, n: u32) -> Result<(), RequestError> {
+        let mut s = self.load();
+        loop {
+            let c = state::count(s);
+            if c == 0 {
+                return Err(RequestError::AlreadyComplete);
+            }
+            let new_count = c + u64::from(n);
+            if new_count > COUNT_MASK {
+                return Err(RequestError::TooManyCars { max: u32::MAX });
+            }
+            let new = (s & !COUNT_MASK) | new_count;
+            match self.cas(s, new) {
+                Ok(()) => return Ok(()),
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    #[inline]
+    fn cas(&self, current: u64, new: u64) -> Result<(), u64> {
+        self.state
+            .compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| ())
+    }
+
+    /// Completes one CAR (`all`: every outstanding CAR) and sets `flags`. Returns whether this
+    /// call completed the request; a complete request gives [`RequestError::AlreadyComplete`].
+    /// The error, if any, is the free callback's (it runs here when the user already freed the
+    /// request).
+    #[inline]
+    pub(crate) fn complete_cars(
+        self: &Arc<Self>,
+        all: bool,
+        flags: u64,
+    ) -> Result<bool, RequestError> {
+        let mut s = self.load();
+        let new = loop {
+            if state::count(s) == 0 {
+                return Err(RequestError::AlreadyComplete);
+            }
+            let new = (if all { s & !COUNT_MASK } else { s - 1 }) | flags;
+            match self.cas(s, new) {
+                Ok(()) => break new,
+                Err(now) => s = now,
+            }
+        };
+        if state::count(new) != 0 {
+            return Ok(false);
+        }
+        if new & WAITING != 0 || state::pins(new) != 0 || state::free_due(new) {
+            self.on_complete(new)?;
+        }
+        Ok(true)
+    }
+
+    /// Records the first error of the operation (later ones are dropped).
+    pub(crate) fn record_error(&self, error: RequestError) {
+        let _ = self.error.set(error);
+    }
+
+    /// The error the operation completed with, if any.
+    #[inline]
+    pub(crate) fn completion_error(&self) -> Option<&RequestError> {
+        self.error.get()
+    }
+
+    /// Fails an incomplete request (seed 001): the cancel callback runs, then the request
+    /// completes with `error`. Returns the cancel callback's error, if any.
+    pub(crate) fn fail(self: &Arc<Self>, error: RequestError) -> Result<(), RequestError> {
+        if self.is_complete() {
+            return Err(RequestError::AlreadyComplete);
+        }
+        let cancel = self.body.cancel(false);
+        self.record_error(error);
+        self.complete_cars(true, 0)?;
+        cancel.map_err(|e| RequestError::Cancel(Cause::from(e)))
+    }
+
+    /// Completes the request as cancelled by its operation's owner.
+    pub(crate) fn complete_cancelled(self: &Arc<Self>) -> Result<(), RequestError> {
+        self.complete_cars(true, CANCELLED).map(|_| ())
+    }
+
+    /// What happens once, when the count reaches 0.
+    fn on_complete(self: &Arc<Self>, s: u64) -> Result<(), RequestError> {
+        if s & WAITING != 0 {
+            self.wake();
+        }
+        if state::pins(s) != 0 {
+            handler::fire(self, Condition::Complete);
+            if state::is_released(s) {
+                handler::fire(self, Condition::Release);
+            }
+        }
+        if state::free_due(s) && self.try_claim_free() {
+            return self.run_free();
+        }
+        Ok(())
+    }
+
+    /// Defers the RELEASE condition until [`Core::release`]; only before completion.
+    pub(crate) fn hold_release(&self) -> Result<(), RequestError> {
+        let mut s = self.load();
+        loop {
+            if state::is_complete(s) {
+                return Err(RequestError::AlreadyComplete);
+            }
+            match self.cas(s, s | RELEASE_HELD) {
+                Ok(()) => return Ok(()),
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// Signals that all resources of the operation are given back.
+    pub(crate) fn release(self: &Arc<Self>) {
+        let prev = self.state.fetch_or(RELEASE_SIGNALLED, Ordering::AcqRel);
+        let now = prev | RELEASE_SIGNALLED;
+        if prev & RELEASE_SIGNALLED == 0
+            && state::is_released(now)
+            && !state::is_released(prev)
+            && state::pins(now) != 0
+        {
+            handler::fire(self, Condition::Release);
+        }
+    }
+
+    /// Claims the free callback if it is due; true for exactly one caller.
+    pub(crate) fn try_claim_free(&self) -> bool {
+        let mut s = self.load();
+        while state::free_due(s) {
+            match self.cas(s, s | FREE_CLAIMED) {
+                Ok(()) => return true,
+                Err(now) => s = now,
+            }
+        }
+        false
+    }
+
+    /// Marks the user's handle given back; claims the free callback too when it is due.
+    /// Returns whether this call claimed it.
+    #[inline]
+    pub(crate) fn release_handle(&self) -> bool {
+        let s = self.load();
+        if state::is_complete(s) && state::pins(s) == 0 && s & (HANDLE_RELEASED | FREE_CLAIMED) == 0
+        {
+            // Fast path, a plain store: with the request complete and no handler pinning it,
+            // nobody else can change the bits that matter. Other writers at this point are
+            // `release` (its bit is meaningless once the request is freed) and nothing else:
+            // completion already happened, handle methods need `&mut` or ownership of the one
+            // handle we are giving back, and `RequestRef`s only exist while a handler pins the
+            // request.
+            self.state
+                .store(s | HANDLE_RELEASED | FREE_CLAIMED, Ordering::Release);
+            return true;
+        }
+        let mut s = s;
+        loop {
+            let mut new = s | HANDLE_RELEASED;
+            if state::free_due(new) {
+                new |= FREE_CLAIMED;
+            }
+            match self.cas(s, new) {
+                Ok(()) => return new & FREE_CLAIMED != 0 && s & FREE_CLAIMED == 0,
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// Drops one handler pin; runs the free callback when it became due (its error has nowhere
+    /// to go and is dropped).
+    pub(crate) fn unpin(&self) {
+        let s = self.remove_pin();
+        if state::free_due(s) && self.try_claim_free() {
+            let _ = self.run_free();
+        }
+    }
+
+    /// Runs the free callback (the caller claimed it).
+    #[inline]
+    pub(crate) fn run_free(&self) -> Result<(), RequestError> {
+        self.body
+            .free()
+            .map_err(|e| RequestError::Free(Cause::from(e)))
+    }
+
+    /// Runs the query callback on a fresh status; the query's error goes in the status's error
+    /// field. Only for complete requests.
+    #[inline]
+    pub(crate) fn query(&self) -> Status {
+        let mut status = Status::empty();
+        let result = self.body.query(self, &mut QueryStatus::new(&mut status));
+        if self.load() & CANCELLED != 0 {
+            status.set_cancelled(true);
+        }
+        if let Err(e) = result {
+            status.set_error(Some(RequestError::Query(Cause::from(e))));
+        }
+        status
+    }
+
+    /// The status a completing wait or test reports: query, give the handle back, free (unless
+    /// handlers still pin the request). The error field holds the last failing callback's error
+    /// (free, then query), else the operation's.
+    #[inline]
+    pub(crate) fn finalize(&self) -> Status {
+        let mut status = self.query();
+        if self.release_handle() {
+            if let Err(e) = self.run_free() {
+                status.set_error(Some(e));
+            }
+        }
+        if status.error().is_none() {
+            if let Some(e) = self.completion_error() {
+                status.set_error(Some(e.clone()));
+            }
+        }
+        status
+    }
+
+    /// The status a handler sees: the query's, with the request's error in the error field.
+    pub(crate) fn handler_status(&self) -> Status {
+        if !self.is_complete() {
+            return Status::empty();
+        }
+        let mut status = self.query();
+        if status.error().is_none() {
+            status.set_error(self.completion_error().cloned());
+        }
+        status
+    }
+
+    /// Calls the cancel callback with whether the request already completed.
+    pub(crate) fn cancel(&self) -> Result<(), RequestError> {
+        let prev = self.state.fetch_or(CANCEL_REQUESTED, Ordering::AcqRel);
+        self.body
+            .cancel(state::is_complete(prev))
+            .map_err(|e| RequestError::Cancel(Cause::from(e)))
+    }
+
+    /// Adds a waiter to be woken on completion.
+    pub(crate) fn register(&self, waiter: &Arc<Waiter>) {
+        self.waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::clone(waiter));
+        self.state.fetch_or(WAITING, Ordering::AcqRel);
+    }
+
+    /// Removes a waiter added by [`Core::register`].
+    pub(crate) fn unregister(&self, waiter: &Arc<Waiter>) {
+        self.waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|w| !Arc::ptr_eq(w, waiter));
+    }
+
+    fn wake(&self) {
+        let waiters = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
+        for w in waiters.iter() {
+            w.notify();
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! Errors of requests: what a wait, test or callback can report.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+
+/// The error type user callbacks and hooks return: anything that is an error.
+///
+/// Callbacks write `Err("reason".into())` or `Err(Box::new(io_error))`; the agent wraps it in a
+/// [`Cause`] so that it can be cloned into every status that reports it.
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// A shared, cloneable error produced by user code or by an operation (a failed CAR, a failed
+/// progress hook).
+///
+/// The original error is kept: [`Cause::get_ref`] and [`Cause::downcast_ref`] reach it (for
+/// example an [`std::io::Error`] carrying an errno).
+#[derive(Clone)]
+pub struct Cause(Arc<dyn StdError + Send + Sync + 'static>);
+
+impl Cause {
+    /// Wraps an error.
+    pub fn new(error: impl Into<BoxError>) -> Self {
+        Cause(Arc::from(error.into()))
+    }
+
+    /// The wrapped error.
+    pub fn get_ref(&self) -> &(dyn StdError + Send + Sync + 'static) {
+        &*self.0
+    }
+
+    /// The wrapped error as a concrete type, if it is one.
+    pub fn downcast_ref<E: StdError + 'static>(&self) -> Option<&E> {
+        self.0.downcast_ref::<E>()
+    }
+}
+
+impl fmt::Debug for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl StdError for Cause {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.0.source()
+    }
+}
+
+impl From<BoxError> for Cause {
+    fn from(error: BoxError) -> Self {
+        Cause(Arc::from(error))
+    }
+}
+
+/// Everything a request operation can report.
+///
+/// Errors of user callbacks carry the callback's own error as their source. In
+/// `wait_some`/`wait_all`/`test_some`/`test_all` a failure of one or more requests is reported as
+/// [`RequestError::InStatus`], and each completed request's [`Status::error`](super::Status::error)
+/// holds its own error.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// The query callback (of a generalized request or request class) returned an error.
+    #[error("query callback of the request failed")]
+    Query(#[source] Cause),
+    /// The free callback returned an error.
+    #[error("free callback of the request failed")]
+    Free(#[source] Cause),
+    /// The cancel callback returned an error.
+    #[error("cancel callback of the request failed")]
+    Cancel(#[source] Cause),
+    /// The poll hook of a request class failed; the class's cancel callback ran and the request
+    /// completed with this error.
+    #[error("poll hook of the request class failed; the request was cancelled")]
+    Poll(#[source] Cause),
+    /// The wait hook of a request class (or a progress driver) failed; each request it was
+    /// waiting for was cancelled and completed with this error.
+    #[error("wait hook failed; the requests it was waiting for were cancelled")]
+    WaitHook(#[source] Cause),
+    /// The operation behind the request failed (a CAR completed with an error, or the owner
+    /// failed the request).
+    #[error("operation of the request failed")]
+    Operation(#[source] Cause),
+    /// One or more requests of a `*_some`/`*_all` call failed; each status holds its error.
+    #[error("{failed} request(s) failed; the error of each is in its status")]
+    InStatus {
+        /// How many of the completed requests failed.
+        failed: usize,
+    },
+    /// The request was already complete (completed twice, or CARs added to a complete request).
+    #[error("the request is already complete")]
+    AlreadyComplete,
+    /// More CARs were added than a request can count.
+    #[error("too many outstanding CARs on one request (at most {max})")]
+    TooManyCars {
+        /// The largest number of outstanding CARs a request can hold.
+        max: u32,
+    },
+    /// The request was freed (its free callback ran); it can no longer be queried or given
+    /// handlers.
+    #[error("the request has been freed")]
+    Freed,
+    /// The operation needs an active request but got a null one.
+    #[error("the request is null (already completed by a wait or test, or never started)")]
+    Null,
+    /// The handler thread could not be started.
+    #[error("cannot start the request handler thread")]
+    HandlerThread(#[source] Cause),
+    /// A status array passed to `wait_all`/`test_all` does not have one entry per request.
+    #[error("status array has {statuses} entries for {requests} requests")]
+    StatusLength {
+        /// Number of requests passed.
+        requests: usize,
+        /// Number of statuses passed.
+        statuses: usize,
+    },
+}

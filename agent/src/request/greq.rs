@@ -1,0 +1,140 @@
+//! MPI-2 generalized requests: user callbacks for query, free and cancel, completed by the user
+//! from any thread through a [`CompleteHandle`].
+
+use std::any::Any;
+
+use super::core::{Body, Core, Shared};
+use super::error::{BoxError, Cause, RequestError};
+use super::handle::Request;
+use super::status::QueryStatus;
+
+/// The callbacks of a generalized request, implemented by the user on the request's own state
+/// (the type's fields are MPI's `extra_state`).
+///
+/// All three have defaults that do nothing and succeed. They may run on any thread (the state is
+/// `Send + Sync`; use interior mutability for what changes), never with an internal lock of the
+/// agent held, so they may call any agent function.
+///
+/// When each runs (MPI-2 `MPI_Grequest_start`):
+/// - `query` only after [`CompleteHandle::complete`]: in the wait/test that completes the request,
+///   and in every [`Request::get_status`] on a complete request.
+/// - `free` exactly once, after `query`, in the wait/test that completes the request; for a
+///   request given back with [`Request::free`] (or dropped), in whichever of `free` and `complete`
+///   comes last; for a request with handlers posted, after the last handler ran.
+/// - `cancel` in [`Request::cancel`], with `complete` telling whether `complete` was called.
+pub trait GrequestOps: Send + Sync + 'static {
+    /// Fills the status of the complete request (source, tag, count, cancelled). The error field
+    /// is out of reach: the agent sets it from the call's context.
+    fn query(&self, status: &mut QueryStatus<'_>) -> Result<(), BoxError> {
+        let _ = status;
+        Ok(())
+    }
+
+    /// Gives back the resources of the request; runs exactly once. Its error is the error of the
+    /// call that ran it.
+    fn free(&self) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// Starts cancelling the operation; `complete` is true when the request was already
+    /// completed.
+    fn cancel(&self, complete: bool) -> Result<(), BoxError> {
+        let _ = complete;
+        Ok(())
+    }
+}
+
+/// No state, no callbacks: a generalized request whose status is empty.
+impl GrequestOps for () {}
+
+struct GreqBody<T>(T);
+
+impl<T: GrequestOps> Body for GreqBody<T> {
+    fn query(&self, _: &Core, status: &mut QueryStatus<'_>) -> Result<(), BoxError> {
+        self.0.query(status)
+    }
+    fn free(&self) -> Result<(), BoxError> {
+        self.0.free()
+    }
+    fn cancel(&self, complete: bool) -> Result<(), BoxError> {
+        self.0.cancel(complete)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl Request {
+    /// Starts a generalized request (`MPI_Grequest_start`) whose callbacks are `ops`'s.
+    ///
+    /// Returns the request and the handle that completes it (`MPI_Grequest_complete`). One
+    /// allocation holds the request, its state word and `ops`.
+    #[inline]
+    pub fn generalized<T: GrequestOps>(ops: T) -> (Request, CompleteHandle) {
+        let (request, core) = Request::from_body(1, GreqBody(ops));
+        (
+            request,
+            CompleteHandle {
+                core: Shared::new(core),
+            },
+        )
+    }
+}
+
+/// Completes a generalized or class-driven request from any thread.
+///
+/// Cloneable, `Send` and `Sync`; it stays valid after the user's [`Request`] was waited on or
+/// freed (the request's memory lives as long as any handle to it).
+#[derive(Clone)]
+pub struct CompleteHandle {
+    pub(crate) core: Shared,
+}
+
+impl std::fmt::Debug for CompleteHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompleteHandle")
+            .field("complete", &self.core.is_complete())
+            .finish()
+    }
+}
+
+impl CompleteHandle {
+    /// Marks the request complete (`MPI_Grequest_complete`): waiters wake, handlers for the
+    /// COMPLETE condition are scheduled, and if the user already freed the request its free
+    /// callback runs here (its error is returned). Completing twice gives
+    /// [`RequestError::AlreadyComplete`].
+    #[inline]
+    pub fn complete(&self) -> Result<(), RequestError> {
+        self.core.complete_cars(false, 0).map(|_| ())
+    }
+
+    /// Fails the operation: the cancel callback runs (with `complete == false`), then the request
+    /// completes and its wait/test reports [`RequestError::Operation`] with `error` (unless a
+    /// query or free callback fails too). Returns the cancel callback's error, if any.
+    pub fn fail(&self, error: impl Into<BoxError>) -> Result<(), RequestError> {
+        self.core.fail(RequestError::Operation(Cause::new(error)))
+    }
+
+    /// Whether the request was completed.
+    pub fn is_complete(&self) -> bool {
+        self.core.is_complete()
+    }
+
+    /// Whether the user asked to cancel the request.
+    pub fn cancel_requested(&self) -> bool {
+        self.core.cancel_requested()
+    }
+
+    /// Keeps the RELEASE condition from following completion: it is reached at
+    /// [`CompleteHandle::release`] instead. Only before completion.
+    pub fn hold_release(&self) -> Result<(), RequestError> {
+        self.core.hold_release()
+    }
+
+    /// Signals that every resource of the operation has been given back (after
+    /// [`CompleteHandle::hold_release`]); handlers for the RELEASE condition are scheduled once
+    /// the request is also complete.
+    pub fn release(&self) {
+        self.core.release();
+    }
+}

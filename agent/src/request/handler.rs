@@ -1,0 +1,471 @@
+//! Request handlers (seed 003): a function run when a request reaches a condition, within a
+//! deadline, or else a failure function instead.
+//!
+//! # Where handlers run
+//!
+//! On the agent's handler thread (`viaduct-handlers`), started by the first
+//! [`post_handler`]: handlers run even while the program calls no agent function, one at a time,
+//! in the order their conditions were reached. A handler that blocks delays the ones after it
+//! (and may make their deadlines fail). The agent never holds an internal lock while it runs a
+//! handler, so a handler may call any agent function: start requests, post handlers, complete,
+//! cancel, wait (a wait on a request only another handler can complete would wait for ever).
+//! A panicking handler is caught; the thread goes on with the next one.
+//!
+//! # Deadlines
+//!
+//! Checked against the monotonic clock ([`Instant`]). [`Deadline::After`] counts from the moment
+//! the condition was reached (or the post, if it was reached already); [`Deadline::At`] is an
+//! instant: if it passes before the condition is reached, the failure function runs at that
+//! instant. [`Deadline::Asap`] and [`Deadline::Ignore`] never fail. Exactly one of handler and
+//! failure runs per posting, unless the posting is replaced or removed before it ran.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, VecDeque};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::core::{CoreRef, Shared};
+use super::error::{Cause, RequestError};
+use super::handle::Request;
+use super::state::{self, FREE_CLAIMED, PIN_ONE};
+use super::status::Status;
+
+/// The condition of a request a handler waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Condition {
+    /// The request completed (for a send: the buffer may be reused).
+    Complete,
+    /// Every resource of the operation was given back. For a request whose owner did not call
+    /// `hold_release`, this is the same moment as completion.
+    Release,
+}
+
+/// By when a handler must start after its condition is reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deadline {
+    /// As soon as possible (a relative time of zero); never fails.
+    Asap,
+    /// No deadline (`MPI_TIME_IGNORE`): some time later; never fails.
+    Ignore,
+    /// Within this long after the condition is reached.
+    After(Duration),
+    /// By this instant.
+    At(Instant),
+}
+
+/// A handler or failure function: called with the request and its status.
+pub struct HandlerFn(Box<HandlerBody>);
+
+/// The closure inside a [`HandlerFn`].
+type HandlerBody = dyn FnOnce(&RequestRef, &Status) + Send + 'static;
+
+impl HandlerFn {
+    /// Wraps a closure.
+    pub fn new(f: impl FnOnce(&RequestRef, &Status) + Send + 'static) -> Self {
+        HandlerFn(Box::new(f))
+    }
+}
+
+impl std::fmt::Debug for HandlerFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HandlerFn")
+    }
+}
+
+/// The request a handler runs for. It is valid (can be queried, cancelled, given handlers)
+/// until the handler returns: the request is not freed before its handlers ran. Handlers only
+/// borrow it, so it cannot outlive them.
+///
+/// ```compile_fail
+/// # use viaduct_agent::request::RequestRef;
+/// fn keep(r: &RequestRef) -> RequestRef {
+///     r.clone()
+/// }
+/// ```
+pub struct RequestRef {
+    core: Shared,
+}
+
+impl std::fmt::Debug for RequestRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestRef")
+            .field("complete", &self.core.is_complete())
+            .finish()
+    }
+}
+
+impl RequestRef {
+    /// Whether the request is complete.
+    pub fn is_complete(&self) -> bool {
+        self.core.is_complete()
+    }
+
+    /// The status of the complete request (query runs); `None` if not complete.
+    /// [`RequestError::Freed`] once the free callback ran.
+    pub fn get_status(&self) -> Result<Option<Status>, RequestError> {
+        if self.core.load() & FREE_CLAIMED != 0 {
+            return Err(RequestError::Freed);
+        }
+        if !self.core.is_complete() {
+            return Ok(None);
+        }
+        self.core.query().into_result().map(Some)
+    }
+
+    /// Asks for cancellation, like [`Request::cancel`].
+    pub fn cancel(&self) -> Result<(), RequestError> {
+        if self.core.load() & FREE_CLAIMED != 0 {
+            return Err(RequestError::Freed);
+        }
+        self.core.cancel()
+    }
+
+    /// Posts a handler on this request, like [`post_handler`].
+    pub fn post_handler(
+        &self,
+        condition: Condition,
+        handler: Option<HandlerFn>,
+        failure: Option<HandlerFn>,
+        deadline: Deadline,
+    ) -> Result<(), RequestError> {
+        post(&self.core, condition, handler, failure, deadline)
+    }
+}
+
+/// Posts `handler` for `condition` on `request`, to start within `deadline` after the condition
+/// is reached; if it cannot, `failure` runs instead (if given).
+///
+/// A request has at most one handler per condition: a new posting replaces one that has not run
+/// yet (which then never runs), and `handler == None` removes it. If the condition is already
+/// reached the handler is scheduled at once (or, with a [`Deadline::At`] already past, the
+/// failure). Handlers do not consume the request: it can still be waited on or freed, and its
+/// free callback waits until its handlers ran. A cancelled request still runs its handlers; their
+/// status tells the cancellation. See the [module docs](self) for the thread they run on.
+pub fn post_handler(
+    request: &Request,
+    condition: Condition,
+    handler: Option<HandlerFn>,
+    failure: Option<HandlerFn>,
+    deadline: Deadline,
+) -> Result<(), RequestError> {
+    request.post_handler(condition, handler, failure, deadline)
+}
+
+struct Posting {
+    id: u64,
+    handler: HandlerFn,
+    failure: Option<HandlerFn>,
+    deadline: Deadline,
+}
+
+/// The handler postings of one request.
+#[derive(Default)]
+pub(crate) struct HandlerSlots {
+    next_id: u64,
+    complete: Option<Posting>,
+    release: Option<Posting>,
+}
+
+impl HandlerSlots {
+    fn slot(&mut self, condition: Condition) -> &mut Option<Posting> {
+        match condition {
+            Condition::Complete => &mut self.complete,
+            Condition::Release => &mut self.release,
+        }
+    }
+}
+
+struct Job {
+    core: CoreRef,
+    posting: Posting,
+    reached_at: Instant,
+    /// The deadline passed before the condition was reached.
+    missed: bool,
+}
+
+struct Timer {
+    at: Instant,
+    seq: u64,
+    core: CoreRef,
+    condition: Condition,
+    id: u64,
+}
+
+impl PartialEq for Timer {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Timer {}
+impl PartialOrd for Timer {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Timer {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+struct Queue {
+    ready: VecDeque<Job>,
+    timers: BinaryHeap<Reverse<Timer>>,
+    next_seq: u64,
+}
+
+struct Engine {
+    queue: Mutex<Queue>,
+    cv: Condvar,
+}
+
+static ENGINE: Engine = Engine {
+    queue: Mutex::new(Queue {
+        ready: VecDeque::new(),
+        timers: BinaryHeap::new(),
+        next_seq: 0,
+    }),
+    cv: Condvar::new(),
+};
+
+/// Whether the handler thread started (or why not).
+static STARTED: OnceLock<Result<(), Cause>> = OnceLock::new();
+
+/// The handler engine, its thread started on first use.
+fn engine() -> Result<&'static Engine, RequestError> {
+    let started = STARTED.get_or_init(|| {
+        std::thread::Builder::new()
+            .name("viaduct-handlers".into())
+            .spawn(|| run_engine(&ENGINE))
+            .map(|_| ())
+            .map_err(Cause::new)
+    });
+    match started {
+        Ok(()) => Ok(&ENGINE),
+        Err(e) => Err(RequestError::HandlerThread(e.clone())),
+    }
+}
+
+impl Engine {
+    fn schedule(&self, job: Job) {
+        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        q.ready.push_back(job);
+        self.cv.notify_one();
+    }
+
+    fn add_timer(&self, at: Instant, core: CoreRef, condition: Condition, id: u64) {
+        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let seq = q.next_seq;
+        q.next_seq += 1;
+        q.timers.push(Reverse(Timer {
+            at,
+            seq,
+            core,
+            condition,
+            id,
+        }));
+        self.cv.notify_one();
+    }
+}
+
+/// What the handler thread does next.
+enum Work {
+    Job(Job),
+    Timer(Timer),
+}
+
+fn run_engine(engine: &'static Engine) {
+    let mut q = engine.queue.lock().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        let work = if let Some(job) = q.ready.pop_front() {
+            Some(Work::Job(job))
+        } else {
+            let now = Instant::now();
+            match q.timers.peek() {
+                Some(Reverse(t)) if t.at <= now => q.timers.pop().map(|Reverse(t)| Work::Timer(t)),
+                Some(Reverse(t)) => {
+                    let d = t.at - now;
+                    q = engine
+                        .cv
+                        .wait_timeout(q, d)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                    None
+                }
+                None => {
+                    q = engine.cv.wait(q).unwrap_or_else(PoisonError::into_inner);
+                    None
+                }
+            }
+        };
+        let Some(work) = work else {
+            continue;
+        };
+        drop(q);
+        match work {
+            Work::Job(job) => run_job(job),
+            Work::Timer(t) => fire_timer(t),
+        }
+        q = engine.queue.lock().unwrap_or_else(PoisonError::into_inner);
+    }
+}
+
+fn run_job(job: Job) {
+    let now = Instant::now();
+    let on_time = !job.missed
+        && match job.posting.deadline {
+            Deadline::Asap | Deadline::Ignore => true,
+            Deadline::After(d) => job.reached_at.checked_add(d).is_none_or(|end| now <= end),
+            Deadline::At(t) => now <= t,
+        };
+    let request = RequestRef {
+        core: Shared::new(Arc::clone(&job.core)),
+    };
+    let status = job.core.handler_status();
+    let f = if on_time {
+        Some(job.posting.handler)
+    } else {
+        job.posting.failure
+    };
+    if let Some(f) = f {
+        // A panic in user code must not take the handler thread (and every later handler) down.
+        let _ = catch_unwind(AssertUnwindSafe(|| (f.0)(&request, &status)));
+    }
+    drop(request);
+    job.core.unpin();
+}
+
+fn fire_timer(t: Timer) {
+    let posting = {
+        let mut slots = t
+            .core
+            .handlers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match slots.as_mut().map(|s| s.slot(t.condition)) {
+            Some(slot) if slot.as_ref().is_some_and(|p| p.id == t.id) => slot.take(),
+            _ => None,
+        }
+    };
+    if let Some(posting) = posting {
+        run_job(Job {
+            core: t.core,
+            posting,
+            reached_at: t.at,
+            missed: true,
+        });
+    }
+}
+
+/// Schedules the posting for `condition`, which the request just reached.
+pub(crate) fn fire(core: &CoreRef, condition: Condition) {
+    let posting = {
+        let mut slots = core.handlers.lock().unwrap_or_else(PoisonError::into_inner);
+        slots.as_mut().and_then(|s| s.slot(condition).take())
+    };
+    let Some(posting) = posting else {
+        return;
+    };
+    // A posting exists, so `post` started the handler thread.
+    ENGINE.schedule(Job {
+        core: Arc::clone(core),
+        posting,
+        reached_at: Instant::now(),
+        missed: false,
+    });
+}
+
+fn reached(condition: Condition, s: u64) -> bool {
+    match condition {
+        Condition::Complete => state::is_complete(s),
+        Condition::Release => state::is_released(s),
+    }
+}
+
+/// What `post` decided under the slot lock, carried out after it.
+enum Then {
+    Nothing,
+    Schedule(Job),
+    Timer(Instant, u64),
+}
+
+pub(crate) fn post(
+    core: &CoreRef,
+    condition: Condition,
+    handler: Option<HandlerFn>,
+    failure: Option<HandlerFn>,
+    deadline: Deadline,
+) -> Result<(), RequestError> {
+    let engine = engine()?;
+    let mut guard = core.handlers.lock().unwrap_or_else(PoisonError::into_inner);
+    let slots = guard.get_or_insert_with(Box::default);
+    let old = slots.slot(condition).take();
+    let mut unpin = false;
+    let mut then = Then::Nothing;
+    let mut freed = None;
+    match handler {
+        None => unpin = old.is_some(),
+        Some(handler) => {
+            slots.next_id += 1;
+            let posting = Posting {
+                id: slots.next_id,
+                handler,
+                failure,
+                deadline,
+            };
+            // The pin is taken (or kept, when replacing) before the condition is looked at: a
+            // completion after this point sees the pin and takes the posting from the slot.
+            let s = if old.is_some() {
+                core.load()
+            } else {
+                core.fetch_add(PIN_ONE)
+            };
+            let now = Instant::now();
+            if s & FREE_CLAIMED != 0 {
+                unpin = old.is_none();
+                freed = Some(posting);
+            } else if reached(condition, s) {
+                then = Then::Schedule(Job {
+                    core: Arc::clone(core),
+                    posting,
+                    reached_at: now,
+                    missed: false,
+                });
+            } else if let Deadline::At(at) = deadline {
+                let id = posting.id;
+                let missed = at <= now;
+                if missed {
+                    then = Then::Schedule(Job {
+                        core: Arc::clone(core),
+                        posting,
+                        reached_at: now,
+                        missed,
+                    });
+                } else {
+                    *slots.slot(condition) = Some(posting);
+                    then = Then::Timer(at, id);
+                }
+            } else {
+                *slots.slot(condition) = Some(posting);
+            }
+        }
+    }
+    drop(guard);
+    // User closures are dropped outside the lock: their destructors may call the agent.
+    drop(old);
+    match then {
+        Then::Nothing => {}
+        Then::Schedule(job) => engine.schedule(job),
+        Then::Timer(at, id) => engine.add_timer(at, Arc::clone(core), condition, id),
+    }
+    if unpin {
+        core.unpin();
+    }
+    if freed.is_some() {
+        drop(freed);
+        Err(RequestError::Freed)
+    } else {
+        Ok(())
+    }
+}

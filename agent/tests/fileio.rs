@@ -1,0 +1,230 @@
+//! Nonblocking file I/O requests against real files: results and byte counts through request
+//! statuses, mixed waits, cancellation, errors named in the request's cause.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use viaduct_agent::fileio::{File, FileEngine, FileError, IoBuffer, OpenOptions};
+use viaduct_agent::request::{RequestError, Status, test_any, wait_all, wait_any};
+
+/// A path in the temp directory, removed on drop.
+struct TempPath(PathBuf);
+
+impl TempPath {
+    fn new(name: &str) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        Self(std::env::temp_dir().join(format!("viaduct-fileio-{}-{n}-{name}", std::process::id())))
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Runs `f` on its own thread and fails the test if it takes longer than 30 s.
+fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("the test body hung (or panicked)")
+}
+
+fn engine() -> Option<FileEngine> {
+    match FileEngine::new(64) {
+        Ok(e) => Some(e),
+        Err(e) => {
+            println!("SKIPPED: io_uring unavailable here: {e}: {:?}", e);
+            None
+        }
+    }
+}
+
+#[test]
+fn write_then_read_reports_counts_and_returns_buffers() {
+    let Some(engine) = engine() else { return };
+    within(move || {
+        let path = TempPath::new("rw");
+        let file = File::open(&engine, &path.0, &OpenOptions::create_rw()).unwrap();
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+        let (status, bufs) = file
+            .iwrite_at(IoBuffer::from(data.clone()), 100)
+            .wait()
+            .unwrap();
+        assert_eq!(status.count(), 10_000);
+        assert!(!status.test_cancelled());
+        assert_eq!(*bufs.into_one().unwrap(), data[..]);
+        let (status, _) = file.isync().wait().unwrap();
+        assert_eq!(status.count(), 0);
+        let (status, bufs) = file
+            .iread_at(IoBuffer::from(vec![0; 20_000]), 100)
+            .wait()
+            .unwrap();
+        assert_eq!(
+            status.count(),
+            10_000,
+            "a read at end of file counts what it read"
+        );
+        assert_eq!(bufs.into_one().unwrap()[..10_000], data[..]);
+        // Vectored.
+        let parts = vec![IoBuffer::from(vec![1u8; 3]), IoBuffer::from(vec![2u8; 5])];
+        let (status, _) = file.iwritev_at(parts, 0).wait().unwrap();
+        assert_eq!(status.count(), 8);
+        let (status, bufs) = file
+            .ireadv_at(
+                vec![IoBuffer::from(vec![0; 4]), IoBuffer::from(vec![0; 4])],
+                0,
+            )
+            .wait()
+            .unwrap();
+        assert_eq!(status.count(), 8);
+        let got: Vec<u8> = bufs.into_vec().iter().flat_map(|b| b.to_vec()).collect();
+        assert_eq!(got, [1, 1, 1, 2, 2, 2, 2, 2]);
+        assert_eq!(engine.outstanding(), 0);
+    });
+}
+
+#[test]
+fn many_requests_in_one_wait_all_and_wait_any() {
+    let Some(engine) = engine() else { return };
+    within(move || {
+        let path = TempPath::new("many");
+        std::fs::write(&path.0, vec![9u8; 64 * 1024]).unwrap();
+        let file = File::open(&engine, &path.0, &OpenOptions::read()).unwrap();
+        let mut claims = Vec::new();
+        let mut requests = Vec::new();
+        for i in 0..64u64 {
+            let (r, c) = file
+                .iread_at(IoBuffer::from(vec![0; 1024]), i * 1024)
+                .into_parts();
+            requests.push(r);
+            claims.push(c);
+        }
+        let mut statuses = vec![Status::empty(); 64];
+        wait_all(&mut requests, Some(&mut statuses)).unwrap();
+        assert!(statuses.iter().all(|s| s.count() == 1024));
+        for c in claims {
+            assert!(
+                c.take()
+                    .unwrap()
+                    .into_one()
+                    .unwrap()
+                    .iter()
+                    .all(|&b| b == 9)
+            );
+        }
+        let mut requests: Vec<_> = (0..4u64)
+            .map(|i| file.iread_at(IoBuffer::from(vec![0; 10]), i).into_parts().0)
+            .collect();
+        let mut seen = 0;
+        while let Some((_, r)) = wait_any(&mut requests) {
+            assert_eq!(r.unwrap().count(), 10);
+            seen += 1;
+        }
+        assert_eq!(seen, 4);
+    });
+}
+
+#[test]
+fn cancel_of_a_blocked_read_reports_cancelled() {
+    let Some(engine) = engine() else { return };
+    let path = TempPath::new("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&path.0).status();
+    if !made.is_ok_and(|s| s.success()) {
+        println!("SKIPPED: mkfifo is not available");
+        return;
+    }
+    within(move || {
+        // Read and write, so opening does not wait for a writer; reads block on the empty FIFO.
+        let options = OpenOptions {
+            read: true,
+            write: true,
+            ..OpenOptions::default()
+        };
+        let fifo = File::open(&engine, &path.0, &options).unwrap();
+        let mut req = fifo.iread_at(IoBuffer::from(vec![5; 16]), 0);
+        assert!(req.request.test().unwrap().is_none());
+        let mut pending = [req.request];
+        assert!(test_any(&mut pending).is_none());
+        pending[0].cancel().unwrap();
+        let [request] = pending;
+        req.request = request;
+        let (status, bufs) = req.wait().unwrap();
+        assert!(status.test_cancelled());
+        assert_eq!(status.count(), 0);
+        assert_eq!(*bufs.into_one().unwrap(), [5; 16]);
+        assert_eq!(engine.outstanding(), 0);
+    });
+}
+
+#[test]
+fn cancel_after_completion_is_not_cancelled() {
+    let Some(engine) = engine() else { return };
+    within(move || {
+        let path = TempPath::new("late");
+        std::fs::write(&path.0, [3u8; 8]).unwrap();
+        let file = File::open(&engine, &path.0, &OpenOptions::read()).unwrap();
+        let req = file.iread_at(IoBuffer::from(vec![0; 8]), 0);
+        let status = loop {
+            if req.request.get_status().unwrap().is_some() {
+                break req.request.get_status().unwrap().unwrap();
+            }
+            std::thread::yield_now();
+        };
+        assert_eq!(status.count(), 8);
+        req.request.cancel().unwrap();
+        let (status, _) = req.wait().unwrap();
+        assert!(!status.test_cancelled());
+        assert_eq!(status.count(), 8);
+    });
+}
+
+#[test]
+fn write_to_read_only_file_fails_with_ebadf() {
+    let Some(engine) = engine() else { return };
+    within(move || {
+        let path = TempPath::new("ro");
+        std::fs::write(&path.0, b"x").unwrap();
+        let file = File::open(&engine, &path.0, &OpenOptions::read()).unwrap();
+        let (err, bufs) = file
+            .iwrite_at(IoBuffer::from(vec![1; 4]), 0)
+            .wait()
+            .unwrap_err();
+        let RequestError::Operation(cause) = &err else {
+            panic!("unexpected error {err}");
+        };
+        let fe = cause.downcast_ref::<FileError>().expect("a file error");
+        assert_eq!(fe.errno(), Some(libc::EBADF));
+        assert!(fe.to_string().contains("read-only"), "{fe}");
+        assert_eq!(bufs.unwrap().into_one().unwrap().len(), 4);
+    });
+}
+
+#[test]
+fn freeing_incomplete_requests_leaks_no_buffers() {
+    let Some(engine) = engine() else { return };
+    within(move || {
+        let path = TempPath::new("free");
+        std::fs::write(&path.0, vec![1u8; 4096]).unwrap();
+        let file = File::open(&engine, &path.0, &OpenOptions::read()).unwrap();
+        for _ in 0..1000 {
+            let (r, _claim) = file.iread_at(IoBuffer::from(vec![0; 512]), 0).into_parts();
+            r.free().unwrap();
+        }
+        // Later requests drive the engine, which releases the freed ones as they finish.
+        for _ in 0..1000 {
+            if engine.outstanding() == 0 {
+                break;
+            }
+            let _ = file.iread_at(IoBuffer::from(vec![0; 1]), 0).wait().unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(engine.outstanding(), 0);
+    });
+}

@@ -1,0 +1,88 @@
+//! Settings of a shared-memory connection.
+
+use std::time::Duration;
+
+use super::error::Error;
+use super::ring::RECORD_HEADER;
+
+/// Settings of a shared-memory connection. The accepting side's `ring_bytes` wins; every other
+/// field is local to its side.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Bytes of each direction's ring (a multiple of 4096, at least 64 KiB).
+    pub ring_bytes: usize,
+    /// Messages up to this many bytes are copied through the ring; longer ones go by rendezvous
+    /// (single copy with `process_vm_readv`, or chunks through the ring where not permitted).
+    /// Also the largest emulated RDMA write or read.
+    pub eager_limit: usize,
+    /// Largest message accepted in either direction.
+    pub max_message: usize,
+    /// Chunk size when a long message is copied through the ring.
+    pub chunk_bytes: usize,
+    /// Allow single copy with `process_vm_readv` (it is still only used where a probe at set-up
+    /// shows it permitted).
+    pub single_copy: bool,
+    /// Most spin iterations `wait` spends polling before it sleeps on the futex; the count adapts
+    /// between 1/16 of this and this. 0 sleeps at once.
+    pub spin: u32,
+    /// How often a waiting or idle endpoint checks that the peer is alive: a dead or closed peer
+    /// is noticed, and every outstanding descriptor completed with an error, within about this.
+    pub liveness_interval: Duration,
+    /// Most emulated RDMA operations and queued long sends outstanding at once.
+    pub max_outstanding: usize,
+    /// Limit for each step of the set-up handshake.
+    pub connect_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            ring_bytes: 1 << 20,
+            eager_limit: 16 << 10,
+            max_message: 64 << 20,
+            chunk_bytes: 64 << 10,
+            single_copy: true,
+            spin: 20_000,
+            liveness_interval: Duration::from_millis(20),
+            max_outstanding: 64,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Config {
+    /// Checks that the sizes fit together.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.ring_bytes < 64 << 10 || self.ring_bytes % 4096 != 0 {
+            return Err(Error::Config(format!(
+                "ring_bytes {} must be a multiple of 4096 and at least 65536",
+                self.ring_bytes
+            )));
+        }
+        let quarter = self.ring_bytes / 4 - RECORD_HEADER;
+        if self.eager_limit < 64 || self.eager_limit > quarter {
+            return Err(Error::Config(format!(
+                "eager_limit {} must lie in 64..={quarter} for rings of {} bytes",
+                self.eager_limit, self.ring_bytes
+            )));
+        }
+        if self.chunk_bytes < 64 || self.chunk_bytes > quarter {
+            return Err(Error::Config(format!(
+                "chunk_bytes {} must lie in 64..={quarter} for rings of {} bytes",
+                self.chunk_bytes, self.ring_bytes
+            )));
+        }
+        if self.max_message > u32::MAX as usize || self.max_message < self.eager_limit {
+            return Err(Error::Config(format!(
+                "max_message {} must lie between eager_limit and 4 GiB",
+                self.max_message
+            )));
+        }
+        if self.max_outstanding == 0 || self.liveness_interval.is_zero() {
+            return Err(Error::Config(
+                "max_outstanding and liveness_interval must be non-zero".into(),
+            ));
+        }
+        Ok(())
+    }
+}

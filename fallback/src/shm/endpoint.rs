@@ -1,0 +1,1030 @@
+//! One end of a shared-memory connection: post descriptors, poll completions, read in place.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::ptr::NonNull;
+use std::sync::atomic::{Ordering, fence};
+use std::time::{Duration, Instant};
+
+use crate::frame::{FLAG_FIRST, Header, Kind};
+
+use super::cma;
+use super::completion::{Completion, Op, Posted};
+use super::config::Config;
+use super::error::{AccessError, Error};
+use super::futex;
+use super::region::{RegionKey, Regions};
+use super::ring::{Consumer, Peek, Producer, Record};
+use super::segment::{Segment, SideLine};
+
+/// How long messages are carried when they exceed the eager limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LongMessages {
+    /// The receiver copies straight out of the sender's buffer with `process_vm_readv`.
+    SingleCopy,
+    /// Single copy is not permitted (or disabled): the message is copied through the ring in
+    /// chunks and reassembled at the receiver.
+    RingChunks,
+}
+
+/// A message shown by [`Endpoint::next`]: its tag and the bytes not consumed yet, borrowed in
+/// place from the ring cell (eager messages) or from the endpoint's reassembly buffer (long
+/// messages).
+#[derive(Debug)]
+pub struct Message<'a> {
+    /// The sender's tag/immediate.
+    pub tag: u64,
+    /// Bytes of the message not consumed yet.
+    pub data: &'a [u8],
+}
+
+enum Inbound {
+    Idle,
+    /// An eager message in place in its ring record.
+    Ring {
+        rec: Record,
+        consumed: usize,
+    },
+    /// A long message, whole, in the reassembly buffer.
+    Assembled {
+        tag: u64,
+        len: usize,
+        consumed: usize,
+    },
+    /// A long message arriving in ring chunks.
+    Assembling {
+        tag: u64,
+        total: usize,
+        filled: usize,
+    },
+}
+
+struct ChunkedSend {
+    id: u64,
+    tag: u64,
+    buf: Vec<u8>,
+    sent: usize,
+}
+
+struct RmaOp {
+    id: u64,
+    op: Op,
+    len: usize,
+    buf: Option<Vec<u8>>,
+}
+
+struct OwedReply {
+    header: Header,
+    data: Vec<u8>,
+}
+
+/// One end of a shared-memory connection.
+///
+/// Descriptors (`post_*`) get exactly one [`Completion`] each, through [`Endpoint::poll`].
+/// Inbound messages are read in place with [`Endpoint::next`] and given back with
+/// [`Endpoint::consume`]. Requests of the peer's emulated RDMA operations, replies, and the
+/// completion of long sends are all processed by `next`, `poll` and `wait`: call one of them
+/// regularly (they never block except `wait`).
+pub struct Endpoint {
+    tx: Producer,
+    rx: Consumer,
+    side: usize,
+    sock: UnixStream,
+    peer_pid: u32,
+    long_out: LongMessages,
+    long_in: LongMessages,
+    config: Config,
+    send_seq: u32,
+    recv_seq: u32,
+    completions: VecDeque<Completion>,
+    rendezvous_out: VecDeque<(u64, Vec<u8>)>,
+    rendezvous_reaped: u64,
+    chunked_out: VecDeque<ChunkedSend>,
+    rma_out: HashMap<u64, RmaOp>,
+    next_token: u64,
+    owed: VecDeque<OwedReply>,
+    regions: Regions,
+    inbound: Inbound,
+    assembly: Vec<u8>,
+    failed: Option<&'static str>,
+    idle_polls: u32,
+    last_check: Instant,
+    spin_now: u32,
+    tail_at_refusal: Option<usize>,
+    // Declared last: dropped after the ring halves that point into it.
+    seg: Segment,
+}
+
+// SAFETY: the endpoint owns its mapping and its halves of the rings; the raw pointers inside
+// `Producer`/`Consumer` point into that mapping, which moves with the endpoint.
+unsafe impl Send for Endpoint {}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("side", &self.side)
+            .field("peer_pid", &self.peer_pid)
+            .field("long_out", &self.long_out)
+            .field("long_in", &self.long_in)
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+fn u64_le(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        a.copy_from_slice(s);
+    }
+    u64::from_le_bytes(a)
+}
+
+impl Endpoint {
+    pub(crate) fn new(
+        seg: Segment,
+        side: usize,
+        sock: UnixStream,
+        peer_pid: u32,
+        peer_reads_me: bool,
+        i_read_peer: bool,
+        config: Config,
+    ) -> Result<Endpoint, Error> {
+        sock.set_nonblocking(true).map_err(|source| Error::Socket {
+            step: "set non-blocking",
+            source,
+        })?;
+        let c = seg.control();
+        c.sides[side]
+            .pid
+            .store(std::process::id(), Ordering::Relaxed);
+        let salt = c.salt.load(Ordering::Relaxed);
+        let size = seg.ring_bytes();
+        let peer = 1 - side;
+        let tx_line = NonNull::from(&c.rings[side].consumer);
+        let rx_line = NonNull::from(&c.rings[peer].consumer);
+        // SAFETY: each ring's data area and consumer line live in `seg`, which the endpoint owns
+        // and drops last; this side is the only producer of ring `side` and the only consumer of
+        // ring `peer`.
+        let (tx, rx) = unsafe {
+            (
+                Producer::new(seg.ring_data(side), size, salt, tx_line),
+                Consumer::new(seg.ring_data(peer), size, salt, rx_line),
+            )
+        };
+        let mode = |ok: bool| {
+            if ok {
+                LongMessages::SingleCopy
+            } else {
+                LongMessages::RingChunks
+            }
+        };
+        Ok(Endpoint {
+            tx,
+            rx,
+            side,
+            sock,
+            peer_pid,
+            long_out: mode(peer_reads_me),
+            long_in: mode(i_read_peer),
+            spin_now: config.spin,
+            regions: Regions::new(salt as u32 ^ (side as u32) << 31),
+            config,
+            send_seq: 0,
+            recv_seq: 0,
+            completions: VecDeque::new(),
+            rendezvous_out: VecDeque::new(),
+            rendezvous_reaped: 0,
+            chunked_out: VecDeque::new(),
+            rma_out: HashMap::new(),
+            next_token: 1,
+            owed: VecDeque::new(),
+            inbound: Inbound::Idle,
+            assembly: Vec::new(),
+            failed: None,
+            idle_polls: 0,
+            last_check: Instant::now(),
+            tail_at_refusal: None,
+            seg,
+        })
+    }
+
+    /// How this end's long messages reach the peer (decided by a probe at set-up).
+    pub fn long_messages(&self) -> LongMessages {
+        self.long_out
+    }
+
+    /// How long messages from the peer reach this end.
+    pub fn long_messages_in(&self) -> LongMessages {
+        self.long_in
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Process id of the peer.
+    pub fn peer_pid(&self) -> u32 {
+        self.peer_pid
+    }
+
+    /// Address ranges of this end's own receive buffers (the inbound ring, the reassembly
+    /// buffer): every slice `next` returns lies inside one of them.
+    pub fn receive_buffers(&self) -> [std::ops::Range<usize>; 2] {
+        let a = self.assembly.as_ptr() as usize;
+        [self.rx.range(), a..a + self.assembly.len()]
+    }
+
+    /// Why the connection failed, once it has.
+    pub fn failure(&self) -> Option<&'static str> {
+        self.failed
+    }
+
+    fn side_line(&self, side: usize) -> &SideLine {
+        &self.seg.control().sides[side]
+    }
+
+    fn notify_peer(&self) {
+        fence(Ordering::SeqCst);
+        let peer = self.side_line(1 - self.side);
+        if peer.sleeping.load(Ordering::Relaxed) != 0 {
+            peer.bell.fetch_add(1, Ordering::SeqCst);
+            futex::wake(&peer.bell);
+        }
+    }
+
+    fn check_open(&self) -> Result<(), Error> {
+        match self.failed {
+            Some(why) => Err(Error::PeerFailed(why)),
+            None => Ok(()),
+        }
+    }
+
+    // ----- sending -------------------------------------------------------------------------
+
+    fn put_record(&mut self, mut header: Header, parts: &[&[u8]]) -> bool {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let Some(mut r) = self.tx.reserve(len) else {
+            self.tail_at_refusal = Some(self.tx.in_use());
+            return false;
+        };
+        let dst = r.payload();
+        let mut at = 0;
+        for p in parts {
+            dst[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        header.len = len as u32;
+        header.seq = self.send_seq;
+        self.send_seq = self.send_seq.wrapping_add(1);
+        self.tx.publish(r, &header);
+        self.notify_peer();
+        true
+    }
+
+    /// Posts a send of `data` with `tag`. Up to the eager limit the bytes are copied into the
+    /// ring now; longer messages are first copied into an owned buffer and sent as by
+    /// [`Endpoint::post_send_buf`] (use that to avoid the copy).
+    pub fn post_send(&mut self, id: u64, tag: u64, data: &[u8]) -> Result<Posted, Error> {
+        self.check_open()?;
+        if data.len() > self.config.eager_limit {
+            return Ok(match self.post_send_buf(id, tag, data.to_vec())? {
+                Posted::InProgress => Posted::InProgress,
+                Posted::NoResources(_) => Posted::NoResources(()),
+            });
+        }
+        if !self.chunked_out.is_empty() {
+            self.progress();
+            if !self.chunked_out.is_empty() {
+                return Ok(Posted::NoResources(()));
+            }
+        }
+        let mut h = Header::new(Kind::Send, 0);
+        h.tag = tag;
+        if !self.put_record(h, &[data]) {
+            return Ok(Posted::NoResources(()));
+        }
+        self.completions.push_back(Completion {
+            id,
+            op: Op::Send,
+            result: Ok(data.len()),
+            buffer: None,
+        });
+        Ok(Posted::InProgress)
+    }
+
+    /// Posts a send of an owned buffer, given back in the completion. Long messages are not
+    /// copied by the sender: with [`LongMessages::SingleCopy`] the receiver reads them from
+    /// this buffer, which is why the endpoint holds it until the completion.
+    pub fn post_send_buf(
+        &mut self,
+        id: u64,
+        tag: u64,
+        buf: Vec<u8>,
+    ) -> Result<Posted<Vec<u8>>, Error> {
+        self.check_open()?;
+        let len = buf.len();
+        if len > self.config.max_message {
+            return Err(Error::TooLong {
+                len,
+                max: self.config.max_message,
+            });
+        }
+        if len <= self.config.eager_limit {
+            return Ok(match self.post_send(id, tag, &buf)? {
+                Posted::InProgress => {
+                    if let Some(c) = self.completions.back_mut() {
+                        c.buffer = Some(buf);
+                    }
+                    Posted::InProgress
+                }
+                Posted::NoResources(()) => Posted::NoResources(buf),
+            });
+        }
+        match self.long_out {
+            LongMessages::SingleCopy => {
+                if !self.chunked_out.is_empty() {
+                    return Ok(Posted::NoResources(buf));
+                }
+                let mut h = Header::new(Kind::Rendezvous, 0);
+                h.tag = tag;
+                let addr = (buf.as_ptr() as u64).to_le_bytes();
+                let blen = (len as u64).to_le_bytes();
+                if !self.put_record(h, &[&addr, &blen]) {
+                    return Ok(Posted::NoResources(buf));
+                }
+                self.rendezvous_out.push_back((id, buf));
+            }
+            LongMessages::RingChunks => {
+                if self.chunked_out.len() >= self.config.max_outstanding {
+                    return Ok(Posted::NoResources(buf));
+                }
+                self.chunked_out.push_back(ChunkedSend {
+                    id,
+                    tag,
+                    buf,
+                    sent: 0,
+                });
+                self.push_chunks();
+            }
+        }
+        Ok(Posted::InProgress)
+    }
+
+    fn push_chunks(&mut self) {
+        while let Some(mut c) = self.chunked_out.pop_front() {
+            while c.sent < c.buf.len() {
+                let n = (c.buf.len() - c.sent).min(self.config.chunk_bytes);
+                let mut h = Header::new(Kind::Fragment, 0);
+                h.tag = c.tag;
+                if c.sent == 0 {
+                    h.flags = FLAG_FIRST;
+                    h.offset = c.buf.len() as u64;
+                }
+                let ok = {
+                    let piece = &c.buf[c.sent..c.sent + n];
+                    let mut hdr = h;
+                    let len = piece.len();
+                    match self.tx.reserve(len) {
+                        Some(mut r) => {
+                            r.payload().copy_from_slice(piece);
+                            hdr.len = len as u32;
+                            hdr.seq = self.send_seq;
+                            self.send_seq = self.send_seq.wrapping_add(1);
+                            self.tx.publish(r, &hdr);
+                            true
+                        }
+                        None => false,
+                    }
+                };
+                if !ok {
+                    self.tail_at_refusal = Some(self.tx.in_use());
+                    self.chunked_out.push_front(c);
+                    self.notify_peer();
+                    return;
+                }
+                c.sent += n;
+            }
+            self.notify_peer();
+            let len = c.buf.len();
+            self.completions.push_back(Completion {
+                id: c.id,
+                op: Op::Send,
+                result: Ok(len),
+                buffer: Some(c.buf),
+            });
+        }
+    }
+
+    /// Posts an emulated RDMA write of `data` to `offset` of the peer's region `key`. The
+    /// target checks key and bounds; a refusal completes this descriptor with
+    /// [`Error::RemoteAccess`]. At most `eager_limit` bytes per write.
+    pub fn post_write(
+        &mut self,
+        id: u64,
+        key: RegionKey,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<Posted, Error> {
+        self.check_open()?;
+        if data.len() > self.config.eager_limit {
+            return Err(Error::TooLong {
+                len: data.len(),
+                max: self.config.eager_limit,
+            });
+        }
+        if self.rma_out.len() >= self.config.max_outstanding || !self.chunked_out.is_empty() {
+            return Ok(Posted::NoResources(()));
+        }
+        let token = self.next_token;
+        let mut h = Header::new(Kind::Write, 0);
+        h.key = key.0;
+        h.offset = offset;
+        h.tag = token;
+        if !self.put_record(h, &[data]) {
+            return Ok(Posted::NoResources(()));
+        }
+        self.next_token += 1;
+        self.rma_out.insert(
+            token,
+            RmaOp {
+                id,
+                op: Op::Write,
+                len: data.len(),
+                buf: None,
+            },
+        );
+        Ok(Posted::InProgress)
+    }
+
+    /// Posts an emulated RDMA read of `buf.len()` bytes at `offset` of the peer's region `key`
+    /// into `buf`, which comes back filled in the completion. At most `eager_limit` bytes.
+    pub fn post_read(
+        &mut self,
+        id: u64,
+        key: RegionKey,
+        offset: u64,
+        buf: Vec<u8>,
+    ) -> Result<Posted<Vec<u8>>, Error> {
+        self.check_open()?;
+        if buf.len() > self.config.eager_limit {
+            return Err(Error::TooLong {
+                len: buf.len(),
+                max: self.config.eager_limit,
+            });
+        }
+        if self.rma_out.len() >= self.config.max_outstanding || !self.chunked_out.is_empty() {
+            return Ok(Posted::NoResources(buf));
+        }
+        let token = self.next_token;
+        let mut h = Header::new(Kind::Read, 0);
+        h.key = key.0;
+        h.offset = offset;
+        h.tag = token;
+        if !self.put_record(h, &[&(buf.len() as u64).to_le_bytes()]) {
+            return Ok(Posted::NoResources(buf));
+        }
+        self.next_token += 1;
+        self.rma_out.insert(
+            token,
+            RmaOp {
+                id,
+                op: Op::Read,
+                len: buf.len(),
+                buf: Some(buf),
+            },
+        );
+        Ok(Posted::InProgress)
+    }
+
+    // ----- regions -------------------------------------------------------------------------
+
+    /// Registers `mem` for the peer's emulated RDMA writes and reads; the key goes to the peer
+    /// out of band (for example in a message).
+    pub fn register(&mut self, mem: Vec<u8>) -> RegionKey {
+        self.regions.register(mem)
+    }
+
+    /// The memory of a registered region.
+    pub fn region(&self, key: RegionKey) -> Option<&[u8]> {
+        self.regions.get(key)
+    }
+
+    /// The memory of a registered region, writable.
+    pub fn region_mut(&mut self, key: RegionKey) -> Option<&mut [u8]> {
+        self.regions.get_mut(key)
+    }
+
+    /// Ends a registration and gives the memory back; later accesses with `key` are refused.
+    pub fn deregister(&mut self, key: RegionKey) -> Option<Vec<u8>> {
+        self.regions.deregister(key)
+    }
+
+    // ----- completions and progress --------------------------------------------------------
+
+    fn progress(&mut self) {
+        if !self.chunked_out.is_empty() {
+            self.push_chunks();
+        }
+        while let Some(o) = self.owed.pop_front() {
+            if !self.put_record(o.header, &[&o.data]) {
+                self.owed.push_front(o);
+                break;
+            }
+        }
+        if !self.rendezvous_out.is_empty() {
+            let done = self.seg.control().rings[self.side]
+                .consumer
+                .rendezvous_done
+                .load(Ordering::Acquire);
+            while self.rendezvous_reaped < done {
+                let Some((id, buf)) = self.rendezvous_out.pop_front() else {
+                    break;
+                };
+                self.rendezvous_reaped += 1;
+                self.completions.push_back(Completion {
+                    id,
+                    op: Op::Send,
+                    result: Ok(buf.len()),
+                    buffer: Some(buf),
+                });
+            }
+        }
+    }
+
+    fn outstanding(&self) -> bool {
+        !self.rendezvous_out.is_empty() || !self.chunked_out.is_empty() || !self.rma_out.is_empty()
+    }
+
+    /// Marks the connection failed and completes every outstanding descriptor with an error.
+    fn fail(&mut self, why: &'static str) {
+        if self.failed.is_none() {
+            self.failed = Some(why);
+        }
+        let why = self.failed.unwrap_or(why);
+        // A long send the peer finished reading before it went away still succeeded.
+        self.progress_rendezvous_only();
+        for (id, buf) in self.rendezvous_out.drain(..) {
+            self.completions.push_back(Completion {
+                id,
+                op: Op::Send,
+                result: Err(Error::PeerFailed(why)),
+                buffer: Some(buf),
+            });
+        }
+        for c in self.chunked_out.drain(..) {
+            self.completions.push_back(Completion {
+                id: c.id,
+                op: Op::Send,
+                result: Err(Error::PeerFailed(why)),
+                buffer: Some(c.buf),
+            });
+        }
+        let mut ops: Vec<(u64, RmaOp)> = self.rma_out.drain().collect();
+        ops.sort_by_key(|(t, _)| *t);
+        for (_, op) in ops {
+            self.completions.push_back(Completion {
+                id: op.id,
+                op: op.op,
+                result: Err(Error::PeerFailed(why)),
+                buffer: op.buf,
+            });
+        }
+        self.owed.clear();
+    }
+
+    fn progress_rendezvous_only(&mut self) {
+        let chunked = std::mem::take(&mut self.chunked_out);
+        let owed = std::mem::take(&mut self.owed);
+        self.progress();
+        self.chunked_out = chunked;
+        self.owed = owed;
+    }
+
+    /// Checks that the peer is still there: it has not closed its endpoint and its end of the
+    /// set-up socket is open (a killed process closes it).
+    fn check_liveness(&mut self) {
+        self.last_check = Instant::now();
+        if self.failed.is_some() {
+            return;
+        }
+        if self.side_line(1 - self.side).closed.load(Ordering::Acquire) != 0 {
+            self.fail("the peer closed its endpoint");
+            return;
+        }
+        let mut p = libc::pollfd {
+            fd: self.sock.as_raw_fd(),
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        };
+        // SAFETY: `p` is one valid pollfd; a zero timeout never blocks.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        if n > 0 && p.revents != 0 {
+            self.fail("the peer process went away");
+        }
+    }
+
+    fn maybe_check_liveness(&mut self) {
+        self.idle_polls = self.idle_polls.wrapping_add(1);
+        if self.idle_polls % 256 == 0 && self.last_check.elapsed() >= self.config.liveness_interval
+        {
+            self.check_liveness();
+        }
+    }
+
+    /// Makes progress and returns the next completion, if any. Never blocks.
+    pub fn poll(&mut self) -> Option<Completion> {
+        self.progress();
+        if let Some(c) = self.completions.pop_front() {
+            return Some(c);
+        }
+        if self.outstanding() {
+            // Replies and rendezvous completions may wait behind inbound records.
+            let _ = self.advance_inbound();
+            self.progress();
+            if self.completions.is_empty() {
+                self.maybe_check_liveness();
+            }
+        }
+        self.completions.pop_front()
+    }
+
+    /// Whether something is ready for the caller: a completion or an inbound message, or space
+    /// freed in the ring since a post was refused.
+    fn has_work(&mut self) -> bool {
+        self.progress();
+        if !self.completions.is_empty() || !matches!(self.inbound, Inbound::Idle) || self.rx.ready()
+        {
+            return true;
+        }
+        match self.tail_at_refusal {
+            Some(used) if self.tx.in_use() < used => {
+                self.tail_at_refusal = None;
+                true
+            }
+            _ => self.failed.is_some(),
+        }
+    }
+
+    /// Blocks until a completion or inbound message may be ready, ring space was freed after a
+    /// refused post, the peer failed, or `timeout` passed. Spins first (adaptively, up to
+    /// `config.spin` iterations), then sleeps on the futex in the shared segment; checks the
+    /// peer's liveness every `config.liveness_interval` while asleep.
+    pub fn wait(&mut self, timeout: Duration) -> Result<(), Error> {
+        if self.has_work() {
+            return Ok(());
+        }
+        let deadline = Instant::now() + timeout;
+        for _ in 0..self.spin_now {
+            std::hint::spin_loop();
+            if self.rx.ready() || self.has_work() {
+                self.spin_now = (self.spin_now.saturating_mul(2)).min(self.config.spin);
+                return Ok(());
+            }
+        }
+        self.spin_now = (self.spin_now / 2).max(self.config.spin / 16);
+        loop {
+            let me = self.side_line(self.side);
+            me.sleeping.store(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            let seen = me.bell.load(Ordering::SeqCst);
+            if self.has_work() {
+                self.side_line(self.side)
+                    .sleeping
+                    .store(0, Ordering::Relaxed);
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                self.side_line(self.side)
+                    .sleeping
+                    .store(0, Ordering::Relaxed);
+                return Ok(());
+            }
+            let slice = (deadline - now).min(self.config.liveness_interval);
+            let r = futex::wait(&self.side_line(self.side).bell, seen, slice);
+            self.side_line(self.side)
+                .sleeping
+                .store(0, Ordering::Relaxed);
+            r.map_err(Error::Wait)?;
+            if self.has_work() {
+                return Ok(());
+            }
+            if self.last_check.elapsed() >= self.config.liveness_interval {
+                self.check_liveness();
+            }
+        }
+    }
+
+    // ----- receiving -----------------------------------------------------------------------
+
+    fn protocol_error(&mut self, what: String) -> Error {
+        self.fail("the peer broke the ring protocol");
+        Error::Protocol(what)
+    }
+
+    fn reply(&mut self, header: Header, data: &[u8]) {
+        if self.owed.is_empty() && self.put_record(header, &[data]) {
+            return;
+        }
+        self.owed.push_back(OwedReply {
+            header,
+            data: data.to_vec(),
+        });
+    }
+
+    fn release(&mut self, rec: &Record) {
+        self.rx.release(rec);
+        self.notify_peer();
+    }
+
+    fn payload(rec: &Record) -> &[u8] {
+        // SAFETY: the record was published (acquire on its stamp) and is not released yet: the
+        // producer does not write its bytes until the consumer releases it. The returned borrow
+        // never outlives the caller's use before `release`.
+        unsafe { std::slice::from_raw_parts(rec.payload.as_ptr(), rec.header.len as usize) }
+    }
+
+    /// Processes inbound records until a message is ready for `next` (true) or the ring is
+    /// empty (false).
+    fn advance_inbound(&mut self) -> Result<bool, Error> {
+        loop {
+            if matches!(
+                self.inbound,
+                Inbound::Ring { .. } | Inbound::Assembled { .. }
+            ) {
+                return Ok(true);
+            }
+            let rec = match self.rx.peek() {
+                Peek::Empty => return Ok(false),
+                Peek::Corrupt(what) => return Err(self.protocol_error(what)),
+                Peek::Record(r) => r,
+            };
+            let h = rec.header;
+            if h.seq != self.recv_seq {
+                return Err(self.protocol_error(format!(
+                    "record sequence {} where {} was expected",
+                    h.seq, self.recv_seq
+                )));
+            }
+            self.recv_seq = self.recv_seq.wrapping_add(1);
+            let assembling = matches!(self.inbound, Inbound::Assembling { .. });
+            if assembling && h.kind != Kind::Fragment {
+                return Err(self.protocol_error("a record interrupts a chunked message".into()));
+            }
+            match h.kind {
+                Kind::Send => {
+                    self.inbound = Inbound::Ring { rec, consumed: 0 };
+                    return Ok(true);
+                }
+                Kind::Rendezvous => self.on_rendezvous(&rec)?,
+                Kind::Fragment => self.on_fragment(&rec)?,
+                Kind::Write => {
+                    let status = {
+                        let data = Self::payload(&rec);
+                        match self
+                            .regions
+                            .range_mut(RegionKey(h.key), h.offset, data.len())
+                        {
+                            Ok(dst) => {
+                                dst.copy_from_slice(data);
+                                0
+                            }
+                            Err(e) => e.code(),
+                        }
+                    };
+                    self.release(&rec);
+                    let mut r = Header::new(Kind::WriteAck, 0);
+                    r.tag = h.tag;
+                    r.status = status;
+                    self.reply(r, &[]);
+                }
+                Kind::Read => {
+                    let want = u64_le(Self::payload(&rec), 0);
+                    self.release(&rec);
+                    let mut r = Header::new(Kind::ReadReply, 0);
+                    r.tag = h.tag;
+                    let data = if h.len != 8 || want > self.config.eager_limit as u64 {
+                        r.status = AccessError::OutOfBounds.code();
+                        Vec::new()
+                    } else {
+                        match self
+                            .regions
+                            .range(RegionKey(h.key), h.offset, want as usize)
+                        {
+                            Ok(src) => src.to_vec(),
+                            Err(e) => {
+                                r.status = e.code();
+                                Vec::new()
+                            }
+                        }
+                    };
+                    self.reply(r, &data);
+                }
+                Kind::WriteAck | Kind::ReadReply => self.on_reply(&rec)?,
+                Kind::Close | Kind::Credit => {
+                    self.release(&rec);
+                }
+            }
+        }
+    }
+
+    fn on_rendezvous(&mut self, rec: &Record) -> Result<(), Error> {
+        let p = Self::payload(rec);
+        if p.len() != 16 {
+            return Err(self.protocol_error("rendezvous record of the wrong size".into()));
+        }
+        let (addr, len) = (u64_le(p, 0), u64_le(p, 8));
+        if len > self.config.max_message as u64 {
+            return Err(self.protocol_error(format!("rendezvous of {len} bytes is too long")));
+        }
+        let len = len as usize;
+        self.assembly.resize(len, 0);
+        if let Err(source) = cma::read_from(self.peer_pid, addr, &mut self.assembly[..len]) {
+            if source.raw_os_error() == Some(libc::ESRCH) {
+                self.fail("the peer process went away");
+                return Err(Error::PeerFailed("the peer process went away"));
+            }
+            self.fail("single-copy read from the peer failed");
+            return Err(Error::SingleCopy { len, source });
+        }
+        let tag = rec.header.tag;
+        self.rx.release(rec);
+        self.seg.control().rings[1 - self.side]
+            .consumer
+            .rendezvous_done
+            .fetch_add(1, Ordering::Release);
+        self.notify_peer();
+        self.inbound = Inbound::Assembled {
+            tag,
+            len,
+            consumed: 0,
+        };
+        Ok(())
+    }
+
+    fn on_fragment(&mut self, rec: &Record) -> Result<(), Error> {
+        let h = rec.header;
+        if h.flags & FLAG_FIRST != 0 {
+            if matches!(self.inbound, Inbound::Assembling { .. }) {
+                return Err(self.protocol_error("a new chunked message starts inside one".into()));
+            }
+            if h.offset > self.config.max_message as u64 {
+                return Err(self
+                    .protocol_error(format!("chunked message of {} bytes is too long", h.offset)));
+            }
+            self.assembly.resize(h.offset as usize, 0);
+            self.inbound = Inbound::Assembling {
+                tag: h.tag,
+                total: h.offset as usize,
+                filled: 0,
+            };
+        }
+        let Inbound::Assembling { tag, total, filled } = self.inbound else {
+            return Err(self.protocol_error("a chunk arrives outside a chunked message".into()));
+        };
+        let n = h.len as usize;
+        if filled + n > total {
+            return Err(self.protocol_error("chunks overrun their message".into()));
+        }
+        self.assembly[filled..filled + n].copy_from_slice(Self::payload(rec));
+        self.release(rec);
+        let filled = filled + n;
+        self.inbound = if filled == total {
+            Inbound::Assembled {
+                tag,
+                len: total,
+                consumed: 0,
+            }
+        } else {
+            Inbound::Assembling { tag, total, filled }
+        };
+        Ok(())
+    }
+
+    fn on_reply(&mut self, rec: &Record) -> Result<(), Error> {
+        let h = rec.header;
+        let Some(mut op) = self.rma_out.remove(&h.tag) else {
+            return Err(self.protocol_error(format!("reply for unknown operation {}", h.tag)));
+        };
+        let result = match AccessError::from_code(h.status) {
+            Some(e) => Err(Error::RemoteAccess(e)),
+            None if h.status != 0 => {
+                return Err(self.protocol_error(format!("unknown reply status {}", h.status)));
+            }
+            None if h.kind == Kind::ReadReply => {
+                let data = Self::payload(rec);
+                match op.buf.as_mut() {
+                    Some(b) if b.len() == data.len() => {
+                        b.copy_from_slice(data);
+                        Ok(data.len())
+                    }
+                    _ => return Err(self.protocol_error("read reply of the wrong length".into())),
+                }
+            }
+            None => Ok(op.len),
+        };
+        self.release(rec);
+        self.completions.push_back(Completion {
+            id: op.id,
+            op: op.op,
+            result,
+            buffer: op.buf,
+        });
+        Ok(())
+    }
+
+    /// Borrows the next inbound message in place: the unconsumed bytes of the current message,
+    /// inside the inbound ring (eager messages) or the reassembly buffer (long messages).
+    /// `Ok(None)` when nothing has arrived. Processes the peer's emulated RDMA requests and
+    /// replies on the way. After the peer failed, messages that arrived before still come out,
+    /// then the failure is returned as [`Error::PeerFailed`].
+    // `next`/`consume` are the method contract's names; this is not an iterator (the slice
+    // borrows the endpoint until `consume`).
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<Message<'_>>, Error> {
+        if !self.advance_inbound()? {
+            if self.owed.is_empty() && self.chunked_out.is_empty() {
+                self.maybe_check_liveness();
+            } else {
+                self.progress();
+            }
+            self.check_open()?;
+            return Ok(None);
+        }
+        Ok(Some(match &self.inbound {
+            Inbound::Ring { rec, consumed } => Message {
+                tag: rec.header.tag,
+                data: &Self::payload(rec)[*consumed..],
+            },
+            Inbound::Assembled { tag, len, consumed } => Message {
+                tag: *tag,
+                data: &self.assembly[*consumed..*len],
+            },
+            _ => return Ok(None),
+        }))
+    }
+
+    /// Gives back the first `n` bytes shown by `next`. Once every byte of a message is consumed
+    /// (for an empty message: `consume(0)`), its ring cell is released to the sender.
+    pub fn consume(&mut self, n: usize) -> Result<(), Error> {
+        match &mut self.inbound {
+            Inbound::Ring { rec, consumed } => {
+                let len = rec.header.len as usize;
+                if *consumed + n > len {
+                    return Err(Error::ConsumeBeyond {
+                        requested: n,
+                        available: len - *consumed,
+                    });
+                }
+                *consumed += n;
+                if *consumed == len {
+                    let rec = *rec;
+                    self.inbound = Inbound::Idle;
+                    self.release(&rec);
+                }
+                Ok(())
+            }
+            Inbound::Assembled { len, consumed, .. } => {
+                if *consumed + n > *len {
+                    return Err(Error::ConsumeBeyond {
+                        requested: n,
+                        available: *len - *consumed,
+                    });
+                }
+                *consumed += n;
+                if *consumed == *len {
+                    self.inbound = Inbound::Idle;
+                }
+                Ok(())
+            }
+            _ => Err(Error::ConsumeBeyond {
+                requested: n,
+                available: 0,
+            }),
+        }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        // The peer may still be reading long messages out of our buffers: give it a bounded
+        // time to finish before the buffers are freed.
+        let deadline = Instant::now() + self.config.liveness_interval * 4;
+        while !self.rendezvous_out.is_empty() && self.failed.is_none() && Instant::now() < deadline
+        {
+            let _ = self.wait(self.config.liveness_interval);
+            let _ = self.advance_inbound();
+            if self.last_check.elapsed() >= self.config.liveness_interval {
+                self.check_liveness();
+            }
+        }
+        self.seg.control().sides[self.side]
+            .closed
+            .store(1, Ordering::Release);
+        let peer = &self.seg.control().sides[1 - self.side];
+        peer.bell.fetch_add(1, Ordering::SeqCst);
+        futex::wake(&peer.bell);
+    }
+}

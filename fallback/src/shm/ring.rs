@@ -1,0 +1,267 @@
+//! A single-producer/single-consumer ring of records in the shared segment.
+//!
+//! A record starts on a cache line: an 8-byte stamp, a 32-byte [`Header`], then the payload,
+//! padded to whole cache lines. The producer writes header and payload, then stores the stamp
+//! with release ordering; the consumer polls the stamp of the record at its position with
+//! acquire ordering, so a small message costs one cache-line transfer. The stamp is the record's
+//! byte position (monotonic, never reused) mixed with a per-segment salt, so memory left over
+//! from an earlier lap never looks valid. The consumer gives space back by storing the position
+//! it has released up to; the producer re-reads that word only when its cached copy says the
+//! ring is full. A record that does not fit before the end of the data area is preceded by a
+//! padding record and placed at the start.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::frame::{HEADER_LEN, Header};
+
+use super::segment::{ConsumerLine, LINE};
+
+/// Bytes in front of the payload of a record: the stamp and the frame header.
+pub(crate) const RECORD_HEADER: usize = 8 + HEADER_LEN;
+/// Stamp kind byte value marking a padding record (not a frame kind).
+const PAD_MARK: u64 = 0x00FF_FFFF_FFFF_FFFF;
+
+/// Bytes a record with `len` payload bytes occupies in the ring.
+pub(crate) fn record_bytes(len: usize) -> usize {
+    (RECORD_HEADER + len).div_ceil(LINE) * LINE
+}
+
+fn stamp_of(pos: u64, salt: u64) -> u64 {
+    // Never 0, so zero-filled memory is never a valid stamp.
+    ((pos + 1) ^ salt) | 1 << 63
+}
+
+/// The sending half of a ring.
+pub(crate) struct Producer {
+    data: NonNull<u8>,
+    size: usize,
+    salt: u64,
+    head: u64,
+    cached_tail: u64,
+    consumer: NonNull<ConsumerLine>,
+}
+
+/// A reserved record: write the payload through `payload`, then [`Producer::publish`].
+pub(crate) struct Reservation {
+    pos: u64,
+    payload: NonNull<u8>,
+    len: usize,
+}
+
+impl Reservation {
+    /// The payload area of the record (`len` bytes, not yet visible to the consumer).
+    pub(crate) fn payload(&mut self) -> &mut [u8] {
+        // SAFETY: the reservation covers `len` bytes inside the ring data area that the consumer
+        // has released and will not read before the stamp is published; `&mut self` makes the
+        // borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.payload.as_ptr(), self.len) }
+    }
+}
+
+impl Producer {
+    /// # Safety
+    /// `data` must point to `size` bytes of the shared segment reserved to this ring, `consumer`
+    /// to its consumer line, both valid for the life of the producer, and there must be no other
+    /// producer of this ring.
+    pub(crate) unsafe fn new(
+        data: NonNull<u8>,
+        size: usize,
+        salt: u64,
+        consumer: NonNull<ConsumerLine>,
+    ) -> Producer {
+        Producer {
+            data,
+            size,
+            salt,
+            head: 0,
+            cached_tail: 0,
+            consumer,
+        }
+    }
+
+    fn consumer(&self) -> &ConsumerLine {
+        // SAFETY: valid for the life of the producer (constructor contract); atomics only.
+        unsafe { self.consumer.as_ref() }
+    }
+
+    /// The largest payload a single record can carry.
+    pub(crate) fn max_payload(&self) -> usize {
+        self.size / 2 - RECORD_HEADER
+    }
+
+    /// Bytes of the ring that the consumer has not released yet.
+    pub(crate) fn in_use(&self) -> usize {
+        (self.head - self.consumer().tail.load(Ordering::Acquire)) as usize
+    }
+
+    /// Reserves a record for `len` payload bytes, or `None` when the ring lacks the space now.
+    pub(crate) fn reserve(&mut self, len: usize) -> Option<Reservation> {
+        if len > self.max_payload() {
+            return None;
+        }
+        let rec = record_bytes(len) as u64;
+        let off = (self.head % self.size as u64) as usize;
+        let pad = if off + rec as usize > self.size {
+            (self.size - off) as u64
+        } else {
+            0
+        };
+        let need = pad + rec;
+        if self.head + need - self.cached_tail > self.size as u64 {
+            self.cached_tail = self.consumer().tail.load(Ordering::Acquire);
+            if self.head + need - self.cached_tail > self.size as u64 {
+                return None;
+            }
+        }
+        if pad > 0 {
+            // SAFETY: `off` is a line-aligned offset inside the data area, released by the
+            // consumer (checked above), so writing the stamp word there races with nothing.
+            let stamp = unsafe { &*self.data.as_ptr().add(off).cast::<AtomicU64>() };
+            stamp.store(stamp_of(self.head, self.salt) ^ PAD_MARK, Ordering::Release);
+            self.head += pad;
+        }
+        let off = (self.head % self.size as u64) as usize;
+        // SAFETY: the record `off..off + rec` lies inside the data area (pad handled above).
+        let payload =
+            unsafe { NonNull::new_unchecked(self.data.as_ptr().add(off + RECORD_HEADER)) };
+        Some(Reservation {
+            pos: self.head,
+            payload,
+            len,
+        })
+    }
+
+    /// Writes `header` and makes the reserved record visible to the consumer.
+    pub(crate) fn publish(&mut self, r: Reservation, header: &Header) {
+        debug_assert_eq!(r.pos, self.head);
+        let off = (r.pos % self.size as u64) as usize;
+        let bytes = header.encode();
+        // SAFETY: the header area of the reserved record is ours until the stamp is published;
+        // the stamp word is 8-aligned (records are line aligned) and accessed atomically only.
+        unsafe {
+            let base = self.data.as_ptr().add(off);
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), base.add(8), HEADER_LEN);
+            (*base.cast::<AtomicU64>()).store(stamp_of(r.pos, self.salt), Ordering::Release);
+        }
+        self.head += record_bytes(r.len) as u64;
+    }
+}
+
+/// A record visible to the consumer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Record {
+    /// Ring position of the record.
+    pub pos: u64,
+    /// Its header (validated by [`Header::decode`]).
+    pub header: Header,
+    /// Its payload inside the ring.
+    pub payload: NonNull<u8>,
+}
+
+impl Record {
+    /// Position just past this record.
+    pub(crate) fn end(&self) -> u64 {
+        self.pos + record_bytes(self.header.len as usize) as u64
+    }
+}
+
+/// The receiving half of a ring.
+pub(crate) struct Consumer {
+    data: NonNull<u8>,
+    size: usize,
+    salt: u64,
+    pos: u64,
+    consumer: NonNull<ConsumerLine>,
+}
+
+/// What the consumer finds at its position.
+pub(crate) enum Peek {
+    /// No record yet.
+    Empty,
+    /// A record.
+    Record(Record),
+    /// A record whose header is not valid: the peer is broken.
+    Corrupt(String),
+}
+
+impl Consumer {
+    /// # Safety
+    /// Same contract as [`Producer::new`], for the single consumer of the ring.
+    pub(crate) unsafe fn new(
+        data: NonNull<u8>,
+        size: usize,
+        salt: u64,
+        consumer: NonNull<ConsumerLine>,
+    ) -> Consumer {
+        Consumer {
+            data,
+            size,
+            salt,
+            pos: 0,
+            consumer,
+        }
+    }
+
+    /// Address range of the ring's data area.
+    pub(crate) fn range(&self) -> std::ops::Range<usize> {
+        let start = self.data.as_ptr() as usize;
+        start..start + self.size
+    }
+
+    fn stamp_at(&self, off: usize) -> u64 {
+        // SAFETY: `off` is a line-aligned offset inside the data area; the stamp word is only
+        // accessed atomically.
+        unsafe { (*self.data.as_ptr().add(off).cast::<AtomicU64>()).load(Ordering::Acquire) }
+    }
+
+    /// Whether a record (or padding) is waiting, without decoding it.
+    pub(crate) fn ready(&self) -> bool {
+        let off = (self.pos % self.size as u64) as usize;
+        let s = self.stamp_at(off);
+        s == stamp_of(self.pos, self.salt) || s == stamp_of(self.pos, self.salt) ^ PAD_MARK
+    }
+
+    /// The record at the consumer's position, skipping padding.
+    pub(crate) fn peek(&mut self) -> Peek {
+        loop {
+            let off = (self.pos % self.size as u64) as usize;
+            let s = self.stamp_at(off);
+            if s == stamp_of(self.pos, self.salt) {
+                break;
+            }
+            if s == stamp_of(self.pos, self.salt) ^ PAD_MARK {
+                self.pos += (self.size - off) as u64;
+                continue;
+            }
+            return Peek::Empty;
+        }
+        let off = (self.pos % self.size as u64) as usize;
+        // SAFETY: the stamp was published with release ordering after the header was written;
+        // the 32 header bytes lie inside the data area (records are at least one line).
+        let raw =
+            unsafe { std::slice::from_raw_parts(self.data.as_ptr().add(off + 8), HEADER_LEN) };
+        let limit = (self.size - off - RECORD_HEADER) as u32;
+        let header = match Header::decode(raw, limit) {
+            Ok(h) => h,
+            Err(e) => return Peek::Corrupt(format!("record at ring position {}: {e}", self.pos)),
+        };
+        // SAFETY: the payload `off + RECORD_HEADER .. + len` was checked to fit the data area.
+        let payload =
+            unsafe { NonNull::new_unchecked(self.data.as_ptr().add(off + RECORD_HEADER)) };
+        Peek::Record(Record {
+            pos: self.pos,
+            header,
+            payload,
+        })
+    }
+
+    /// Releases every record up to and including `rec`, handing its space back to the producer.
+    pub(crate) fn release(&mut self, rec: &Record) {
+        self.pos = rec.end();
+        // SAFETY: valid for the life of the consumer (constructor contract); atomics only.
+        unsafe { self.consumer.as_ref() }
+            .tail
+            .store(self.pos, Ordering::Release);
+    }
+}

@@ -1,0 +1,257 @@
+//! Connection set-up: the segment's memfd travels over a unix socket (`SCM_RIGHTS`), then each
+//! side probes whether it may read the other's memory with `process_vm_readv`.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+
+use super::cma;
+use super::config::Config;
+use super::endpoint::Endpoint;
+use super::error::Error;
+use super::segment::Segment;
+
+const HELLO_LEN: usize = 32;
+
+fn sock_err(step: &'static str) -> impl FnOnce(io::Error) -> Error {
+    move |source| Error::Socket { step, source }
+}
+
+/// What each side tells the other: its pid, where to probe its memory, and (in the second and
+/// third message) whether the probe of the other side worked.
+struct Hello {
+    pid: u32,
+    can_read_you: bool,
+    probe_addr: u64,
+    probe_value: u64,
+}
+
+impl Hello {
+    fn encode(&self) -> [u8; HELLO_LEN] {
+        let mut b = [0u8; HELLO_LEN];
+        b[0..4].copy_from_slice(&self.pid.to_le_bytes());
+        b[4] = self.can_read_you as u8;
+        b[8..16].copy_from_slice(&self.probe_addr.to_le_bytes());
+        b[16..24].copy_from_slice(&self.probe_value.to_le_bytes());
+        b[24..32].copy_from_slice(b"viaduct1");
+        b
+    }
+
+    fn decode(b: &[u8; HELLO_LEN]) -> Result<Hello, Error> {
+        if &b[24..32] != b"viaduct1" || b[4] > 1 {
+            return Err(Error::Handshake(
+                "peer is not a viaduct shared-memory endpoint".into(),
+            ));
+        }
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        Ok(Hello {
+            pid: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            can_read_you: b[4] == 1,
+            probe_addr: u64_at(8),
+            probe_value: u64_at(16),
+        })
+    }
+}
+
+fn probe_value() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    (t ^ (std::process::id() as u64) << 32).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1
+}
+
+fn send_with_fd(sock: &UnixStream, data: &[u8], fd: &OwnedFd) -> Result<(), Error> {
+    let raw = fd.as_raw_fd();
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) } as usize;
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: a zeroed msghdr is a valid empty header; the fields are set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: `msg` points at a control buffer of CMSG_SPACE(int) bytes, so the first header
+    // and its data (one int) fit; `iov` and `cbuf` outlive the sendmsg call.
+    let rc = unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), raw);
+        libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
+    };
+    if rc < 0 {
+        return Err(Error::Socket {
+            step: "send",
+            source: io::Error::last_os_error(),
+        });
+    }
+    if rc as usize != data.len() {
+        return Err(Error::Handshake("short send of the set-up message".into()));
+    }
+    Ok(())
+}
+
+fn recv_with_fd(sock: &UnixStream, data: &mut [u8; HELLO_LEN]) -> Result<OwnedFd, Error> {
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) } as usize;
+    let mut cbuf = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: data.as_mut_ptr().cast(),
+        iov_len: data.len(),
+    };
+    // SAFETY: a zeroed msghdr is a valid empty header; the fields are set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: `msg` describes writable buffers that outlive the call.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(Error::Socket {
+            step: "receive",
+            source: io::Error::last_os_error(),
+        });
+    }
+    if n as usize != HELLO_LEN {
+        return Err(Error::Handshake(format!("set-up message of {n} bytes")));
+    }
+    // SAFETY: the kernel filled `msg`; CMSG_FIRSTHDR checks msg_controllen before returning a
+    // header, and a SCM_RIGHTS header of CMSG_LEN(int) bytes carries one descriptor.
+    let fd = unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        if c.is_null()
+            || (*c).cmsg_level != libc::SOL_SOCKET
+            || (*c).cmsg_type != libc::SCM_RIGHTS
+            || (*c).cmsg_len as usize
+                != libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as usize
+        {
+            return Err(Error::Handshake(
+                "set-up message carries no segment descriptor".into(),
+            ));
+        }
+        std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>())
+    };
+    // SAFETY: SCM_RIGHTS installed a new descriptor in this process that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn read_hello(sock: &mut UnixStream) -> Result<Hello, Error> {
+    let mut b = [0u8; HELLO_LEN];
+    sock.read_exact(&mut b).map_err(sock_err("receive"))?;
+    Hello::decode(&b)
+}
+
+fn prepare(sock: &UnixStream, config: &Config) -> Result<(), Error> {
+    config.validate()?;
+    sock.set_read_timeout(Some(config.connect_timeout))
+        .map_err(sock_err("set timeout"))?;
+    sock.set_write_timeout(Some(config.connect_timeout))
+        .map_err(sock_err("set timeout"))
+}
+
+/// Side 0: creates the segment and sends it.
+pub(crate) fn accept_on(mut sock: UnixStream, config: Config) -> Result<Endpoint, Error> {
+    prepare(&sock, &config)?;
+    let probe = Box::new(probe_value());
+    let seg = Segment::create(config.ring_bytes, probe_value())?;
+    let hello = Hello {
+        pid: std::process::id(),
+        can_read_you: false,
+        probe_addr: &*probe as *const u64 as u64,
+        probe_value: *probe,
+    };
+    send_with_fd(&sock, &hello.encode(), seg.fd())?;
+    let peer = read_hello(&mut sock)?;
+    let can_read = config.single_copy && cma::probe(peer.pid, peer.probe_addr, peer.probe_value);
+    let reply = Hello {
+        can_read_you: can_read,
+        probe_addr: 0,
+        probe_value: 0,
+        ..hello
+    };
+    sock.write_all(&reply.encode()).map_err(sock_err("send"))?;
+    drop(probe);
+    Endpoint::new(seg, 0, sock, peer.pid, peer.can_read_you, can_read, config)
+}
+
+/// Side 1: receives the segment and attaches to it.
+pub(crate) fn connect_on(mut sock: UnixStream, config: Config) -> Result<Endpoint, Error> {
+    prepare(&sock, &config)?;
+    let mut b = [0u8; HELLO_LEN];
+    let fd = recv_with_fd(&sock, &mut b)?;
+    let peer = Hello::decode(&b)?;
+    let seg = Segment::attach(fd)?;
+    let probe = Box::new(probe_value());
+    let can_read = config.single_copy && cma::probe(peer.pid, peer.probe_addr, peer.probe_value);
+    let hello = Hello {
+        pid: std::process::id(),
+        can_read_you: can_read,
+        probe_addr: &*probe as *const u64 as u64,
+        probe_value: *probe,
+    };
+    sock.write_all(&hello.encode()).map_err(sock_err("send"))?;
+    let last = read_hello(&mut sock)?;
+    drop(probe);
+    Endpoint::new(seg, 1, sock, peer.pid, last.can_read_you, can_read, config)
+}
+
+/// Accepts shared-memory connections on a unix socket path.
+#[derive(Debug)]
+pub struct Listener {
+    inner: UnixListener,
+    path: PathBuf,
+}
+
+impl Listener {
+    /// Binds a unix socket at `path` (removed again when the listener drops).
+    pub fn bind(path: impl AsRef<Path>) -> Result<Listener, Error> {
+        let path = path.as_ref().to_path_buf();
+        let inner = UnixListener::bind(&path).map_err(sock_err("bind"))?;
+        Ok(Listener { inner, path })
+    }
+
+    /// The socket path peers connect to (the method's business-card entry).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Waits for one peer and sets up a connection with it. The segment is created here, so
+    /// this side's `ring_bytes` applies.
+    pub fn accept(&self, config: Config) -> Result<Endpoint, Error> {
+        let (sock, _) = self.inner.accept().map_err(sock_err("accept"))?;
+        accept_on(sock, config)
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Connects to a [`Listener`] at `path`.
+pub fn connect(path: impl AsRef<Path>, config: Config) -> Result<Endpoint, Error> {
+    let sock = UnixStream::connect(path).map_err(sock_err("connect"))?;
+    connect_on(sock, config)
+}
+
+/// Two connected endpoints in this process (for two threads, or a loopback).
+pub fn pair(config: Config) -> Result<(Endpoint, Endpoint), Error> {
+    let (a, b) = UnixStream::pair().map_err(sock_err("socketpair"))?;
+    let cfg = config.clone();
+    let other = std::thread::spawn(move || connect_on(b, cfg));
+    let first = accept_on(a, config);
+    let second = other
+        .join()
+        .map_err(|_| Error::Handshake("the connecting thread panicked".into()))?;
+    Ok((first?, second?))
+}

@@ -1,0 +1,83 @@
+//! Settings of a TCP connection.
+
+use std::time::Duration;
+
+use super::error::Error;
+
+/// Settings of a TCP connection; each side keeps its own.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Receive buffers in the provided-buffer ring (a power of two).
+    pub recv_buffers: u16,
+    /// Bytes of each receive buffer.
+    pub recv_buffer_bytes: u32,
+    /// Largest frame payload accepted or sent.
+    pub max_frame: u32,
+    /// Sends whose batch carries a payload of at least this many bytes use `SEND_ZC`
+    /// (zero-copy); `usize::MAX` never does. See `docs/perf/methods.md` for the measurement
+    /// behind the default.
+    pub zero_copy_threshold: usize,
+    /// Most frames gathered into one `sendmsg`.
+    pub max_batch: usize,
+    /// Most emulated RDMA operations outstanding at once.
+    pub max_outstanding: usize,
+    /// Unacknowledged data older than this kills the connection (`TCP_USER_TIMEOUT`); a peer
+    /// that closed or died is noticed at once through the connection itself.
+    pub peer_timeout: Duration,
+    /// Whether `wait` polls the completion queue for a while before it sleeps in the kernel.
+    pub busy_poll: bool,
+    /// Polls of the completion queue `wait` spends before it sleeps (with `busy_poll`).
+    pub spin: u32,
+    /// Submission queue entries of the connection's ring.
+    pub ring_entries: u32,
+    /// Limit for connecting and for the handshake.
+    pub connect_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            recv_buffers: 64,
+            recv_buffer_bytes: 64 << 10,
+            max_frame: 64 << 20,
+            zero_copy_threshold: usize::MAX,
+            max_batch: 64,
+            max_outstanding: 64,
+            peer_timeout: Duration::from_secs(5),
+            busy_poll: true,
+            spin: 20_000,
+            ring_entries: 64,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Config {
+    /// Bytes the peer may have in flight towards this side: three quarters of the receive
+    /// buffers, leaving room for replies and credit frames, which are not counted.
+    pub fn window(&self) -> usize {
+        self.recv_buffers as usize * self.recv_buffer_bytes as usize / 4 * 3
+    }
+
+    /// Checks that the settings fit together.
+    pub fn validate(&self) -> Result<(), Error> {
+        if !self.recv_buffers.is_power_of_two() || self.recv_buffers < 4 {
+            return Err(Error::Config(format!(
+                "recv_buffers {} must be a power of two, at least 4",
+                self.recv_buffers
+            )));
+        }
+        if self.recv_buffer_bytes < 4096 {
+            return Err(Error::Config("recv_buffer_bytes must be at least 4096".into()));
+        }
+        if self.max_batch == 0 || self.max_batch > 256 || self.max_outstanding == 0 {
+            return Err(Error::Config(
+                "max_batch must lie in 1..=256 and max_outstanding be non-zero".into(),
+            ));
+        }
+        if self.peer_timeout.is_zero() || self.ring_entries < 8 {
+            return Err(Error::Config("peer_timeout must be non-zero, ring_entries >= 8".into()));
+        }
+        Ok(())
+    }
+}

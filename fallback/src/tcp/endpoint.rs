@@ -1,0 +1,946 @@
+//! One end of a TCP connection driven by an io_uring ring.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use io_uring::{cqueue, opcode, types};
+
+use crate::frame::{Decoder, HEADER_LEN, Header, Kind};
+use crate::shm::AccessError;
+use crate::shm::region::{RegionKey, Regions};
+use crate::uring::{self, ProvidedBuf, ProvidedBuffers, Ring, RingConfig};
+
+use super::completion::{Completion, Op, Posted};
+use super::config::Config;
+use super::error::Error;
+use super::send::{OutFrame, SendBatch};
+
+/// Token of the multishot receive.
+const RECV: u64 = 0;
+/// Buffer group of the receive buffers (one ring per connection).
+const GROUP: u16 = 0;
+
+/// What an operation in the ring holds on to.
+enum Payload {
+    /// A `sendmsg` batch: frames, iovecs, message header.
+    Send(Box<SendBatch>),
+    /// The multishot receive (its memory is the provided-buffer ring).
+    Recv,
+}
+
+/// A message shown by [`Endpoint::next`]: its tag and the bytes not consumed yet, borrowed in
+/// place from a receive buffer of the provided-buffer ring, or from the endpoint's reassembly
+/// buffer when the message spans receive buffers.
+#[derive(Debug)]
+pub struct Message<'a> {
+    /// The sender's tag/immediate.
+    pub tag: u64,
+    /// Bytes of the message not consumed yet.
+    pub data: &'a [u8],
+}
+
+struct Chunk {
+    buf: ProvidedBuf,
+    off: usize,
+}
+
+impl Chunk {
+    fn left(&self) -> usize {
+        self.buf.len() - self.off
+    }
+}
+
+enum Current {
+    /// Waiting for (the rest of) a header.
+    Idle,
+    /// A message whose payload lies whole in the front receive buffer, from its `off`.
+    InPlace { header: Header, consumed: usize },
+    /// A message being copied into the reassembly buffer.
+    Assembling { header: Header, filled: usize },
+    /// A whole message in the reassembly buffer.
+    Assembled { header: Header, consumed: usize },
+}
+
+struct RmaOp {
+    id: u64,
+    op: Op,
+    len: usize,
+    buf: Option<Vec<u8>>,
+}
+
+/// One end of a TCP connection.
+///
+/// Descriptors (`post_*`) get exactly one [`Completion`] each through [`Endpoint::poll`].
+/// Inbound messages are read in place with [`Endpoint::next`] and given back with
+/// [`Endpoint::consume`]. `next`, `poll` and `wait` drive the ring: they reap completions,
+/// re-arm the multishot receive, send queued frames, serve the peer's emulated RDMA requests
+/// and return credits. Only `wait` blocks.
+pub struct Endpoint {
+    ring: Ring<Payload>,
+    bufs: ProvidedBuffers,
+    // After `ring`: the ring's drop cancels operations on this socket before it closes.
+    stream: TcpStream,
+    config: Config,
+    decoder: Decoder,
+    send_seq: u32,
+    peer_max_frame: u32,
+    window: usize,
+    unacked: usize,
+    freed: usize,
+    queue: VecDeque<OutFrame>,
+    in_flight: bool,
+    zc_first: HashMap<u64, i32>,
+    next_send_token: u64,
+    recv_armed: bool,
+    rx: VecDeque<Chunk>,
+    header_bytes: [u8; HEADER_LEN],
+    header_have: usize,
+    current: Current,
+    assembly: Vec<u8>,
+    buffer_base: Option<usize>,
+    completions: VecDeque<Completion>,
+    rma_out: HashMap<u64, RmaOp>,
+    next_token: u64,
+    regions: Regions,
+    failed: Option<&'static str>,
+    /// A protocol error found during progress, reported by the next `next`.
+    pending_error: Option<Error>,
+    reaped: Vec<uring::Completion<Payload>>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("peer", &self.stream.peer_addr().ok())
+            .field("queued", &self.queue.len())
+            .field("unacked", &self.unacked)
+            .field("window", &self.window)
+            .field("freed", &self.freed)
+            .field("in_flight", &self.in_flight)
+            .field("recv_armed", &self.recv_armed)
+            .field("rx_chunks", &self.rx.len())
+            .field("buffers_taken", &self.bufs.taken())
+            .field("ring_in_flight", &self.ring.in_flight())
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    pub(crate) fn new(
+        stream: TcpStream,
+        window: usize,
+        peer_max_frame: u32,
+        config: Config,
+    ) -> Result<Endpoint, Error> {
+        let ring_config = RingConfig::new(config.ring_entries).eventfd(false);
+        let mut ring = Ring::new(&ring_config).map_err(Error::Uring)?;
+        let bufs = ring
+            .register_buf_ring(GROUP, config.recv_buffers, config.recv_buffer_bytes)
+            .map_err(Error::Uring)?;
+        let mut ep = Endpoint {
+            ring,
+            bufs,
+            stream,
+            decoder: Decoder::new(config.max_frame),
+            send_seq: 0,
+            peer_max_frame,
+            window,
+            unacked: 0,
+            freed: 0,
+            queue: VecDeque::new(),
+            in_flight: false,
+            zc_first: HashMap::new(),
+            next_send_token: 1,
+            recv_armed: false,
+            rx: VecDeque::new(),
+            header_bytes: [0; HEADER_LEN],
+            header_have: 0,
+            current: Current::Idle,
+            assembly: Vec::new(),
+            buffer_base: None,
+            completions: VecDeque::new(),
+            rma_out: HashMap::new(),
+            next_token: 1,
+            regions: Regions::new(0x5EED_0001),
+            failed: None,
+            pending_error: None,
+            reaped: Vec::new(),
+            config,
+        };
+        ep.arm_recv()?;
+        ep.ring.submit().map_err(Error::Uring)?;
+        Ok(ep)
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Why the connection failed, once it has.
+    pub fn failure(&self) -> Option<&'static str> {
+        self.failed
+    }
+
+    /// Bytes sent and not yet credited back by the receiver (bounded by its window).
+    pub fn unacked(&self) -> usize {
+        self.unacked
+    }
+
+    /// Address ranges of this end's own receive buffers (the provided-buffer ring, once a
+    /// receive has used it, and the reassembly buffer): every slice `next` returns lies inside
+    /// one of them.
+    pub fn receive_buffers(&self) -> Vec<std::ops::Range<usize>> {
+        let mut v = Vec::new();
+        if let Some(base) = self.buffer_base {
+            let len = self.bufs.count() as usize * self.bufs.buf_size() as usize;
+            v.push(base..base + len);
+        }
+        let a = self.assembly.as_ptr() as usize;
+        v.push(a..a + self.assembly.len());
+        v
+    }
+
+    fn check_open(&self) -> Result<(), Error> {
+        match self.failed {
+            Some(why) => Err(Error::PeerFailed(why)),
+            None => Ok(()),
+        }
+    }
+
+    // ----- ring plumbing -------------------------------------------------------------------
+
+    fn arm_recv(&mut self) -> Result<(), Error> {
+        let fd = types::Fd(self.stream.as_raw_fd());
+        let entry = opcode::RecvMulti::new(fd, GROUP).build();
+        // SAFETY: the receive writes only into the provided-buffer ring, which the ring keeps
+        // registered (and alive) until it is dropped; the socket stays open while the ring lives
+        // (field order).
+        unsafe { self.ring.push(entry, RECV, Payload::Recv) }
+            .map_err(|e| Error::Uring(e.error))?;
+        self.recv_armed = true;
+        Ok(())
+    }
+
+    /// Sends queued frames if no `sendmsg` is in flight.
+    fn flush(&mut self) -> Result<(), Error> {
+        if self.in_flight || self.queue.is_empty() || self.failed.is_some() {
+            return Ok(());
+        }
+        let batch =
+            SendBatch::gather(&mut self.queue, self.config.max_batch, self.config.zero_copy_threshold);
+        let fd = types::Fd(self.stream.as_raw_fd());
+        let flags = (libc::MSG_WAITALL | libc::MSG_NOSIGNAL) as u32;
+        let entry = if batch.zero_copy {
+            opcode::SendMsgZc::new(fd, &batch.msg).flags(flags).build()
+        } else {
+            opcode::SendMsg::new(fd, &batch.msg).flags(flags).build()
+        };
+        let token = self.next_send_token;
+        self.next_send_token += 1;
+        // SAFETY: the entry points at the batch's message header, iovec array, frame headers and
+        // payloads, all in heap memory owned by the boxed batch, which the ring holds as the
+        // payload until the final completion.
+        match unsafe { self.ring.push(entry, token, Payload::Send(batch)) } {
+            Ok(_) => {
+                self.in_flight = true;
+                self.ring.submit().map_err(Error::Uring)?;
+                Ok(())
+            }
+            Err(e) => {
+                if let Payload::Send(batch) = e.payload {
+                    let (_, rest) = batch.settle(0);
+                    for f in rest.into_iter().rev() {
+                        self.queue.push_front(f);
+                    }
+                }
+                Err(Error::Uring(e.error))
+            }
+        }
+    }
+
+    /// Reaps completions and acts on them; re-arms the receive; sends what is queued.
+    fn progress(&mut self) {
+        if let Err(e) = self.try_progress() {
+            let _ = e;
+            self.fail("the io_uring engine failed");
+        }
+    }
+
+    fn try_progress(&mut self) -> Result<(), Error> {
+        let mut reaped = std::mem::take(&mut self.reaped);
+        self.ring.reap(&mut reaped).map_err(Error::Uring)?;
+        for c in reaped.drain(..) {
+            self.on_completion(c);
+        }
+        self.reaped = reaped;
+        if !self.rx.is_empty() {
+            // Credits, replies and requests may wait at the head of the stream; a malformed
+            // frame found here is reported by the next `next`.
+            if let Err(e) = self.advance() {
+                self.pending_error.get_or_insert(e);
+            }
+        }
+        if !self.recv_armed && self.failed.is_none() && self.bufs.taken() < self.bufs.count() as usize
+        {
+            self.arm_recv()?;
+            self.ring.submit().map_err(Error::Uring)?;
+        }
+        self.flush()
+    }
+
+    fn on_completion(&mut self, c: uring::Completion<Payload>) {
+        if c.token == RECV {
+            self.on_recv(&c);
+            return;
+        }
+        match c.payload {
+            None => {
+                // First completion of a zero-copy send: the bytes are queued in the socket, the
+                // buffers stay with the kernel until the notification.
+                self.zc_first.insert(c.token, c.result);
+                self.in_flight = false;
+                if c.result < 0 {
+                    self.fail_with_errno(-c.result);
+                }
+            }
+            Some(Payload::Send(batch)) => {
+                let result = if cqueue::notif(c.flags) {
+                    self.zc_first.remove(&c.token).unwrap_or(-libc::EIO)
+                } else {
+                    self.in_flight = false;
+                    c.result
+                };
+                self.on_sent(batch, result);
+            }
+            Some(Payload::Recv) => self.on_recv(&c),
+        }
+    }
+
+    fn on_sent(&mut self, batch: Box<SendBatch>, result: i32) {
+        let bytes = batch.bytes;
+        let sent = if result > 0 { result as usize } else { 0 };
+        let (done, rest) = batch.settle(sent);
+        for f in done {
+            if let Some((id, op, give_back)) = f.owner {
+                let len = f.payload.len();
+                // Reads and writes complete on their reply, not when the request leaves.
+                if op == Op::Send {
+                    let buffer = give_back.then_some(f.payload);
+                    self.completions.push_back(Completion { id, op, result: Ok(len), buffer });
+                }
+            }
+        }
+        if sent < bytes {
+            // A short or failed send leaves the stream cut inside a frame: the connection is
+            // unusable.
+            let errno = if result < 0 { -result } else { libc::EPIPE };
+            for f in rest {
+                self.complete_failed(f, Error::Send(std::io::Error::from_raw_os_error(errno)));
+            }
+            self.fail_with_errno(errno);
+        }
+    }
+
+    fn complete_failed(&mut self, f: OutFrame, error: Error) {
+        if let Some((id, op, give_back)) = f.owner {
+            if op == Op::Send {
+                let buffer = give_back.then_some(f.payload);
+                self.completions.push_back(Completion { id, op, result: Err(error), buffer });
+            }
+        }
+    }
+
+    fn on_recv(&mut self, c: &uring::Completion<Payload>) {
+        if !c.more() {
+            self.recv_armed = false;
+        }
+        if c.result > 0 {
+            match self.bufs.take(c.flags, c.result as usize) {
+                Some(buf) => {
+                    if self.buffer_base.is_none() {
+                        let size = self.bufs.buf_size() as usize;
+                        self.buffer_base =
+                            Some(buf.as_ptr() as usize - buf.bid() as usize * size);
+                    }
+                    self.rx.push_back(Chunk { buf, off: 0 });
+                }
+                None => self.fail("a receive completed without a buffer"),
+            }
+        } else if c.result == 0 {
+            self.fail("the peer closed the connection");
+        } else if c.result != -libc::ENOBUFS && c.result != -libc::ECANCELED {
+            self.fail_with_errno(-c.result);
+        }
+    }
+
+    fn fail_with_errno(&mut self, errno: i32) {
+        self.fail(match errno {
+            libc::ECONNRESET => "the connection was reset by the peer",
+            libc::EPIPE => "the peer closed the connection",
+            libc::ETIMEDOUT => "the peer stopped acknowledging data (timeout)",
+            _ => "the connection failed",
+        });
+    }
+
+    /// Marks the connection failed, shuts the socket down so that operations in flight end at
+    /// once, and completes every queued or outstanding descriptor with an error.
+    fn fail(&mut self, why: &'static str) {
+        if self.failed.is_none() {
+            self.failed = Some(why);
+            // SAFETY: shutdown on our own open socket; it does not close the descriptor.
+            unsafe {
+                libc::shutdown(self.stream.as_raw_fd(), libc::SHUT_RDWR);
+            }
+        }
+        let why = self.failed.unwrap_or(why);
+        while let Some(f) = self.queue.pop_front() {
+            self.complete_failed(f, Error::PeerFailed(why));
+        }
+        let mut ops: Vec<(u64, RmaOp)> = self.rma_out.drain().collect();
+        ops.sort_by_key(|(t, _)| *t);
+        for (_, op) in ops {
+            self.completions.push_back(Completion {
+                id: op.id,
+                op: op.op,
+                result: Err(Error::PeerFailed(why)),
+                buffer: op.buf,
+            });
+        }
+    }
+
+    // ----- sending -------------------------------------------------------------------------
+
+    fn enqueue(&mut self, mut header: Header, payload: Vec<u8>, owner: Option<(u64, Op, bool)>) {
+        header.len = payload.len() as u32;
+        if header.kind.carries_credit() {
+            header.offset = self.freed as u64;
+            self.freed = 0;
+        }
+        header.seq = self.send_seq;
+        self.send_seq = self.send_seq.wrapping_add(1);
+        self.queue.push_back(OutFrame::new(&header, payload, owner));
+    }
+
+    /// Whether `bytes` more may be sent now under the peer's window (one frame larger than the
+    /// window may go when nothing else is unacknowledged).
+    fn credit_for(&self, bytes: usize) -> bool {
+        self.unacked == 0 || self.unacked + bytes <= self.window
+    }
+
+    fn check_len(&self, len: usize) -> Result<(), Error> {
+        let max = self.config.max_frame.min(self.peer_max_frame) as usize;
+        if len > max {
+            return Err(Error::TooLong { len, max });
+        }
+        Ok(())
+    }
+
+    fn post_counted(
+        &mut self,
+        header: Header,
+        payload: Vec<u8>,
+        owner: (u64, Op, bool),
+    ) -> Result<Option<Vec<u8>>, Error> {
+        self.check_open()?;
+        self.check_len(payload.len())?;
+        let bytes = HEADER_LEN + payload.len();
+        if !self.credit_for(bytes) {
+            self.progress();
+            if !self.credit_for(bytes) {
+                return Ok(Some(payload));
+            }
+        }
+        self.unacked += bytes;
+        self.enqueue(header, payload, Some(owner));
+        // Goes out now unless a `sendmsg` is in flight; then it joins the next batch, which
+        // leaves when `poll`, `next` or `wait` reaps the one in flight.
+        self.flush_quietly();
+        Ok(None)
+    }
+
+    /// Posts a send of `data` with `tag`. The bytes are copied into a buffer of the endpoint
+    /// (use [`Endpoint::post_send_buf`] to send without copying).
+    pub fn post_send(&mut self, id: u64, tag: u64, data: &[u8]) -> Result<Posted, Error> {
+        self.check_open()?;
+        self.check_len(data.len())?;
+        if !self.credit_for(HEADER_LEN + data.len()) {
+            self.progress();
+            if !self.credit_for(HEADER_LEN + data.len()) {
+                return Ok(Posted::NoResources(()));
+            }
+        }
+        let mut h = Header::new(Kind::Send, 0);
+        h.tag = tag;
+        Ok(match self.post_counted(h, data.to_vec(), (id, Op::Send, false))? {
+            None => Posted::InProgress,
+            Some(_) => Posted::NoResources(()),
+        })
+    }
+
+    /// Posts a send of an owned buffer: `sendmsg` gathers header and buffer without copying
+    /// (with `SEND_ZC` at or above `config.zero_copy_threshold`). The buffer comes back in the
+    /// completion, or at once with [`Posted::NoResources`] when the peer's window is full.
+    pub fn post_send_buf(
+        &mut self,
+        id: u64,
+        tag: u64,
+        buf: Vec<u8>,
+    ) -> Result<Posted<Vec<u8>>, Error> {
+        let mut h = Header::new(Kind::Send, 0);
+        h.tag = tag;
+        Ok(match self.post_counted(h, buf, (id, Op::Send, true))? {
+            None => Posted::InProgress,
+            Some(b) => Posted::NoResources(b),
+        })
+    }
+
+    /// Posts an emulated RDMA write of `data` to `offset` of the peer's region `key`. The
+    /// target checks key and bounds; a refusal completes this descriptor with
+    /// [`Error::RemoteAccess`] and the target's memory is not touched.
+    pub fn post_write(
+        &mut self,
+        id: u64,
+        key: RegionKey,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<Posted, Error> {
+        self.check_open()?;
+        if self.rma_out.len() >= self.config.max_outstanding {
+            return Ok(Posted::NoResources(()));
+        }
+        let token = self.next_token;
+        let mut h = Header::new(Kind::Write, 0);
+        h.key = key.0;
+        h.offset = offset;
+        h.tag = token;
+        if self.post_counted(h, data.to_vec(), (id, Op::Write, false))?.is_some() {
+            return Ok(Posted::NoResources(()));
+        }
+        self.next_token += 1;
+        self.rma_out.insert(token, RmaOp { id, op: Op::Write, len: data.len(), buf: None });
+        Ok(Posted::InProgress)
+    }
+
+    /// Posts an emulated RDMA read of `buf.len()` bytes at `offset` of the peer's region `key`
+    /// into `buf`, which comes back filled in the completion.
+    pub fn post_read(
+        &mut self,
+        id: u64,
+        key: RegionKey,
+        offset: u64,
+        buf: Vec<u8>,
+    ) -> Result<Posted<Vec<u8>>, Error> {
+        self.check_open()?;
+        self.check_len(buf.len())?;
+        if self.rma_out.len() >= self.config.max_outstanding {
+            return Ok(Posted::NoResources(buf));
+        }
+        let token = self.next_token;
+        let mut h = Header::new(Kind::Read, 0);
+        h.key = key.0;
+        h.offset = offset;
+        h.tag = token;
+        let req = (buf.len() as u64).to_le_bytes().to_vec();
+        if self.post_counted(h, req, (id, Op::Read, false))?.is_some() {
+            return Ok(Posted::NoResources(buf));
+        }
+        self.next_token += 1;
+        self.rma_out.insert(token, RmaOp { id, op: Op::Read, len: buf.len(), buf: Some(buf) });
+        Ok(Posted::InProgress)
+    }
+
+    // ----- regions -------------------------------------------------------------------------
+
+    /// Registers `mem` for the peer's emulated RDMA writes and reads.
+    pub fn register(&mut self, mem: Vec<u8>) -> RegionKey {
+        self.regions.register(mem)
+    }
+
+    /// The memory of a registered region.
+    pub fn region(&self, key: RegionKey) -> Option<&[u8]> {
+        self.regions.get(key)
+    }
+
+    /// The memory of a registered region, writable.
+    pub fn region_mut(&mut self, key: RegionKey) -> Option<&mut [u8]> {
+        self.regions.get_mut(key)
+    }
+
+    /// Ends a registration and gives the memory back; later accesses with `key` are refused.
+    pub fn deregister(&mut self, key: RegionKey) -> Option<Vec<u8>> {
+        self.regions.deregister(key)
+    }
+
+    // ----- completions and waiting ---------------------------------------------------------
+
+    /// Makes progress and returns the next completion, if any. Never blocks.
+    pub fn poll(&mut self) -> Option<Completion> {
+        if let Some(c) = self.completions.pop_front() {
+            return Some(c);
+        }
+        self.progress();
+        if self.completions.is_empty() && !self.rma_out.is_empty() {
+            // Replies may wait behind inbound frames.
+            let _ = self.advance();
+        }
+        self.completions.pop_front()
+    }
+
+    fn ready(&self) -> bool {
+        !self.completions.is_empty()
+            || matches!(self.current, Current::InPlace { .. } | Current::Assembled { .. })
+            || !self.rx.is_empty()
+            || self.failed.is_some()
+    }
+
+    /// Blocks until a completion or inbound data may be ready, the peer failed, or `timeout`
+    /// passed. With `config.busy_poll` it polls the completion queue first (up to
+    /// `config.spin` times), then sleeps in `io_uring_enter`.
+    pub fn wait(&mut self, timeout: Duration) -> Result<(), Error> {
+        self.progress();
+        if self.ready() {
+            return Ok(());
+        }
+        if self.config.busy_poll {
+            for _ in 0..self.config.spin {
+                self.progress();
+                if self.ready() {
+                    return Ok(());
+                }
+                std::hint::spin_loop();
+            }
+        }
+        let deadline = Instant::now() + timeout;
+        while !self.ready() {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            let mut reaped = std::mem::take(&mut self.reaped);
+            let r = self.ring.wait(1, Some(deadline - now), &mut reaped);
+            for c in reaped.drain(..) {
+                self.on_completion(c);
+            }
+            self.reaped = reaped;
+            if r.is_err() {
+                self.fail("the io_uring engine failed");
+            }
+            self.progress();
+            if self.ring.in_flight() == 0 && !self.ready() {
+                // Nothing can arrive: the receive ended and could not be re-armed.
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    // ----- receiving -----------------------------------------------------------------------
+
+    fn protocol_error(&mut self, e: Error) -> Error {
+        self.fail("the peer sent a malformed frame");
+        e
+    }
+
+    /// Gives `n` stream bytes back to the peer's window.
+    fn credit(&mut self, n: usize) {
+        self.freed += n;
+        if self.freed >= self.config.window() / 8 && self.failed.is_none() {
+            self.enqueue(Header::new(Kind::Credit, 0), Vec::new(), None);
+        }
+    }
+
+    /// Returns all freed credit when nothing else is going out to carry it, so that a sender
+    /// waiting for its whole window (a frame larger than the window) is never left short.
+    fn credit_when_idle(&mut self) {
+        if self.freed > 0 && self.queue.is_empty() && !self.in_flight && self.failed.is_none() {
+            self.enqueue(Header::new(Kind::Credit, 0), Vec::new(), None);
+        }
+    }
+
+    fn pop_empty_chunks(&mut self) {
+        while self.rx.front().is_some_and(|c| c.left() == 0) {
+            self.rx.pop_front();
+        }
+    }
+
+    /// Parses inbound bytes until a message is ready for `next` (true) or more bytes are needed
+    /// (false). Serves requests, replies and credits on the way.
+    fn advance(&mut self) -> Result<bool, Error> {
+        loop {
+            match self.current {
+                Current::InPlace { .. } | Current::Assembled { .. } => return Ok(true),
+                Current::Assembling { header, filled } => {
+                    let need = header.len as usize - filled;
+                    if need > 0 {
+                        let Some(front) = self.rx.front_mut() else { return Ok(false) };
+                        let n = need.min(front.left());
+                        self.assembly[filled..filled + n]
+                            .copy_from_slice(&front.buf[front.off..front.off + n]);
+                        front.off += n;
+                        self.pop_empty_chunks();
+                        self.current = Current::Assembling { header, filled: filled + n };
+                        continue;
+                    }
+                    self.credit(header.len as usize);
+                    self.current = Current::Idle;
+                    if header.kind == Kind::Send {
+                        self.current = Current::Assembled { header, consumed: 0 };
+                        return Ok(true);
+                    }
+                    let payload = std::mem::take(&mut self.assembly);
+                    let r = self.on_control(header, &payload);
+                    self.assembly = payload;
+                    r?;
+                }
+                Current::Idle => {
+                    if !self.read_header() {
+                        return Ok(false);
+                    }
+                    let raw = self.header_bytes;
+                    self.header_have = 0;
+                    let header = match Header::decode(&raw, self.config.max_frame) {
+                        Ok(h) => h,
+                        Err(e) => return Err(self.protocol_error(Error::Frame(e))),
+                    };
+                    if let Err(e) = self.decoder.accept(&header) {
+                        return Err(self.protocol_error(Error::Frame(e)));
+                    }
+                    if header.kind.carries_credit() {
+                        self.unacked = self.unacked.saturating_sub(header.offset as usize);
+                    }
+                    self.credit(HEADER_LEN);
+                    let len = header.len as usize;
+                    self.pop_empty_chunks();
+                    let in_front = self.rx.front().is_some_and(|c| c.left() >= len);
+                    if len > 0 && in_front {
+                        if header.kind == Kind::Send {
+                            self.current = Current::InPlace { header, consumed: 0 };
+                            return Ok(true);
+                        }
+                        let Some(front) = self.rx.pop_front() else { continue };
+                        let r = self.on_control(header, &front.buf[front.off..front.off + len]);
+                        let mut front = front;
+                        front.off += len;
+                        if front.left() > 0 {
+                            self.rx.push_front(front);
+                        }
+                        self.credit(len);
+                        r?;
+                    } else {
+                        // Spans receive buffers (or is empty): reassemble. The length was
+                        // checked against `max_frame` before this allocation.
+                        self.assembly.clear();
+                        self.assembly.resize(len, 0);
+                        self.current = Current::Assembling { header, filled: 0 };
+                    }
+                }
+            }
+        }
+    }
+
+    /// Collects header bytes from the receive buffers; true once all 32 are there.
+    fn read_header(&mut self) -> bool {
+        while self.header_have < HEADER_LEN {
+            self.pop_empty_chunks();
+            let Some(front) = self.rx.front_mut() else { return false };
+            let n = (HEADER_LEN - self.header_have).min(front.left());
+            self.header_bytes[self.header_have..self.header_have + n]
+                .copy_from_slice(&front.buf[front.off..front.off + n]);
+            front.off += n;
+            self.header_have += n;
+        }
+        self.pop_empty_chunks();
+        true
+    }
+
+    /// Acts on a frame that is not a message for the user.
+    fn on_control(&mut self, h: Header, payload: &[u8]) -> Result<(), Error> {
+        match h.kind {
+            // Its credit was taken when the header was parsed.
+            Kind::Credit => {}
+            Kind::Write => {
+                let status = match self.regions.range_mut(RegionKey(h.key), h.offset, payload.len())
+                {
+                    Ok(dst) => {
+                        dst.copy_from_slice(payload);
+                        0
+                    }
+                    Err(e) => e.code(),
+                };
+                let mut r = Header::new(Kind::WriteAck, 0);
+                r.tag = h.tag;
+                r.status = status;
+                self.enqueue(r, Vec::new(), None);
+            }
+            Kind::Read => {
+                let mut r = Header::new(Kind::ReadReply, 0);
+                r.tag = h.tag;
+                let want = if payload.len() == 8 {
+                    u64::from_le_bytes(payload.try_into().unwrap_or([0xFF; 8]))
+                } else {
+                    u64::MAX
+                };
+                let max = self.config.max_frame.min(self.peer_max_frame) as u64;
+                let data = if want > max {
+                    r.status = AccessError::OutOfBounds.code();
+                    Vec::new()
+                } else {
+                    match self.regions.range(RegionKey(h.key), h.offset, want as usize) {
+                        Ok(src) => src.to_vec(),
+                        Err(e) => {
+                            r.status = e.code();
+                            Vec::new()
+                        }
+                    }
+                };
+                self.enqueue(r, data, None);
+            }
+            Kind::WriteAck | Kind::ReadReply => {
+                let Some(mut op) = self.rma_out.remove(&h.tag) else {
+                    return Err(self.protocol_error(Error::Protocol(format!(
+                        "reply for unknown operation {}",
+                        h.tag
+                    ))));
+                };
+                let result = match AccessError::from_code(h.status) {
+                    Some(e) => Err(Error::RemoteAccess(e)),
+                    None if h.status != 0 => {
+                        return Err(self.protocol_error(Error::Protocol(format!(
+                            "unknown reply status {}",
+                            h.status
+                        ))));
+                    }
+                    None if h.kind == Kind::ReadReply => match op.buf.as_mut() {
+                        Some(b) if b.len() == payload.len() => {
+                            b.copy_from_slice(payload);
+                            Ok(payload.len())
+                        }
+                        _ => {
+                            return Err(self.protocol_error(Error::Protocol(
+                                "read reply of the wrong length".into(),
+                            )));
+                        }
+                    },
+                    None => Ok(op.len),
+                };
+                self.completions.push_back(Completion {
+                    id: op.id,
+                    op: op.op,
+                    result,
+                    buffer: op.buf,
+                });
+            }
+            Kind::Close => self.fail("the peer closed the connection"),
+            Kind::Send | Kind::Rendezvous | Kind::Fragment => {
+                return Err(self.protocol_error(Error::Protocol(format!(
+                    "frame kind {:?} is not used over TCP",
+                    h.kind
+                ))));
+            }
+        }
+        Ok(())
+    }
+
+    /// Borrows the next inbound message in place: the unconsumed bytes of the current message,
+    /// inside a receive buffer of the provided-buffer ring, or inside the reassembly buffer when
+    /// the message spans receive buffers. `Ok(None)` when no whole message has arrived. After
+    /// the peer failed, messages that arrived before still come out, then the failure is
+    /// returned as [`Error::PeerFailed`].
+    // `next`/`consume` are the method contract's names; this is not an iterator (the slice
+    // borrows the endpoint until `consume`).
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<Message<'_>>, Error> {
+        if !matches!(self.current, Current::InPlace { .. } | Current::Assembled { .. }) {
+            self.progress();
+            if let Some(e) = self.pending_error.take() {
+                return Err(e);
+            }
+            if !self.advance()? {
+                self.credit_when_idle();
+                self.flush_quietly();
+                self.check_open()?;
+                return Ok(None);
+            }
+            self.flush_quietly();
+        }
+        Ok(match self.current {
+            Current::InPlace { header, consumed } => self.rx.front().map(|c| Message {
+                tag: header.tag,
+                data: &c.buf[c.off + consumed..c.off + header.len as usize],
+            }),
+            Current::Assembled { header, consumed } => Some(Message {
+                tag: header.tag,
+                data: &self.assembly[consumed..header.len as usize],
+            }),
+            _ => None,
+        })
+    }
+
+    fn flush_quietly(&mut self) {
+        if let Err(e) = self.flush() {
+            let _ = e;
+            self.fail("the io_uring engine failed");
+        }
+    }
+
+    /// Gives back the first `n` bytes shown by `next`. Once a message is consumed whole (for an
+    /// empty message: `consume(0)`), its receive buffer is recycled when nothing else lies in
+    /// it, and its bytes are credited back to the sender.
+    pub fn consume(&mut self, n: usize) -> Result<(), Error> {
+        match self.current {
+            Current::InPlace { header, consumed } => {
+                let len = header.len as usize;
+                if consumed + n > len {
+                    return Err(Error::ConsumeBeyond { requested: n, available: len - consumed });
+                }
+                if consumed + n == len {
+                    if let Some(front) = self.rx.front_mut() {
+                        front.off += len;
+                    }
+                    self.pop_empty_chunks();
+                    self.current = Current::Idle;
+                    self.credit(len);
+                    self.flush_quietly();
+                } else {
+                    self.current = Current::InPlace { header, consumed: consumed + n };
+                }
+                Ok(())
+            }
+            Current::Assembled { header, consumed } => {
+                let len = header.len as usize;
+                if consumed + n > len {
+                    return Err(Error::ConsumeBeyond { requested: n, available: len - consumed });
+                }
+                self.current = if consumed + n == len {
+                    Current::Idle
+                } else {
+                    Current::Assembled { header, consumed: consumed + n }
+                };
+                Ok(())
+            }
+            _ => Err(Error::ConsumeBeyond { requested: n, available: 0 }),
+        }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        // Queued frames still go out (bounded by the peer's window), then the socket closes;
+        // the ring's drop cancels what is left in flight before its memory is freed.
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while (self.in_flight || !self.queue.is_empty())
+            && self.failed.is_none()
+            && Instant::now() < deadline
+        {
+            let _ = self.wait(Duration::from_millis(10));
+        }
+        // SAFETY: shutdown on our own open socket; it does not close the descriptor.
+        unsafe {
+            libc::shutdown(self.stream.as_raw_fd(), libc::SHUT_RDWR);
+        }
+    }
+}

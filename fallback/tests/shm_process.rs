@@ -1,0 +1,258 @@
+//! Shared-memory method between two processes: the test binary re-executes itself as the peer.
+
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use viaduct_fallback::shm::{self, Config, Endpoint, Error, LongMessages, Posted};
+
+const LIMIT: Duration = Duration::from_secs(20);
+const ROLE: &str = "VIADUCT_SHM_TEST_ROLE";
+const PATH: &str = "VIADUCT_SHM_TEST_PATH";
+
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u64).wrapping_mul(31).wrapping_add(seed) as u8)
+        .collect()
+}
+
+fn send(ep: &mut Endpoint, id: u64, tag: u64, mut buf: Vec<u8>) -> Result<(), Error> {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        match ep.post_send_buf(id, tag, buf)? {
+            Posted::InProgress => return Ok(()),
+            Posted::NoResources(b) => buf = b,
+        }
+        assert!(Instant::now() < deadline, "send {id} made no progress");
+        ep.wait(Duration::from_millis(50))?;
+        while ep.poll().is_some() {}
+    }
+}
+
+fn recv(ep: &mut Endpoint) -> Result<(u64, Vec<u8>), Error> {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        if let Some(m) = ep.next()? {
+            let out = (m.tag, m.data.to_vec());
+            ep.consume(out.1.len())?;
+            return Ok(out);
+        }
+        assert!(Instant::now() < deadline, "no message arrived");
+        ep.wait(Duration::from_millis(50))?;
+    }
+}
+
+/// Starts this test binary again as the peer playing `role`, connecting to `path`.
+fn spawn_peer(role: &str, path: &std::path::Path) -> Child {
+    Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "peer_process_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, role)
+        .env(PATH, path)
+        .spawn()
+        .expect("spawn peer")
+}
+
+fn socket_path(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("viaduct-shm-{}-{name}.sock", std::process::id()))
+}
+
+fn wait_child(mut child: Child) {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            assert!(st.success(), "peer exited with {st}");
+            return;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("peer did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+const SIZES: [usize; 9] = [0, 1, 63, 64, 4095, 4096, 65536, 1 << 20, 16 << 20];
+const SMALL: u64 = 1_000_000;
+
+/// Entry point of the peer process; does nothing in an ordinary test run.
+#[test]
+fn peer_process_entry() {
+    let (Ok(role), Ok(path)) = (std::env::var(ROLE), std::env::var(PATH)) else {
+        return;
+    };
+    let config = Config {
+        single_copy: role != "echo-chunks",
+        ..Config::default()
+    };
+    let mut ep = shm::connect(&path, config).expect("connect");
+    match role.as_str() {
+        "echo" | "echo-chunks" => loop {
+            let (tag, data) = recv(&mut ep).expect("recv");
+            if tag == u64::MAX {
+                break;
+            }
+            send(&mut ep, tag, tag, data).expect("send");
+            while ep.poll().is_some() {}
+        },
+        "stream" => {
+            let mut i = 0u64;
+            let deadline = Instant::now() + LIMIT;
+            while i < SMALL {
+                match ep.post_send(i, i, &i.to_le_bytes()).expect("post") {
+                    Posted::InProgress => i += 1,
+                    Posted::NoResources(()) => {
+                        assert!(Instant::now() < deadline);
+                        ep.wait(Duration::from_millis(50)).expect("wait");
+                    }
+                }
+                while ep.poll().is_some() {}
+            }
+            recv(&mut ep).expect("final message");
+        }
+        "endless" => {
+            // Streams until killed or the parent goes away.
+            let mut i = 0u64;
+            loop {
+                match ep.post_send(i, i, &[0u8; 32]) {
+                    Ok(Posted::InProgress) => i += 1,
+                    Ok(Posted::NoResources(())) => {
+                        let _ = ep.wait(Duration::from_millis(50));
+                    }
+                    Err(_) => return,
+                }
+                while ep.poll().is_some() {}
+            }
+        }
+        "idle" => std::thread::sleep(LIMIT),
+        other => panic!("unknown role {other}"),
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while ep.poll().is_some() || Instant::now() < deadline && ep.failure().is_none() {
+        let _ = ep.wait(Duration::from_millis(10));
+        if ep.next().is_err() {
+            break;
+        }
+    }
+}
+
+fn echo_sizes(role: &str, name: &str, expect: LongMessages) {
+    let path = socket_path(name);
+    let listener = shm::Listener::bind(&path).expect("bind");
+    let child = spawn_peer(role, &path);
+    let mut ep = listener.accept(Config::default()).expect("accept");
+    assert_eq!(ep.long_messages(), expect);
+    for (i, &len) in SIZES.iter().enumerate() {
+        let data = pattern(len, i as u64);
+        send(&mut ep, i as u64, len as u64, data.clone()).expect("send");
+        let (tag, back) = recv(&mut ep).expect("recv");
+        assert_eq!(tag, len as u64);
+        assert!(back == data, "echo of {len} bytes differs");
+    }
+    send(&mut ep, 99, u64::MAX, Vec::new()).expect("stop");
+    wait_child(child);
+}
+
+#[test]
+fn sizes_echo_byte_exact_between_processes() {
+    echo_sizes("echo", "echo", LongMessages::SingleCopy);
+}
+
+#[test]
+fn sizes_echo_byte_exact_between_processes_through_ring_chunks() {
+    echo_sizes("echo-chunks", "chunks", LongMessages::RingChunks);
+}
+
+#[test]
+fn million_messages_from_another_process_arrive_in_order() {
+    let path = socket_path("stream");
+    let listener = shm::Listener::bind(&path).expect("bind");
+    let child = spawn_peer("stream", &path);
+    let mut ep = listener.accept(Config::default()).expect("accept");
+    let deadline = Instant::now() + LIMIT;
+    let mut expect = 0u64;
+    while expect < SMALL {
+        match ep.next().expect("next") {
+            Some(m) => {
+                assert_eq!(m.tag, expect);
+                assert_eq!(m.data, &expect.to_le_bytes());
+                ep.consume(8).expect("consume");
+                expect += 1;
+            }
+            None => {
+                assert!(Instant::now() < deadline, "stuck at {expect}");
+                ep.wait(Duration::from_millis(50)).expect("wait");
+            }
+        }
+    }
+    send(&mut ep, 0, 0, Vec::new()).expect("final");
+    wait_child(child);
+}
+
+#[test]
+fn killed_peer_fails_outstanding_descriptors_and_the_stream() {
+    let path = socket_path("kill");
+    let listener = shm::Listener::bind(&path).expect("bind");
+    let mut child = spawn_peer("endless", &path);
+    let config = Config {
+        liveness_interval: Duration::from_millis(10),
+        ..Config::default()
+    };
+    let mut ep = listener.accept(config).expect("accept");
+    // Receive a while, post descriptors the peer will not finish, then kill it mid-stream.
+    let mut got = 0;
+    while got < 10_000 {
+        if let Some(m) = ep.next().expect("next") {
+            let n = m.data.len();
+            ep.consume(n).expect("consume");
+            got += 1;
+        } else {
+            ep.wait(Duration::from_millis(50)).expect("wait");
+        }
+    }
+    send(&mut ep, 1, 1, vec![5u8; 1 << 20]).expect("long send");
+    assert!(
+        ep.post_read(2, shm::RegionKey(3), 0, vec![0; 16])
+            .expect("read")
+            .is_posted()
+    );
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    let deadline = Instant::now() + LIMIT;
+    let mut failed = Vec::new();
+    let mut stream_failed = false;
+    while failed.len() < 2 || !stream_failed {
+        assert!(
+            Instant::now() < deadline,
+            "no error completion after the peer died"
+        );
+        match ep.next() {
+            Ok(Some(m)) => {
+                let n = m.data.len();
+                ep.consume(n).expect("consume");
+            }
+            Ok(None) => {}
+            Err(e) => {
+                assert!(matches!(e, Error::PeerFailed(_)), "{e}");
+                stream_failed = true;
+            }
+        }
+        while let Some(c) = ep.poll() {
+            // The long send may have been read before the kill; otherwise it failed.
+            if c.id == 2 || c.result.is_err() {
+                assert!(
+                    matches!(c.result, Err(Error::PeerFailed(_))),
+                    "{:?}",
+                    c.result
+                );
+            }
+            failed.push(c.id);
+        }
+        ep.wait(Duration::from_millis(10)).expect("wait");
+    }
+    failed.sort();
+    assert_eq!(failed, [1, 2]);
+}

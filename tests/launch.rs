@@ -1,0 +1,401 @@
+//! `viaduct launch` and the bootstrap layer end to end: real processes, real PMI servers
+//! (viaduct's own and MPICH hydra's `mpiexec`), the `kvs_exchange` example as the ranks.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Upper bound on any one command of these tests.
+const LIMIT: Duration = Duration::from_secs(60);
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `cmd` to completion, killing it (and failing) if it outlives [`LIMIT`].
+fn run(cmd: &mut Command) -> Run {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish within {LIMIT:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    Run {
+        code: status.code(),
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+fn viaduct() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_viaduct"))
+}
+
+/// The `kvs_exchange` example, built next to this test (built here if `cargo test` was asked
+/// for this test alone and skipped the examples).
+fn kvs_exchange() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+        let path = profile_dir.join("examples").join("kvs_exchange");
+        if !path.exists() {
+            let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+                Some("debug") | None => "dev".to_owned(),
+                Some(other) => other.to_owned(),
+            };
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let built = run(Command::new(cargo)
+                .args(["build", "--example", "kvs_exchange", "--profile", &profile])
+                .arg("--manifest-path")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")));
+            assert_eq!(
+                built.code,
+                Some(0),
+                "building kvs_exchange failed:\n{}",
+                built.stderr
+            );
+        }
+        assert!(path.exists(), "{} missing", path.display());
+        path
+    })
+}
+
+/// Asserts every rank of an `n`-rank `kvs_exchange` reported success (prefix as the launcher
+/// writes it: `[R] ` for viaduct launch, none for mpiexec).
+fn assert_exchanged(run: &Run, n: u32, prefixed: bool, protocol: &str) {
+    assert_eq!(
+        run.code,
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        run.stdout,
+        run.stderr
+    );
+    for rank in 0..n {
+        let prefix = if prefixed {
+            format!("[{rank}] ")
+        } else {
+            String::new()
+        };
+        let expected = format!(
+            "{prefix}kvs_exchange: rank {rank} of {n}: checked {n} entries, {n} on this node, protocol {protocol}"
+        );
+        assert!(
+            run.stdout.lines().any(|l| l.starts_with(&expected)),
+            "no line starting {expected:?} in:\n{}\nstderr:\n{}",
+            run.stdout,
+            run.stderr
+        );
+    }
+    // All ranks agree on the job key.
+    let keys: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter_map(|l| l.split("job key ").nth(1))
+        .collect();
+    assert_eq!(keys.len(), n as usize);
+    assert!(keys.windows(2).all(|w| w[0] == w[1]), "{keys:?}");
+}
+
+#[test]
+fn four_ranks_exchange_through_viaduct_launch() {
+    let r = run(viaduct()
+        .args(["launch", "-n", "4", "--timeout", "50", "--"])
+        .arg(kvs_exchange()));
+    assert_exchanged(&r, 4, true, "Pmi1");
+}
+
+#[test]
+fn a_failing_rank_fails_the_job_and_is_named() {
+    let r = run(viaduct().args([
+        "launch",
+        "-n",
+        "3",
+        "--timeout",
+        "50",
+        "--",
+        "sh",
+        "-c",
+        "echo pid $$; if [ \"$PMI_RANK\" = 2 ]; then sleep 0.2; exit 3; fi; exec sleep 30",
+    ]));
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("rank 2 exited with code 3"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("job failed"), "{}", r.stderr);
+    // The other ranks were killed and reaped before the launcher exited.
+    let pids: Vec<u32> = r
+        .stdout
+        .lines()
+        .filter_map(|l| l.split("pid ").nth(1))
+        .map(|p| p.trim().parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 3, "{}", r.stdout);
+    for pid in pids {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "rank process {pid} still exists"
+        );
+    }
+}
+
+#[test]
+fn a_rank_killed_by_a_signal_is_reported() {
+    let r = run(viaduct().args([
+        "launch",
+        "-n",
+        "3",
+        "--timeout",
+        "50",
+        "--",
+        "sh",
+        "-c",
+        "if [ \"$PMI_RANK\" = 1 ]; then kill -9 $$; fi; exec sleep 30",
+    ]));
+    assert_eq!(r.code, Some(128 + 9), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("rank 1 was killed by signal 9 (SIGKILL)"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_hung_job_ends_at_the_timeout() {
+    let r = run(viaduct().args([
+        "launch",
+        "-n",
+        "2",
+        "--timeout",
+        "0.5",
+        "--",
+        "sh",
+        "-c",
+        "exec sleep 30",
+    ]));
+    assert_eq!(r.code, Some(124), "{}", r.stderr);
+    assert!(r.stderr.contains("timed out after 0.5 s"), "{}", r.stderr);
+}
+
+#[test]
+fn a_rank_leaving_before_the_fence_does_not_hang_the_others() {
+    let r = run(viaduct()
+        .args(["launch", "-n", "3", "--timeout", "50", "--"])
+        .arg(kvs_exchange())
+        .args(["--leave", "1"]));
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("rank 1 left the job without entering the barrier"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("timed out"), "{}", r.stderr);
+}
+
+#[test]
+fn environment_reaches_the_ranks_and_output_is_prefixed() {
+    let r = run(viaduct().args([
+        "launch",
+        "-n",
+        "2",
+        "--transport",
+        "shm",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$PMI_RANK/$PMI_SIZE $VIADUCT_TRANSPORT ${#VIADUCT_JOB_KEY}\"; printf partial; echo oops >&2",
+    ]));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    for rank in 0..2 {
+        assert!(
+            r.stdout.contains(&format!("[{rank}] {rank}/2 shm 64\n")),
+            "{}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.contains(&format!("[{rank}] partial\n")),
+            "{}",
+            r.stdout
+        );
+        assert!(
+            r.stderr.contains(&format!("[{rank}] oops\n")),
+            "{}",
+            r.stderr
+        );
+    }
+}
+
+#[test]
+fn bad_invocations_are_clear_errors() {
+    let r = run(viaduct().args(["launch", "-n", "2", "--", "/nonexistent/program"]));
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr
+            .contains("cannot start rank 0 (/nonexistent/program)"),
+        "{}",
+        r.stderr
+    );
+    let r = run(viaduct().args(["launch", "-n", "0", "--", "true"]));
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("-n must be between 1"), "{}", r.stderr);
+}
+
+#[test]
+fn half_present_pmi_environment_is_a_clear_error() {
+    let r = run(Command::new(kvs_exchange())
+        .env_remove("PMI_FD")
+        .env_remove("PMI_PORT")
+        .env("PMI_RANK", "0")
+        .env("PMI_SIZE", "2"));
+    assert_eq!(r.code, Some(1), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("incomplete PMI environment"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("PMI_FD or PMI_PORT"), "{}", r.stderr);
+
+    let r = run(Command::new(kvs_exchange())
+        .env("PMI_FD", "3")
+        .env("PMI_RANK", "0")
+        .env("PMI_SIZE", "many"));
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("PMI_SIZE=\"many\""), "{}", r.stderr);
+}
+
+#[test]
+fn without_a_launcher_the_example_is_a_singleton() {
+    let mut cmd = Command::new(kvs_exchange());
+    for var in [
+        "PMI_FD",
+        "PMI_PORT",
+        "PMI_ID",
+        "PMI_RANK",
+        "PMI_SIZE",
+        "PMI_JOBID",
+        "VIADUCT_PMI",
+    ] {
+        cmd.env_remove(var);
+    }
+    let r = run(&mut cmd);
+    assert_exchanged(&r, 1, false, "Singleton");
+}
+
+fn hydra(extra: &[&str], protocol: &str) {
+    let Some(mpiexec) = find_in_path("mpiexec") else {
+        println!("SKIPPED: mpiexec not found (apt-get install mpich)");
+        return;
+    };
+    let r = run(Command::new(mpiexec)
+        .args(extra)
+        .args(["-n", "4"])
+        .arg(kvs_exchange()));
+    assert_exchanged(&r, 4, false, protocol);
+}
+
+#[test]
+fn four_ranks_exchange_through_mpiexec_pmi1_fd() {
+    hydra(&[], "Pmi1");
+}
+
+#[test]
+fn four_ranks_exchange_through_mpiexec_pmi1_port() {
+    hydra(&["-pmi-port"], "Pmi1");
+}
+
+#[test]
+fn four_ranks_exchange_through_mpiexec_pmi2() {
+    hydra(&["-genv", "VIADUCT_PMI", "2"], "Pmi2");
+}
+
+fn find_in_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// An MPI program built with MPICH runs under `viaduct launch`: MPICH's own PMI-1 client
+/// (`PMI_PORT` mode) talks to viaduct's server, and the ranks reduce across the job.
+#[test]
+fn mpich_programs_run_under_viaduct_launch() {
+    let Some(mpicc) = find_in_path("mpicc") else {
+        println!("SKIPPED: mpicc not found (apt-get install libmpich-dev)");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("viaduct-launch-mpi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = dir.join("allreduce.c");
+    std::fs::write(
+        &source,
+        r#"#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int rank, size, sum = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    printf("rank %d of %d: sum %d\n", rank, size, sum);
+    MPI_Finalize();
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("allreduce");
+    let built = run(Command::new(mpicc).arg("-o").arg(&program).arg(&source));
+    assert_eq!(built.code, Some(0), "mpicc failed:\n{}", built.stderr);
+    let r = run(viaduct()
+        .args(["launch", "-n", "3", "--timeout", "50", "--"])
+        .arg(&program));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        r.code,
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    for rank in 0..3 {
+        assert!(
+            r.stdout
+                .contains(&format!("[{rank}] rank {rank} of 3: sum 3\n")),
+            "{}",
+            r.stdout
+        );
+    }
+}

@@ -1,0 +1,279 @@
+//! Completion queues: polled in batches into a reusable [`Completions`] array.
+//!
+//! A completion queue knows the queue pairs that complete into it, so each polled work
+//! completion is matched with the request that was posted (and the memory it owned), and
+//! unsignalled send requests are completed when a later signalled one of the same queue pair
+//! completes.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use rdma_sys as sys;
+
+use crate::channel::CompletionChannel;
+use crate::device::{Context, ContextInner};
+use crate::error::{Error, Result, last_os_error};
+use crate::qp::QpShared;
+use crate::wc::Completion;
+
+pub(crate) struct CqInner {
+    cq: *mut sys::ibv_cq,
+    capacity: u32,
+    /// Queue pairs completing here, by QP number (a short list: a linear scan beats hashing).
+    pub(crate) registry: Mutex<Vec<(u32, Weak<QpShared>)>>,
+    channel: Option<CompletionChannel>,
+    _ctx: Arc<ContextInner>,
+}
+
+// SAFETY: CQ handles may be used from any thread; ibv_poll_cq and ibv_req_notify_cq are thread
+// safe in rdma-core providers, and the registry is behind a mutex.
+unsafe impl Send for CqInner {}
+// SAFETY: as above.
+unsafe impl Sync for CqInner {}
+
+impl CqInner {
+    pub(crate) fn as_ptr(&self) -> *mut sys::ibv_cq {
+        self.cq
+    }
+}
+
+impl Drop for CqInner {
+    fn drop(&mut self) {
+        if let Some(ch) = &self.channel {
+            ch.forget(self.cq);
+        }
+        // SAFETY: every QP using this CQ holds an Arc to it, so none is left; events read from
+        // the channel were acknowledged when read; destroyed once, before the channel and the
+        // context (held by this struct).
+        unsafe { sys::ibv_destroy_cq(self.cq) };
+    }
+}
+
+/// A completion queue. Cheap to clone; destroyed after the last clone and the last queue pair
+/// completing into it are dropped.
+#[derive(Clone)]
+pub struct CompletionQueue {
+    pub(crate) inner: Arc<CqInner>,
+}
+
+impl fmt::Debug for CompletionQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompletionQueue")
+            .field("capacity", &self.inner.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for CompletionQueue {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl Eq for CompletionQueue {}
+
+impl Context {
+    /// Creates a completion queue of at least `capacity` entries, without a channel.
+    pub fn create_cq(&self, capacity: u32) -> Result<CompletionQueue> {
+        self.create_cq_inner(capacity, None)
+    }
+
+    /// Creates a completion queue of at least `capacity` entries whose notifications go to
+    /// `channel` (see [`CompletionQueue::req_notify`]).
+    pub fn create_cq_with_channel(
+        &self,
+        capacity: u32,
+        channel: &CompletionChannel,
+    ) -> Result<CompletionQueue> {
+        self.create_cq_inner(capacity, Some(channel.clone()))
+    }
+
+    fn create_cq_inner(
+        &self,
+        capacity: u32,
+        channel: Option<CompletionChannel>,
+    ) -> Result<CompletionQueue> {
+        let ch = channel
+            .as_ref()
+            .map_or(std::ptr::null_mut(), CompletionChannel::as_raw);
+        let cqe = libc::c_int::try_from(capacity.max(1)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: live context; `ch` is null or a live channel of the same context that the CQ
+        // keeps alive.
+        let cq =
+            unsafe { sys::ibv_create_cq(self.inner.as_ptr(), cqe, std::ptr::null_mut(), ch, 0) };
+        if cq.is_null() {
+            return Err(Error::CreateCq {
+                capacity,
+                source: last_os_error(),
+            });
+        }
+        let inner = Arc::new(CqInner {
+            cq,
+            capacity,
+            registry: Mutex::new(Vec::new()),
+            channel,
+            _ctx: self.inner.clone(),
+        });
+        if let Some(ch) = &inner.channel {
+            ch.remember(cq, Arc::downgrade(&inner));
+        }
+        Ok(CompletionQueue { inner })
+    }
+}
+
+/// A reusable batch of completions: the raw array handed to `ibv_poll_cq` and the completions
+/// made from it. Polling appends; take them out with [`drain`](Self::drain) or
+/// [`pop`](Self::pop).
+pub struct Completions {
+    raw: Vec<sys::ibv_wc>,
+    done: std::collections::VecDeque<Completion>,
+}
+
+impl fmt::Debug for Completions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Completions")
+            .field("batch", &self.raw.len())
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+impl Completions {
+    /// A batch polling at most `batch` work completions per `ibv_poll_cq` call.
+    pub fn with_batch(batch: usize) -> Self {
+        let raw = (0..batch.max(1))
+            // SAFETY: ibv_wc is plain old data (integers and an integer union); zero is valid.
+            .map(|_| unsafe { std::mem::zeroed::<sys::ibv_wc>() })
+            .collect();
+        Self {
+            raw,
+            done: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// Completions held.
+    pub fn len(&self) -> usize {
+        self.done.len()
+    }
+
+    /// True when none is held.
+    pub fn is_empty(&self) -> bool {
+        self.done.is_empty()
+    }
+
+    /// Takes the oldest completion.
+    pub fn pop(&mut self) -> Option<Completion> {
+        self.done.pop_front()
+    }
+
+    /// Takes all completions, oldest first.
+    pub fn drain(&mut self) -> impl Iterator<Item = Completion> + '_ {
+        self.done.drain(..)
+    }
+
+    /// The completions held, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &Completion> {
+        self.done.iter()
+    }
+}
+
+impl Default for Completions {
+    fn default() -> Self {
+        Self::with_batch(32)
+    }
+}
+
+impl CompletionQueue {
+    /// The raw `ibv_cq`, owned by this queue: do not destroy it or poll it directly (the
+    /// buffers of the requests it completes would not be handed back).
+    pub fn as_raw(&self) -> *mut sys::ibv_cq {
+        self.inner.cq
+    }
+
+    /// Entries asked for at creation.
+    pub fn capacity(&self) -> u32 {
+        self.inner.capacity
+    }
+
+    /// The completion channel, if any.
+    pub fn channel(&self) -> Option<&CompletionChannel> {
+        self.inner.channel.as_ref()
+    }
+
+    /// Polls once (`ibv_poll_cq`, at most one batch) and appends what completed to `out`.
+    /// Returns how many completions were appended (unsignalled requests completed implicitly
+    /// count too). Never blocks.
+    pub fn poll(&self, out: &mut Completions) -> Result<usize> {
+        let n = libc::c_int::try_from(out.raw.len()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: live CQ; `raw` has room for `n` entries.
+        let got = unsafe { sys::ibv_poll_cq(self.inner.cq, n, out.raw.as_mut_ptr()) };
+        if got < 0 {
+            return Err(Error::PollCq(crate::error::from_code(got)));
+        }
+        if got == 0 {
+            return Ok(0);
+        }
+        let before = out.done.len();
+        let registry = self
+            .inner
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for wc in &out.raw[..got as usize] {
+            let found = registry.iter().find(|(n, _)| *n == wc.qp_num);
+            let Some(shared) = found.and_then(|(_, w)| w.upgrade()) else {
+                // The queue pair is gone; its requests' memory went with it.
+                continue;
+            };
+            shared.complete(wc, &mut out.done);
+        }
+        Ok(out.done.len() - before)
+    }
+
+    /// Polls until at least `wanted` completions were appended to `out` by this call, or
+    /// `timeout` passed ([`Error::Timeout`]; what did arrive stays in `out`). Busy-polls, then
+    /// yields the CPU between polls.
+    pub fn wait(&self, out: &mut Completions, wanted: usize, timeout: Duration) -> Result<usize> {
+        let start = Instant::now();
+        let mut got = 0;
+        let mut spins = 0u32;
+        while got < wanted {
+            let n = self.poll(out)?;
+            got += n;
+            if got >= wanted {
+                break;
+            }
+            if start.elapsed() >= timeout {
+                return Err(Error::Timeout {
+                    waited_ms: start.elapsed().as_millis(),
+                    wanted,
+                    got,
+                });
+            }
+            if n == 0 {
+                spins += 1;
+                if spins > 1000 {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        Ok(got)
+    }
+
+    /// Asks for one notification on the channel at the next completion (`ibv_req_notify_cq`);
+    /// with `solicited_only`, only for solicited receives or error completions.
+    ///
+    /// Poll once more after arming: a completion that arrived before arming does not notify.
+    pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
+        if self.inner.channel.is_none() {
+            return Err(Error::NoChannel);
+        }
+        // SAFETY: live CQ.
+        let rc = unsafe { sys::ibv_req_notify_cq(self.inner.cq, i32::from(solicited_only)) };
+        if rc != 0 {
+            return Err(Error::ReqNotify(crate::error::from_code(rc)));
+        }
+        Ok(())
+    }
+}
