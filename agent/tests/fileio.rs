@@ -228,3 +228,65 @@ fn freeing_incomplete_requests_leaks_no_buffers() {
         assert_eq!(engine.outstanding(), 0);
     });
 }
+
+#[test]
+fn o_direct_misaligned_request_fails_with_the_alignment() {
+    let Some(engine) = engine() else { return };
+    within(move || {
+        let path = TempPath::new("direct");
+        let options = OpenOptions {
+            direct: true,
+            ..OpenOptions::create_rw()
+        };
+        let file = match File::open(&engine, &path.0, &options) {
+            Ok(f) => f,
+            Err(e) => {
+                println!("SKIPPED: the temp filesystem refuses O_DIRECT: {e}");
+                return;
+            }
+        };
+        let (err, bufs) = file
+            .iwrite_at(IoBuffer::aligned(100, 4096).unwrap(), 0)
+            .wait()
+            .unwrap_err();
+        let RequestError::Operation(cause) = &err else {
+            panic!("unexpected error {err}");
+        };
+        let fe = cause.downcast_ref::<FileError>().expect("a file error");
+        assert!(matches!(fe, FileError::Misaligned { len: 100, .. }), "{fe}");
+        assert!(bufs.is_some());
+    });
+}
+
+#[test]
+fn file_requests_mix_with_generalized_requests() {
+    use viaduct_agent::request::{GrequestOps, Request};
+    struct Plain;
+    impl GrequestOps for Plain {}
+    let Some(engine) = engine() else { return };
+    within(move || {
+        let path = TempPath::new("mixed");
+        std::fs::write(&path.0, [6u8; 64]).unwrap();
+        let file = File::open(&engine, &path.0, &OpenOptions::read()).unwrap();
+        let (greq, handle) = Request::generalized(Plain);
+        let (fread, claim) = file.iread_at(IoBuffer::from(vec![0; 64]), 0).into_parts();
+        let completer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            handle.complete().unwrap();
+        });
+        let mut requests = [greq, fread];
+        let mut statuses = vec![Status::empty(); 2];
+        wait_all(&mut requests, Some(&mut statuses)).unwrap();
+        completer.join().unwrap();
+        assert_eq!(statuses[1].count(), 64);
+        assert!(
+            claim
+                .take()
+                .unwrap()
+                .into_one()
+                .unwrap()
+                .iter()
+                .all(|&b| b == 6)
+        );
+    });
+}

@@ -459,3 +459,38 @@ fn posting_on_a_null_request_is_an_error() {
         Err(RequestError::Null)
     ));
 }
+
+#[test]
+fn free_runs_once_after_handlers_under_racing_free_complete_and_handler() {
+    let frees = Arc::new(AtomicUsize::new(0));
+    let ran = Arc::new(AtomicUsize::new(0));
+    const N: usize = 300;
+    for _ in 0..N {
+        let (req, handle) = Request::generalized(CountFree {
+            frees: Arc::clone(&frees),
+            cancelled: Arc::new(AtomicBool::new(false)),
+        });
+        let r = Arc::clone(&ran);
+        post_handler(
+            &req,
+            Condition::Complete,
+            Some(HandlerFn::new(move |me, _| {
+                assert!(me.get_status().is_ok(), "not freed while its handler runs");
+                r.fetch_add(1, Ordering::SeqCst);
+            })),
+            None,
+            Deadline::Asap,
+        )
+        .unwrap();
+        let t = thread::spawn(move || handle.complete().unwrap());
+        req.free().unwrap();
+        t.join().unwrap();
+    }
+    drain_handlers();
+    let deadline = Instant::now() + LONG;
+    while frees.load(Ordering::SeqCst) < N && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), N);
+    assert_eq!(frees.load(Ordering::SeqCst), N);
+}

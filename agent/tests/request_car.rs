@@ -191,3 +191,22 @@ fn waits_drive_the_progress_engine() {
     let (mut r, _cars) = Request::message_driven(1, Arc::new(Broken));
     assert!(matches!(r.wait(), Err(RequestError::WaitHook(_))));
 }
+
+#[test]
+fn wait_timeout_gives_up_and_leaves_the_request_active() {
+    let _w = watchdog(30);
+    let (mut req, cars) = Request::message(1);
+    assert!(
+        req.wait_timeout(Duration::from_millis(20))
+            .unwrap()
+            .is_none()
+    );
+    assert!(!req.is_null());
+    cars.complete_car(6).unwrap();
+    let s = req
+        .wait_timeout(Duration::from_secs(20))
+        .unwrap()
+        .expect("complete");
+    assert_eq!(s.count(), 6);
+    assert!(req.is_null());
+}

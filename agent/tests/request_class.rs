@@ -282,3 +282,20 @@ fn class_request_completed_through_its_handle_wakes_a_plain_wait() {
     req.wait().unwrap();
     t.join().unwrap();
 }
+
+#[test]
+fn cancel_reaches_the_class_with_the_request_state() {
+    let class = RequestClass::new(DeviceClass::default());
+    let (mut req, _h) = class.start(Op { id: 4, bytes: 0 });
+    req.cancel().unwrap();
+    class.ops().device.finish(4);
+    req.test().unwrap().expect("complete");
+    req.cancel().unwrap_err();
+    let (req, h) = class.start(Op { id: 5, bytes: 0 });
+    h.complete().unwrap();
+    req.cancel().unwrap();
+    assert_eq!(
+        *class.ops().cancels.lock().unwrap(),
+        [(4, false), (5, true)]
+    );
+}

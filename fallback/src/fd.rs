@@ -8,20 +8,17 @@
 use std::io;
 use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::Mutex;
-
-/// Descriptors already adopted by this process; each may be adopted once.
-static ADOPTED: Mutex<Vec<RawFd>> = Mutex::new(Vec::new());
 
 /// Takes ownership of the inherited socket `fd` (e.g. the value of `PMI_FD`).
 ///
-/// Checks that `fd` is open and is a socket, and that this process has not adopted it before, so
-/// two owners can never close the same descriptor. The returned stream is a close-on-exec
+/// Checks that `fd` is open and is a socket. The returned stream is a close-on-exec
 /// duplicate (so programs this process starts do not inherit the connection); the inherited
-/// descriptor itself is closed.
+/// descriptor itself is closed, so adopting the same number twice fails (it is no longer open)
+/// unless something else has been opened under that number since; callers that read the number
+/// from the environment (`PMI_FD`) must take it once.
 ///
 /// # Errors
-/// `InvalidInput` when `fd` is negative, not open, not a socket, or was already adopted.
+/// `InvalidInput` when `fd` is negative, not open or not a socket.
 pub fn adopt_inherited_socket(fd: RawFd) -> io::Result<UnixStream> {
     if fd < 0 {
         return Err(io::Error::new(
@@ -44,17 +41,9 @@ pub fn adopt_inherited_socket(fd: RawFd) -> io::Result<UnixStream> {
             ),
         ));
     }
-    let mut adopted = ADOPTED.lock().unwrap_or_else(|p| p.into_inner());
-    if adopted.contains(&fd) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("file descriptor {fd} was already adopted by this process"),
-        ));
-    }
-    adopted.push(fd);
-    // SAFETY: `fd` is open and is a socket (checked above through /proc), it was handed to this
-    // process by its launcher for this purpose, and the `ADOPTED` registry guarantees this is
-    // the only place that takes ownership of it, so exactly one owner will close it.
+    // SAFETY: `fd` is open and is a socket (checked above through /proc); the caller's contract
+    // (documented above) is that the launcher handed it to this process for this purpose and it
+    // is taken once, so the stream built here is its only owner and closing it is correct.
     let inherited = unsafe { UnixStream::from_raw_fd(fd) };
     // `try_clone` duplicates with close-on-exec; dropping `inherited` closes the original.
     inherited.try_clone()
@@ -66,17 +55,20 @@ mod tests {
     use std::os::fd::IntoRawFd;
 
     #[test]
-    fn refuses_non_sockets_and_double_adoption() {
+    fn refuses_non_sockets_and_adopts_sockets() {
         let file = std::fs::File::open("/proc/self/status").unwrap();
         let err = adopt_inherited_socket(std::os::fd::AsRawFd::as_raw_fd(&file)).unwrap_err();
         assert!(err.to_string().contains("not a socket"), "{err}");
         assert!(adopt_inherited_socket(-1).is_err());
 
-        let (a, _b) = UnixStream::pair().unwrap();
+        let (a, peer) = UnixStream::pair().unwrap();
         let raw = a.into_raw_fd();
         let adopted = adopt_inherited_socket(raw).unwrap();
-        let again = adopt_inherited_socket(raw).unwrap_err();
-        assert!(again.to_string().contains("already adopted"), "{again}");
-        drop(adopted);
+        // The adopted stream is a working duplicate of the inherited socket.
+        let mut w = &adopted;
+        std::io::Write::write_all(&mut w, b"x").unwrap();
+        let mut byte = [0u8; 1];
+        std::io::Read::read_exact(&mut &peer, &mut byte).unwrap();
+        assert_eq!(&byte, b"x");
     }
 }

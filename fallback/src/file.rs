@@ -16,6 +16,19 @@
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! A buffer belongs to its operation until the completion hands it back, so it cannot be touched
+//! while the kernel may write it:
+//!
+//! ```compile_fail
+//! # use std::sync::Arc;
+//! # use viaduct_fallback::file::{FileIo, FileIoConfig, IoBuffer};
+//! # let mut io = FileIo::new(&FileIoConfig::default()).unwrap();
+//! # let file = Arc::new(std::fs::File::open("/etc/hostname").unwrap());
+//! let mut buf = IoBuffer::from(vec![0; 4096]);
+//! let op = io.read_at(&file, buf, 0);
+//! buf[0] = 1; // error: `buf` was moved into the operation
+//! ```
 
 mod buffer;
 mod error;

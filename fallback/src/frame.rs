@@ -52,7 +52,10 @@ impl Kind {
     /// receiver: true for [`Kind::Send`], [`Kind::WriteAck`], [`Kind::ReadReply`] and
     /// [`Kind::Credit`], whose `offset` has no other use.
     pub fn carries_credit(self) -> bool {
-        matches!(self, Kind::Send | Kind::WriteAck | Kind::ReadReply | Kind::Credit)
+        matches!(
+            self,
+            Kind::Send | Kind::WriteAck | Kind::ReadReply | Kind::Credit
+        )
     }
 
     /// Decodes a kind byte.

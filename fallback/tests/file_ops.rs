@@ -477,3 +477,46 @@ fn sqpoll_engine_reads() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn short_reads_are_continued_until_end_of_file() {
+    use std::io::Write;
+    let Some(mut io) = engine() else { return };
+    let (rx, mut tx) = pipe_files();
+    let op = io.read_at(&rx, IoBuffer::from(vec![0xcc; 64]), 0);
+    // Three pieces, each completing the read short; then end of file.
+    for piece in [&[1u8; 10][..], &[2u8; 20][..], &[3u8; 5][..]] {
+        tx.write_all(piece).unwrap();
+        assert!(!io.wait(&op, Some(Duration::from_millis(20))).unwrap());
+    }
+    drop(tx);
+    let c = finish(&mut io, op);
+    assert_eq!(c.result.unwrap(), 35);
+    let buf = c.buffers.into_one().unwrap();
+    assert_eq!(buf[..10], [1; 10]);
+    assert_eq!(buf[10..30], [2; 20]);
+    assert_eq!(buf[30..35], [3; 5]);
+    assert!(buf[35..].iter().all(|&b| b == 0xcc));
+}
+
+#[test]
+fn writes_larger_than_a_pipe_complete_whole() {
+    use std::io::Read;
+    let Some(mut io) = engine() else { return };
+    let (rx, tx) = pipe_files();
+    let tx = Arc::new(tx);
+    let mut data = vec![0u8; 1 << 20];
+    Rng(99).fill(&mut data);
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        (&*rx).read_to_end(&mut got).unwrap();
+        got
+    });
+    let c = run(&mut io, |io| {
+        io.write_at(&tx, IoBuffer::from(data.clone()), 0)
+    });
+    assert_eq!(c.result.unwrap(), data.len());
+    drop(io);
+    drop(tx);
+    assert!(reader.join().unwrap() == data);
+}

@@ -97,7 +97,10 @@ fn peer_process_entry() {
     let (Ok(role), Ok(addr)) = (std::env::var(ROLE), std::env::var(ADDR)) else {
         return;
     };
-    let config = Config { zero_copy_threshold: 65536, ..Config::default() };
+    let config = Config {
+        zero_copy_threshold: 65536,
+        ..Config::default()
+    };
     let mut ep = tcp::connect(addr.parse().expect("address"), config).expect("connect");
     match role.as_str() {
         "echo" => loop {
@@ -212,7 +215,11 @@ fn killed_peer_fails_outstanding_descriptors_and_the_stream() {
     }
     // The peer never reads messages, so the read request behind this one is never served.
     assert!(ep.post_send(1, 1, &[5u8; 100]).expect("send").is_posted());
-    assert!(ep.post_read(2, tcp::RegionKey(3), 0, vec![0; 16]).expect("read").is_posted());
+    assert!(
+        ep.post_read(2, tcp::RegionKey(3), 0, vec![0; 16])
+            .expect("read")
+            .is_posted()
+    );
     child.kill().expect("SIGKILL");
     child.wait().expect("reap");
     let deadline = Instant::now() + LIMIT;

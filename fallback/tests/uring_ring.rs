@@ -437,3 +437,12 @@ fn dropping_a_ring_with_ops_in_flight_waits_for_them() {
     // Drop cancels the reads and waits for their completions before freeing the buffers.
     drop(ring);
 }
+
+#[test]
+fn engines_can_move_between_threads() {
+    fn is_send<T: Send>() {}
+    is_send::<Ring<Vec<u8>>>();
+    is_send::<viaduct_fallback::file::FileIo>();
+    is_send::<viaduct_fallback::file::FileOp>();
+    is_send::<viaduct_fallback::uring::ProvidedBuf>();
+}

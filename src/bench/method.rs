@@ -2,7 +2,8 @@
 //! methods, between two processes this command starts itself (each pinned to its own core with
 //! `taskset`, when present).
 //!
-//! Latency is half the round trip of a ping-pong (median over the timed iterations); bandwidth is
+//! Latency is half the round trip of a ping-pong (median and 99th percentile over the timed
+//! round trips, one clock read per round trip); bandwidth is
 //! bytes delivered per second while the sender keeps a window of messages in flight and the
 //! receiver consumes each message in place. `--mode busy` polls without sleeping;
 //! `--mode blocking` sleeps in the method's wait (futex for shm, io_uring wait for TCP) whenever
@@ -84,6 +85,9 @@ pub struct Args {
     /// shm: carry long messages through the ring in chunks instead of `process_vm_readv`.
     #[arg(long)]
     pub ring_chunks: bool,
+    /// shm: bytes of each direction's ring (default: the method's default).
+    #[arg(long)]
+    pub ring_bytes: Option<usize>,
     /// Internal: which end this process plays.
     #[arg(long, value_enum, default_value = "launch", hide = true)]
     role: Role,
@@ -203,11 +207,19 @@ fn shm_config(a: &Args) -> shm::Config {
     if a.ring_chunks {
         c.single_copy = false;
     }
+    if let Some(b) = a.ring_bytes {
+        c.ring_bytes = b;
+        c.eager_limit = c.eager_limit.min(b / 4 - 64);
+        c.chunk_bytes = c.chunk_bytes.min(b / 4 - 64);
+    }
     c
 }
 
 fn tcp_config(a: &Args) -> tcp::Config {
-    let mut c = tcp::Config { busy_poll: a.mode == Mode::Busy, ..tcp::Config::default() };
+    let mut c = tcp::Config {
+        busy_poll: a.mode == Mode::Busy,
+        ..tcp::Config::default()
+    };
     if let Some(t) = a.zero_copy_threshold {
         c.zero_copy_threshold = t;
     }
@@ -290,40 +302,47 @@ struct Report {
 
 fn latency(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Report, BoxError> {
     let data = vec![0xA5u8; size];
-    let warm = (a.iters / 10).clamp(100, 10_000);
-    let mut samples = Vec::with_capacity(a.iters as usize);
     let budget = Duration::from_secs_f64(a.seconds);
-    let mut start = Instant::now();
-    let mut i = 0u64;
-    while i < warm + a.iters {
-        if i < warm && start.elapsed() > budget / 5 {
-            // Warm for at most a fifth of the budget.
-            i = warm;
-        }
-        if i == warm && samples.is_empty() {
-            start = Instant::now();
-        }
-        let t0 = Instant::now();
-        send_copy(l, mode, i, &data)?;
-        let mut got = 0;
-        recv_one(l, mode, &mut |t, d| {
-            got = d.len();
-            debug_assert_eq!(t, i);
-        })?;
+    let mut samples = Vec::with_capacity(a.iters as usize);
+    let mut tag = 0u64;
+    let mut round_trip = |l: &mut dyn Link| -> Result<(), BoxError> {
+        send_copy(l, mode, tag, &data)?;
+        let mut got = usize::MAX;
+        recv_one(l, mode, &mut |_, d| got = d.len())?;
         if got != size {
             return Err(format!("echo of {got} bytes for {size}").into());
         }
-        if i >= warm {
-            samples.push(t0.elapsed().as_nanos() as f64 / 2000.0);
-            if start.elapsed() > budget {
-                break;
-            }
+        tag += 1;
+        Ok(())
+    };
+    // Warm up for a fifth of the budget (at most a tenth of the iterations).
+    let warm_until = Instant::now() + budget / 5;
+    for _ in 0..(a.iters / 10).max(100) {
+        round_trip(l)?;
+        if Instant::now() > warm_until {
+            break;
         }
-        i += 1;
+    }
+    // One clock read per round trip: each sample runs from the end of the previous one.
+    let start = Instant::now();
+    let mut prev = start;
+    for _ in 0..a.iters {
+        round_trip(l)?;
+        let now = Instant::now();
+        samples.push((now - prev).as_nanos() as f64 / 2000.0);
+        prev = now;
+        if now - start > budget {
+            break;
+        }
     }
     samples.sort_by(f64::total_cmp);
     let at = |p: f64| samples[((samples.len() - 1) as f64 * p) as usize];
-    Ok(Report { size, iters: samples.len() as u64, value: at(0.5), p99: at(0.99) })
+    Ok(Report {
+        size,
+        iters: samples.len() as u64,
+        value: at(0.5),
+        p99: at(0.99),
+    })
 }
 
 fn bandwidth(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Report, BoxError> {
@@ -468,10 +487,29 @@ fn spawn_end(a: &Args, role: &str, addr: &str, cpu: usize) -> Result<Child, BoxE
     };
     let sizes: Vec<String> = a.sizes.iter().map(|s| s.to_string()).collect();
     cmd.args(["bench", "method", test, "--role", role, "--addr", addr])
-        .args(["--transport", if a.transport == Transport::Tcp { "tcp" } else { "shm" }])
-        .args(["--mode", if a.mode == Mode::Busy { "busy" } else { "blocking" }])
+        .args([
+            "--transport",
+            if a.transport == Transport::Tcp {
+                "tcp"
+            } else {
+                "shm"
+            },
+        ])
+        .args([
+            "--mode",
+            if a.mode == Mode::Busy {
+                "busy"
+            } else {
+                "blocking"
+            },
+        ])
         .args(["--sizes", &sizes.join(",")])
-        .args(["--iters", &a.iters.to_string(), "--seconds", &a.seconds.to_string()])
+        .args([
+            "--iters",
+            &a.iters.to_string(),
+            "--seconds",
+            &a.seconds.to_string(),
+        ])
         .stdin(Stdio::null());
     if a.json {
         cmd.arg("--json");
@@ -482,13 +520,20 @@ fn spawn_end(a: &Args, role: &str, addr: &str, cpu: usize) -> Result<Child, BoxE
     if let Some(t) = a.zero_copy_threshold {
         cmd.args(["--zero-copy-threshold", &t.to_string()]);
     }
+    if let Some(b) = a.ring_bytes {
+        cmd.args(["--ring-bytes", &b.to_string()]);
+    }
     Ok(cmd.spawn()?)
 }
 
 fn reap_child(mut child: Child, what: &str, deadline: Instant) -> Result<(), BoxError> {
     loop {
         if let Some(st) = child.try_wait()? {
-            return if st.success() { Ok(()) } else { Err(format!("{what} exited with {st}").into()) };
+            return if st.success() {
+                Ok(())
+            } else {
+                Err(format!("{what} exited with {st}").into())
+            };
         }
         if Instant::now() > deadline {
             let _ = child.kill();
@@ -501,7 +546,12 @@ fn reap_child(mut child: Child, what: &str, deadline: Instant) -> Result<(), Box
 
 /// Runs the benchmark and prints its results.
 pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
-    let mut a = Args { sizes: args.sizes.clone(), cpus: args.cpus.clone(), addr: args.addr.clone(), ..*args };
+    let mut a = Args {
+        sizes: args.sizes.clone(),
+        cpus: args.cpus.clone(),
+        addr: args.addr.clone(),
+        ..*args
+    };
     if a.sizes.is_empty() {
         a.sizes = match a.test {
             Test::Latency => vec![8, 64, 4096],
@@ -522,7 +572,10 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             probe.local_addr()?.to_string()
         }
     };
-    let (c0, c1) = (a.cpus.first().copied().unwrap_or(0), a.cpus.get(1).copied().unwrap_or(1));
+    let (c0, c1) = (
+        a.cpus.first().copied().unwrap_or(0),
+        a.cpus.get(1).copied().unwrap_or(1),
+    );
     let server = spawn_end(&a, "server", &addr, c1)?;
     let client = match spawn_end(&a, "client", &addr, c0) {
         Ok(c) => c,

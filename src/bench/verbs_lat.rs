@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use viaduct_verbs::clock::{self, TickRate};
 use viaduct_verbs::{
-    Access, CompletionQueue, Completions, ConnectOptions, Context, Endpoint, Opcode,
+    Access, Completion, CompletionQueue, Completions, ConnectOptions, Context, Endpoint, Opcode,
     ProtectionDomain, QueuePair, RecvRequest, Segment, SendOp, SendRequest, Status,
 };
 
@@ -74,7 +74,9 @@ pub fn run(args: &Args) -> BoxResult<()> {
         let (samples, rate) = client(args, host)?;
         return report(args, &samples, rate);
     }
-    // One invocation: start the server as a child, then run the client against it.
+    // One invocation: start the server as a child, then run the client against it. Fail here,
+    // once, when the device is missing.
+    drop(open(args)?);
     // The same command line plus `--server` makes the server.
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
@@ -104,12 +106,13 @@ pub fn run(args: &Args) -> BoxResult<()> {
 
 struct Side {
     qp: QueuePair,
-    cq: CompletionQueue,
-    pd: ProtectionDomain,
+    send_cq: CompletionQueue,
+    recv_cq: CompletionQueue,
     /// The send buffer while no send owns it (kept as the segment list a request takes, so
     /// reposting allocates nothing).
     send_buf: Option<Vec<Segment>>,
-    done: Completions,
+    send_done: Completions,
+    recv_done: Completions,
 }
 
 fn open(args: &Args) -> BoxResult<Context> {
@@ -122,13 +125,15 @@ fn open(args: &Args) -> BoxResult<Context> {
 /// Builds the QP, posts the receives, exchanges endpoints over `stream`, connects.
 fn setup(args: &Args, stream: &mut TcpStream) -> BoxResult<Side> {
     let ctx = open(args)?;
-    let pd = ctx.alloc_pd()?;
-    let cq = ctx.create_cq(4 * RX_DEPTH as u32 + 64)?;
+    let pd: ProtectionDomain = ctx.alloc_pd()?;
+    // Separate send and receive queues, as perftest has them.
+    let send_cq = ctx.create_cq(64)?;
+    let recv_cq = ctx.create_cq(2 * RX_DEPTH as u32)?;
     let mut b = pd
-        .queue_pair(&cq, &cq)
+        .queue_pair(&send_cq, &recv_cq)
         .port(args.ib_port)
-        .max_send_wr(64)
-        .max_recv_wr(RX_DEPTH as u32 * 2)
+        .max_send_wr(16)
+        .max_recv_wr(RX_DEPTH as u32)
         .max_inline_data(args.inline_size);
     if let Some(x) = args.gid_index {
         b = b.gid_index(x);
@@ -152,11 +157,35 @@ fn setup(args: &Args, stream: &mut TcpStream) -> BoxResult<Side> {
     send_buf.fill(0xa5);
     Ok(Side {
         qp,
-        cq,
-        pd,
+        send_cq,
+        recv_cq,
         send_buf: Some(vec![Segment::whole(send_buf)]),
-        done: Completions::with_batch(16),
+        send_done: Completions::with_batch(4),
+        recv_done: Completions::with_batch(4),
     })
+}
+
+/// Busy-polls `cq` until `done` holds a completion. The clock is read only after many empty
+/// polls: in an emulated guest a clock read can cost as much as the poll itself.
+fn busy_wait(cq: &CompletionQueue, done: &mut Completions, what: &str) -> BoxResult<Completion> {
+    let mut spins = 0u32;
+    let mut since: Option<Instant> = None;
+    loop {
+        if let Some(c) = done.pop() {
+            if c.status != Status::Success {
+                return Err(format!("{what} {} failed: {}", c.id, c.status).into());
+            }
+            return Ok(c);
+        }
+        cq.poll(done)?;
+        spins = spins.wrapping_add(1);
+        if spins % 65_536 == 0 {
+            let t = *since.get_or_insert_with(Instant::now);
+            if t.elapsed() > WAIT {
+                return Err(format!("no {what} completion within 30 s").into());
+            }
+        }
+    }
 }
 
 impl Side {
@@ -164,87 +193,36 @@ impl Side {
         args.inline_size > 0 && args.size <= self.qp.capabilities().max_inline_data as usize
     }
 
-    /// Sends one message: inline (bytes copied during the post) or from the owned buffer,
-    /// which comes back with the send completion.
+    /// Sends one message and busy-polls its completion (perftest's TX depth of 1): inline
+    /// (bytes copied during the post) or from the owned buffer, which the completion hands
+    /// back.
     fn send(&mut self, args: &Args, id: u64) -> BoxResult<()> {
         if self.inline(args) {
             let data = [0xa5u8; 256];
             self.qp
                 .post_send_inline(id, SendOp::Send, &data[..args.size], true)?;
+            busy_wait(&self.send_cq, &mut self.send_done, "send")?;
         } else {
-            let buf = match self.send_buf.take() {
-                Some(b) => b,
-                None => self.wait_send_buffer()?,
-            };
+            let buf = self.send_buf.take().ok_or("send buffer still lent")?;
             self.qp
                 .post_send([SendRequest::new(id, SendOp::Send, buf)])?;
+            let mut c = busy_wait(&self.send_cq, &mut self.send_done, "send")?;
+            self.send_buf = Some(std::mem::take(&mut c.segments));
         }
         Ok(())
     }
 
-    fn wait_send_buffer(&mut self) -> BoxResult<Vec<Segment>> {
-        let start = Instant::now();
-        loop {
-            if let Some(b) = self.send_buf.take() {
-                return Ok(b);
-            }
-            self.poll_once()?;
-            if start.elapsed() > WAIT {
-                return Err("no send completion within 30 s".into());
-            }
-        }
-    }
-
-    /// Polls once; re-posts receive buffers and keeps send buffers. Returns receives seen.
-    fn poll_once(&mut self) -> BoxResult<usize> {
-        self.cq.poll(&mut self.done)?;
-        let mut recvs = 0;
-        while let Some(mut c) = self.done.pop() {
-            if c.status != Status::Success {
-                return Err(format!("work request {} failed: {}", c.id, c.status).into());
-            }
-            match c.opcode {
-                Opcode::Recv => {
-                    recvs += 1;
-                    let segments = std::mem::take(&mut c.segments);
-                    self.qp
-                        .post_recv([RecvRequest::with_segments(c.id, segments)])?;
-                }
-                _ => {
-                    if !c.segments.is_empty() {
-                        self.send_buf = Some(std::mem::take(&mut c.segments));
-                    }
-                }
-            }
-        }
-        Ok(recvs)
-    }
-
-    /// Busy-polls until one receive completed. The clock is read only after many empty polls:
-    /// in an emulated guest a clock read can cost as much as the poll itself.
+    /// Busy-polls one receive and posts its buffer again.
     fn wait_recv(&mut self) -> BoxResult<()> {
-        let mut spins = 0u32;
-        let mut since: Option<Instant> = None;
-        while self.poll_once()? == 0 {
-            spins = spins.wrapping_add(1);
-            if spins % 65_536 == 0 {
-                let t = *since.get_or_insert_with(Instant::now);
-                if t.elapsed() > WAIT {
-                    return Err("no message from the peer within 30 s".into());
-                }
-            }
+        let mut c = busy_wait(&self.recv_cq, &mut self.recv_done, "receive")?;
+        if c.opcode != Opcode::Recv {
+            return Err(
+                format!("unexpected completion {:?} on the receive queue", c.opcode).into(),
+            );
         }
-        Ok(())
-    }
-
-    /// Lets the last sends complete before the queue pair goes away.
-    fn drain(&mut self) -> BoxResult<()> {
-        let _ = self.qp.capabilities();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_millis(50) {
-            self.poll_once()?;
-        }
-        let _ = &self.pd;
+        let segments = std::mem::take(&mut c.segments);
+        self.qp
+            .post_recv([RecvRequest::with_segments(c.id, segments)])?;
         Ok(())
     }
 }
@@ -262,7 +240,6 @@ fn serve(args: &Args) -> BoxResult<()> {
         side.wait_recv()?;
         side.send(args, i as u64)?;
     }
-    side.drain()?;
     // Wait for the client to finish before tearing down.
     let mut end = [0u8; 1];
     let _ = stream.read_exact(&mut end);
@@ -294,7 +271,6 @@ fn client(args: &Args, host: &str) -> BoxResult<(Vec<f64>, TickRate)> {
     }
     stamps.push(clock::ticks());
     let rate = probe.finish(Duration::from_millis(100));
-    side.drain()?;
     stream.write_all(&[2])?;
     let samples = stamps
         .windows(2)

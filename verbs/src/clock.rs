@@ -22,7 +22,7 @@ pub fn ticks() -> u64 {
     }
 }
 
-/// Ticks per microsecond, measured between [`TickRate::start`] and [`TickRate::finish`].
+/// Ticks per microsecond, measured between [`TickRate::start`] and [`TickRateProbe::finish`].
 #[derive(Debug, Clone, Copy)]
 pub struct TickRate {
     per_us: f64,

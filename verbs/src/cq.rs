@@ -6,7 +6,7 @@
 //! completes.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdma_sys as sys;
@@ -21,7 +21,8 @@ pub(crate) struct CqInner {
     cq: *mut sys::ibv_cq,
     capacity: u32,
     /// Queue pairs completing here, by QP number (a short list: a linear scan beats hashing).
-    pub(crate) registry: Mutex<Vec<(u32, Weak<QpShared>)>>,
+    /// A queue pair removes itself before it is destroyed.
+    pub(crate) registry: Mutex<Vec<(u32, Arc<QpShared>)>>,
     channel: Option<CompletionChannel>,
     _ctx: Arc<ContextInner>,
 }
@@ -221,8 +222,7 @@ impl CompletionQueue {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         for wc in &out.raw[..got as usize] {
-            let found = registry.iter().find(|(n, _)| *n == wc.qp_num);
-            let Some(shared) = found.and_then(|(_, w)| w.upgrade()) else {
+            let Some((_, shared)) = registry.iter().find(|(n, _)| *n == wc.qp_num) else {
                 // The queue pair is gone; its requests' memory went with it.
                 continue;
             };

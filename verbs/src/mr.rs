@@ -107,6 +107,12 @@ impl fmt::Debug for AlignedBuffer {
 /// Dropping it deregisters the region, then frees the buffer. Posting a work request moves the
 /// region into the queue pair until the request's completion hands it back, so memory the NIC
 /// may touch cannot be freed or reused by safe code.
+///
+/// A region registered with [`Access::REMOTE_WRITE`] (or `REMOTE_READ`) and handed to a peer
+/// as a [`RemoteRegion`] is outside that rule: the peer's NIC may write (read) it whenever the
+/// registration lives, whatever this process does. Read such a region only after the peer
+/// said it is done (a message, or the immediate data of a WRITE WITH IMMEDIATE), and drop it,
+/// which revokes the peer's access, to take it back for good.
 pub struct MemoryRegion {
     mr: *mut sys::ibv_mr,
     // Field order matters for drop: the registration goes first (in Drop::drop), then the

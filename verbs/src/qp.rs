@@ -41,16 +41,15 @@ use crate::pd::ProtectionDomain;
 use crate::wc::{Completion, Opcode, Status};
 use crate::wr::{PostError, RawSendRequest, RawSge, RecvRequest, Segment, SendOp, SendRequest};
 
-/// Hardware work-request ids: one counter for the whole process, so an id is never reused and
-/// completions left behind by a destroyed queue pair cannot match a newer one's requests.
+/// Hardware work-request ids come from one counter for the whole process, so an id is never
+/// reused and completions left behind by a destroyed queue pair cannot match a newer one's
+/// requests. A queue pair takes them in blocks of `ID_BLOCK`, so posting needs no atomics.
 static NEXT_WR_ID: AtomicU64 = AtomicU64::new(1);
+const ID_BLOCK: u64 = 1 << 32;
 /// Set on receive work-request ids: error completions carry no valid opcode, so the id tells
 /// which queue a completion belongs to.
 const RECV_BIT: u64 = 1 << 63;
 
-fn next_wr_id() -> u64 {
-    NEXT_WR_ID.fetch_add(1, Ordering::Relaxed) & !RECV_BIT
-}
 
 enum Posted {
     Send(SendRequest),
@@ -116,6 +115,9 @@ impl Pending {
 struct Queues {
     send: VecDeque<Pending>,
     recv: VecDeque<Pending>,
+    /// Next hardware id of this queue pair, and the end of its current block.
+    next_id: u64,
+    id_limit: u64,
     /// Scratch arrays for building one post; empty between posts.
     wrs: Vec<sys::ibv_send_wr>,
     rwrs: Vec<sys::ibv_recv_wr>,
@@ -131,6 +133,18 @@ pub(crate) struct QpShared {
     qp_num: u32,
     state: AtomicU32,
     queues: Mutex<Queues>,
+}
+
+impl Queues {
+    fn alloc_id(&mut self) -> u64 {
+        if self.next_id >= self.id_limit {
+            self.next_id = NEXT_WR_ID.fetch_add(ID_BLOCK, Ordering::Relaxed) & !RECV_BIT;
+            self.id_limit = self.next_id + ID_BLOCK;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
 }
 
 impl QpShared {
@@ -332,7 +346,7 @@ impl Drop for QpInner {
     fn drop(&mut self) {
         for cq in [&self.send_cq, &self.recv_cq] {
             let mut reg = cq.inner.registry.lock().unwrap_or_else(|e| e.into_inner());
-            reg.retain(|(_, w)| !std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.shared)));
+            reg.retain(|(_, s)| !Arc::ptr_eq(s, &self.shared));
         }
         let _ = modify_state(self.qp, sys::ibv_qp_state::IBV_QPS_ERR);
         // SAFETY: the QP is live and destroyed once. Its CQs and PD are fields of self, so they
@@ -502,6 +516,8 @@ impl QueuePairBuilder {
             queues: Mutex::new(Queues {
                 send: VecDeque::new(),
                 recv: VecDeque::new(),
+                next_id: 0,
+                id_limit: 0,
                 wrs: Vec::new(),
                 rwrs: Vec::new(),
                 sges: Vec::new(),
@@ -530,7 +546,7 @@ impl QueuePairBuilder {
             let mut reg = cq.inner.registry.lock().unwrap_or_else(|e| e.into_inner());
             // A stale entry with this number belongs to a destroyed QP whose drop is under way.
             reg.retain(|(n, _)| *n != qp_num);
-            reg.push((qp_num, Arc::downgrade(&shared)));
+            reg.push((qp_num, shared.clone()));
         }
         // SAFETY: plain old data; zero is valid.
         let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
@@ -729,43 +745,45 @@ impl QueuePair {
     ) -> Result<(), PostError<SendRequest>> {
         let shared = &self.inner.shared;
         let mut guard = shared.lock();
-        let Queues {
-            send, wrs, sges, ..
-        } = &mut *guard;
+        let q = &mut *guard;
         // The requests wait in the queue while their descriptors are built; the lock keeps
         // completions from looking at them before the post.
-        let start = send.len();
-        let mut refused = None;
+        let start = q.send.len();
+        let mut refused = (shared.state() != sys::ibv_qp_state::IBV_QPS_RTS)
+            .then(|| self.not_connected());
         for r in requests {
             if refused.is_none() {
                 refused = r.validate().err();
             }
-            send.push_back(Pending {
-                hw_id: 0,
-                req: Posted::Send(r),
-            });
-        }
-        if refused.is_none() && shared.state() != sys::ibv_qp_state::IBV_QPS_RTS {
-            refused = Some(self.not_connected());
-        }
-        if let Some(error) = refused {
-            return Err(PostError {
-                error,
-                unposted: take_sends(send, start),
-            });
-        }
-        for p in send.range_mut(start..) {
-            p.hw_id = next_wr_id();
-            if let Posted::Send(r) = &p.req {
+            let hw_id = if refused.is_none() {
+                let id = q.alloc_id();
                 push_send_wr(
-                    wrs,
-                    sges,
-                    p.hw_id,
+                    &mut q.wrs,
+                    &mut q.sges,
+                    id,
                     r.op,
                     r.segments.iter().map(Segment::raw),
                     (r.signalled, r.inline, r.solicited),
                 );
-            }
+                id
+            } else {
+                0
+            };
+            q.send.push_back(Pending {
+                hw_id,
+                req: Posted::Send(r),
+            });
+        }
+        let Queues {
+            send, wrs, sges, ..
+        } = q;
+        if let Some(error) = refused {
+            wrs.clear();
+            sges.clear();
+            return Err(PostError {
+                error,
+                unposted: take_sends(send, start),
+            });
         }
         let (posted, error) = post_send_list(self.inner.qp, wrs, sges);
         match error {
@@ -793,29 +811,27 @@ impl QueuePair {
         if shared.state() != sys::ibv_qp_state::IBV_QPS_RTS {
             return Err(self.not_connected());
         }
-        let Queues {
-            send, wrs, sges, ..
-        } = &mut *guard;
-        let first_id = NEXT_WR_ID.fetch_add(requests.len() as u64, Ordering::Relaxed);
-        for (i, r) in requests.iter().enumerate() {
+        let q = &mut *guard;
+        let start = q.send.len();
+        for r in requests {
+            let hw_id = q.alloc_id();
             push_send_wr(
-                wrs,
-                sges,
-                (first_id + i as u64) & !RECV_BIT,
+                &mut q.wrs,
+                &mut q.sges,
+                hw_id,
                 r.op,
                 r.sges.iter().copied(),
                 (r.signalled, r.inline, false),
             );
-        }
-        let (n, err) = post_send_list(self.inner.qp, wrs, sges);
-        for (i, r) in requests.iter().enumerate().take(n) {
             let mut req = SendRequest::new(r.id, r.op, Vec::new());
             req.signalled = r.signalled;
-            send.push_back(Pending {
-                hw_id: (first_id + i as u64) & !RECV_BIT,
+            q.send.push_back(Pending {
+                hw_id,
                 req: Posted::Send(req),
             });
         }
+        let (n, err) = post_send_list(self.inner.qp, &mut q.wrs, &mut q.sges);
+        q.send.truncate(start + n);
         match err {
             Some(e) if n == 0 => Err(e),
             _ => Ok(n),
@@ -995,16 +1011,18 @@ fn post_recv(
 ) -> Result<(), PostError<RecvRequest>> {
     let shared = &inner.shared;
     let mut guard = shared.lock();
-    let Queues {
-        recv, rwrs, sges, ..
-    } = &mut *guard;
-    let start = recv.len();
+    let q = &mut *guard;
+    let start = q.recv.len();
     for r in requests {
-        recv.push_back(Pending {
-            hw_id: next_wr_id() | RECV_BIT,
+        let hw_id = q.alloc_id() | RECV_BIT;
+        q.recv.push_back(Pending {
+            hw_id,
             req: Posted::Recv(r),
         });
     }
+    let Queues {
+        recv, rwrs, sges, ..
+    } = q;
     let take = |recv: &mut VecDeque<Pending>, from: usize| -> Vec<RecvRequest> {
         recv.drain(from..)
             .filter_map(|p| match p.req {

@@ -768,3 +768,50 @@ fn memlock_process() {
         }
     }
 }
+
+#[test]
+fn async_events_report_port_down_and_up() {
+    let Some(ctx) = ctx() else { return };
+    ctx.set_async_nonblocking(true).unwrap();
+    // Nothing has happened on a freshly opened device: the read must return at once.
+    let ev = ctx.get_async_event().unwrap();
+    assert!(ev.is_none(), "unexpected event {ev:?}");
+    println!("nonblocking read on a quiet device returned at once with no event");
+    // Taking the guest's loopback (rxe0's netdev) down and up raises PORT_ERR then
+    // PORT_ACTIVE. Only inside the disposable VM: elsewhere that would disturb the machine.
+    if std::env::var("VIADUCT_IN_RXE_VM").as_deref() != Ok("1") || ctx.name() != "rxe0" {
+        println!("SKIPPED: port events need the disposable soft-RoCE VM (scripts/rxe-vm)");
+        return;
+    }
+    let ip = |state: &str| {
+        let ok = Command::new("ip")
+            .args(["link", "set", "lo", state])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "ip link set lo {state} failed");
+    };
+    ip("down");
+    let down = ctx.wait_async_event(WAIT).unwrap();
+    ip("up");
+    println!("lo down -> {down:?}");
+    assert!(
+        matches!(down, Some(e) if e.kind == viaduct_verbs::AsyncEventKind::PortError
+            && e.subject == viaduct_verbs::EventSubject::Port(1)),
+        "{down:?}"
+    );
+    let mut up = None;
+    let start = Instant::now();
+    while start.elapsed() < WAIT {
+        match ctx.wait_async_event(Duration::from_millis(500)).unwrap() {
+            Some(e) if e.kind == viaduct_verbs::AsyncEventKind::PortActive => {
+                up = Some(e);
+                break;
+            }
+            Some(other) => println!("also: {other}"),
+            None => {}
+        }
+    }
+    println!("lo up -> {up:?}");
+    assert!(up.is_some(), "no PORT_ACTIVE event after lo came back up");
+    assert_eq!(ctx.port(1).unwrap().state, viaduct_verbs::PortState::Active);
+}

@@ -1,5 +1,5 @@
 //! The shared body of every request: state word, waiter list, handler slots, completion error,
-//! and the kind-specific part behind a trait object (one allocation per request).
+//! and the kind-specific part behind a trait object; plus the per-thread pool that recycles it.
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -371,7 +371,7 @@ impl Core {
 
     /// Marks the user's handle given back; claims the free callback too when it is due.
     /// Returns whether this call claimed it.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn release_handle(&self) -> bool {
         let s = self.load();
         if state::is_complete(s) && state::pins(s) == 0 && s & (HANDLE_RELEASED | FREE_CLAIMED) == 0
@@ -418,7 +418,7 @@ impl Core {
 
     /// Runs the query callback on a fresh status; the query's error goes in the status's error
     /// field. Only for complete requests.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn query(&self) -> Status {
         let mut status = Status::empty();
         let result = self.body.query(self, &mut QueryStatus::new(&mut status));
@@ -434,7 +434,7 @@ impl Core {
     /// The status a completing wait or test reports: query, give the handle back, free (unless
     /// handlers still pin the request). The error field holds the last failing callback's error
     /// (free, then query), else the operation's.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn finalize(&self) -> Status {
         let mut status = self.query();
         if self.release_handle() {
@@ -492,5 +492,55 @@ impl Core {
         for w in waiters.iter() {
             w.notify();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::{Condition, Deadline, HandlerFn, Request};
+
+    #[test]
+    fn a_recycled_request_starts_clean() {
+        let (mut first, cars) = Request::message(1);
+        let ptr = Arc::as_ptr(first.core().unwrap());
+        cars.set_envelope(1, 2);
+        cars.fail_car("boom").unwrap();
+        first.cancel().unwrap();
+        assert!(first.wait().is_err());
+        drop(cars);
+        // The last handle went away: the next request on this thread reuses the allocation.
+        let (mut second, cars) = Request::message(1);
+        assert_eq!(Arc::as_ptr(second.core().unwrap()), ptr);
+        assert!(!cars.cancel_requested());
+        assert_eq!(cars.outstanding(), 1);
+        cars.complete_car(3).unwrap();
+        let status = second.wait().unwrap();
+        assert_eq!(
+            (status.source(), status.tag(), status.count()),
+            (None, None, 3)
+        );
+    }
+
+    #[test]
+    fn a_request_with_handlers_is_not_recycled_while_they_are_pending() {
+        let (req, handle) = Request::generalized(());
+        let (tx, rx) = std::sync::mpsc::channel();
+        req.post_handler(
+            Condition::Complete,
+            Some(HandlerFn::new(move |_, _| {
+                let _ = tx.send(());
+            })),
+            None,
+            Deadline::Ignore,
+        )
+        .unwrap();
+        let core = Arc::clone(req.core().unwrap());
+        drop(req);
+        handle.complete().unwrap();
+        rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap();
+        drop(handle);
+        // Our clone kept it out of the pool; the state word says freed, not reset.
+        assert!(core.load() & FREE_CLAIMED != 0 || state::pins(core.load()) != 0);
     }
 }

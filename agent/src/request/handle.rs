@@ -1,6 +1,7 @@
 //! [`Request`]: the one request handle of the agent.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::core::{self, Body, CoreRef};
 use super::error::RequestError;
@@ -79,7 +80,7 @@ impl Request {
     /// this call; other requests are completed by other threads. The error, if any, is the free
     /// callback's, else the query callback's, else the operation's. A status the caller ignores
     /// (drops) was still filled by a real query.
-    #[inline]
+    #[inline(always)]
     pub fn wait(&mut self) -> Result<Status, RequestError> {
         let Some(core) = &self.core else {
             return Ok(Status::empty());
@@ -88,6 +89,21 @@ impl Request {
             set::wait_until(std::slice::from_ref(self), set::Need::Any);
         }
         self.finish()
+    }
+
+    /// Like [`Request::wait`], but gives up after `timeout`: `Ok(None)` then, with the request
+    /// still active and no callback run.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<Status>, RequestError> {
+        let Some(core) = &self.core else {
+            return Ok(Some(Status::empty()));
+        };
+        if !core.is_complete() {
+            let deadline = Instant::now().checked_add(timeout);
+            if !set::wait_until_deadline(std::slice::from_ref(self), set::Need::Any, deadline) {
+                return Ok(None);
+            }
+        }
+        self.finish().map(Some)
     }
 
     /// Returns the status if the request completed (running query and free, making the handle
@@ -161,13 +177,13 @@ impl Request {
     }
 
     /// Query and free for a complete request; the handle becomes null.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn finish(&mut self) -> Result<Status, RequestError> {
         self.finish_with_error().into_result()
     }
 
     /// Like [`Request::finish`] but keeps the status, with the error in its error field.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn finish_with_error(&mut self) -> Status {
         match self.core.take() {
             None => Status::empty(),

@@ -403,7 +403,8 @@ pub(crate) fn post(
     let old = slots.slot(condition).take();
     let mut unpin = false;
     let mut then = Then::Nothing;
-    let mut freed = None;
+    // A posting refused because the request was freed; dropped after the lock like `old`.
+    let mut refused = None;
     match handler {
         None => unpin = old.is_some(),
         Some(handler) => {
@@ -424,7 +425,7 @@ pub(crate) fn post(
             let now = Instant::now();
             if s & FREE_CLAIMED != 0 {
                 unpin = old.is_none();
-                freed = Some(posting);
+                refused = Some(posting);
             } else if reached(condition, s) {
                 then = Then::Schedule(Job {
                     core: Arc::clone(core),
@@ -462,10 +463,8 @@ pub(crate) fn post(
     if unpin {
         core.unpin();
     }
-    if freed.is_some() {
-        drop(freed);
-        Err(RequestError::Freed)
-    } else {
-        Ok(())
+    match refused {
+        Some(_) => Err(RequestError::Freed),
+        None => Ok(()),
     }
 }

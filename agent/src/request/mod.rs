@@ -30,9 +30,24 @@
 //! - Callbacks, hooks and handlers never run with an internal lock held: each may call any agent
 //!   function. Query, free and cancel run on the thread of the call named in [`GrequestOps`];
 //!   handlers on the handler thread (see [`handler`]).
-//! - Fast path: starting a generalized request is one allocation; completing it one atomic
-//!   compare-and-swap; a wait on a complete request one more, with no lock and no condition
-//!   variable unless someone actually waits.
+//! - Fast path: a request's memory comes from a small per-thread pool (an allocation only when
+//!   the pool is empty; a callback state or class state of non-zero size adds one). Completing a
+//!   generalized request is one compare-and-swap on the state word; a wait on a complete request
+//!   takes no lock and touches no condition variable; the condition variable and waiter list are
+//!   used only when a wait actually blocks.
+//!
+//! # Building on it
+//!
+//! - Messaging: post a receive or send as [`Request::message`] with one outstanding CAR per
+//!   descriptor (or [`CarCounter::add_outstanding`] as descriptors are posted), record the
+//!   envelope with [`CarCounter::set_envelope`], complete CARs from the completion path with
+//!   [`CarCounter::complete_car`] / [`CarCounter::fail_car`]; give the request a
+//!   [`ProgressDriver`] ([`Request::message_driven`]) so that waits drive the progress engine.
+//!   Cancellation: [`CarCounter::cancel_requested`] then [`CarCounter::complete_cancelled`].
+//! - Nonblocking file I/O: a [`ClassOps`] whose state is the operation's slot in the ring,
+//!   whose `poll` reaps completions without blocking and whose `wait` does one
+//!   `io_uring_enter` for every file request of the wait ([`ClassRequest::complete`], or a
+//!   [`CompleteHandle`] kept in the ring's table, completes the requests it reaps).
 
 mod car;
 mod class;

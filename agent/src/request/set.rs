@@ -79,13 +79,29 @@ pub(crate) fn poll_pass(requests: &[Request]) {
 
 /// Blocks until `need` holds for `requests`.
 pub(crate) fn wait_until(requests: &[Request], need: Need) {
+    wait_until_deadline(requests, need, None);
+}
+
+/// Blocks until `need` holds for `requests` or `deadline` passed; returns whether it holds.
+pub(crate) fn wait_until_deadline(
+    requests: &[Request],
+    need: Need,
+    deadline: Option<Instant>,
+) -> bool {
     let mut waiter: Option<Arc<Waiter>> = None;
     let mut hook_timeout = MIN_HOOK_TIMEOUT;
-    loop {
+    let satisfied = loop {
         poll_pass(requests);
         if satisfied(requests, need) {
-            break;
+            break true;
         }
+        let left = match deadline {
+            None => Duration::MAX,
+            Some(d) => match d.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => left,
+                _ => break false,
+            },
+        };
         let Some(w) = &waiter else {
             // Register, then look again: a completion between the look and the registration
             // would otherwise be missed.
@@ -98,21 +114,23 @@ pub(crate) fn wait_until(requests: &[Request], need: Need) {
         };
         let groups = hook_groups(requests);
         if groups.is_empty() {
-            w.wait_timeout(IDLE_RECHECK);
+            w.wait_timeout(IDLE_RECHECK.min(left));
             continue;
         }
+        let round = hook_timeout.min(left);
         let start = Instant::now();
         for (_, members) in &groups {
-            members[0].body.wait_group(members, hook_timeout);
+            members[0].body.wait_group(members, round);
         }
-        w.wait_timeout(hook_timeout.saturating_sub(start.elapsed()));
+        w.wait_timeout(round.saturating_sub(start.elapsed()));
         hook_timeout = (hook_timeout * 2).min(MAX_HOOK_TIMEOUT);
-    }
+    };
     if let Some(w) = &waiter {
         for core in requests.iter().filter_map(Request::core) {
             core.unregister(w);
         }
     }
+    satisfied
 }
 
 /// Completes the first complete request of the array: its index and its result.

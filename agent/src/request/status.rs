@@ -38,7 +38,7 @@ impl Default for Status {
 impl Status {
     /// An empty status: no source, no tag, zero bytes, not cancelled, no error (what a null
     /// request reports).
-    #[inline]
+    #[inline(always)]
     pub const fn empty() -> Self {
         Status {
             count: 0,
@@ -87,7 +87,7 @@ impl Status {
     }
 
     /// `Err` with the status's error, else `Ok` with the status.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn into_result(mut self) -> Result<Status, RequestError> {
         match self.error.take() {
             None => Ok(self),

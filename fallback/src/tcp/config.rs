@@ -68,7 +68,9 @@ impl Config {
             )));
         }
         if self.recv_buffer_bytes < 4096 {
-            return Err(Error::Config("recv_buffer_bytes must be at least 4096".into()));
+            return Err(Error::Config(
+                "recv_buffer_bytes must be at least 4096".into(),
+            ));
         }
         if self.max_batch == 0 || self.max_batch > 256 || self.max_outstanding == 0 {
             return Err(Error::Config(
@@ -76,7 +78,9 @@ impl Config {
             ));
         }
         if self.peer_timeout.is_zero() || self.ring_entries < 8 {
-            return Err(Error::Config("peer_timeout must be non-zero, ring_entries >= 8".into()));
+            return Err(Error::Config(
+                "peer_timeout must be non-zero, ring_entries >= 8".into(),
+            ));
         }
         Ok(())
     }

@@ -219,8 +219,7 @@ impl Endpoint {
         // SAFETY: the receive writes only into the provided-buffer ring, which the ring keeps
         // registered (and alive) until it is dropped; the socket stays open while the ring lives
         // (field order).
-        unsafe { self.ring.push(entry, RECV, Payload::Recv) }
-            .map_err(|e| Error::Uring(e.error))?;
+        unsafe { self.ring.push(entry, RECV, Payload::Recv) }.map_err(|e| Error::Uring(e.error))?;
         self.recv_armed = true;
         Ok(())
     }
@@ -230,8 +229,11 @@ impl Endpoint {
         if self.in_flight || self.queue.is_empty() || self.failed.is_some() {
             return Ok(());
         }
-        let batch =
-            SendBatch::gather(&mut self.queue, self.config.max_batch, self.config.zero_copy_threshold);
+        let batch = SendBatch::gather(
+            &mut self.queue,
+            self.config.max_batch,
+            self.config.zero_copy_threshold,
+        );
         let fd = types::Fd(self.stream.as_raw_fd());
         let flags = (libc::MSG_WAITALL | libc::MSG_NOSIGNAL) as u32;
         let entry = if batch.zero_copy {
@@ -252,7 +254,7 @@ impl Endpoint {
             }
             Err(e) => {
                 if let Payload::Send(batch) = e.payload {
-                    let (_, rest) = batch.settle(0);
+                    let (_, rest) = (*batch).settle(0);
                     for f in rest.into_iter().rev() {
                         self.queue.push_front(f);
                     }
@@ -284,7 +286,9 @@ impl Endpoint {
                 self.pending_error.get_or_insert(e);
             }
         }
-        if !self.recv_armed && self.failed.is_none() && self.bufs.taken() < self.bufs.count() as usize
+        if !self.recv_armed
+            && self.failed.is_none()
+            && self.bufs.taken() < self.bufs.count() as usize
         {
             self.arm_recv()?;
             self.ring.submit().map_err(Error::Uring)?;
@@ -314,13 +318,13 @@ impl Endpoint {
                     self.in_flight = false;
                     c.result
                 };
-                self.on_sent(batch, result);
+                self.on_sent(*batch, result);
             }
             Some(Payload::Recv) => self.on_recv(&c),
         }
     }
 
-    fn on_sent(&mut self, batch: Box<SendBatch>, result: i32) {
+    fn on_sent(&mut self, batch: SendBatch, result: i32) {
         let bytes = batch.bytes;
         let sent = if result > 0 { result as usize } else { 0 };
         let (done, rest) = batch.settle(sent);
@@ -330,7 +334,12 @@ impl Endpoint {
                 // Reads and writes complete on their reply, not when the request leaves.
                 if op == Op::Send {
                     let buffer = give_back.then_some(f.payload);
-                    self.completions.push_back(Completion { id, op, result: Ok(len), buffer });
+                    self.completions.push_back(Completion {
+                        id,
+                        op,
+                        result: Ok(len),
+                        buffer,
+                    });
                 }
             }
         }
@@ -349,7 +358,12 @@ impl Endpoint {
         if let Some((id, op, give_back)) = f.owner {
             if op == Op::Send {
                 let buffer = give_back.then_some(f.payload);
-                self.completions.push_back(Completion { id, op, result: Err(error), buffer });
+                self.completions.push_back(Completion {
+                    id,
+                    op,
+                    result: Err(error),
+                    buffer,
+                });
             }
         }
     }
@@ -363,8 +377,7 @@ impl Endpoint {
                 Some(buf) => {
                     if self.buffer_base.is_none() {
                         let size = self.bufs.buf_size() as usize;
-                        self.buffer_base =
-                            Some(buf.as_ptr() as usize - buf.bid() as usize * size);
+                        self.buffer_base = Some(buf.as_ptr() as usize - buf.bid() as usize * size);
                     }
                     self.rx.push_back(Chunk { buf, off: 0 });
                 }
@@ -425,10 +438,11 @@ impl Endpoint {
         self.queue.push_back(OutFrame::new(&header, payload, owner));
     }
 
-    /// Whether `bytes` more may be sent now under the peer's window (one frame larger than the
-    /// window may go when nothing else is unacknowledged).
-    fn credit_for(&self, bytes: usize) -> bool {
-        self.unacked == 0 || self.unacked + bytes <= self.window
+    /// Whether `bytes` more may be sent now under the peer's window: a frame may start while
+    /// less than the window is unacknowledged, so at most the window plus one frame is in
+    /// flight (the receiver copies a frame larger than its buffers out as it arrives).
+    fn credit_for(&self) -> bool {
+        self.unacked < self.window
     }
 
     fn check_len(&self, len: usize) -> Result<(), Error> {
@@ -448,9 +462,9 @@ impl Endpoint {
         self.check_open()?;
         self.check_len(payload.len())?;
         let bytes = HEADER_LEN + payload.len();
-        if !self.credit_for(bytes) {
+        if !self.credit_for() {
             self.progress();
-            if !self.credit_for(bytes) {
+            if !self.credit_for() {
                 return Ok(Some(payload));
             }
         }
@@ -467,18 +481,20 @@ impl Endpoint {
     pub fn post_send(&mut self, id: u64, tag: u64, data: &[u8]) -> Result<Posted, Error> {
         self.check_open()?;
         self.check_len(data.len())?;
-        if !self.credit_for(HEADER_LEN + data.len()) {
+        if !self.credit_for() {
             self.progress();
-            if !self.credit_for(HEADER_LEN + data.len()) {
+            if !self.credit_for() {
                 return Ok(Posted::NoResources(()));
             }
         }
         let mut h = Header::new(Kind::Send, 0);
         h.tag = tag;
-        Ok(match self.post_counted(h, data.to_vec(), (id, Op::Send, false))? {
-            None => Posted::InProgress,
-            Some(_) => Posted::NoResources(()),
-        })
+        Ok(
+            match self.post_counted(h, data.to_vec(), (id, Op::Send, false))? {
+                None => Posted::InProgress,
+                Some(_) => Posted::NoResources(()),
+            },
+        )
     }
 
     /// Posts a send of an owned buffer: `sendmsg` gathers header and buffer without copying
@@ -517,11 +533,22 @@ impl Endpoint {
         h.key = key.0;
         h.offset = offset;
         h.tag = token;
-        if self.post_counted(h, data.to_vec(), (id, Op::Write, false))?.is_some() {
+        if self
+            .post_counted(h, data.to_vec(), (id, Op::Write, false))?
+            .is_some()
+        {
             return Ok(Posted::NoResources(()));
         }
         self.next_token += 1;
-        self.rma_out.insert(token, RmaOp { id, op: Op::Write, len: data.len(), buf: None });
+        self.rma_out.insert(
+            token,
+            RmaOp {
+                id,
+                op: Op::Write,
+                len: data.len(),
+                buf: None,
+            },
+        );
         Ok(Posted::InProgress)
     }
 
@@ -549,7 +576,15 @@ impl Endpoint {
             return Ok(Posted::NoResources(buf));
         }
         self.next_token += 1;
-        self.rma_out.insert(token, RmaOp { id, op: Op::Read, len: buf.len(), buf: Some(buf) });
+        self.rma_out.insert(
+            token,
+            RmaOp {
+                id,
+                op: Op::Read,
+                len: buf.len(),
+                buf: Some(buf),
+            },
+        );
         Ok(Posted::InProgress)
     }
 
@@ -592,7 +627,10 @@ impl Endpoint {
 
     fn ready(&self) -> bool {
         !self.completions.is_empty()
-            || matches!(self.current, Current::InPlace { .. } | Current::Assembled { .. })
+            || matches!(
+                self.current,
+                Current::InPlace { .. } | Current::Assembled { .. }
+            )
             || !self.rx.is_empty()
             || self.failed.is_some()
     }
@@ -676,19 +714,28 @@ impl Endpoint {
                 Current::Assembling { header, filled } => {
                     let need = header.len as usize - filled;
                     if need > 0 {
-                        let Some(front) = self.rx.front_mut() else { return Ok(false) };
+                        let Some(front) = self.rx.front_mut() else {
+                            return Ok(false);
+                        };
                         let n = need.min(front.left());
                         self.assembly[filled..filled + n]
                             .copy_from_slice(&front.buf[front.off..front.off + n]);
                         front.off += n;
                         self.pop_empty_chunks();
-                        self.current = Current::Assembling { header, filled: filled + n };
+                        // The bytes left the receive buffers: the sender may refill them.
+                        self.credit(n);
+                        self.current = Current::Assembling {
+                            header,
+                            filled: filled + n,
+                        };
                         continue;
                     }
-                    self.credit(header.len as usize);
                     self.current = Current::Idle;
                     if header.kind == Kind::Send {
-                        self.current = Current::Assembled { header, consumed: 0 };
+                        self.current = Current::Assembled {
+                            header,
+                            consumed: 0,
+                        };
                         return Ok(true);
                     }
                     let payload = std::mem::take(&mut self.assembly);
@@ -718,10 +765,15 @@ impl Endpoint {
                     let in_front = self.rx.front().is_some_and(|c| c.left() >= len);
                     if len > 0 && in_front {
                         if header.kind == Kind::Send {
-                            self.current = Current::InPlace { header, consumed: 0 };
+                            self.current = Current::InPlace {
+                                header,
+                                consumed: 0,
+                            };
                             return Ok(true);
                         }
-                        let Some(front) = self.rx.pop_front() else { continue };
+                        let Some(front) = self.rx.pop_front() else {
+                            continue;
+                        };
                         let r = self.on_control(header, &front.buf[front.off..front.off + len]);
                         let mut front = front;
                         front.off += len;
@@ -746,7 +798,9 @@ impl Endpoint {
     fn read_header(&mut self) -> bool {
         while self.header_have < HEADER_LEN {
             self.pop_empty_chunks();
-            let Some(front) = self.rx.front_mut() else { return false };
+            let Some(front) = self.rx.front_mut() else {
+                return false;
+            };
             let n = (HEADER_LEN - self.header_have).min(front.left());
             self.header_bytes[self.header_have..self.header_have + n]
                 .copy_from_slice(&front.buf[front.off..front.off + n]);
@@ -763,7 +817,9 @@ impl Endpoint {
             // Its credit was taken when the header was parsed.
             Kind::Credit => {}
             Kind::Write => {
-                let status = match self.regions.range_mut(RegionKey(h.key), h.offset, payload.len())
+                let status = match self
+                    .regions
+                    .range_mut(RegionKey(h.key), h.offset, payload.len())
                 {
                     Ok(dst) => {
                         dst.copy_from_slice(payload);
@@ -789,7 +845,10 @@ impl Endpoint {
                     r.status = AccessError::OutOfBounds.code();
                     Vec::new()
                 } else {
-                    match self.regions.range(RegionKey(h.key), h.offset, want as usize) {
+                    match self
+                        .regions
+                        .range(RegionKey(h.key), h.offset, want as usize)
+                    {
                         Ok(src) => src.to_vec(),
                         Err(e) => {
                             r.status = e.code();
@@ -854,7 +913,10 @@ impl Endpoint {
     // borrows the endpoint until `consume`).
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Message<'_>>, Error> {
-        if !matches!(self.current, Current::InPlace { .. } | Current::Assembled { .. }) {
+        if !matches!(
+            self.current,
+            Current::InPlace { .. } | Current::Assembled { .. }
+        ) {
             self.progress();
             if let Some(e) = self.pending_error.take() {
                 return Err(e);
@@ -895,7 +957,10 @@ impl Endpoint {
             Current::InPlace { header, consumed } => {
                 let len = header.len as usize;
                 if consumed + n > len {
-                    return Err(Error::ConsumeBeyond { requested: n, available: len - consumed });
+                    return Err(Error::ConsumeBeyond {
+                        requested: n,
+                        available: len - consumed,
+                    });
                 }
                 if consumed + n == len {
                     if let Some(front) = self.rx.front_mut() {
@@ -906,23 +971,35 @@ impl Endpoint {
                     self.credit(len);
                     self.flush_quietly();
                 } else {
-                    self.current = Current::InPlace { header, consumed: consumed + n };
+                    self.current = Current::InPlace {
+                        header,
+                        consumed: consumed + n,
+                    };
                 }
                 Ok(())
             }
             Current::Assembled { header, consumed } => {
                 let len = header.len as usize;
                 if consumed + n > len {
-                    return Err(Error::ConsumeBeyond { requested: n, available: len - consumed });
+                    return Err(Error::ConsumeBeyond {
+                        requested: n,
+                        available: len - consumed,
+                    });
                 }
                 self.current = if consumed + n == len {
                     Current::Idle
                 } else {
-                    Current::Assembled { header, consumed: consumed + n }
+                    Current::Assembled {
+                        header,
+                        consumed: consumed + n,
+                    }
                 };
                 Ok(())
             }
-            _ => Err(Error::ConsumeBeyond { requested: n, available: 0 }),
+            _ => Err(Error::ConsumeBeyond {
+                requested: n,
+                available: 0,
+            }),
         }
     }
 }

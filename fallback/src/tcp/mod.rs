@@ -30,8 +30,8 @@
 //!
 //! # Flow control
 //!
-//! A sender may have at most the receiver's window (three quarters of its receive buffers) in
-//! flight (one frame larger than the window may go when nothing else is). The receiver returns
+//! A sender may start a frame while less than the receiver's window (three quarters of its
+//! receive buffers) is unacknowledged, so at most the window plus one frame is in flight. The receiver returns
 //! credit as it consumes: in the `offset` of the frames it sends anyway (messages, replies), in
 //! a credit frame once an eighth of the window is freed, and in a credit frame whenever it has
 //! consumed everything received and nothing else is going out. A receiver that does not consume

@@ -19,7 +19,12 @@ pub(crate) struct OutFrame {
 
 impl OutFrame {
     pub(crate) fn new(header: &Header, payload: Vec<u8>, owner: Option<(u64, Op, bool)>) -> Self {
-        OutFrame { header: header.encode(), payload, sent: 0, owner }
+        OutFrame {
+            header: header.encode(),
+            payload,
+            sent: 0,
+            owner,
+        }
     }
 
     pub(crate) fn total(&self) -> usize {
@@ -53,11 +58,25 @@ impl SendBatch {
     ) -> Box<SendBatch> {
         let n = queue.len().min(max);
         let frames: Vec<OutFrame> = queue.drain(..n).collect();
-        let zero_copy = frames.iter().any(|f| f.payload.len() >= zero_copy_threshold);
+        let zero_copy = frames
+            .iter()
+            .any(|f| f.payload.len() >= zero_copy_threshold);
         // SAFETY: an all-zero msghdr is a valid empty message header.
         let msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        let mut b = Box::new(SendBatch { frames, iov: Vec::with_capacity(2 * n), msg, bytes: 0, zero_copy });
-        let SendBatch { frames, iov, msg, bytes, .. } = &mut *b;
+        let mut b = Box::new(SendBatch {
+            frames,
+            iov: Vec::with_capacity(2 * n),
+            msg,
+            bytes: 0,
+            zero_copy,
+        });
+        let SendBatch {
+            frames,
+            iov,
+            msg,
+            bytes,
+            ..
+        } = &mut *b;
         for f in frames.iter() {
             if f.sent < HEADER_LEN {
                 iov.push(libc::iovec {
@@ -81,7 +100,7 @@ impl SendBatch {
 
     /// Splits the frames after `sent` bytes went out: the fully sent ones, and the rest (which
     /// keep their progress in `sent`).
-    pub(crate) fn settle(self: Box<Self>, mut sent: usize) -> (Vec<OutFrame>, Vec<OutFrame>) {
+    pub(crate) fn settle(self, mut sent: usize) -> (Vec<OutFrame>, Vec<OutFrame>) {
         let mut done = Vec::new();
         let mut rest = Vec::new();
         for mut f in self.frames {

@@ -28,7 +28,10 @@ fn set_int(fd: &TcpStream, level: i32, name: i32, value: i32) -> Result<(), Erro
         )
     };
     if rc != 0 {
-        return Err(Error::Socket { step: "set option", source: io::Error::last_os_error() });
+        return Err(Error::Socket {
+            step: "set option",
+            source: io::Error::last_os_error(),
+        });
     }
     Ok(())
 }
@@ -36,33 +39,56 @@ fn set_int(fd: &TcpStream, level: i32, name: i32, value: i32) -> Result<(), Erro
 /// Socket options and the handshake; returns the peer's window and largest frame.
 fn prepare(stream: &mut TcpStream, config: &Config) -> Result<(usize, u32), Error> {
     config.validate()?;
-    stream.set_nodelay(true).map_err(sock_err("set TCP_NODELAY"))?;
+    stream
+        .set_nodelay(true)
+        .map_err(sock_err("set TCP_NODELAY"))?;
     let timeout_ms = config.peer_timeout.as_millis().min(i32::MAX as u128) as i32;
-    set_int(stream, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, timeout_ms)?;
+    set_int(
+        stream,
+        libc::IPPROTO_TCP,
+        libc::TCP_USER_TIMEOUT,
+        timeout_ms,
+    )?;
     set_int(stream, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
     let idle = (config.peer_timeout.as_secs() as i32).max(1);
     set_int(stream, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, idle)?;
     set_int(stream, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 1)?;
     set_int(stream, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3)?;
-    stream.set_read_timeout(Some(config.connect_timeout)).map_err(sock_err("set timeout"))?;
-    stream.set_write_timeout(Some(config.connect_timeout)).map_err(sock_err("set timeout"))?;
+    stream
+        .set_read_timeout(Some(config.connect_timeout))
+        .map_err(sock_err("set timeout"))?;
+    stream
+        .set_write_timeout(Some(config.connect_timeout))
+        .map_err(sock_err("set timeout"))?;
     let mut hello = [0u8; HELLO_LEN];
     hello[..8].copy_from_slice(MAGIC);
     hello[8..16].copy_from_slice(&(config.window() as u64).to_le_bytes());
     hello[16..20].copy_from_slice(&config.max_frame.to_le_bytes());
-    stream.write_all(&hello).map_err(sock_err("handshake send"))?;
+    stream
+        .write_all(&hello)
+        .map_err(sock_err("handshake send"))?;
     let mut peer = [0u8; HELLO_LEN];
-    stream.read_exact(&mut peer).map_err(sock_err("handshake receive"))?;
+    stream
+        .read_exact(&mut peer)
+        .map_err(sock_err("handshake receive"))?;
     if &peer[..8] != MAGIC {
-        return Err(Error::Handshake("the peer is not a viaduct TCP endpoint".into()));
+        return Err(Error::Handshake(
+            "the peer is not a viaduct TCP endpoint".into(),
+        ));
     }
     let window = u64::from_le_bytes(peer[8..16].try_into().unwrap_or([0; 8]));
     let max_frame = u32::from_le_bytes(peer[16..20].try_into().unwrap_or([0; 4]));
     if window < 4096 {
-        return Err(Error::Handshake(format!("the peer's window of {window} bytes is too small")));
+        return Err(Error::Handshake(format!(
+            "the peer's window of {window} bytes is too small"
+        )));
     }
-    stream.set_read_timeout(None).map_err(sock_err("set timeout"))?;
-    stream.set_write_timeout(None).map_err(sock_err("set timeout"))?;
+    stream
+        .set_read_timeout(None)
+        .map_err(sock_err("set timeout"))?;
+    stream
+        .set_write_timeout(None)
+        .map_err(sock_err("set timeout"))?;
     Ok((window.min(usize::MAX as u64) as usize, max_frame))
 }
 
@@ -80,7 +106,9 @@ pub struct Listener {
 impl Listener {
     /// Listens on `addr` (port 0 picks a free port; see [`Listener::local_addr`]).
     pub fn bind(addr: SocketAddr) -> Result<Listener, Error> {
-        Ok(Listener { inner: TcpListener::bind(addr).map_err(sock_err("bind"))? })
+        Ok(Listener {
+            inner: TcpListener::bind(addr).map_err(sock_err("bind"))?,
+        })
     }
 
     /// The address peers connect to (the method's business-card entry).
@@ -109,7 +137,8 @@ pub fn pair(config: Config) -> Result<(Endpoint, Endpoint), Error> {
     let cfg = config.clone();
     let other = std::thread::spawn(move || connect(addr, cfg));
     let first = listener.accept(config);
-    let second =
-        other.join().map_err(|_| Error::Handshake("the connecting thread panicked".into()))?;
+    let second = other
+        .join()
+        .map_err(|_| Error::Handshake("the connecting thread panicked".into()))?;
     Ok((first?, second?))
 }

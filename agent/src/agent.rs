@@ -1,0 +1,247 @@
+//! [`Agent`]: the communication agent of one rank.
+//!
+//! One agent per rank (`Init`/`Finalize` of seed 002): [`Agent::init`] reads the launcher's
+//! environment ([`Bootstrap::from_env`]) and the settings ([`Config::from_env`]), picks a method
+//! per peer, and connects and authenticates a VC with every other rank. [`Agent::finalize`]
+//! lets outstanding sends finish, waits for every rank at a fence, and closes the VCs.
+//!
+//! # Threads
+//!
+//! An `Agent` is a cheap handle (`Clone`, `Send`, `Sync`): any number of threads may post
+//! sends and receives and wait on their requests at once. All state lives behind one mutex,
+//! which is the seed's read/write lock of a VC: each post, and each progress pass, takes it
+//! once. See [`crate::progress`] for who runs progress and what a wait blocks on.
+
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use crate::bootstrap::Bootstrap;
+use crate::config::Config;
+use crate::connect;
+use crate::engine::{Book, State};
+use crate::error::AgentError;
+use crate::matching::Source;
+use crate::progress::Driver;
+use crate::request::ProgressDriver;
+use crate::vc::{Link, Vc};
+
+/// State shared by every handle of one agent.
+pub(crate) struct Shared {
+    pub(crate) rank: u32,
+    pub(crate) size: u32,
+    pub(crate) config: Config,
+    pub(crate) state: Mutex<State>,
+    /// The driver handed to every request of this agent (one `Arc`, so one wait serves all).
+    pub(crate) driver: Arc<dyn ProgressDriver>,
+    /// The current spin count of blocking progress (adaptive polling).
+    pub(crate) spin_now: AtomicU32,
+    boot: Mutex<Option<Bootstrap>>,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        // Every critical section leaves the state consistent between steps; a panic in one
+        // (a bug) must not turn every later call into a second panic.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The communication agent of one rank: VCs to every peer, tagged messaging, progress.
+///
+/// Handles are cheap to clone; each carries a context (communication space, see
+/// [`Agent::with_context`]) that its sends and receives match in.
+#[derive(Clone)]
+pub struct Agent {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) context: u32,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("rank", &self.shared.rank)
+            .field("size", &self.shared.size)
+            .field("context", &self.context)
+            .finish()
+    }
+}
+
+impl Agent {
+    /// Starts the agent of this rank from the environment (launcher and `VIADUCT_*` settings).
+    /// Every rank of the job must call it.
+    pub fn init() -> Result<Agent, AgentError> {
+        let config = Config::from_env()?;
+        let boot = Bootstrap::from_env()?;
+        Agent::with_bootstrap(boot, config)
+    }
+
+    /// Starts the agent over an existing bootstrap with explicit settings. Every rank of the
+    /// job must call it.
+    pub fn with_bootstrap(mut boot: Bootstrap, config: Config) -> Result<Agent, AgentError> {
+        config.validate()?;
+        let rank = boot.rank();
+        let size = boot.size();
+        let vcs = if size == 1 {
+            vec![Vc::new(0, Link::SelfLoop)]
+        } else {
+            connect::connect_all(&mut boot, &config)?
+        };
+        let book = Book::new(
+            rank,
+            config.eager_limit,
+            config.rendezvous_chunk,
+            config.max_unexpected_bytes,
+        );
+        let spin = config.spin_min;
+        let shared = Arc::new_cyclic(|weak: &Weak<Shared>| Shared {
+            rank,
+            size,
+            state: Mutex::new(State {
+                vcs,
+                book,
+                finalized: false,
+            }),
+            driver: Arc::new(Driver::new(weak.clone())),
+            spin_now: AtomicU32::new(spin),
+            boot: Mutex::new(Some(boot)),
+            config,
+        });
+        Ok(Agent { shared, context: 0 })
+    }
+
+    /// A single-rank agent with default settings, without a launcher (sends to rank 0 loop
+    /// back).
+    pub fn singleton() -> Result<Agent, AgentError> {
+        let boot = Bootstrap::from_vars(std::iter::empty::<(String, String)>())?;
+        Agent::with_bootstrap(boot, Config::default())
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.shared.rank
+    }
+
+    /// Number of ranks in the job.
+    pub fn size(&self) -> u32 {
+        self.shared.size
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// The context this handle's sends and receives match in (0 for the handle from
+    /// [`Agent::init`]).
+    pub fn context(&self) -> u32 {
+        self.context
+    }
+
+    /// Another handle on the same agent whose messages match only in `context` (messages of
+    /// different contexts never match each other, like MPI communicators).
+    pub fn with_context(&self, context: u32) -> Agent {
+        Agent {
+            shared: Arc::clone(&self.shared),
+            context,
+        }
+    }
+
+    /// The method serving `peer` (`"self"`, `"shm"`, `"tcp"`), or `None` for a rank outside
+    /// the job.
+    pub fn method_of(&self, peer: u32) -> Option<&'static str> {
+        let st = self.shared.lock();
+        st.vcs.get(peer as usize).map(|vc| match &vc.link {
+            Link::SelfLoop => "self",
+            Link::Remote(m) => m.kind().name(),
+            Link::Closed => "closed",
+        })
+    }
+
+    /// `Connect` of seed 002: VCs are connected at [`Agent::init`], so this only reports whether
+    /// the VC to `peer` is usable (`Err` with the reason when it failed).
+    pub fn connect(&self, peer: u32) -> Result<(), AgentError> {
+        self.check_rank(peer)?;
+        let st = self.shared.lock();
+        match &st.vcs[peer as usize].failed {
+            Some(reason) => Err(AgentError::PeerFailed {
+                peer,
+                reason: reason.clone(),
+            }),
+            None if st.finalized => Err(AgentError::Finalized),
+            None => Ok(()),
+        }
+    }
+
+    /// Number of unexpected messages held and the payload bytes they hold (messages that
+    /// arrived before their receive; rendezvous announcements hold no payload).
+    pub fn unexpected(&self) -> (usize, usize) {
+        let st = self.shared.lock();
+        (st.book.queues.unexpected_len(), st.book.unexpected_bytes)
+    }
+
+    pub(crate) fn check_rank(&self, rank: u32) -> Result<(), AgentError> {
+        if rank >= self.shared.size {
+            return Err(AgentError::BadRank {
+                rank,
+                size: self.shared.size,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_source(&self, source: Source) -> Result<(), AgentError> {
+        match source {
+            Source::Any => Ok(()),
+            Source::Rank(r) => self.check_rank(r),
+        }
+    }
+
+    /// Ends the agent: waits (at most the connect timeout) for this rank's sends to leave,
+    /// meets every rank at a fence so no VC closes while a peer still needs it, then closes
+    /// the VCs. Requests still open fail with [`AgentError::Finalized`]; later calls
+    /// on any handle fail with [`AgentError::Finalized`].
+    pub fn finalize(self) -> Result<(), AgentError> {
+        let deadline = Instant::now() + self.shared.config.connect_timeout;
+        loop {
+            {
+                let mut st = self.shared.lock();
+                if st.finalized {
+                    return Err(AgentError::Finalized);
+                }
+                st.progress();
+                let queued = st.vcs.iter().any(|v| v.has_queued() && v.failed.is_none());
+                if !st.book.sends_pending() && !queued {
+                    break;
+                }
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+            self.shared.progress_blocking(Duration::from_millis(1));
+        }
+        let boot = self
+            .shared
+            .boot
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let fenced = match boot {
+            Some(mut b) if self.shared.size > 1 => b.fence().map(|()| Some(b)),
+            other => Ok(other),
+        };
+        {
+            let mut st = self.shared.lock();
+            st.finalized = true;
+            st.book.fail_all();
+            for vc in st.vcs.iter_mut() {
+                vc.link = Link::Closed;
+            }
+        }
+        match fenced? {
+            Some(b) => b.finalize()?,
+            None => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,567 @@
+//! The agent's state behind its mutex: VCs, matching queues, and the protocol state machine
+//! (eager, rendezvous) that the progress engine drives.
+
+use std::collections::HashMap;
+
+use crate::error::AgentError;
+use crate::matching::{Envelope, MatchQueues, Pattern, Source};
+use crate::method::MethodError;
+use crate::recv_buffer::RecvBuffer;
+use crate::request::CarCounter;
+use crate::vc::{Link, Outbound, Vc};
+use crate::wire::{self, CTS, DATA, EAGER, EAGER_HEADER, RTS, RTS_LEN};
+
+/// A receive waiting for its message.
+#[derive(Debug)]
+pub(crate) struct PostedRecv {
+    pub(crate) buf: RecvBuffer,
+    pub(crate) counter: CarCounter,
+}
+
+/// A message that arrived before its receive.
+#[derive(Debug)]
+pub(crate) enum Unexpected {
+    /// A whole small message (from a peer or from this rank). `sync` is a synchronous send to
+    /// self, which completes when matched.
+    Eager {
+        data: Vec<u8>,
+        sync: Option<CarCounter>,
+    },
+    /// The announcement of a rendezvous message; its data stays with the sender.
+    Rts { sender_id: u64, len: u64 },
+}
+
+impl Unexpected {
+    pub(crate) fn len(&self) -> u64 {
+        match self {
+            Unexpected::Eager { data, .. } => data.len() as u64,
+            Unexpected::Rts { len, .. } => *len,
+        }
+    }
+}
+
+/// A rendezvous send waiting for the receiver's go-ahead.
+#[derive(Debug)]
+struct RndvSend {
+    peer: u32,
+    chunks: Vec<Vec<u8>>,
+    counter: CarCounter,
+}
+
+/// A rendezvous receive whose data is arriving.
+#[derive(Debug)]
+struct RndvRecv {
+    peer: u32,
+    buf: RecvBuffer,
+    counter: CarCounter,
+    len: u64,
+    got: u64,
+}
+
+/// Everything but the VCs: matching queues and protocol bookkeeping.
+#[derive(Debug)]
+pub(crate) struct Book {
+    pub(crate) rank: u32,
+    pub(crate) queues: MatchQueues<PostedRecv, Unexpected>,
+    pub(crate) unexpected_bytes: usize,
+    next_id: u64,
+    /// Descriptor id -> the send request it completes, and the payload bytes it carries.
+    sends: HashMap<u64, (CarCounter, u64)>,
+    rndv_sends: HashMap<u64, RndvSend>,
+    rndv_recvs: HashMap<u64, RndvRecv>,
+    pub(crate) eager_limit: usize,
+    pub(crate) chunk: usize,
+    pub(crate) max_unexpected: usize,
+    /// Messages produced while handling inbound ones, written after the VC borrow ends.
+    outbox: Vec<(u32, Outbound)>,
+}
+
+/// The agent's whole mutable state.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) vcs: Vec<Vc>,
+    pub(crate) book: Book,
+    pub(crate) finalized: bool,
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+pub(crate) fn peer_failed(peer: u32, reason: &str) -> AgentError {
+    AgentError::PeerFailed {
+        peer,
+        reason: reason.to_owned(),
+    }
+}
+
+/// Completes a receive whose message of `len` bytes is in its buffer (up to its capacity).
+fn finish_recv(counter: &CarCounter, buf: &RecvBuffer, len: u64) {
+    let cap = buf.capacity() as u64;
+    if len > cap {
+        let _ = counter.fail_car(AgentError::Truncated { len, capacity: cap });
+    } else {
+        let _ = counter.complete_car(len);
+    }
+}
+
+fn deliver_eager(r: PostedRecv, env: &Envelope, data: &[u8]) {
+    r.counter.set_envelope(env.source, env.tag);
+    r.buf.fill(data);
+    finish_recv(&r.counter, &r.buf, data.len() as u64);
+}
+
+impl Book {
+    pub(crate) fn new(rank: u32, eager_limit: usize, chunk: usize, max_unexpected: usize) -> Book {
+        Book {
+            rank,
+            queues: MatchQueues::new(),
+            unexpected_bytes: 0,
+            next_id: 1,
+            sends: HashMap::new(),
+            rndv_sends: HashMap::new(),
+            rndv_recvs: HashMap::new(),
+            eager_limit,
+            chunk,
+            max_unexpected,
+            outbox: Vec::new(),
+        }
+    }
+
+    pub(crate) fn id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id = (self.next_id + 1) & wire::ID_MASK;
+        if self.next_id == 0 {
+            self.next_id = 1;
+        }
+        id
+    }
+
+    /// Whether sends are still on their way (queued, awaiting a go-ahead, or in a method).
+    pub(crate) fn sends_pending(&self) -> bool {
+        !self.sends.is_empty() || !self.rndv_sends.is_empty()
+    }
+
+    /// A send of `data` from this rank to itself.
+    pub(crate) fn self_send(
+        &mut self,
+        context: u32,
+        tag: u32,
+        data: Vec<u8>,
+        counter: CarCounter,
+        sync: bool,
+    ) {
+        let env = Envelope {
+            context,
+            source: self.rank,
+            tag,
+        };
+        let len = data.len() as u64;
+        match self.queues.arrive(&env) {
+            Some((_, r)) => {
+                deliver_eager(r, &env, &data);
+                let _ = counter.complete_car(len);
+            }
+            None => {
+                self.unexpected_bytes += data.len();
+                let sync = if sync {
+                    Some(counter)
+                } else {
+                    let _ = counter.complete_car(len);
+                    None
+                };
+                self.queues
+                    .push_unexpected(env, Unexpected::Eager { data, sync });
+            }
+        }
+    }
+
+    /// An eager send to a peer: the message to write, its completion registered.
+    pub(crate) fn eager_send(
+        &mut self,
+        context: u32,
+        tag: u32,
+        data: &[u8],
+        counter: CarCounter,
+    ) -> Outbound {
+        let id = self.id();
+        self.sends.insert(id, (counter, data.len() as u64));
+        Outbound {
+            id,
+            tag: wire::method_tag(EAGER, 0),
+            buf: wire::eager(context, tag, data),
+        }
+    }
+
+    /// A rendezvous send to a peer: the data is kept in pieces, the `RTS` is returned.
+    pub(crate) fn rendezvous_send(
+        &mut self,
+        peer: u32,
+        context: u32,
+        tag: u32,
+        chunks: Vec<Vec<u8>>,
+        counter: CarCounter,
+    ) -> Outbound {
+        let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+        let sender_id = self.id();
+        self.rndv_sends.insert(
+            sender_id,
+            RndvSend {
+                peer,
+                chunks,
+                counter,
+            },
+        );
+        Outbound {
+            id: self.id(),
+            tag: wire::method_tag(RTS, sender_id),
+            buf: wire::rts(context, tag, len),
+        }
+    }
+
+    /// Posts a receive: matches the oldest acceptable unexpected message, else queues it.
+    pub(crate) fn post_recv(&mut self, pattern: Pattern, r: PostedRecv) {
+        if let Some(r) = self.try_match(&pattern, r) {
+            self.queues.push_posted(pattern, r);
+        }
+    }
+
+    /// Matches a receive against the unexpected queue; gives it back when nothing matches.
+    pub(crate) fn try_match(&mut self, pattern: &Pattern, r: PostedRecv) -> Option<PostedRecv> {
+        match self.queues.take_unexpected(pattern) {
+            Some((env, Unexpected::Eager { data, sync })) => {
+                self.unexpected_bytes -= data.len();
+                deliver_eager(r, &env, &data);
+                if let Some(s) = sync {
+                    let _ = s.complete_car(data.len() as u64);
+                }
+            }
+            Some((env, Unexpected::Rts { sender_id, len })) => {
+                self.start_rndv_recv(env, sender_id, len, r);
+            }
+            None => return Some(r),
+        }
+        None
+    }
+
+    fn start_rndv_recv(&mut self, env: Envelope, sender_id: u64, len: u64, r: PostedRecv) {
+        r.counter.set_envelope(env.source, env.tag);
+        r.buf.expect(len);
+        let rid = self.id();
+        self.rndv_recvs.insert(
+            rid,
+            RndvRecv {
+                peer: env.source,
+                buf: r.buf,
+                counter: r.counter,
+                len,
+                got: 0,
+            },
+        );
+        let id = self.id();
+        self.outbox.push((
+            env.source,
+            Outbound {
+                id,
+                tag: wire::method_tag(CTS, sender_id),
+                buf: rid.to_le_bytes().to_vec(),
+            },
+        ));
+    }
+
+    /// Handles one inbound message from `peer`.
+    pub(crate) fn inbound(&mut self, peer: u32, tag: u64, data: &[u8]) -> Result<(), String> {
+        let (kind, id) = wire::split_tag(tag);
+        let envelope = |b: &[u8]| -> Result<Envelope, String> {
+            match (wire::u32_at(b, 0), wire::u32_at(b, 4)) {
+                (Some(context), Some(tag)) => Ok(Envelope {
+                    context,
+                    source: peer,
+                    tag,
+                }),
+                _ => Err(format!("message of kind {kind} too short ({} bytes)", b.len())),
+            }
+        };
+        match kind {
+            EAGER => {
+                let env = envelope(data)?;
+                let body = &data[EAGER_HEADER..];
+                match self.queues.arrive(&env) {
+                    Some((_, r)) => deliver_eager(r, &env, body),
+                    None => {
+                        self.unexpected_bytes += body.len();
+                        self.queues.push_unexpected(
+                            env,
+                            Unexpected::Eager {
+                                data: body.to_vec(),
+                                sync: None,
+                            },
+                        );
+                    }
+                }
+            }
+            RTS => {
+                let env = envelope(data)?;
+                let len = wire::u64_at(data, 8)
+                    .filter(|_| data.len() == RTS_LEN)
+                    .ok_or("malformed RTS")?;
+                match self.queues.arrive(&env) {
+                    Some((_, r)) => self.start_rndv_recv(env, id, len, r),
+                    None => self.queues.push_unexpected(
+                        env,
+                        Unexpected::Rts { sender_id: id, len },
+                    ),
+                }
+            }
+            CTS => {
+                let rid = wire::u64_at(data, 0).ok_or("malformed CTS")?;
+                let s = self
+                    .rndv_sends
+                    .remove(&id)
+                    .ok_or_else(|| format!("CTS for unknown send {id}"))?;
+                let extra = s.chunks.len().saturating_sub(1) as u32;
+                let _ = s.counter.add_outstanding(extra);
+                for chunk in s.chunks {
+                    let did = self.id();
+                    self.sends.insert(did, (s.counter.clone(), chunk.len() as u64));
+                    self.outbox.push((
+                        s.peer,
+                        Outbound {
+                            id: did,
+                            tag: wire::method_tag(DATA, rid),
+                            buf: chunk,
+                        },
+                    ));
+                }
+            }
+            DATA => {
+                let r = self
+                    .rndv_recvs
+                    .get_mut(&id)
+                    .ok_or_else(|| format!("data for unknown receive {id}"))?;
+                r.buf.fill(data);
+                r.got += data.len() as u64;
+                if r.got >= r.len {
+                    if let Some(r) = self.rndv_recvs.remove(&id) {
+                        finish_recv(&r.counter, &r.buf, r.len);
+                    }
+                }
+            }
+            0xff => {} // the last handshake bytes, if any
+            other => return Err(format!("unknown message kind {other}")),
+        }
+        Ok(())
+    }
+
+    /// A descriptor completed.
+    pub(crate) fn completed(&mut self, peer: u32, id: u64, result: Result<usize, MethodError>) -> Option<String> {
+        match (self.sends.remove(&id), result) {
+            (Some((counter, bytes)), Ok(_)) => {
+                let _ = counter.complete_car(bytes);
+                None
+            }
+            (Some((counter, _)), Err(e)) => {
+                let reason = chain(&e);
+                let _ = counter.fail_car(peer_failed(peer, &reason));
+                Some(reason)
+            }
+            (None, Ok(_)) => None,
+            (None, Err(e)) => Some(chain(&e)),
+        }
+    }
+
+    /// Fails the request of one message that cannot be sent.
+    pub(crate) fn peer_failed_one(&mut self, peer: u32, reason: &str, out: Outbound) {
+        if let Some((counter, _)) = self.sends.remove(&out.id) {
+            let _ = counter.fail_car(peer_failed(peer, reason));
+        }
+        let (_, sid) = wire::split_tag(out.tag);
+        if wire::split_tag(out.tag).0 == RTS {
+            if let Some(s) = self.rndv_sends.remove(&sid) {
+                let _ = s.counter.fail_car(peer_failed(peer, reason));
+            }
+        }
+    }
+
+    /// Fails what depends on a failed peer: queued messages, rendezvous in either direction,
+    /// receives naming it, and announcements of its messages nobody can fetch any more.
+    pub(crate) fn peer_failed(&mut self, peer: u32, reason: &str, queued: Vec<Outbound>) {
+        for o in queued {
+            if let Some((counter, _)) = self.sends.remove(&o.id) {
+                let _ = counter.fail_car(peer_failed(peer, reason));
+            }
+        }
+        let ids: Vec<u64> = self
+            .rndv_sends
+            .iter()
+            .filter(|(_, s)| s.peer == peer)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            if let Some(s) = self.rndv_sends.remove(&id) {
+                let _ = s.counter.fail_car(peer_failed(peer, reason));
+            }
+        }
+        let ids: Vec<u64> = self
+            .rndv_recvs
+            .iter()
+            .filter(|(_, r)| r.peer == peer)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            if let Some(r) = self.rndv_recvs.remove(&id) {
+                let _ = r.counter.fail_car(peer_failed(peer, reason));
+            }
+        }
+        for r in self
+            .queues
+            .drain_posted(|p, _| p.source == Source::Rank(peer))
+        {
+            let _ = r.counter.fail_car(peer_failed(peer, reason));
+        }
+        self.queues
+            .drain_unexpected(|e, u| e.source == peer && matches!(u, Unexpected::Rts { .. }));
+    }
+
+    /// Completes, as cancelled, every posted receive whose request asked for cancellation.
+    pub(crate) fn cancel_requested(&mut self) -> usize {
+        if !self.queues.any_posted(|_, r| r.counter.cancel_requested()) {
+            return 0;
+        }
+        let gone = self.queues.drain_posted(|_, r| r.counter.cancel_requested());
+        for r in &gone {
+            let _ = r.counter.complete_cancelled();
+        }
+        gone.len()
+    }
+
+    /// Fails every request still open (at finalize).
+    pub(crate) fn fail_all(&mut self) {
+        let err = || AgentError::Finalized;
+        for (_, (c, _)) in self.sends.drain() {
+            let _ = c.fail_car(err());
+        }
+        for (_, s) in self.rndv_sends.drain() {
+            let _ = s.counter.fail_car(err());
+        }
+        for (_, r) in self.rndv_recvs.drain() {
+            let _ = r.counter.fail_car(err());
+        }
+        for r in self.queues.drain_posted(|_, _| true) {
+            let _ = r.counter.fail_car(err());
+        }
+        for (_, u) in self.queues.drain_unexpected(|_, _| true) {
+            if let Unexpected::Eager { sync: Some(c), .. } = u {
+                let _ = c.fail_car(err());
+            }
+        }
+        self.unexpected_bytes = 0;
+    }
+
+    /// Takes the messages produced while handling inbound ones.
+    fn take_outbox(&mut self) -> Vec<(u32, Outbound)> {
+        std::mem::take(&mut self.outbox)
+    }
+}
+
+/// Most inbound messages taken from one VC per progress pass (fairness between VCs).
+const INBOUND_BURST: usize = 64;
+
+impl State {
+    /// Writes `out` on the VC of `peer`; a method error fails the VC.
+    pub(crate) fn write(&mut self, peer: u32, out: Outbound) {
+        let vc = &mut self.vcs[peer as usize];
+        if let Some(reason) = vc.failed.clone() {
+            self.book.peer_failed(peer, &reason, vec![out]);
+            return;
+        }
+        if let Err(e) = vc.write(out) {
+            self.fail_vc(peer, chain(&e));
+        }
+    }
+
+    /// Marks the VC of `peer` failed and fails what depends on it.
+    pub(crate) fn fail_vc(&mut self, peer: u32, reason: String) {
+        let queued = self.vcs[peer as usize].fail(reason.clone());
+        let reason = self.vcs[peer as usize].failed.clone().unwrap_or(reason);
+        self.book.peer_failed(peer, &reason, queued);
+    }
+
+    /// One non-blocking pass over every VC: completions, inbound messages, queued sends,
+    /// cancellations. Returns the work done (events handled).
+    pub(crate) fn progress(&mut self) -> usize {
+        let mut work = 0;
+        let mut failures: Vec<(u32, String)> = Vec::new();
+        let State { vcs, book, .. } = self;
+        for vc in vcs.iter_mut() {
+            let Link::Remote(m) = &mut vc.link else {
+                continue;
+            };
+            let peer = vc.peer;
+            while let Some((id, result)) = m.poll() {
+                work += 1;
+                if let Some(reason) = book.completed(peer, id, result) {
+                    failures.push((peer, reason));
+                }
+            }
+            if !vc.drained && book.unexpected_bytes < book.max_unexpected {
+                for _ in 0..INBOUND_BURST {
+                    let step = match m.next() {
+                        Ok(Some((tag, data))) => {
+                            let n = data.len();
+                            match book.inbound(peer, tag, data) {
+                                Ok(()) => m.consume(n).map(|()| true).map_err(|e| chain(&e)),
+                                Err(why) => Err(format!("protocol error: {why}")),
+                            }
+                        }
+                        Ok(None) => Ok(false),
+                        Err(e) => {
+                            vc.drained = true;
+                            Err(chain(&e))
+                        }
+                    };
+                    match step {
+                        Ok(true) => work += 1,
+                        Ok(false) => break,
+                        Err(reason) => {
+                            failures.push((peer, reason));
+                            break;
+                        }
+                    }
+                }
+            }
+            if vc.failed.is_none() && vc.has_queued() {
+                match vc.flush() {
+                    Ok(n) => work += n,
+                    Err(e) => failures.push((peer, chain(&e))),
+                }
+            }
+        }
+        for (peer, out) in self.book.take_outbox() {
+            work += 1;
+            self.write(peer, out);
+        }
+        for (peer, reason) in failures {
+            work += 1;
+            self.fail_vc(peer, reason);
+        }
+        work + self.book.cancel_requested()
+    }
+
+    /// Whether any VC can block in its method's wait.
+    pub(crate) fn waitable(&mut self) -> Vec<usize> {
+        self.vcs
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| matches!(v.link, Link::Remote(_)) && !v.drained)
+            .map(|(i, _)| i)
+            .collect()
+    }
+}

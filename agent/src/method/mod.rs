@@ -1,0 +1,171 @@
+//! Methods: the transports behind the agent's VCs, and the contract each one keeps.
+//!
+//! # The method contract
+//!
+//! Every method the agent drives provides, on one connection to one peer:
+//!
+//! - **post**: `post(id, tag, buffer)` hands an owned buffer to the method. It answers
+//!   *accepted* (exactly one completion carrying `id` follows, success or error) or *no
+//!   resources* (the buffer comes back untouched; try again after progress). Neither is an
+//!   error. Messages posted on one connection arrive in post order.
+//! - **poll**: `poll()` makes progress without blocking and hands out the next completion.
+//!   After a failure, every accepted descriptor still completes, with the error (flush).
+//! - **next / consume**: `next()` borrows the unconsumed bytes of the current inbound message
+//!   *in place*, in the method's own receive memory (a shared-memory ring cell, a receive
+//!   buffer of the io_uring provided-buffer ring; a reassembly buffer of the method when a
+//!   message spans receive buffers: that one copy is the method's, and stated in its docs).
+//!   `consume(n)` gives `n` bytes back; the method reuses the memory once the message is
+//!   consumed whole. After the peer failed, messages that arrived before still come out, then
+//!   `next` reports the failure.
+//! - **wait**: `wait(timeout)` blocks until a completion or inbound message may be ready, the
+//!   peer failed, or the timeout passed (each method spins briefly, then sleeps on its own
+//!   kernel object: a futex word in the shared segment, `io_uring_enter`).
+//! - **failure detection**: a peer that dies or closes is noticed within a bounded time (the
+//!   shared-memory method's liveness interval; TCP end-of-stream at once, `TCP_USER_TIMEOUT`
+//!   for a silent peer), after which every outstanding descriptor completes with an error.
+//!
+//! The self loop (a rank sending to itself) has no connection: the agent matches such messages
+//! directly (one copy, from the send buffer into the receive buffer or the unexpected queue).
+//!
+//! Dispatch is a private enum ([`Method`]), not a trait object: the hot path is a `match`.
+//! The verbs method is not wired into the agent yet: listing `verbs` in `VIADUCT_TRANSPORT`
+//! leaves it out with that reason (see [`crate::config`]).
+
+use std::time::Duration;
+
+use viaduct_fallback::{shm, tcp};
+
+use crate::config::{Config, MethodKind};
+
+/// An error of a method (carries the method's own error and errno).
+#[derive(Debug, thiserror::Error)]
+pub enum MethodError {
+    /// The shared-memory method failed.
+    #[error("shared-memory method")]
+    Shm(#[from] shm::Error),
+    /// The TCP method failed.
+    #[error("TCP method")]
+    Tcp(#[from] tcp::Error),
+}
+
+impl MethodError {
+    /// The errno behind the error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            MethodError::Shm(e) => e.errno(),
+            MethodError::Tcp(e) => e.errno(),
+        }
+    }
+
+    /// Whether this error reports a failed peer (as opposed to a local misuse).
+    pub fn is_peer_failure(&self) -> bool {
+        matches!(
+            self,
+            MethodError::Shm(shm::Error::PeerFailed(_)) | MethodError::Tcp(tcp::Error::PeerFailed(_))
+        )
+    }
+}
+
+/// One connection of a VC, over one method.
+pub(crate) enum Method {
+    Shm(Box<shm::Endpoint>),
+    Tcp(Box<tcp::Endpoint>),
+}
+
+impl std::fmt::Debug for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.kind().name())
+    }
+}
+
+/// The shared-memory settings the agent uses.
+pub(crate) fn shm_config(config: &Config) -> shm::Config {
+    shm::Config {
+        liveness_interval: config.peer_timeout.min(Duration::from_millis(20)),
+        connect_timeout: config.connect_timeout,
+        ..shm::Config::default()
+    }
+}
+
+/// The TCP settings the agent uses.
+pub(crate) fn tcp_config(config: &Config) -> tcp::Config {
+    tcp::Config {
+        peer_timeout: config.peer_timeout,
+        connect_timeout: config.connect_timeout,
+        ..tcp::Config::default()
+    }
+}
+
+impl Method {
+    pub(crate) fn kind(&self) -> MethodKind {
+        match self {
+            Method::Shm(_) => MethodKind::Shm,
+            Method::Tcp(_) => MethodKind::Tcp,
+        }
+    }
+
+    /// Posts `buf` as one message; `Ok(Some(buf))` gives it back when the method has no
+    /// resources now.
+    #[inline]
+    pub(crate) fn post(
+        &mut self,
+        id: u64,
+        tag: u64,
+        buf: Vec<u8>,
+    ) -> Result<Option<Vec<u8>>, MethodError> {
+        match self {
+            Method::Shm(ep) => match ep.post_send_buf(id, tag, buf)? {
+                shm::Posted::InProgress => Ok(None),
+                shm::Posted::NoResources(b) => Ok(Some(b)),
+            },
+            Method::Tcp(ep) => match ep.post_send_buf(id, tag, buf)? {
+                tcp::Posted::InProgress => Ok(None),
+                tcp::Posted::NoResources(b) => Ok(Some(b)),
+            },
+        }
+    }
+
+    /// Posts a copy of `data` as one message; `Ok(false)` when the method has no resources now.
+    #[inline]
+    pub(crate) fn post_copy(&mut self, id: u64, tag: u64, data: &[u8]) -> Result<bool, MethodError> {
+        match self {
+            Method::Shm(ep) => Ok(ep.post_send(id, tag, data)?.is_posted()),
+            Method::Tcp(ep) => Ok(ep.post_send(id, tag, data)?.is_posted()),
+        }
+    }
+
+    /// The next completion: its id and bytes moved, or the error.
+    #[inline]
+    pub(crate) fn poll(&mut self) -> Option<(u64, Result<usize, MethodError>)> {
+        match self {
+            Method::Shm(ep) => ep.poll().map(|c| (c.id, c.result.map_err(MethodError::from))),
+            Method::Tcp(ep) => ep.poll().map(|c| (c.id, c.result.map_err(MethodError::from))),
+        }
+    }
+
+    /// The next inbound message in place: its method tag and unconsumed bytes.
+    #[inline]
+    pub(crate) fn next(&mut self) -> Result<Option<(u64, &[u8])>, MethodError> {
+        match self {
+            Method::Shm(ep) => Ok(ep.next()?.map(|m| (m.tag, m.data))),
+            Method::Tcp(ep) => Ok(ep.next()?.map(|m| (m.tag, m.data))),
+        }
+    }
+
+    /// Gives back `n` bytes shown by `next`.
+    #[inline]
+    pub(crate) fn consume(&mut self, n: usize) -> Result<(), MethodError> {
+        match self {
+            Method::Shm(ep) => Ok(ep.consume(n)?),
+            Method::Tcp(ep) => Ok(ep.consume(n)?),
+        }
+    }
+
+    /// Blocks until something may be ready or `timeout` passed.
+    pub(crate) fn wait(&mut self, timeout: Duration) -> Result<(), MethodError> {
+        match self {
+            Method::Shm(ep) => Ok(ep.wait(timeout)?),
+            Method::Tcp(ep) => Ok(ep.wait(timeout)?),
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! Tagged point-to-point messaging: `isend`, `issend`, `irecv`, `send`, `ssend`, `recv`,
+//! `probe`, `iprobe`.
+//!
+//! # Protocols
+//!
+//! - **Self** (destination is this rank): the message is matched at once; unmatched, it is
+//!   copied into the unexpected queue. A synchronous send to self completes when matched.
+//! - **Eager** (up to `Config::eager_limit` bytes): the data goes with the envelope in one
+//!   method message; the send completes when the method completed the descriptor (the data has
+//!   left the caller's buffer); the receiver copies it into the receive buffer, or into the
+//!   unexpected queue when no receive matches yet.
+//! - **Rendezvous** (longer messages, and every synchronous send to a peer): the sender
+//!   announces the message (`RTS`), the receiver answers once a receive matches (`CTS`), and
+//!   the data follows in pieces of `Config::rendezvous_chunk` bytes, pipelined by the method
+//!   (shared memory: each piece read once straight out of the sender's buffer where
+//!   `process_vm_readv` is permitted; TCP: gathered `sendmsg` of the owned pieces). The send
+//!   request counts one CAR per piece.
+//!
+//! # Requests and statuses
+//!
+//! Every operation returns the agent's one [`Request`] type; its status carries the source,
+//! tag and byte count of a receive. Failures are the request's error
+//! (`RequestError::Operation`, whose cause downcasts to [`AgentError`]): a message longer than
+//! the receive buffer gives [`AgentError::Truncated`] (the buffer holds the first bytes, nothing
+//! is written beyond it), a dead peer [`AgentError::PeerFailed`]. A pending receive can be
+//! cancelled with `Request::cancel` (its status then reports the cancellation); a send cannot
+//! (its status never reports one).
+
+use std::time::{Duration, Instant};
+
+use crate::agent::Agent;
+use crate::engine::{PostedRecv, peer_failed};
+use crate::error::AgentError;
+use crate::matching::{Pattern, Source, TagMatch};
+use crate::recv_buffer::RecvBuffer;
+use crate::request::{Request, Status};
+
+/// What a probe found: the envelope and length of the oldest matching message not received yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probed {
+    /// The sending rank.
+    pub source: u32,
+    /// The message tag.
+    pub tag: u32,
+    /// The message length in bytes.
+    pub len: u64,
+}
+
+/// A place held in the outgoing order of one VC by [`Agent::reserve_write`], to be bound to a
+/// message by [`Agent::set_marker`].
+#[derive(Debug)]
+#[must_use = "a reserved place holds back every later message to the peer until it is bound"]
+pub struct Marker {
+    peer: u32,
+    id: u64,
+}
+
+impl Marker {
+    /// The peer whose VC the place is in.
+    pub fn peer(&self) -> u32 {
+        self.peer
+    }
+}
+
+enum Payload<'a> {
+    Borrowed(&'a [u8]),
+    Owned(Vec<u8>),
+}
+
+impl Payload<'_> {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Payload::Borrowed(b) => b,
+            Payload::Owned(v) => v,
+        }
+    }
+
+    fn into_vec(self) -> Vec<u8> {
+        match self {
+            Payload::Borrowed(b) => b.to_vec(),
+            Payload::Owned(v) => v,
+        }
+    }
+
+    /// The data in pieces of at most `chunk` bytes (one empty piece for an empty message).
+    fn into_chunks(self, chunk: usize) -> Vec<Vec<u8>> {
+        let len = self.as_slice().len();
+        if len <= chunk {
+            return vec![self.into_vec()];
+        }
+        self.as_slice().chunks(chunk).map(<[u8]>::to_vec).collect()
+    }
+}
+
+impl Agent {
+    fn send_inner(
+        &self,
+        dest: u32,
+        tag: u32,
+        data: Payload<'_>,
+        sync: bool,
+    ) -> Result<Request, AgentError> {
+        self.send_at(dest, tag, data, sync, None)
+    }
+
+    fn send_at(
+        &self,
+        dest: u32,
+        tag: u32,
+        data: Payload<'_>,
+        sync: bool,
+        marker: Option<u64>,
+    ) -> Result<Request, AgentError> {
+        self.check_rank(dest)?;
+        if tag == u32::MAX {
+            return Err(AgentError::ReservedTag(tag));
+        }
+        let shared = &self.shared;
+        let (request, counter) = Request::message_driven(1, shared.driver.clone());
+        let mut st = shared.lock();
+        if st.finalized {
+            return Err(AgentError::Finalized);
+        }
+        if dest == shared.rank {
+            st.book
+                .self_send(self.context, tag, data.into_vec(), counter, sync);
+            return Ok(request);
+        }
+        if let Some(reason) = &st.vcs[dest as usize].failed {
+            let _ = counter.fail_car(peer_failed(dest, reason));
+            return Ok(request);
+        }
+        let len = data.as_slice().len();
+        let out = if !sync && len <= st.book.eager_limit {
+            st.book
+                .eager_send(self.context, tag, data.as_slice(), counter)
+        } else {
+            let chunks = data.into_chunks(st.book.chunk);
+            st.book
+                .rendezvous_send(dest, self.context, tag, chunks, counter)
+        };
+        match marker {
+            None => st.write(dest, out),
+            Some(m) => {
+                if let Err(out) = st.vcs[dest as usize].set_marker(m, out) {
+                    let why = st.vcs[dest as usize]
+                        .failed
+                        .clone()
+                        .unwrap_or_else(|| "the marker was bound already".into());
+                    st.book.peer_failed_one(dest, &why, out);
+                }
+                st.progress();
+            }
+        }
+        Ok(request)
+    }
+
+    /// Holds a place for a message to `dest` in its VC's outgoing order now
+    /// (`Reserve_write` of seed 002); bind the message later with [`Agent::set_marker`].
+    /// Messages to `dest` posted after the reservation leave after the bound message, so
+    /// markers bound out of order still go out in reservation order (and match receives in that
+    /// order). Not available on the self loop (`dest` = own rank), whose messages are matched
+    /// at once.
+    pub fn reserve_write(&self, dest: u32) -> Result<Marker, AgentError> {
+        self.check_rank(dest)?;
+        if dest == self.shared.rank {
+            return Err(AgentError::SelfReservation);
+        }
+        let mut st = self.shared.lock();
+        if st.finalized {
+            return Err(AgentError::Finalized);
+        }
+        let id = st.book.id();
+        st.vcs[dest as usize].reserve_write(id);
+        Ok(Marker { peer: dest, id })
+    }
+
+    /// Binds a tagged message to a place held by [`Agent::reserve_write`] (`Set_marker` of
+    /// seed 002) and returns its send request. The data is copied as by [`Agent::isend`].
+    pub fn set_marker(&self, marker: Marker, tag: u32, data: &[u8]) -> Result<Request, AgentError> {
+        if tag == u32::MAX {
+            return Err(AgentError::ReservedTag(tag));
+        }
+        self.send_at(marker.peer, tag, Payload::Borrowed(data), false, Some(marker.id))
+    }
+
+    /// Starts a send of `data` to rank `dest` with `tag` (`MPI_Isend`). The data is copied
+    /// (eager: into the method; rendezvous: into pieces the agent owns until sent), so `data`
+    /// may be reused as soon as this returns; the request completes when the message has left.
+    pub fn isend(&self, dest: u32, tag: u32, data: &[u8]) -> Result<Request, AgentError> {
+        self.send_inner(dest, tag, Payload::Borrowed(data), false)
+    }
+
+    /// Like [`Agent::isend`], taking the buffer: a rendezvous message no larger than one piece
+    /// is sent from it without a copy.
+    pub fn isend_owned(&self, dest: u32, tag: u32, data: Vec<u8>) -> Result<Request, AgentError> {
+        self.send_inner(dest, tag, Payload::Owned(data), false)
+    }
+
+    /// Starts a synchronous send (`MPI_Issend`): the request completes only once a matching
+    /// receive took the message (always rendezvous to a peer).
+    pub fn issend(&self, dest: u32, tag: u32, data: &[u8]) -> Result<Request, AgentError> {
+        self.send_inner(dest, tag, Payload::Borrowed(data), true)
+    }
+
+    /// Starts a receive of at most `capacity` bytes from `source` with `tag` (`MPI_Irecv`);
+    /// the message lands in the returned buffer once the request completes.
+    pub fn irecv(
+        &self,
+        capacity: usize,
+        source: Source,
+        tag: TagMatch,
+    ) -> Result<(Request, RecvBuffer), AgentError> {
+        let buf = RecvBuffer::new(capacity);
+        let request = self.irecv_into(buf.clone(), source, tag)?;
+        Ok((request, buf))
+    }
+
+    /// Starts a receive into `buf` (which must be empty; its capacity bounds the message).
+    pub fn irecv_into(
+        &self,
+        buf: RecvBuffer,
+        source: Source,
+        tag: TagMatch,
+    ) -> Result<Request, AgentError> {
+        self.check_source(source)?;
+        if tag == TagMatch::Tag(u32::MAX) {
+            return Err(AgentError::ReservedTag(u32::MAX));
+        }
+        let shared = &self.shared;
+        let (request, counter) = Request::message_driven(1, shared.driver.clone());
+        let mut st = shared.lock();
+        if st.finalized {
+            return Err(AgentError::Finalized);
+        }
+        let pattern = Pattern {
+            context: self.context,
+            source,
+            tag,
+        };
+        let dead = match source {
+            Source::Rank(r) => st.vcs[r as usize].failed.clone().map(|why| (r, why)),
+            Source::Any => None,
+        };
+        let posted = PostedRecv { buf, counter };
+        match dead {
+            // Nothing more can come from a failed peer: a receive not matched by a message
+            // that arrived before the failure fails now.
+            Some((r, why)) => {
+                if let Some(p) = st.book.try_match(&pattern, posted) {
+                    let _ = p.counter.fail_car(peer_failed(r, &why));
+                }
+            }
+            None => st.book.post_recv(pattern, posted),
+        }
+        // Try to make progress at once, so an eager message already in a method is matched.
+        st.progress();
+        Ok(request)
+    }
+
+    /// Sends and waits for the send to complete (`MPI_Send`).
+    pub fn send(&self, dest: u32, tag: u32, data: &[u8]) -> Result<(), AgentError> {
+        self.isend(dest, tag, data)?.wait()?;
+        Ok(())
+    }
+
+    /// Synchronous send (`MPI_Ssend`): returns once a matching receive took the message.
+    pub fn ssend(&self, dest: u32, tag: u32, data: &[u8]) -> Result<(), AgentError> {
+        self.issend(dest, tag, data)?.wait()?;
+        Ok(())
+    }
+
+    /// Receives into `buf` (`MPI_Recv`); the status tells the source, tag and length. A longer
+    /// message fills `buf` and fails with [`AgentError::Truncated`] (inside
+    /// [`AgentError::Request`]).
+    pub fn recv(&self, buf: &mut [u8], source: Source, tag: TagMatch) -> Result<Status, AgentError> {
+        let (mut request, data) = self.irecv(buf.len(), source, tag)?;
+        let result = request.wait();
+        data.copy_to(buf);
+        Ok(result?)
+    }
+
+    /// Looks for a matching message without receiving it (`MPI_Iprobe`), after one progress
+    /// pass.
+    pub fn iprobe(&self, source: Source, tag: TagMatch) -> Result<Option<Probed>, AgentError> {
+        self.check_source(source)?;
+        let pattern = Pattern {
+            context: self.context,
+            source,
+            tag,
+        };
+        let mut st = self.shared.lock();
+        if st.finalized {
+            return Err(AgentError::Finalized);
+        }
+        st.progress();
+        if let Some((e, u)) = st.book.queues.peek_unexpected(&pattern) {
+            return Ok(Some(Probed {
+                source: e.source,
+                tag: e.tag,
+                len: u.len(),
+            }));
+        }
+        if let Source::Rank(r) = source {
+            if let (Some(reason), true) = (&st.vcs[r as usize].failed, st.vcs[r as usize].drained) {
+                return Err(peer_failed(r, reason));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Waits until a matching message is there (`MPI_Probe`), at most `timeout` (`None`: no
+    /// limit). A probe naming a failed peer ends with [`AgentError::PeerFailed`].
+    pub fn probe(
+        &self,
+        source: Source,
+        tag: TagMatch,
+        timeout: Option<Duration>,
+    ) -> Result<Probed, AgentError> {
+        let start = Instant::now();
+        loop {
+            if let Some(p) = self.iprobe(source, tag)? {
+                return Ok(p);
+            }
+            if let Some(t) = timeout {
+                if start.elapsed() >= t {
+                    return Err(AgentError::Timeout {
+                        what: "probe",
+                        seconds: t.as_secs(),
+                    });
+                }
+            }
+            self.shared.progress_blocking(Duration::from_millis(1));
+        }
+    }
+}

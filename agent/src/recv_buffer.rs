@@ -1,0 +1,86 @@
+//! [`RecvBuffer`]: where a nonblocking receive puts its message.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The destination of a receive: a buffer of fixed capacity that the agent fills and the
+/// caller reads once the receive's request completed.
+///
+/// It is a shared handle (cloning gives another handle on the same bytes): the agent keeps one
+/// until the message is in, the caller keeps the other. The agent never writes more than
+/// [`RecvBuffer::capacity`] bytes: a longer message is truncated and its request fails with
+/// [`AgentError::Truncated`](crate::error::AgentError::Truncated).
+#[derive(Debug, Clone)]
+pub struct RecvBuffer {
+    data: Arc<Mutex<Vec<u8>>>,
+    capacity: usize,
+}
+
+impl RecvBuffer {
+    /// An empty buffer that accepts up to `capacity` bytes. Memory is allocated as bytes
+    /// arrive.
+    pub fn new(capacity: usize) -> RecvBuffer {
+        RecvBuffer {
+            data: Arc::new(Mutex::new(Vec::new())),
+            capacity,
+        }
+    }
+
+    /// Most bytes this buffer accepts.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<u8>> {
+        // The lock is only held for copies that cannot panic; a poisoned lock still holds
+        // consistent bytes.
+        self.data.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Number of bytes received so far.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no byte was received.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Takes the received bytes out (the buffer is then empty).
+    pub fn take(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    /// Copies the received bytes to the front of `out`; returns how many were copied.
+    pub fn copy_to(&self, out: &mut [u8]) -> usize {
+        let d = self.lock();
+        let n = d.len().min(out.len());
+        out[..n].copy_from_slice(&d[..n]);
+        n
+    }
+
+    /// Runs `f` on the received bytes without copying them.
+    pub fn with<T>(&self, f: impl FnOnce(&[u8]) -> T) -> T {
+        f(&self.lock())
+    }
+
+    /// Appends `bytes`, up to the capacity; returns how many were kept.
+    pub(crate) fn fill(&self, bytes: &[u8]) -> usize {
+        let mut d = self.lock();
+        let room = self.capacity - d.len().min(self.capacity);
+        let n = room.min(bytes.len());
+        if d.capacity() == 0 && n < bytes.len() {
+            d.reserve_exact(self.capacity);
+        }
+        d.extend_from_slice(&bytes[..n]);
+        n
+    }
+
+    /// Prepares room for a message of `len` bytes (no reallocation while it arrives).
+    pub(crate) fn expect(&self, len: u64) {
+        let want = (len.min(self.capacity as u64)) as usize;
+        let mut d = self.lock();
+        let extra = want.saturating_sub(d.len());
+        d.reserve_exact(extra);
+    }
+}

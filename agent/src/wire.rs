@@ -1,0 +1,87 @@
+//! The agent's protocol on a VC: what each message carries.
+//!
+//! Every agent message is one method message. Its 64-bit method tag holds the kind in the top
+//! byte and an id in the low 56 bits; the payload starts with a small little-endian header:
+//!
+//! | kind | method tag id | payload |
+//! | --- | --- | --- |
+//! | `EAGER` | 0 | context u32, tag u32, then the data |
+//! | `RTS` (ready to send) | sender's id | context u32, tag u32, length u64 |
+//! | `CTS` (clear to send) | sender's id | receiver's id u64 |
+//! | `DATA` | receiver's id | a piece of the data (pieces arrive in order) |
+//!
+//! Rendezvous: the sender keeps the data and sends `RTS`; the receiver matches it like any
+//! message and answers `CTS` naming where the data goes; the sender then sends the data in
+//! `DATA` pieces of `rendezvous_chunk` bytes, pipelined by the method.
+
+/// A message carrying a whole small message.
+pub(crate) const EAGER: u8 = 1;
+/// The announcement of a rendezvous message.
+pub(crate) const RTS: u8 = 2;
+/// The receiver's go-ahead for a rendezvous message.
+pub(crate) const CTS: u8 = 3;
+/// A piece of a rendezvous message.
+pub(crate) const DATA: u8 = 4;
+
+/// Bytes of the `EAGER` header.
+pub(crate) const EAGER_HEADER: usize = 8;
+/// Bytes of the `RTS` payload.
+pub(crate) const RTS_LEN: usize = 16;
+/// Ids fit in the low 56 bits of a method tag.
+pub(crate) const ID_MASK: u64 = (1 << 56) - 1;
+
+#[inline]
+pub(crate) fn method_tag(kind: u8, id: u64) -> u64 {
+    (u64::from(kind) << 56) | (id & ID_MASK)
+}
+
+#[inline]
+pub(crate) fn split_tag(tag: u64) -> (u8, u64) {
+    ((tag >> 56) as u8, tag & ID_MASK)
+}
+
+#[inline]
+pub(crate) fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+#[inline]
+pub(crate) fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// An `EAGER` payload: header and data in one buffer.
+pub(crate) fn eager(context: u32, tag: u32, data: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(EAGER_HEADER + data.len());
+    b.extend_from_slice(&context.to_le_bytes());
+    b.extend_from_slice(&tag.to_le_bytes());
+    b.extend_from_slice(data);
+    b
+}
+
+/// An `RTS` payload.
+pub(crate) fn rts(context: u32, tag: u32, len: u64) -> Vec<u8> {
+    let mut b = Vec::with_capacity(RTS_LEN);
+    b.extend_from_slice(&context.to_le_bytes());
+    b.extend_from_slice(&tag.to_le_bytes());
+    b.extend_from_slice(&len.to_le_bytes());
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_round_trip() {
+        for kind in [EAGER, RTS, CTS, DATA] {
+            assert_eq!(split_tag(method_tag(kind, 12345)), (kind, 12345));
+        }
+        assert_eq!(split_tag(method_tag(DATA, u64::MAX)), (DATA, ID_MASK));
+        let e = eager(3, 9, b"abc");
+        assert_eq!((u32_at(&e, 0), u32_at(&e, 4), &e[8..]), (Some(3), Some(9), &b"abc"[..]));
+        let r = rts(1, 2, 99);
+        assert_eq!(u64_at(&r, 8), Some(99));
+        assert_eq!(u64_at(&r, 9), None);
+    }
+}
