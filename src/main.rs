@@ -1,6 +1,7 @@
 //! The `viaduct` command line: machine info, launcher, benchmarks.
 
 mod bench;
+mod demo;
 mod info;
 mod launch;
 
@@ -20,6 +21,8 @@ enum Command {
     Info(info::Args),
     /// Start N local ranks of a program, serving them the PMI-1 bootstrap protocol.
     Launch(launch::Args),
+    /// The tour: 4 local ranks over every method here, collectives, file I/O, a handler.
+    Demo(demo::Args),
     /// Run a benchmark.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -46,6 +49,7 @@ fn main() {
             Ok(code) => std::process::exit(code),
             Err(e) => Err(e),
         },
+        Command::Demo(a) => demo::run(a),
         Command::Bench(b) => match b {
             #[cfg(feature = "rdma")]
             BenchCommand::VerbsLat(a) => bench::verbs_lat::run(a),

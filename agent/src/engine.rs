@@ -65,8 +65,9 @@ pub(crate) struct Book {
     pub(crate) queues: MatchQueues<PostedRecv, Unexpected>,
     pub(crate) unexpected_bytes: usize,
     next_id: u64,
-    /// Descriptor id -> the send request it completes, and the payload bytes it carries.
-    sends: HashMap<u64, (CarCounter, u64)>,
+    /// Descriptor id -> the send request it completes, the payload bytes it carries, and the
+    /// peer.
+    sends: HashMap<u64, (CarCounter, u64, u32)>,
     rndv_sends: HashMap<u64, RndvSend>,
     rndv_recvs: HashMap<u64, RndvRecv>,
     pub(crate) eager_limit: usize,
@@ -186,13 +187,14 @@ impl Book {
     /// An eager send to a peer: the message to write, its completion registered.
     pub(crate) fn eager_send(
         &mut self,
+        peer: u32,
         context: u32,
         tag: u32,
         data: &[u8],
         counter: CarCounter,
     ) -> Outbound {
         let id = self.id();
-        self.sends.insert(id, (counter, data.len() as u64));
+        self.sends.insert(id, (counter, data.len() as u64, peer));
         Outbound {
             id,
             tag: wire::method_tag(EAGER, 0),
@@ -330,7 +332,8 @@ impl Book {
                 let _ = s.counter.add_outstanding(extra);
                 for chunk in s.chunks {
                     let did = self.id();
-                    self.sends.insert(did, (s.counter.clone(), chunk.len() as u64));
+                    self.sends
+                        .insert(did, (s.counter.clone(), chunk.len() as u64, s.peer));
                     self.outbox.push((
                         s.peer,
                         Outbound {
@@ -363,11 +366,11 @@ impl Book {
     /// A descriptor completed.
     pub(crate) fn completed(&mut self, peer: u32, id: u64, result: Result<usize, MethodError>) -> Option<String> {
         match (self.sends.remove(&id), result) {
-            (Some((counter, bytes)), Ok(_)) => {
+            (Some((counter, bytes, _)), Ok(_)) => {
                 let _ = counter.complete_car(bytes);
                 None
             }
-            (Some((counter, _)), Err(e)) => {
+            (Some((counter, _, _)), Err(e)) => {
                 let reason = chain(&e);
                 let _ = counter.fail_car(peer_failed(peer, &reason));
                 Some(reason)
@@ -379,7 +382,7 @@ impl Book {
 
     /// Fails the request of one message that cannot be sent.
     pub(crate) fn peer_failed_one(&mut self, peer: u32, reason: &str, out: Outbound) {
-        if let Some((counter, _)) = self.sends.remove(&out.id) {
+        if let Some((counter, _, _)) = self.sends.remove(&out.id) {
             let _ = counter.fail_car(peer_failed(peer, reason));
         }
         let (_, sid) = wire::split_tag(out.tag);
@@ -393,8 +396,17 @@ impl Book {
     /// Fails what depends on a failed peer: queued messages, rendezvous in either direction,
     /// receives naming it, and announcements of its messages nobody can fetch any more.
     pub(crate) fn peer_failed(&mut self, peer: u32, reason: &str, queued: Vec<Outbound>) {
-        for o in queued {
-            if let Some((counter, _)) = self.sends.remove(&o.id) {
+        // Queued messages, and those the method accepted: the request fails now, and a
+        // completion the method may still deliver for them later finds nothing to complete.
+        drop(queued);
+        let ids: Vec<u64> = self
+            .sends
+            .iter()
+            .filter(|(_, s)| s.2 == peer)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            if let Some((counter, _, _)) = self.sends.remove(&id) {
                 let _ = counter.fail_car(peer_failed(peer, reason));
             }
         }
@@ -445,7 +457,7 @@ impl Book {
     /// Fails every request still open (at finalize).
     pub(crate) fn fail_all(&mut self) {
         let err = || AgentError::Finalized;
-        for (_, (c, _)) in self.sends.drain() {
+        for (_, (c, _, _)) in self.sends.drain() {
             let _ = c.fail_car(err());
         }
         for (_, s) in self.rndv_sends.drain() {

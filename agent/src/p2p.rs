@@ -133,7 +133,7 @@ impl Agent {
         let len = data.as_slice().len();
         let out = if !sync && len <= st.book.eager_limit {
             st.book
-                .eager_send(self.context, tag, data.as_slice(), counter)
+                .eager_send(dest, self.context, tag, data.as_slice(), counter)
         } else {
             let chunks = data.into_chunks(st.book.chunk);
             st.book

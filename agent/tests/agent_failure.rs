@@ -112,6 +112,7 @@ fn killed_mid_transfer(kind: MethodKind, name: &str) {
     agent.send(0, 9, b"self").unwrap();
     let mut b = [0u8; 4];
     agent.recv(&mut b, Source::Rank(0), TagMatch::Tag(9)).unwrap();
+    drop(agent);
     server.shutdown();
 }
 

@@ -78,6 +78,14 @@ fn wait_child(mut child: Child) {
 const SIZES: [usize; 9] = [0, 1, 63, 64, 4095, 4096, 65536, 1 << 20, 16 << 20];
 const SMALL: u64 = 1_000_000;
 
+/// Becomes user and group `nobody`, so that `process_vm_readv` on the (root) parent fails with
+/// `EPERM` while the parent may still read this process.
+fn drop_privileges() {
+    // SAFETY: setgid/setuid take plain integers and only change this process's credentials.
+    let rc = unsafe { (libc::setgid(65534), libc::setuid(65534)) };
+    assert_eq!(rc, (0, 0), "dropping privileges failed");
+}
+
 /// Entry point of the peer process; does nothing in an ordinary test run.
 #[test]
 fn peer_process_entry() {
@@ -88,9 +96,12 @@ fn peer_process_entry() {
         single_copy: role != "echo-chunks",
         ..Config::default()
     };
+    if role == "echo-unprivileged" {
+        drop_privileges();
+    }
     let mut ep = shm::connect(&path, config).expect("connect");
     match role.as_str() {
-        "echo" | "echo-chunks" => loop {
+        "echo" | "echo-chunks" | "echo-unprivileged" => loop {
             let (tag, data) = recv(&mut ep).expect("recv");
             if tag == u64::MAX {
                 break;
@@ -127,7 +138,17 @@ fn peer_process_entry() {
                 while ep.poll().is_some() {}
             }
         }
-        "idle" => std::thread::sleep(LIMIT),
+        "rma-target" => {
+            let key = ep.register(vec![0u8; 4096]);
+            send(&mut ep, 0, key.0 as u64, Vec::new()).expect("send the key");
+            // Serves the parent's writes and reads while it waits for the stop message.
+            loop {
+                let (tag, _) = recv(&mut ep).expect("recv");
+                if tag == u64::MAX {
+                    break;
+                }
+            }
+        }
         other => panic!("unknown role {other}"),
     }
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -140,11 +161,20 @@ fn peer_process_entry() {
 }
 
 fn echo_sizes(role: &str, name: &str, expect: LongMessages) {
+    echo_sizes_both(role, name, expect, LongMessages::SingleCopy);
+}
+
+/// Echoes every size; `out` and `back` are the modes expected for each direction.
+fn echo_sizes_both(role: &str, name: &str, out: LongMessages, back: LongMessages) {
     let path = socket_path(name);
     let listener = shm::Listener::bind(&path).expect("bind");
+    // A peer running as another user must be allowed to connect.
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+        .expect("chmod socket");
     let child = spawn_peer(role, &path);
     let mut ep = listener.accept(Config::default()).expect("accept");
-    assert_eq!(ep.long_messages(), expect);
+    assert_eq!(ep.long_messages(), out);
+    assert_eq!(ep.long_messages_in(), back);
     for (i, &len) in SIZES.iter().enumerate() {
         let data = pattern(len, i as u64);
         send(&mut ep, i as u64, len as u64, data.clone()).expect("send");
@@ -255,4 +285,76 @@ fn killed_peer_fails_outstanding_descriptors_and_the_stream() {
     }
     failed.sort();
     assert_eq!(failed, [1, 2]);
+}
+
+#[test]
+fn emulated_write_and_read_in_another_process_check_key_and_bounds() {
+    let path = socket_path("rma");
+    let listener = shm::Listener::bind(&path).expect("bind");
+    let child = spawn_peer("rma-target", &path);
+    let mut ep = listener.accept(Config::default()).expect("accept");
+    let (key, _) = recv(&mut ep).expect("key");
+    let key = shm::RegionKey(key as u32);
+    let bad = shm::RegionKey(key.0 ^ 0x40);
+    let data = pattern(1000, 5);
+    assert!(
+        ep.post_write(1, key, 100, &data)
+            .expect("write")
+            .is_posted()
+    );
+    assert!(ep.post_write(2, bad, 0, &data).expect("write").is_posted());
+    assert!(
+        ep.post_write(3, key, 4000, &data)
+            .expect("write")
+            .is_posted()
+    );
+    assert!(
+        ep.post_read(4, key, 0, vec![9; 4096])
+            .expect("read")
+            .is_posted()
+    );
+    assert!(
+        ep.post_read(5, key, 4090, vec![0; 10])
+            .expect("read")
+            .is_posted()
+    );
+    let mut seen = std::collections::HashMap::new();
+    let deadline = Instant::now() + LIMIT;
+    while seen.len() < 5 {
+        match ep.poll() {
+            Some(c) => assert!(seen.insert(c.id, c).is_none(), "two completions for one id"),
+            None => {
+                assert!(Instant::now() < deadline, "missing completions");
+                ep.wait(Duration::from_millis(20)).expect("wait");
+            }
+        }
+    }
+    let refused = |id: u64, want: shm::AccessError| matches!(&seen[&id].result, Err(Error::RemoteAccess(e)) if *e == want);
+    assert_eq!(seen[&1].result.as_ref().ok(), Some(&1000));
+    assert!(refused(2, shm::AccessError::BadKey));
+    assert!(refused(3, shm::AccessError::OutOfBounds));
+    assert!(refused(5, shm::AccessError::OutOfBounds));
+    // The read sees the write and nothing else changed around it.
+    let mut expect = vec![0u8; 4096];
+    expect[100..1100].copy_from_slice(&data);
+    assert!(seen[&4].buffer.as_deref() == Some(&expect[..]));
+    send(&mut ep, 9, u64::MAX, Vec::new()).expect("stop");
+    wait_child(child);
+}
+
+#[test]
+fn single_copy_refused_with_eperm_switches_to_ring_chunks() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("SKIPPED: needs root to start a peer under another user");
+        return;
+    }
+    // The peer (user nobody) gets EPERM reading this root process: this side's long messages go
+    // through the ring. This side may read the peer: its long messages come by single copy.
+    echo_sizes_both(
+        "echo-unprivileged",
+        "eperm",
+        LongMessages::RingChunks,
+        LongMessages::SingleCopy,
+    );
 }

@@ -144,7 +144,17 @@ fn peer_process_entry() {
                 }
             }
         }
-        "idle" => std::thread::sleep(LIMIT),
+        "rma-target" => {
+            let key = ep.register(vec![0u8; 4096]);
+            send(&mut ep, 0, key.0 as u64, Vec::new()).expect("send the key");
+            // Serves the parent's writes and reads while it waits for the stop message.
+            loop {
+                let (tag, _) = recv(&mut ep).expect("recv");
+                if tag == u64::MAX {
+                    break;
+                }
+            }
+        }
         other => panic!("unknown role {other}"),
     }
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -256,4 +266,58 @@ fn killed_peer_fails_outstanding_descriptors_and_the_stream() {
     }
     failed.sort();
     assert_eq!(failed, [1, 2]);
+}
+
+#[test]
+fn emulated_write_and_read_in_another_process_check_key_and_bounds() {
+    let (listener, addr) = listen();
+    let child = spawn_peer("rma-target", addr);
+    let mut ep = listener.accept(Config::default()).expect("accept");
+    let (key, _) = recv(&mut ep).expect("key");
+    let key = tcp::RegionKey(key as u32);
+    let bad = tcp::RegionKey(key.0 ^ 0x40);
+    let data = pattern(1000, 5);
+    assert!(
+        ep.post_write(1, key, 100, &data)
+            .expect("write")
+            .is_posted()
+    );
+    assert!(ep.post_write(2, bad, 0, &data).expect("write").is_posted());
+    assert!(
+        ep.post_write(3, key, 4000, &data)
+            .expect("write")
+            .is_posted()
+    );
+    assert!(
+        ep.post_read(4, key, 0, vec![9; 4096])
+            .expect("read")
+            .is_posted()
+    );
+    assert!(
+        ep.post_read(5, key, 4090, vec![0; 10])
+            .expect("read")
+            .is_posted()
+    );
+    let mut seen = std::collections::HashMap::new();
+    let deadline = Instant::now() + LIMIT;
+    while seen.len() < 5 {
+        match ep.poll() {
+            Some(c) => assert!(seen.insert(c.id, c).is_none(), "two completions for one id"),
+            None => {
+                assert!(Instant::now() < deadline, "missing completions");
+                ep.wait(Duration::from_millis(20)).expect("wait");
+            }
+        }
+    }
+    let refused = |id: u64, want: tcp::AccessError| matches!(&seen[&id].result, Err(Error::RemoteAccess(e)) if *e == want);
+    assert_eq!(seen[&1].result.as_ref().ok(), Some(&1000));
+    assert!(refused(2, tcp::AccessError::BadKey));
+    assert!(refused(3, tcp::AccessError::OutOfBounds));
+    assert!(refused(5, tcp::AccessError::OutOfBounds));
+    // The read sees the write and nothing else changed around it.
+    let mut expect = vec![0u8; 4096];
+    expect[100..1100].copy_from_slice(&data);
+    assert!(seen[&4].buffer.as_deref() == Some(&expect[..]));
+    send(&mut ep, 9, u64::MAX, Vec::new()).expect("stop");
+    wait_child(child);
 }

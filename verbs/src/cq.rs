@@ -154,16 +154,19 @@ impl Completions {
     }
 
     /// Completions held.
+    #[inline]
     pub fn len(&self) -> usize {
         self.done.len()
     }
 
     /// True when none is held.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.done.is_empty()
     }
 
     /// Takes the oldest completion.
+    #[inline]
     pub fn pop(&mut self) -> Option<Completion> {
         self.done.pop_front()
     }
@@ -205,6 +208,7 @@ impl CompletionQueue {
     /// Polls once (`ibv_poll_cq`, at most one batch) and appends what completed to `out`.
     /// Returns how many completions were appended (unsignalled requests completed implicitly
     /// count too). Never blocks.
+    #[inline]
     pub fn poll(&self, out: &mut Completions) -> Result<usize> {
         let n = libc::c_int::try_from(out.raw.len()).unwrap_or(libc::c_int::MAX);
         // SAFETY: live CQ; `raw` has room for `n` entries.

@@ -195,12 +195,14 @@ impl MemoryRegion {
     }
 
     /// Local key (goes into scatter/gather entries).
+    #[inline]
     pub fn lkey(&self) -> u32 {
         // SAFETY: the registration is live while self exists.
         unsafe { (*self.mr).lkey }
     }
 
     /// Remote key (what a peer needs for RDMA read/write).
+    #[inline]
     pub fn rkey(&self) -> u32 {
         // SAFETY: as in lkey.
         unsafe { (*self.mr).rkey }
@@ -212,6 +214,7 @@ impl MemoryRegion {
     }
 
     /// Start address of the buffer.
+    #[inline]
     pub fn addr(&self) -> u64 {
         self.buf.as_ptr() as u64
     }

@@ -50,7 +50,6 @@ const ID_BLOCK: u64 = 1 << 32;
 /// which queue a completion belongs to.
 const RECV_BIT: u64 = 1 << 63;
 
-
 enum Posted {
     Send(SendRequest),
     Recv(RecvRequest),
@@ -62,6 +61,7 @@ struct Pending {
 }
 
 impl Pending {
+    #[inline]
     fn into_completion(self, wc: Option<&sys::ibv_wc>, qp_num: u32) -> Completion {
         let (id, posted_opcode, signalled, segments) = match self.req {
             Posted::Send(r) => (r.id, r.op.opcode(), r.signalled, r.segments),
@@ -136,6 +136,7 @@ pub(crate) struct QpShared {
 }
 
 impl Queues {
+    #[inline]
     fn alloc_id(&mut self) -> u64 {
         if self.next_id >= self.id_limit {
             self.next_id = NEXT_WR_ID.fetch_add(ID_BLOCK, Ordering::Relaxed) & !RECV_BIT;
@@ -148,12 +149,14 @@ impl Queues {
 }
 
 impl QpShared {
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, Queues> {
         self.queues.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Matches a work completion with its request (and completes the unsignalled requests
     /// posted before it on the same queue).
+    #[inline]
     pub(crate) fn complete(&self, wc: &sys::ibv_wc, out: &mut VecDeque<Completion>) {
         let mut q = self.lock();
         let queue = if wc.wr_id & RECV_BIT != 0 {
@@ -181,6 +184,7 @@ impl QpShared {
         }
     }
 
+    #[inline]
     fn state(&self) -> u32 {
         self.state.load(Ordering::Acquire)
     }
@@ -749,8 +753,8 @@ impl QueuePair {
         // The requests wait in the queue while their descriptors are built; the lock keeps
         // completions from looking at them before the post.
         let start = q.send.len();
-        let mut refused = (shared.state() != sys::ibv_qp_state::IBV_QPS_RTS)
-            .then(|| self.not_connected());
+        let mut refused =
+            (shared.state() != sys::ibv_qp_state::IBV_QPS_RTS).then(|| self.not_connected());
         for r in requests {
             if refused.is_none() {
                 refused = r.validate().err();
@@ -886,6 +890,7 @@ impl QueuePair {
     }
 }
 
+#[inline]
 fn sge(s: RawSge) -> sys::ibv_sge {
     sys::ibv_sge {
         addr: s.addr,
@@ -954,6 +959,7 @@ fn push_send_wr(
 
 /// Links the scratch send work requests into one list, posts it with one `ibv_post_send`, and
 /// empties the scratch arrays. Returns how many were posted, and the error if not all were.
+#[inline]
 fn post_send_list(
     qp: *mut sys::ibv_qp,
     wrs: &mut Vec<sys::ibv_send_wr>,
@@ -997,6 +1003,7 @@ fn post_send_list(
     result
 }
 
+#[inline]
 fn bad_index<T>(base: *const T, bad: *const T, n: usize) -> usize {
     let (b, x) = (base as usize, bad as usize);
     if bad.is_null() || x < b {

@@ -64,6 +64,7 @@ pub enum Status {
 
 impl Status {
     /// From the raw `ibv_wc_status`.
+    #[inline]
     pub fn from_raw(v: u32) -> Self {
         use sys::ibv_wc_status::*;
         match v {
@@ -187,6 +188,7 @@ impl Status {
     }
 
     /// True for [`Status::Success`].
+    #[inline]
     pub fn is_success(self) -> bool {
         self == Self::Success
     }
@@ -219,6 +221,7 @@ pub enum Opcode {
 }
 
 impl Opcode {
+    #[inline]
     pub(crate) fn from_raw(v: u32) -> Self {
         use sys::ibv_wc_opcode::*;
         match v {

@@ -78,6 +78,7 @@ impl Segment {
         self.region
     }
 
+    #[inline]
     pub(crate) fn raw(&self) -> RawSge {
         RawSge {
             addr: self.region.addr() + self.offset as u64,
@@ -110,6 +111,7 @@ pub enum SendOp {
 }
 
 impl SendOp {
+    #[inline]
     pub(crate) fn opcode(&self) -> Opcode {
         match self {
             Self::Send | Self::SendWithImm(_) => Opcode::Send,
@@ -118,6 +120,7 @@ impl SendOp {
         }
     }
 
+    #[inline]
     pub(crate) fn remote(&self) -> Option<&RemoteRegion> {
         match self {
             Self::Write(r) | Self::WriteWithImm(r, _) | Self::Read(r) => Some(r),
@@ -211,6 +214,7 @@ impl SendRequest {
     }
 
     /// Total bytes of the local segments.
+    #[inline]
     pub fn len(&self) -> usize {
         self.segments.iter().map(Segment::len).sum()
     }
@@ -225,6 +229,7 @@ impl SendRequest {
         self.segments
     }
 
+    #[inline]
     pub(crate) fn validate(&self) -> Result<()> {
         if let Some(r) = self.op.remote() {
             if (self.len() as u64) > r.len {

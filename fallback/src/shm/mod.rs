@@ -32,6 +32,9 @@
 //! It spins adaptively, then sleeps on a futex word in the shared segment that the peer rings
 //! after publishing a record or releasing space (only when this side announced it sleeps).
 //!
+//! Dropping an endpoint waits up to four `liveness_interval`s for the peer to read the long
+//! messages it still holds; a message the peer has not read by then is lost to it.
+//!
 //! # Failure
 //!
 //! An endpoint notices a peer that closed its endpoint or died (its end of the set-up socket

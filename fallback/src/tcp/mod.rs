@@ -18,6 +18,14 @@
 //! Batches carrying a payload of at least [`Config::zero_copy_threshold`] bytes use
 //! `IORING_OP_SENDMSG_ZC`; their buffers come back after the kernel's notification.
 //!
+//! # Progress
+//!
+//! Nothing runs in the background: `next`, `poll` and `wait` reap the ring's completions, re-arm
+//! the receive, send queued frames and serve the peer's requests; only `wait` blocks. A post
+//! sends at once when no `sendmsg` is in flight; otherwise its frame joins the next batch, which
+//! leaves at the next `poll`, `next` or `wait`. Call one of them regularly, also after the last
+//! post.
+//!
 //! # Receiving
 //!
 //! A multishot receive fills buffers of a provided-buffer ring registered with the engine.

@@ -1,0 +1,302 @@
+//! The receive side of an endpoint: records out of the inbound ring, the peer's requests and
+//! replies, long messages, and `next`/`consume`.
+
+use std::sync::atomic::Ordering;
+
+use crate::frame::{FLAG_FIRST, Header, Kind};
+
+use super::super::cma;
+use super::super::completion::Completion;
+use super::super::error::{AccessError, Error};
+use super::super::region::RegionKey;
+use super::super::ring::{Peek, Record};
+use super::{Endpoint, Inbound, Message, OwedReply, u64_le};
+
+impl Endpoint {
+    pub(super) fn protocol_error(&mut self, what: String) -> Error {
+        self.fail("the peer broke the ring protocol");
+        Error::Protocol(what)
+    }
+
+    pub(super) fn reply(&mut self, header: Header, data: &[u8]) {
+        if self.owed.is_empty() && self.put_record(header, &[data]) {
+            return;
+        }
+        self.owed.push_back(OwedReply {
+            header,
+            data: data.to_vec(),
+        });
+    }
+
+    pub(super) fn release(&mut self, rec: &Record) {
+        self.rx.release(rec);
+        self.notify_peer();
+    }
+
+    pub(super) fn payload(rec: &Record) -> &[u8] {
+        // SAFETY: the record was published (acquire on its stamp) and is not released yet: the
+        // producer does not write its bytes until the consumer releases it. The returned borrow
+        // never outlives the caller's use before `release`.
+        unsafe { std::slice::from_raw_parts(rec.payload.as_ptr(), rec.header.len as usize) }
+    }
+
+    /// Processes inbound records until a message is ready for `next` (true) or the ring is
+    /// empty (false).
+    pub(super) fn advance_inbound(&mut self) -> Result<bool, Error> {
+        loop {
+            if matches!(
+                self.inbound,
+                Inbound::Ring { .. } | Inbound::Assembled { .. }
+            ) {
+                return Ok(true);
+            }
+            let rec = match self.rx.peek() {
+                Peek::Empty => return Ok(false),
+                Peek::Corrupt(what) => return Err(self.protocol_error(what)),
+                Peek::Record(r) => r,
+            };
+            let h = rec.header;
+            if h.seq != self.recv_seq {
+                return Err(self.protocol_error(format!(
+                    "record sequence {} where {} was expected",
+                    h.seq, self.recv_seq
+                )));
+            }
+            self.recv_seq = self.recv_seq.wrapping_add(1);
+            let assembling = matches!(self.inbound, Inbound::Assembling { .. });
+            if assembling && h.kind != Kind::Fragment {
+                return Err(self.protocol_error("a record interrupts a chunked message".into()));
+            }
+            match h.kind {
+                Kind::Send => {
+                    self.inbound = Inbound::Ring { rec, consumed: 0 };
+                    return Ok(true);
+                }
+                Kind::Rendezvous => self.on_rendezvous(&rec)?,
+                Kind::Fragment => self.on_fragment(&rec)?,
+                Kind::Write => {
+                    let status = {
+                        let data = Self::payload(&rec);
+                        match self
+                            .regions
+                            .range_mut(RegionKey(h.key), h.offset, data.len())
+                        {
+                            Ok(dst) => {
+                                dst.copy_from_slice(data);
+                                0
+                            }
+                            Err(e) => e.code(),
+                        }
+                    };
+                    self.release(&rec);
+                    let mut r = Header::new(Kind::WriteAck, 0);
+                    r.tag = h.tag;
+                    r.status = status;
+                    self.reply(r, &[]);
+                }
+                Kind::Read => {
+                    let want = u64_le(Self::payload(&rec), 0);
+                    self.release(&rec);
+                    let mut r = Header::new(Kind::ReadReply, 0);
+                    r.tag = h.tag;
+                    let data = if h.len != 8 || want > self.config.eager_limit as u64 {
+                        r.status = AccessError::OutOfBounds.code();
+                        Vec::new()
+                    } else {
+                        match self
+                            .regions
+                            .range(RegionKey(h.key), h.offset, want as usize)
+                        {
+                            Ok(src) => src.to_vec(),
+                            Err(e) => {
+                                r.status = e.code();
+                                Vec::new()
+                            }
+                        }
+                    };
+                    self.reply(r, &data);
+                }
+                Kind::WriteAck | Kind::ReadReply => self.on_reply(&rec)?,
+                Kind::Close | Kind::Credit => {
+                    self.release(&rec);
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_rendezvous(&mut self, rec: &Record) -> Result<(), Error> {
+        let p = Self::payload(rec);
+        if p.len() != 16 {
+            return Err(self.protocol_error("rendezvous record of the wrong size".into()));
+        }
+        let (addr, len) = (u64_le(p, 0), u64_le(p, 8));
+        if len > self.config.max_message as u64 {
+            return Err(self.protocol_error(format!("rendezvous of {len} bytes is too long")));
+        }
+        let len = len as usize;
+        self.assembly.resize(len, 0);
+        if let Err(source) = cma::read_from(self.peer_pid, addr, &mut self.assembly[..len]) {
+            if source.raw_os_error() == Some(libc::ESRCH) {
+                self.fail("the peer process went away");
+                return Err(Error::PeerFailed("the peer process went away"));
+            }
+            self.fail("single-copy read from the peer failed");
+            return Err(Error::SingleCopy { len, source });
+        }
+        let tag = rec.header.tag;
+        self.rx.release(rec);
+        self.seg.control().rings[1 - self.side]
+            .consumer
+            .rendezvous_done
+            .fetch_add(1, Ordering::Release);
+        self.notify_peer();
+        self.inbound = Inbound::Assembled {
+            tag,
+            len,
+            consumed: 0,
+        };
+        Ok(())
+    }
+
+    pub(super) fn on_fragment(&mut self, rec: &Record) -> Result<(), Error> {
+        let h = rec.header;
+        if h.flags & FLAG_FIRST != 0 {
+            if matches!(self.inbound, Inbound::Assembling { .. }) {
+                return Err(self.protocol_error("a new chunked message starts inside one".into()));
+            }
+            if h.offset > self.config.max_message as u64 {
+                return Err(self
+                    .protocol_error(format!("chunked message of {} bytes is too long", h.offset)));
+            }
+            self.assembly.resize(h.offset as usize, 0);
+            self.inbound = Inbound::Assembling {
+                tag: h.tag,
+                total: h.offset as usize,
+                filled: 0,
+            };
+        }
+        let Inbound::Assembling { tag, total, filled } = self.inbound else {
+            return Err(self.protocol_error("a chunk arrives outside a chunked message".into()));
+        };
+        let n = h.len as usize;
+        if filled + n > total {
+            return Err(self.protocol_error("chunks overrun their message".into()));
+        }
+        self.assembly[filled..filled + n].copy_from_slice(Self::payload(rec));
+        self.release(rec);
+        let filled = filled + n;
+        self.inbound = if filled == total {
+            Inbound::Assembled {
+                tag,
+                len: total,
+                consumed: 0,
+            }
+        } else {
+            Inbound::Assembling { tag, total, filled }
+        };
+        Ok(())
+    }
+
+    pub(super) fn on_reply(&mut self, rec: &Record) -> Result<(), Error> {
+        let h = rec.header;
+        let Some(mut op) = self.rma_out.remove(&h.tag) else {
+            return Err(self.protocol_error(format!("reply for unknown operation {}", h.tag)));
+        };
+        let result = match AccessError::from_code(h.status) {
+            Some(e) => Err(Error::RemoteAccess(e)),
+            None if h.status != 0 => {
+                return Err(self.protocol_error(format!("unknown reply status {}", h.status)));
+            }
+            None if h.kind == Kind::ReadReply => {
+                let data = Self::payload(rec);
+                match op.buf.as_mut() {
+                    Some(b) if b.len() == data.len() => {
+                        b.copy_from_slice(data);
+                        Ok(data.len())
+                    }
+                    _ => return Err(self.protocol_error("read reply of the wrong length".into())),
+                }
+            }
+            None => Ok(op.len),
+        };
+        self.release(rec);
+        self.completions.push_back(Completion {
+            id: op.id,
+            op: op.op,
+            result,
+            buffer: op.buf,
+        });
+        Ok(())
+    }
+
+    /// Borrows the next inbound message in place: the unconsumed bytes of the current message,
+    /// inside the inbound ring (eager messages) or the reassembly buffer (long messages).
+    /// `Ok(None)` when nothing has arrived. Processes the peer's emulated RDMA requests and
+    /// replies on the way. After the peer failed, messages that arrived before still come out,
+    /// then the failure is returned as [`Error::PeerFailed`].
+    // `next`/`consume` are the method contract's names; this is not an iterator (the slice
+    // borrows the endpoint until `consume`).
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<Message<'_>>, Error> {
+        if !self.advance_inbound()? {
+            if self.owed.is_empty() && self.chunked_out.is_empty() {
+                self.maybe_check_liveness();
+            } else {
+                self.progress();
+            }
+            self.check_open()?;
+            return Ok(None);
+        }
+        Ok(Some(match &self.inbound {
+            Inbound::Ring { rec, consumed } => Message {
+                tag: rec.header.tag,
+                data: &Self::payload(rec)[*consumed..],
+            },
+            Inbound::Assembled { tag, len, consumed } => Message {
+                tag: *tag,
+                data: &self.assembly[*consumed..*len],
+            },
+            _ => return Ok(None),
+        }))
+    }
+
+    /// Gives back the first `n` bytes shown by `next`. Once every byte of a message is consumed
+    /// (for an empty message: `consume(0)`), its ring cell is released to the sender.
+    pub fn consume(&mut self, n: usize) -> Result<(), Error> {
+        match &mut self.inbound {
+            Inbound::Ring { rec, consumed } => {
+                let len = rec.header.len as usize;
+                if *consumed + n > len {
+                    return Err(Error::ConsumeBeyond {
+                        requested: n,
+                        available: len - *consumed,
+                    });
+                }
+                *consumed += n;
+                if *consumed == len {
+                    let rec = *rec;
+                    self.inbound = Inbound::Idle;
+                    self.release(&rec);
+                }
+                Ok(())
+            }
+            Inbound::Assembled { len, consumed, .. } => {
+                if *consumed + n > *len {
+                    return Err(Error::ConsumeBeyond {
+                        requested: n,
+                        available: *len - *consumed,
+                    });
+                }
+                *consumed += n;
+                if *consumed == *len {
+                    self.inbound = Inbound::Idle;
+                }
+                Ok(())
+            }
+            _ => Err(Error::ConsumeBeyond {
+                requested: n,
+                available: 0,
+            }),
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! The receive side of an endpoint: parsing frames out of the receive buffers, serving the
+//! peer's requests and replies, and `next`/`consume`.
+
+use crate::frame::{HEADER_LEN, Header, Kind};
+use crate::shm::AccessError;
+use crate::shm::region::RegionKey;
+
+use super::super::completion::Completion;
+use super::super::error::Error;
+use super::{Current, Endpoint, Message};
+
+impl Endpoint {
+    pub(super) fn protocol_error(&mut self, e: Error) -> Error {
+        self.fail("the peer sent a malformed frame");
+        e
+    }
+
+    /// Gives `n` stream bytes back to the peer's window.
+    pub(super) fn credit(&mut self, n: usize) {
+        self.freed += n;
+        if self.freed >= self.config.window() / 8 && self.failed.is_none() {
+            self.enqueue(Header::new(Kind::Credit, 0), Vec::new(), None);
+        }
+    }
+
+    /// Returns all freed credit when nothing else is going out to carry it, so that a sender
+    /// waiting for its whole window (a frame larger than the window) is never left short.
+    pub(super) fn credit_when_idle(&mut self) {
+        if self.freed > 0 && self.queue.is_empty() && !self.in_flight && self.failed.is_none() {
+            self.enqueue(Header::new(Kind::Credit, 0), Vec::new(), None);
+        }
+    }
+
+    pub(super) fn pop_empty_chunks(&mut self) {
+        while self.rx.front().is_some_and(|c| c.left() == 0) {
+            self.rx.pop_front();
+        }
+    }
+
+    /// Parses inbound bytes until a message is ready for `next` (true) or more bytes are needed
+    /// (false). Serves requests, replies and credits on the way.
+    pub(super) fn advance(&mut self) -> Result<bool, Error> {
+        loop {
+            match self.current {
+                Current::InPlace { .. } | Current::Assembled { .. } => return Ok(true),
+                Current::Assembling { header, filled } => {
+                    let need = header.len as usize - filled;
+                    if need > 0 {
+                        let Some(front) = self.rx.front_mut() else {
+                            return Ok(false);
+                        };
+                        let n = need.min(front.left());
+                        self.assembly[filled..filled + n]
+                            .copy_from_slice(&front.buf[front.off..front.off + n]);
+                        front.off += n;
+                        self.pop_empty_chunks();
+                        // The bytes left the receive buffers: the sender may refill them.
+                        self.credit(n);
+                        self.current = Current::Assembling {
+                            header,
+                            filled: filled + n,
+                        };
+                        continue;
+                    }
+                    self.current = Current::Idle;
+                    if header.kind == Kind::Send {
+                        self.current = Current::Assembled {
+                            header,
+                            consumed: 0,
+                        };
+                        return Ok(true);
+                    }
+                    let payload = std::mem::take(&mut self.assembly);
+                    let r = self.on_control(header, &payload);
+                    self.assembly = payload;
+                    r?;
+                }
+                Current::Idle => {
+                    if !self.read_header() {
+                        return Ok(false);
+                    }
+                    let raw = self.header_bytes;
+                    self.header_have = 0;
+                    let header = match Header::decode(&raw, self.config.max_frame) {
+                        Ok(h) => h,
+                        Err(e) => return Err(self.protocol_error(Error::Frame(e))),
+                    };
+                    if let Err(e) = self.decoder.accept(&header) {
+                        return Err(self.protocol_error(Error::Frame(e)));
+                    }
+                    if header.kind.carries_credit() {
+                        self.unacked = self.unacked.saturating_sub(header.offset as usize);
+                    }
+                    self.credit(HEADER_LEN);
+                    let len = header.len as usize;
+                    self.pop_empty_chunks();
+                    let in_front = self.rx.front().is_some_and(|c| c.left() >= len);
+                    if len > 0 && in_front {
+                        if header.kind == Kind::Send {
+                            self.current = Current::InPlace {
+                                header,
+                                consumed: 0,
+                            };
+                            return Ok(true);
+                        }
+                        let Some(front) = self.rx.pop_front() else {
+                            continue;
+                        };
+                        let r = self.on_control(header, &front.buf[front.off..front.off + len]);
+                        let mut front = front;
+                        front.off += len;
+                        if front.left() > 0 {
+                            self.rx.push_front(front);
+                        }
+                        self.credit(len);
+                        r?;
+                    } else {
+                        // Spans receive buffers (or is empty): reassemble. The length was
+                        // checked against `max_frame` before this allocation.
+                        self.assembly.clear();
+                        self.assembly.resize(len, 0);
+                        self.current = Current::Assembling { header, filled: 0 };
+                    }
+                }
+            }
+        }
+    }
+
+    /// Collects header bytes from the receive buffers; true once all 32 are there.
+    pub(super) fn read_header(&mut self) -> bool {
+        while self.header_have < HEADER_LEN {
+            self.pop_empty_chunks();
+            let Some(front) = self.rx.front_mut() else {
+                return false;
+            };
+            let n = (HEADER_LEN - self.header_have).min(front.left());
+            self.header_bytes[self.header_have..self.header_have + n]
+                .copy_from_slice(&front.buf[front.off..front.off + n]);
+            front.off += n;
+            self.header_have += n;
+        }
+        self.pop_empty_chunks();
+        true
+    }
+
+    /// Acts on a frame that is not a message for the user.
+    pub(super) fn on_control(&mut self, h: Header, payload: &[u8]) -> Result<(), Error> {
+        match h.kind {
+            // Its credit was taken when the header was parsed.
+            Kind::Credit => {}
+            Kind::Write => {
+                let status = match self
+                    .regions
+                    .range_mut(RegionKey(h.key), h.offset, payload.len())
+                {
+                    Ok(dst) => {
+                        dst.copy_from_slice(payload);
+                        0
+                    }
+                    Err(e) => e.code(),
+                };
+                let mut r = Header::new(Kind::WriteAck, 0);
+                r.tag = h.tag;
+                r.status = status;
+                self.enqueue(r, Vec::new(), None);
+            }
+            Kind::Read => {
+                let mut r = Header::new(Kind::ReadReply, 0);
+                r.tag = h.tag;
+                let want = if payload.len() == 8 {
+                    u64::from_le_bytes(payload.try_into().unwrap_or([0xFF; 8]))
+                } else {
+                    u64::MAX
+                };
+                let max = self.config.max_frame.min(self.peer_max_frame) as u64;
+                let data = if want > max {
+                    r.status = AccessError::OutOfBounds.code();
+                    Vec::new()
+                } else {
+                    match self
+                        .regions
+                        .range(RegionKey(h.key), h.offset, want as usize)
+                    {
+                        Ok(src) => src.to_vec(),
+                        Err(e) => {
+                            r.status = e.code();
+                            Vec::new()
+                        }
+                    }
+                };
+                self.enqueue(r, data, None);
+            }
+            Kind::WriteAck | Kind::ReadReply => {
+                let Some(mut op) = self.rma_out.remove(&h.tag) else {
+                    return Err(self.protocol_error(Error::Protocol(format!(
+                        "reply for unknown operation {}",
+                        h.tag
+                    ))));
+                };
+                let result = match AccessError::from_code(h.status) {
+                    Some(e) => Err(Error::RemoteAccess(e)),
+                    None if h.status != 0 => {
+                        return Err(self.protocol_error(Error::Protocol(format!(
+                            "unknown reply status {}",
+                            h.status
+                        ))));
+                    }
+                    None if h.kind == Kind::ReadReply => match op.buf.as_mut() {
+                        Some(b) if b.len() == payload.len() => {
+                            b.copy_from_slice(payload);
+                            Ok(payload.len())
+                        }
+                        _ => {
+                            return Err(self.protocol_error(Error::Protocol(
+                                "read reply of the wrong length".into(),
+                            )));
+                        }
+                    },
+                    None => Ok(op.len),
+                };
+                self.completions.push_back(Completion {
+                    id: op.id,
+                    op: op.op,
+                    result,
+                    buffer: op.buf,
+                });
+            }
+            Kind::Close => self.fail("the peer closed the connection"),
+            Kind::Send | Kind::Rendezvous | Kind::Fragment => {
+                return Err(self.protocol_error(Error::Protocol(format!(
+                    "frame kind {:?} is not used over TCP",
+                    h.kind
+                ))));
+            }
+        }
+        Ok(())
+    }
+
+    /// Borrows the next inbound message in place: the unconsumed bytes of the current message,
+    /// inside a receive buffer of the provided-buffer ring, or inside the reassembly buffer when
+    /// the message spans receive buffers. `Ok(None)` when no whole message has arrived. After
+    /// the peer failed, messages that arrived before still come out, then the failure is
+    /// returned as [`Error::PeerFailed`].
+    // `next`/`consume` are the method contract's names; this is not an iterator (the slice
+    // borrows the endpoint until `consume`).
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<Message<'_>>, Error> {
+        if !matches!(
+            self.current,
+            Current::InPlace { .. } | Current::Assembled { .. }
+        ) {
+            self.progress();
+            if let Some(e) = self.pending_error.take() {
+                return Err(e);
+            }
+            if !self.advance()? {
+                self.credit_when_idle();
+                self.flush_quietly();
+                self.check_open()?;
+                return Ok(None);
+            }
+            self.flush_quietly();
+        }
+        Ok(match self.current {
+            Current::InPlace { header, consumed } => self.rx.front().map(|c| Message {
+                tag: header.tag,
+                data: &c.buf[c.off + consumed..c.off + header.len as usize],
+            }),
+            Current::Assembled { header, consumed } => Some(Message {
+                tag: header.tag,
+                data: &self.assembly[consumed..header.len as usize],
+            }),
+            _ => None,
+        })
+    }
+
+    pub(super) fn flush_quietly(&mut self) {
+        if let Err(e) = self.flush() {
+            let _ = e;
+            self.fail("the io_uring engine failed");
+        }
+    }
+
+    /// Gives back the first `n` bytes shown by `next`. Once a message is consumed whole (for an
+    /// empty message: `consume(0)`), its receive buffer is recycled when nothing else lies in
+    /// it, and its bytes are credited back to the sender.
+    pub fn consume(&mut self, n: usize) -> Result<(), Error> {
+        match self.current {
+            Current::InPlace { header, consumed } => {
+                let len = header.len as usize;
+                if consumed + n > len {
+                    return Err(Error::ConsumeBeyond {
+                        requested: n,
+                        available: len - consumed,
+                    });
+                }
+                if consumed + n == len {
+                    if let Some(front) = self.rx.front_mut() {
+                        front.off += len;
+                    }
+                    self.pop_empty_chunks();
+                    self.current = Current::Idle;
+                    self.credit(len);
+                    self.flush_quietly();
+                } else {
+                    self.current = Current::InPlace {
+                        header,
+                        consumed: consumed + n,
+                    };
+                }
+                Ok(())
+            }
+            Current::Assembled { header, consumed } => {
+                let len = header.len as usize;
+                if consumed + n > len {
+                    return Err(Error::ConsumeBeyond {
+                        requested: n,
+                        available: len - consumed,
+                    });
+                }
+                self.current = if consumed + n == len {
+                    Current::Idle
+                } else {
+                    Current::Assembled {
+                        header,
+                        consumed: consumed + n,
+                    }
+                };
+                Ok(())
+            }
+            _ => Err(Error::ConsumeBeyond {
+                requested: n,
+                available: 0,
+            }),
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! The examples as rank programs: each runs under `viaduct launch` and under MPICH's
+//! `mpiexec` (hydra, PMI-1), and every rank must report success.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Upper bound on any one command of these tests.
+const LIMIT: Duration = Duration::from_secs(90);
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `cmd` to completion, killing it (and failing) if it outlives [`LIMIT`].
+fn run(cmd: &mut Command) -> Run {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish within {LIMIT:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    Run {
+        code: status.code(),
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+/// Builds are serialized: cargo holds a lock anyway, and one build covers every example.
+static BUILD: Mutex<()> = Mutex::new(());
+
+/// The example `name`, built next to this test (built here if `cargo test` was asked for this
+/// test alone and skipped the examples).
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let path = profile_dir.join("examples").join(name);
+    let _guard = BUILD.lock().unwrap_or_else(|p| p.into_inner());
+    if !path.exists() {
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => "dev".to_owned(),
+            Some(other) => other.to_owned(),
+        };
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let built = run(Command::new(cargo)
+            .args(["build", "--example", name, "--profile", &profile])
+            .arg("--manifest-path")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")));
+        assert_eq!(
+            built.code,
+            Some(0),
+            "building {name} failed:\n{}",
+            built.stderr
+        );
+    }
+    assert!(path.exists(), "{} missing", path.display());
+    path
+}
+
+fn viaduct_launch(n: u32, program: &Path, args: &[&str]) -> Run {
+    run(Command::new(env!("CARGO_BIN_EXE_viaduct"))
+        .args(["launch", "-n", &n.to_string(), "--timeout", "80", "--"])
+        .arg(program)
+        .args(args))
+}
+
+/// `mpiexec`, or `None` (and a SKIPPED line) when MPICH is not installed.
+fn mpiexec(n: u32, program: &Path, args: &[&str]) -> Option<Run> {
+    let found = Command::new("mpiexec")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        println!("SKIPPED: mpiexec (MPICH) is not installed");
+        return None;
+    }
+    Some(run(Command::new("mpiexec")
+        .args(["-n", &n.to_string()])
+        .arg(program)
+        .args(args)))
+}
+
+/// Asserts the run succeeded and that each rank in `ranks` printed a line containing
+/// `"{name}: rank R of N"` and `needle`.
+fn assert_ranks(r: &Run, name: &str, n: u32, ranks: &[u32], needle: &str) {
+    assert_eq!(
+        r.code,
+        Some(0),
+        "{name} failed\nstdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    for rank in ranks {
+        let head = format!("{name}: rank {rank} of {n}");
+        assert!(
+            r.stdout
+                .lines()
+                .any(|l| l.contains(&head) && l.contains(needle)),
+            "no line with {head:?} and {needle:?} in:\n{}\nstderr:\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}
+
+#[test]
+fn greq_timer_under_viaduct_launch() {
+    let r = viaduct_launch(2, &example("greq_timer"), &[]);
+    assert_ranks(&r, "greq_timer", 2, &[0, 1], "4 free callbacks ran");
+}
+
+#[test]
+fn greq_timer_under_mpiexec() {
+    if let Some(r) = mpiexec(2, &example("greq_timer"), &[]) {
+        assert_ranks(&r, "greq_timer", 2, &[0, 1], "4 free callbacks ran");
+    }
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("viaduct-examples-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn checkpoint_under_viaduct_launch() {
+    let dir = scratch("ckpt-launch");
+    let r = viaduct_launch(2, &example("checkpoint"), &[dir.to_str().unwrap()]);
+    assert_ranks(
+        &r,
+        "checkpoint",
+        2,
+        &[0, 1],
+        "read back and checked; removed",
+    );
+    // Each rank removed its own file after checking it.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    let _ = std::fs::remove_dir(&dir);
+}
+
+#[test]
+fn checkpoint_under_mpiexec() {
+    let dir = scratch("ckpt-mpiexec");
+    if let Some(r) = mpiexec(2, &example("checkpoint"), &[dir.to_str().unwrap()]) {
+        assert_ranks(
+            &r,
+            "checkpoint",
+            2,
+            &[0, 1],
+            "read back and checked; removed",
+        );
+    }
+    let _ = std::fs::remove_dir(&dir);
+}
+
+#[test]
+fn handler_repost_under_viaduct_launch() {
+    let r = viaduct_launch(3, &example("handler_repost"), &[]);
+    assert_ranks(
+        &r,
+        "handler_repost",
+        3,
+        &[0],
+        "consumed 200 messages in order from 2 ranks",
+    );
+    assert_ranks(&r, "handler_repost", 3, &[1, 2], "sent 100 messages");
+}
+
+#[test]
+fn handler_repost_under_mpiexec() {
+    if let Some(r) = mpiexec(3, &example("handler_repost"), &[]) {
+        assert_ranks(
+            &r,
+            "handler_repost",
+            3,
+            &[0],
+            "consumed 200 messages in order from 2 ranks",
+        );
+        assert_ranks(&r, "handler_repost", 3, &[1, 2], "sent 100 messages");
+    }
+}
