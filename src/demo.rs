@@ -81,6 +81,9 @@ pub struct Args {
     /// Run as one rank of a job started by a launcher (what `viaduct demo` starts).
     #[arg(long)]
     pub worker: bool,
+    /// With --worker: the folder for the shared-memory method's rendezvous sockets.
+    #[arg(long, value_name = "DIR", requires = "worker")]
+    pub sockets: Option<PathBuf>,
     /// With --worker: run only the round through the communication agent.
     #[arg(long, requires = "worker")]
     pub agent_round: bool,
@@ -120,6 +123,7 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             .clone()
             .ok_or_else(|| DemoError::Job("--worker needs --out DIR".into()))?;
         let plan = worker::Plan {
+            sockets: args.sockets.clone().unwrap_or_else(|| out.clone()),
             out,
             methods,
             quick: args.quick,
@@ -153,6 +157,7 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         ))
         .into());
     }
+    let sockets = SocketDir::pick(&out)?;
     let progress = Progress {
         started,
         to_stderr: args.json,
@@ -163,10 +168,15 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         names.join(", "),
         out.display()
     ));
-    let names_arg = names.join(",");
-    let mut worker_args = vec!["--methods".to_string(), names_arg, "--out".to_string()];
-    worker_args.push(out.display().to_string());
-    let found = run_job(args, &worker_args, None, &progress)?;
+    let worker_args = vec![
+        "--methods".to_string(),
+        names.join(","),
+        "--out".to_string(),
+        out.display().to_string(),
+        "--sockets".to_string(),
+        sockets.path.display().to_string(),
+    ];
+    let found = run_job(args, &worker_args, None, &sockets, &progress)?;
     let mut report: Report = parse_marker(found.result.as_deref(), "report")?;
 
     // The same kind of traffic through the communication agent, one job per method (the agent
@@ -178,7 +188,13 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     for m in &agent_methods {
         progress.line(&format!("agent round over {m}: {} ranks", args.ranks));
-        let found = run_job(args, &["--agent-round".to_string()], Some(m), &progress)?;
+        let found = run_job(
+            args,
+            &["--agent-round".to_string()],
+            Some(m),
+            &sockets,
+            &progress,
+        )?;
         report
             .agent
             .push(parse_marker(found.agent.as_deref(), "agent report")?);
@@ -202,6 +218,55 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         print!("{}", report.table());
     }
     Ok(())
+}
+
+/// A folder where unix sockets can be made (not every filesystem allows them: a 9p or
+/// some network mounts do not), removed at the end when the demo made it.
+struct SocketDir {
+    path: PathBuf,
+    made: bool,
+}
+
+impl SocketDir {
+    /// The first of the temporary folder, `/tmp`, `/dev/shm` and `out` where a socket can be
+    /// bound (a fresh subfolder of it).
+    fn pick(out: &std::path::Path) -> Result<SocketDir, DemoError> {
+        let name = format!("viaduct-demo-sockets-{}", std::process::id());
+        let candidates = [
+            std::env::temp_dir(),
+            PathBuf::from("/tmp"),
+            PathBuf::from("/dev/shm"),
+        ];
+        for base in candidates {
+            let dir = base.join(&name);
+            if std::fs::create_dir_all(&dir).is_err() {
+                continue;
+            }
+            let probe = dir.join("probe.sock");
+            let ok = dir.as_os_str().len() < 70
+                && std::os::unix::net::UnixListener::bind(&probe).is_ok();
+            let _ = std::fs::remove_file(&probe);
+            if ok {
+                return Ok(SocketDir {
+                    path: dir,
+                    made: true,
+                });
+            }
+            let _ = std::fs::remove_dir(&dir);
+        }
+        Ok(SocketDir {
+            path: out.to_path_buf(),
+            made: false,
+        })
+    }
+}
+
+impl Drop for SocketDir {
+    fn drop(&mut self) {
+        if self.made {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
 }
 
 /// Prints a line per stage with the time since the start.
@@ -247,6 +312,7 @@ fn run_job(
     args: &Args,
     extra: &[String],
     transport: Option<&str>,
+    sockets: &SocketDir,
     progress: &Progress,
 ) -> Result<Found, DemoError> {
     let exe = std::env::current_exe().map_err(|e| DemoError::os("finding this program", e))?;
@@ -260,6 +326,9 @@ fn run_job(
         .arg(&exe)
         .args(["demo", "--worker"])
         .args(extra);
+    // The agent keeps its shared-memory rendezvous sockets in the temporary folder: point it
+    // at one where sockets can be made.
+    cmd.env("TMPDIR", &sockets.path);
     if args.quick {
         cmd.arg("--quick");
     }

@@ -59,6 +59,8 @@ fn demo_runs_every_stage_and_prints_the_summary() {
         "tcp: broadcast",
         "nonblocking file I/O",
         "handler with a deadline",
+        "agent round over shm",
+        "agent round over tcp",
     ] {
         assert!(out.contains(stage), "no stage {stage:?} in:\n{out}");
     }
@@ -69,6 +71,9 @@ fn demo_runs_every_stage_and_prints_the_summary() {
         "broadcast 256 KiB to 4 ranks       tcp",
         "read back: ok",
         "missed deadline ran failure fn: yes",
+        "tagged ping-pong latency 8 B       agent/shm",
+        "allreduce 8 KiB x 4 ranks          agent/tcp",
+        "handler on a receive request       agent/shm        on time",
     ] {
         assert!(out.contains(row), "no {row:?} in the summary:\n{out}");
     }
@@ -106,6 +111,8 @@ fn demo_json_has_every_part() {
     assert_eq!(v["methods"][0]["method"], "tcp");
     assert!(v["methods"][0]["latency"][0]["median_us"].as_f64().unwrap() > 0.0);
     assert_eq!(v["file"]["verified"], true);
+    assert_eq!(v["agent"][0]["method"], "tcp");
+    assert_eq!(v["agent"][0]["receive_handler_on_time"], true);
     assert_eq!(v["handler"]["missed_deadline_failure_ran"], true);
     assert_eq!(v["verbs_skipped"], "--no-verbs");
     // Progress went to standard error.

@@ -238,9 +238,8 @@ impl Agent {
                 vc.link = Link::Closed;
             }
         }
-        match fenced? {
-            Some(b) => b.finalize()?,
-            None => {}
+        if let Some(b) = fenced? {
+            b.finalize()?;
         }
         Ok(())
     }

@@ -106,7 +106,12 @@ fn seconds(setting: &'static str, raw: &str) -> Result<Duration, AgentError> {
         .ok()
         .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e7)
         .map(Duration::from_secs_f64)
-        .ok_or_else(|| bad(setting, format!("{raw:?} is not a positive number of seconds")))
+        .ok_or_else(|| {
+            bad(
+                setting,
+                format!("{raw:?} is not a positive number of seconds"),
+            )
+        })
 }
 
 /// Parses a `VIADUCT_TRANSPORT` value: comma-separated method names, no duplicates.
@@ -173,7 +178,10 @@ impl Config {
         if self.eager_limit > 64 << 10 {
             return Err(bad(
                 "eager_limit",
-                format!("{} exceeds the largest eager message of 65536 bytes", self.eager_limit),
+                format!(
+                    "{} exceeds the largest eager message of 65536 bytes",
+                    self.eager_limit
+                ),
             ));
         }
         if self.rendezvous_chunk < 4096 || self.rendezvous_chunk > 32 << 20 {

@@ -25,16 +25,20 @@ const SHM_CARD: &str = "vd-shm";
 const TCP_CARD: &str = "vd-tcp";
 
 /// The method `config` picks for `peer`, or why none can serve it.
-pub(crate) fn choose(config: &Config, boot: &Bootstrap, peer: u32) -> Result<MethodKind, AgentError> {
+pub(crate) fn choose(
+    config: &Config,
+    boot: &Bootstrap,
+    peer: u32,
+) -> Result<MethodKind, AgentError> {
     let mut why = Vec::new();
     for &kind in &config.transports {
         match kind {
             MethodKind::Shm if boot.is_local(peer) => return Ok(kind),
             MethodKind::Shm => why.push("shm: the peer is on another node".to_owned()),
             MethodKind::Tcp => return Ok(kind),
-            MethodKind::Verbs => why.push(
-                "verbs: the agent has no verbs method yet (list shm or tcp)".to_owned(),
-            ),
+            MethodKind::Verbs => {
+                why.push("verbs: the agent has no verbs method yet (list shm or tcp)".to_owned())
+            }
         }
     }
     if why.is_empty() {
@@ -110,7 +114,12 @@ fn accept_loop(
                 continue;
             }
         };
-        match handshake::acceptor(&mut m, &key, &format!("a {name} peer"), config.connect_timeout) {
+        match handshake::acceptor(
+            &mut m,
+            &key,
+            &format!("a {name} peer"),
+            config.connect_timeout,
+        ) {
             Ok(rank) if left.contains(&rank) => {
                 left.retain(|r| *r != rank);
                 if tx.send(Ok((rank, m))).is_err() {
@@ -136,11 +145,17 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
     let size = boot.size();
     let mut kinds = Vec::with_capacity(size as usize);
     for p in 0..size {
-        kinds.push(if p == me { None } else { Some(choose(config, boot, p)?) });
+        kinds.push(if p == me {
+            None
+        } else {
+            Some(choose(config, boot, p)?)
+        });
     }
-    let uses = |k: MethodKind| kinds.iter().any(|c| *c == Some(k));
+    let uses = |k: MethodKind| kinds.contains(&Some(k));
     let higher = |k: MethodKind| -> Vec<u32> {
-        (me + 1..size).filter(|p| kinds[*p as usize] == Some(k)).collect()
+        (me + 1..size)
+            .filter(|p| kinds[*p as usize] == Some(k))
+            .collect()
     };
     let key = boot.job_key().clone();
     let (tx, rx) = mpsc::channel::<Accepted>();
@@ -161,17 +176,23 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
         listeners.push((Listening::Shm(l), higher(MethodKind::Shm)));
     }
     if uses(MethodKind::Tcp) {
-        let all_local = (0..size).all(|p| kinds[p as usize] != Some(MethodKind::Tcp) || boot.is_local(p));
+        let all_local =
+            (0..size).all(|p| kinds[p as usize] != Some(MethodKind::Tcp) || boot.is_local(p));
         let ip = if all_local {
             IpAddr::V4(Ipv4Addr::LOCALHOST)
         } else {
             node_ip()
         };
-        let bind_ip = if all_local { ip } else { IpAddr::V4(Ipv4Addr::UNSPECIFIED) };
-        let l = tcp::Listener::bind(SocketAddr::new(bind_ip, 0)).map_err(|e| AgentError::Listen {
-            method: "tcp",
-            source: e.into(),
-        })?;
+        let bind_ip = if all_local {
+            ip
+        } else {
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+        };
+        let l =
+            tcp::Listener::bind(SocketAddr::new(bind_ip, 0)).map_err(|e| AgentError::Listen {
+                method: "tcp",
+                source: e.into(),
+            })?;
         let port = l
             .local_addr()
             .map_err(|e| AgentError::Listen {

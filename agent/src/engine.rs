@@ -2,12 +2,13 @@
 //! (eager, rendezvous) that the progress engine drives.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::AgentError;
 use crate::matching::{Envelope, MatchQueues, Pattern, Source};
 use crate::method::MethodError;
 use crate::recv_buffer::RecvBuffer;
-use crate::request::CarCounter;
+use crate::request::{CarCounter, RequestError};
 use crate::vc::{Link, Outbound, Vc};
 use crate::wire::{self, CTS, DATA, EAGER, EAGER_HEADER, RTS, RTS_LEN};
 
@@ -103,13 +104,23 @@ pub(crate) fn peer_failed(peer: u32, reason: &str) -> AgentError {
     }
 }
 
+/// Requests completed by the agents of this process so far: a blocking progress round ends
+/// as soon as it completed one, so the wait that called it looks at once.
+pub(crate) static COMPLETED: AtomicU64 = AtomicU64::new(0);
+
+fn note(r: Result<bool, RequestError>) {
+    if r.unwrap_or(false) {
+        COMPLETED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Completes a receive whose message of `len` bytes is in its buffer (up to its capacity).
 fn finish_recv(counter: &CarCounter, buf: &RecvBuffer, len: u64) {
     let cap = buf.capacity() as u64;
     if len > cap {
-        let _ = counter.fail_car(AgentError::Truncated { len, capacity: cap });
+        note(counter.fail_car(AgentError::Truncated { len, capacity: cap }));
     } else {
-        let _ = counter.complete_car(len);
+        note(counter.complete_car(len));
     }
 }
 
@@ -168,14 +179,14 @@ impl Book {
         match self.queues.arrive(&env) {
             Some((_, r)) => {
                 deliver_eager(r, &env, &data);
-                let _ = counter.complete_car(len);
+                note(counter.complete_car(len));
             }
             None => {
                 self.unexpected_bytes += data.len();
                 let sync = if sync {
                     Some(counter)
                 } else {
-                    let _ = counter.complete_car(len);
+                    note(counter.complete_car(len));
                     None
                 };
                 self.queues
@@ -242,7 +253,7 @@ impl Book {
                 self.unexpected_bytes -= data.len();
                 deliver_eager(r, &env, &data);
                 if let Some(s) = sync {
-                    let _ = s.complete_car(data.len() as u64);
+                    note(s.complete_car(data.len() as u64));
                 }
             }
             Some((env, Unexpected::Rts { sender_id, len })) => {
@@ -288,7 +299,10 @@ impl Book {
                     source: peer,
                     tag,
                 }),
-                _ => Err(format!("message of kind {kind} too short ({} bytes)", b.len())),
+                _ => Err(format!(
+                    "message of kind {kind} too short ({} bytes)",
+                    b.len()
+                )),
             }
         };
         match kind {
@@ -316,10 +330,9 @@ impl Book {
                     .ok_or("malformed RTS")?;
                 match self.queues.arrive(&env) {
                     Some((_, r)) => self.start_rndv_recv(env, id, len, r),
-                    None => self.queues.push_unexpected(
-                        env,
-                        Unexpected::Rts { sender_id: id, len },
-                    ),
+                    None => self
+                        .queues
+                        .push_unexpected(env, Unexpected::Rts { sender_id: id, len }),
                 }
             }
             CTS => {
@@ -364,15 +377,20 @@ impl Book {
     }
 
     /// A descriptor completed.
-    pub(crate) fn completed(&mut self, peer: u32, id: u64, result: Result<usize, MethodError>) -> Option<String> {
+    pub(crate) fn completed(
+        &mut self,
+        peer: u32,
+        id: u64,
+        result: Result<usize, MethodError>,
+    ) -> Option<String> {
         match (self.sends.remove(&id), result) {
             (Some((counter, bytes, _)), Ok(_)) => {
-                let _ = counter.complete_car(bytes);
+                note(counter.complete_car(bytes));
                 None
             }
             (Some((counter, _, _)), Err(e)) => {
                 let reason = chain(&e);
-                let _ = counter.fail_car(peer_failed(peer, &reason));
+                note(counter.fail_car(peer_failed(peer, &reason)));
                 Some(reason)
             }
             (None, Ok(_)) => None,
@@ -383,12 +401,12 @@ impl Book {
     /// Fails the request of one message that cannot be sent.
     pub(crate) fn peer_failed_one(&mut self, peer: u32, reason: &str, out: Outbound) {
         if let Some((counter, _, _)) = self.sends.remove(&out.id) {
-            let _ = counter.fail_car(peer_failed(peer, reason));
+            note(counter.fail_car(peer_failed(peer, reason)));
         }
         let (_, sid) = wire::split_tag(out.tag);
         if wire::split_tag(out.tag).0 == RTS {
             if let Some(s) = self.rndv_sends.remove(&sid) {
-                let _ = s.counter.fail_car(peer_failed(peer, reason));
+                note(s.counter.fail_car(peer_failed(peer, reason)));
             }
         }
     }
@@ -407,7 +425,7 @@ impl Book {
             .collect();
         for id in ids {
             if let Some((counter, _, _)) = self.sends.remove(&id) {
-                let _ = counter.fail_car(peer_failed(peer, reason));
+                note(counter.fail_car(peer_failed(peer, reason)));
             }
         }
         let ids: Vec<u64> = self
@@ -418,7 +436,7 @@ impl Book {
             .collect();
         for id in ids {
             if let Some(s) = self.rndv_sends.remove(&id) {
-                let _ = s.counter.fail_car(peer_failed(peer, reason));
+                note(s.counter.fail_car(peer_failed(peer, reason)));
             }
         }
         let ids: Vec<u64> = self
@@ -429,14 +447,14 @@ impl Book {
             .collect();
         for id in ids {
             if let Some(r) = self.rndv_recvs.remove(&id) {
-                let _ = r.counter.fail_car(peer_failed(peer, reason));
+                note(r.counter.fail_car(peer_failed(peer, reason)));
             }
         }
         for r in self
             .queues
             .drain_posted(|p, _| p.source == Source::Rank(peer))
         {
-            let _ = r.counter.fail_car(peer_failed(peer, reason));
+            note(r.counter.fail_car(peer_failed(peer, reason)));
         }
         self.queues
             .drain_unexpected(|e, u| e.source == peer && matches!(u, Unexpected::Rts { .. }));
@@ -447,9 +465,11 @@ impl Book {
         if !self.queues.any_posted(|_, r| r.counter.cancel_requested()) {
             return 0;
         }
-        let gone = self.queues.drain_posted(|_, r| r.counter.cancel_requested());
+        let gone = self
+            .queues
+            .drain_posted(|_, r| r.counter.cancel_requested());
         for r in &gone {
-            let _ = r.counter.complete_cancelled();
+            note(r.counter.complete_cancelled().map(|()| true));
         }
         gone.len()
     }
@@ -458,20 +478,20 @@ impl Book {
     pub(crate) fn fail_all(&mut self) {
         let err = || AgentError::Finalized;
         for (_, (c, _, _)) in self.sends.drain() {
-            let _ = c.fail_car(err());
+            note(c.fail_car(err()));
         }
         for (_, s) in self.rndv_sends.drain() {
-            let _ = s.counter.fail_car(err());
+            note(s.counter.fail_car(err()));
         }
         for (_, r) in self.rndv_recvs.drain() {
-            let _ = r.counter.fail_car(err());
+            note(r.counter.fail_car(err()));
         }
         for r in self.queues.drain_posted(|_, _| true) {
-            let _ = r.counter.fail_car(err());
+            note(r.counter.fail_car(err()));
         }
         for (_, u) in self.queues.drain_unexpected(|_, _| true) {
             if let Unexpected::Eager { sync: Some(c), .. } = u {
-                let _ = c.fail_car(err());
+                note(c.fail_car(err()));
             }
         }
         self.unexpected_bytes = 0;

@@ -130,7 +130,12 @@ mod tests {
     use super::*;
     use viaduct_fallback::{shm, tcp};
 
-    fn both(a: Method, b: Method, key_a: JobKey, key_b: JobKey) -> (Result<u32, AuthError>, Result<(), AuthError>) {
+    fn both(
+        a: Method,
+        b: Method,
+        key_a: JobKey,
+        key_b: JobKey,
+    ) -> (Result<u32, AuthError>, Result<(), AuthError>) {
         let limit = Duration::from_secs(5);
         let mut b = b;
         let t = std::thread::spawn(move || connector(&mut b, &key_b, 3, limit));
@@ -145,11 +150,21 @@ mod tests {
     fn same_key_is_accepted_over_tcp_and_shm() {
         let k = JobKey::from_bytes([7; 32]);
         let (a, b) = tcp::pair(tcp::Config::default()).unwrap();
-        let (acc, con) = both(Method::Tcp(Box::new(a)), Method::Tcp(Box::new(b)), k.clone(), k.clone());
+        let (acc, con) = both(
+            Method::Tcp(Box::new(a)),
+            Method::Tcp(Box::new(b)),
+            k.clone(),
+            k.clone(),
+        );
         assert_eq!(acc.unwrap(), 3);
         con.unwrap();
         let (a, b) = shm::pair(shm::Config::default()).unwrap();
-        let (acc, con) = both(Method::Shm(Box::new(a)), Method::Shm(Box::new(b)), k.clone(), k);
+        let (acc, con) = both(
+            Method::Shm(Box::new(a)),
+            Method::Shm(Box::new(b)),
+            k.clone(),
+            k,
+        );
         assert_eq!(acc.unwrap(), 3);
         con.unwrap();
     }
@@ -159,12 +174,28 @@ mod tests {
         let k = JobKey::from_bytes([7; 32]);
         let stranger = JobKey::from_bytes([8; 32]);
         let (a, b) = tcp::pair(tcp::Config::default()).unwrap();
-        let (acc, con) = both(Method::Tcp(Box::new(a)), Method::Tcp(Box::new(b)), k.clone(), stranger.clone());
-        assert!(matches!(acc, Err(AuthError::StrangerConnector { claimed_rank: 3 })), "{acc:?}");
+        let (acc, con) = both(
+            Method::Tcp(Box::new(a)),
+            Method::Tcp(Box::new(b)),
+            k.clone(),
+            stranger.clone(),
+        );
+        assert!(
+            matches!(acc, Err(AuthError::StrangerConnector { claimed_rank: 3 })),
+            "{acc:?}"
+        );
         assert!(con.is_err());
         let (a, b) = shm::pair(shm::Config::default()).unwrap();
-        let (acc, con) = both(Method::Shm(Box::new(a)), Method::Shm(Box::new(b)), k, stranger);
-        assert!(matches!(acc, Err(AuthError::StrangerConnector { claimed_rank: 3 })), "{acc:?}");
+        let (acc, con) = both(
+            Method::Shm(Box::new(a)),
+            Method::Shm(Box::new(b)),
+            k,
+            stranger,
+        );
+        assert!(
+            matches!(acc, Err(AuthError::StrangerConnector { claimed_rank: 3 })),
+            "{acc:?}"
+        );
         assert!(con.is_err());
     }
 }

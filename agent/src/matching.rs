@@ -111,7 +111,10 @@ impl<R, U> MatchQueues<R, U> {
     /// (removed), or gives the receive back when none does (then call
     /// [`MatchQueues::push_posted`]).
     pub fn take_unexpected(&mut self, pattern: &Pattern) -> Option<(Envelope, U)> {
-        let at = self.unexpected.iter().position(|(e, _)| pattern.accepts(e))?;
+        let at = self
+            .unexpected
+            .iter()
+            .position(|(e, _)| pattern.accepts(e))?;
         self.unexpected.remove(at)
     }
 
@@ -238,7 +241,8 @@ mod tests {
         assert_eq!(q.take_unexpected(&p).map(|(_, u)| u), Some(3));
         assert!(q.take_unexpected(&p).is_none());
         let any = pat(Source::Any, TagMatch::Tag(9));
-        let order: Vec<u32> = std::iter::from_fn(|| q.take_unexpected(&any).map(|(_, u)| u)).collect();
+        let order: Vec<u32> =
+            std::iter::from_fn(|| q.take_unexpected(&any).map(|(_, u)| u)).collect();
         assert_eq!(order, vec![0, 2, 4]);
     }
 
@@ -251,7 +255,11 @@ mod tests {
         let gone = q.drain_posted(|p, _| p.source == Source::Rank(1));
         assert_eq!(gone, vec![1, 4]);
         let rest: Vec<u32> = (0..4)
-            .filter_map(|_| q.arrive(&env(0, 0)).or_else(|| q.arrive(&env(2, 0))).map(|(_, r)| r))
+            .filter_map(|_| {
+                q.arrive(&env(0, 0))
+                    .or_else(|| q.arrive(&env(2, 0)))
+                    .map(|(_, r)| r)
+            })
             .collect();
         assert_eq!(rest, vec![0, 3, 2, 5]);
     }

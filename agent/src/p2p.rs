@@ -181,7 +181,13 @@ impl Agent {
         if tag == u32::MAX {
             return Err(AgentError::ReservedTag(tag));
         }
-        self.send_at(marker.peer, tag, Payload::Borrowed(data), false, Some(marker.id))
+        self.send_at(
+            marker.peer,
+            tag,
+            Payload::Borrowed(data),
+            false,
+            Some(marker.id),
+        )
     }
 
     /// Starts a send of `data` to rank `dest` with `tag` (`MPI_Isend`). The data is copied
@@ -273,7 +279,12 @@ impl Agent {
     /// Receives into `buf` (`MPI_Recv`); the status tells the source, tag and length. A longer
     /// message fills `buf` and fails with [`AgentError::Truncated`] (inside
     /// [`AgentError::Request`]).
-    pub fn recv(&self, buf: &mut [u8], source: Source, tag: TagMatch) -> Result<Status, AgentError> {
+    pub fn recv(
+        &self,
+        buf: &mut [u8],
+        source: Source,
+        tag: TagMatch,
+    ) -> Result<Status, AgentError> {
         let (mut request, data) = self.irecv(buf.len(), source, tag)?;
         let result = request.wait();
         data.copy_to(buf);

@@ -79,7 +79,10 @@ mod tests {
         }
         assert_eq!(split_tag(method_tag(DATA, u64::MAX)), (DATA, ID_MASK));
         let e = eager(3, 9, b"abc");
-        assert_eq!((u32_at(&e, 0), u32_at(&e, 4), &e[8..]), (Some(3), Some(9), &b"abc"[..]));
+        assert_eq!(
+            (u32_at(&e, 0), u32_at(&e, 4), &e[8..]),
+            (Some(3), Some(9), &b"abc"[..])
+        );
         let r = rts(1, 2, 99);
         assert_eq!(u64_at(&r, 8), Some(99));
         assert_eq!(u64_at(&r, 9), None);

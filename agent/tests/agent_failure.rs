@@ -30,12 +30,18 @@ fn child_rank() {
     let Ok(method) = std::env::var(CHILD_VAR) else {
         return;
     };
-    let kind = if method == "tcp" { MethodKind::Tcp } else { MethodKind::Shm };
+    let kind = if method == "tcp" {
+        MethodKind::Tcp
+    } else {
+        MethodKind::Shm
+    };
     let boot = Bootstrap::from_env().unwrap();
     let agent = Agent::with_bootstrap(boot, child_config(kind)).unwrap();
     // Take one message so the survivor knows data flows, then stop progressing.
     let mut b = [0u8; 4];
-    agent.recv(&mut b, Source::Rank(0), TagMatch::Tag(1)).unwrap();
+    agent
+        .recv(&mut b, Source::Rank(0), TagMatch::Tag(1))
+        .unwrap();
     // Standard error: the test harness captures standard output.
     eprintln!("ready");
     std::thread::sleep(Duration::from_secs(120));
@@ -58,7 +64,13 @@ fn killed_mid_transfer(kind: MethodKind, name: &str) {
     let key = JobKey::generate().unwrap();
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
-        .args(["--ignored", "--exact", "child_rank", "--nocapture", "--test-threads=1"])
+        .args([
+            "--ignored",
+            "--exact",
+            "child_rank",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .envs(rank_env(&server, 1, 2, &key))
         .env(CHILD_VAR, name)
         .stdout(Stdio::null())
@@ -78,7 +90,8 @@ fn killed_mid_transfer(kind: MethodKind, name: &str) {
     let boot = Bootstrap::from_vars(rank_env(&server, 0, 2, &key)).unwrap();
     let agent = Agent::with_bootstrap(boot, child_config(kind)).unwrap();
     agent.send(1, 1, b"ping").unwrap();
-    rx.recv_timeout(Duration::from_secs(60)).expect("child ready");
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("child ready");
     // In flight when the peer dies: a rendezvous send, many eager sends (filling the method's
     // window), and a receive from it.
     let mut reqs: Vec<Request> = vec![agent.isend(1, 2, &vec![5u8; 16 << 20]).unwrap()];
@@ -111,7 +124,9 @@ fn killed_mid_transfer(kind: MethodKind, name: &str) {
     assert!(agent.connect(1).is_err());
     agent.send(0, 9, b"self").unwrap();
     let mut b = [0u8; 4];
-    agent.recv(&mut b, Source::Rank(0), TagMatch::Tag(9)).unwrap();
+    agent
+        .recv(&mut b, Source::Rank(0), TagMatch::Tag(9))
+        .unwrap();
     drop(agent);
     server.shutdown();
 }

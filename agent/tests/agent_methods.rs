@@ -20,18 +20,26 @@ fn pattern(len: usize, seed: u32) -> Vec<u8> {
 fn ping_pong(agent: Agent) {
     let me = agent.rank();
     let peer = 1 - me;
-    assert_eq!(agent.method_of(peer).is_some(), true);
-    for (i, len) in [0usize, 1, 100, 16_000, 16_321, 100_000, 5 << 20].into_iter().enumerate() {
+    assert!(agent.method_of(peer).is_some());
+    for (i, len) in [0usize, 1, 100, 16_000, 16_321, 100_000, 5 << 20]
+        .into_iter()
+        .enumerate()
+    {
         for round in 0..3u32 {
             let data = pattern(len, round + i as u32);
             let mut buf = vec![0u8; len];
             if me == 0 {
                 agent.send(peer, i as u32, &data).unwrap();
-                let st = agent.recv(&mut buf, Source::Rank(peer), TagMatch::Tag(i as u32)).unwrap();
+                let st = agent
+                    .recv(&mut buf, Source::Rank(peer), TagMatch::Tag(i as u32))
+                    .unwrap();
                 assert_eq!(st.count(), len as u64);
             } else {
                 let st = agent.recv(&mut buf, Source::Any, TagMatch::Any).unwrap();
-                assert_eq!((st.source(), st.tag(), st.count()), (Some(0), Some(i as u32), len as u64));
+                assert_eq!(
+                    (st.source(), st.tag(), st.count()),
+                    (Some(0), Some(i as u32), len as u64)
+                );
                 agent.send(peer, i as u32, &buf).unwrap();
             }
             assert!(buf == data, "payload of {len} bytes differs");
@@ -41,9 +49,13 @@ fn ping_pong(agent: Agent) {
         let mut b = [0u8; 8];
         if me == 0 {
             agent.send(1, 77, &[1; 8]).unwrap();
-            agent.recv(&mut b, Source::Rank(1), TagMatch::Tag(77)).unwrap();
+            agent
+                .recv(&mut b, Source::Rank(1), TagMatch::Tag(77))
+                .unwrap();
         } else {
-            agent.recv(&mut b, Source::Rank(0), TagMatch::Tag(77)).unwrap();
+            agent
+                .recv(&mut b, Source::Rank(0), TagMatch::Tag(77))
+                .unwrap();
             agent.send(0, 77, &b).unwrap();
         }
     }
@@ -74,7 +86,11 @@ fn all_to_all_any_source(agent: Agent) {
         next[src as usize] += 1;
     }
     wait_all(&mut sends, None).unwrap();
-    assert!(next.iter().enumerate().all(|(p, c)| p as u32 == me || *c == PER_PEER));
+    assert!(
+        next.iter()
+            .enumerate()
+            .all(|(p, c)| p as u32 == me || *c == PER_PEER)
+    );
 }
 
 fn many_unexpected(agent: Agent) {
@@ -87,7 +103,9 @@ fn many_unexpected(agent: Agent) {
     } else {
         let mut b = [0u8; 4];
         // Receiving the last message makes every earlier one unexpected first.
-        agent.recv(&mut b, Source::Rank(0), TagMatch::Tag(2)).unwrap();
+        agent
+            .recv(&mut b, Source::Rank(0), TagMatch::Tag(2))
+            .unwrap();
         assert_eq!(agent.unexpected(), (N as usize, 4 * N as usize));
         for i in 0..N {
             agent.recv(&mut b, Source::Any, TagMatch::Tag(1)).unwrap();
@@ -105,7 +123,9 @@ fn truncation(agent: Agent) {
         for (tag, len, byte) in [(1u32, 100u64, 9u8), (2, 1 << 20, 8)] {
             let (mut r, buf) = agent.irecv(10, Source::Any, TagMatch::Tag(tag)).unwrap();
             let e = r.wait().unwrap_err();
-            let RequestError::Operation(c) = &e else { panic!("{e:?}") };
+            let RequestError::Operation(c) = &e else {
+                panic!("{e:?}")
+            };
             assert!(matches!(
                 c.downcast_ref::<AgentError>(),
                 Some(AgentError::Truncated { len: l, capacity: 10 }) if *l == len
@@ -121,7 +141,9 @@ fn sixty_four_mib(agent: Agent) {
         let data = pattern(len, 42);
         agent.send(1, 3, &data).unwrap();
         let mut back = vec![0u8; len];
-        agent.recv(&mut back, Source::Rank(1), TagMatch::Tag(4)).unwrap();
+        agent
+            .recv(&mut back, Source::Rank(1), TagMatch::Tag(4))
+            .unwrap();
         assert!(back == data, "64 MiB round trip is not byte-exact");
     } else {
         let (mut r, buf) = agent.irecv(len, Source::Rank(0), TagMatch::Tag(3)).unwrap();
@@ -138,7 +160,10 @@ fn markers_keep_order(agent: Agent) {
         let m2 = agent.reserve_write(1).unwrap();
         let mut c = agent.isend(1, 0, b"c").unwrap();
         let mut b = agent.set_marker(m2, 0, &vec![b'b'; 50_000]).unwrap();
-        assert!(c.test().unwrap().is_none(), "a message overtook a reserved place");
+        assert!(
+            c.test().unwrap().is_none(),
+            "a message overtook a reserved place"
+        );
         let mut a = agent.set_marker(m1, 0, b"a").unwrap();
         a.wait().unwrap();
         b.wait().unwrap();
@@ -165,8 +190,12 @@ fn synchronous_send(agent: Agent) {
         s.wait().unwrap();
     } else {
         let mut b = [0u8; 4];
-        agent.recv(&mut b, Source::Rank(0), TagMatch::Tag(9)).unwrap();
-        agent.recv(&mut b, Source::Rank(0), TagMatch::Tag(1)).unwrap();
+        agent
+            .recv(&mut b, Source::Rank(0), TagMatch::Tag(9))
+            .unwrap();
+        agent
+            .recv(&mut b, Source::Rank(0), TagMatch::Tag(1))
+            .unwrap();
         assert_eq!(&b, b"sync");
     }
 }
@@ -178,7 +207,9 @@ fn threads_share_one_agent(agent: Agent) {
             let agent = agent.clone();
             std::thread::spawn(move || {
                 for i in 0..200u32 {
-                    let (r, buf) = agent.irecv(64, Source::Rank(peer), TagMatch::Tag(t)).unwrap();
+                    let (r, buf) = agent
+                        .irecv(64, Source::Rank(peer), TagMatch::Tag(t))
+                        .unwrap();
                     let s = agent.isend(peer, t, &[t as u8, i as u8]).unwrap();
                     let mut reqs = vec![r, s];
                     wait_all(&mut reqs, None).unwrap();
@@ -219,8 +250,12 @@ for_methods! {
 
 #[test]
 fn methods_are_as_chosen() {
-    let kinds = job(2, config(MethodKind::Tcp), |a| a.method_of(1 - a.rank()).unwrap());
+    let kinds = job(2, config(MethodKind::Tcp), |a| {
+        a.method_of(1 - a.rank()).unwrap()
+    });
     assert_eq!(kinds, vec!["tcp", "tcp"]);
-    let kinds = job(2, agent_common::config(MethodKind::Shm), |a| a.method_of(1 - a.rank()).unwrap());
+    let kinds = job(2, agent_common::config(MethodKind::Shm), |a| {
+        a.method_of(1 - a.rank()).unwrap()
+    });
     assert_eq!(kinds, vec!["shm", "shm"]);
 }

@@ -51,9 +51,20 @@ fn wildcards_pick_the_oldest_match() {
         a.send(0, tag, &[tag as u8]).unwrap();
     }
     let mut b = [0u8; 1];
-    assert_eq!(a.recv(&mut b, Source::Any, TagMatch::Tag(2)).unwrap().tag(), Some(2));
-    assert_eq!(a.recv(&mut b, Source::Rank(0), TagMatch::Any).unwrap().tag(), Some(3));
-    assert_eq!(a.recv(&mut b, Source::Any, TagMatch::Any).unwrap().tag(), Some(1));
+    assert_eq!(
+        a.recv(&mut b, Source::Any, TagMatch::Tag(2)).unwrap().tag(),
+        Some(2)
+    );
+    assert_eq!(
+        a.recv(&mut b, Source::Rank(0), TagMatch::Any)
+            .unwrap()
+            .tag(),
+        Some(3)
+    );
+    assert_eq!(
+        a.recv(&mut b, Source::Any, TagMatch::Any).unwrap().tag(),
+        Some(1)
+    );
 }
 
 #[test]
@@ -64,11 +75,19 @@ fn probe_sees_without_receiving() {
     let p = a.iprobe(Source::Any, TagMatch::Any).unwrap().unwrap();
     assert_eq!((p.source, p.tag, p.len), (0, 9, 100));
     let p = a
-        .probe(Source::Rank(0), TagMatch::Tag(9), Some(Duration::from_secs(5)))
+        .probe(
+            Source::Rank(0),
+            TagMatch::Tag(9),
+            Some(Duration::from_secs(5)),
+        )
         .unwrap();
     assert_eq!(p.len, 100);
     assert!(matches!(
-        a.probe(Source::Any, TagMatch::Tag(10), Some(Duration::from_millis(20))),
+        a.probe(
+            Source::Any,
+            TagMatch::Tag(10),
+            Some(Duration::from_millis(20))
+        ),
         Err(AgentError::Timeout { .. })
     ));
     let mut b = vec![0u8; p.len as usize];
@@ -82,7 +101,10 @@ fn synchronous_send_completes_only_when_matched() {
     let a = agent();
     let mut s = a.issend(0, 1, b"sync").unwrap();
     for _ in 0..10 {
-        assert!(s.test().unwrap().is_none(), "ssend completed before a receive matched");
+        assert!(
+            s.test().unwrap().is_none(),
+            "ssend completed before a receive matched"
+        );
     }
     let (mut r, buf) = a.irecv(4, Source::Any, TagMatch::Any).unwrap();
     r.wait().unwrap();
@@ -97,7 +119,13 @@ fn truncation_is_an_error_without_overflow() {
     let (mut r, buf) = a.irecv(10, Source::Any, TagMatch::Any).unwrap();
     let e = r.wait().unwrap_err();
     assert!(
-        matches!(cause(&e), AgentError::Truncated { len: 100, capacity: 10 }),
+        matches!(
+            cause(&e),
+            AgentError::Truncated {
+                len: 100,
+                capacity: 10
+            }
+        ),
         "{e:?}"
     );
     assert_eq!(buf.take(), vec![1u8; 10]);
@@ -109,7 +137,9 @@ fn truncation_is_an_error_without_overflow() {
     assert_eq!(buf.take(), b"abc");
     a.send(0, 1, b"abcdef").unwrap();
     let e = a.recv(&mut small, Source::Any, TagMatch::Any).unwrap_err();
-    assert!(matches!(e, AgentError::Request(ref re) if matches!(cause(re), AgentError::Truncated { .. })));
+    assert!(
+        matches!(e, AgentError::Request(ref re) if matches!(cause(re), AgentError::Truncated { .. }))
+    );
     assert_eq!(&small, b"abc");
 }
 
@@ -182,10 +212,22 @@ fn contexts_do_not_match_each_other() {
 #[test]
 fn bad_arguments_are_errors() {
     let a = agent();
-    assert!(matches!(a.isend(1, 0, b""), Err(AgentError::BadRank { rank: 1, size: 1 })));
-    assert!(matches!(a.isend(0, u32::MAX, b""), Err(AgentError::ReservedTag(_))));
-    assert!(matches!(a.irecv(1, Source::Rank(5), TagMatch::Any), Err(AgentError::BadRank { .. })));
-    assert!(matches!(a.reserve_write(0), Err(AgentError::SelfReservation)));
+    assert!(matches!(
+        a.isend(1, 0, b""),
+        Err(AgentError::BadRank { rank: 1, size: 1 })
+    ));
+    assert!(matches!(
+        a.isend(0, u32::MAX, b""),
+        Err(AgentError::ReservedTag(_))
+    ));
+    assert!(matches!(
+        a.irecv(1, Source::Rank(5), TagMatch::Any),
+        Err(AgentError::BadRank { .. })
+    ));
+    assert!(matches!(
+        a.reserve_write(0),
+        Err(AgentError::SelfReservation)
+    ));
 }
 
 #[test]

@@ -6,8 +6,10 @@
 //! timestamp at each send; half of the time between two sends is one latency sample, and the
 //! median of the samples is reported (perftest's `t_typical`). Timestamps come from the CPU's
 //! time-stamp counter, as in perftest (an OS clock read would weigh on the figure in an
-//! emulated guest). Both sides busy-poll their completion queue. Without `--server` or `--connect`, one invocation starts the server as a
-//! child process of its own and runs the client against it on the loopback address.
+//! emulated guest). Both sides busy-poll their completion queues, send and receive apart, and
+//! wait for each send's completion before going on (perftest's TX depth of 1). Without
+//! `--server` or `--connect`, one invocation starts the server as a child process of its own
+//! and runs the client against it on the loopback address.
 //!
 //! `scripts/bench-rxe` runs this next to `ib_send_lat` in the soft-RoCE VM and prints the ratio.
 
@@ -96,6 +98,10 @@ pub fn run(args: &Args) -> BoxResult<()> {
         return Err(format!("the server process did not start: {ready:?}").into());
     }
     let result = client(args, "127.0.0.1");
+    if result.is_err() {
+        // The server may still wait for a connection that will never come.
+        let _ = child.kill();
+    }
     let status = child.wait()?;
     let (samples, rate) = result?;
     if !status.success() {
@@ -113,6 +119,8 @@ struct Side {
     send_buf: Option<Vec<Segment>>,
     send_done: Completions,
     recv_done: Completions,
+    /// Whether sends go inline (decided once, from the granted inline size).
+    inline: bool,
 }
 
 fn open(args: &Args) -> BoxResult<Context> {
@@ -155,7 +163,9 @@ fn setup(args: &Args, stream: &mut TcpStream) -> BoxResult<Side> {
     let qp = prepared.connect(&peer, &ConnectOptions::default())?;
     let mut send_buf = pd.allocate(args.size, Access::empty())?;
     send_buf.fill(0xa5);
+    let inline = args.inline_size > 0 && args.size <= qp.capabilities().max_inline_data as usize;
     Ok(Side {
+        inline,
         qp,
         send_cq,
         recv_cq,
@@ -189,15 +199,11 @@ fn busy_wait(cq: &CompletionQueue, done: &mut Completions, what: &str) -> BoxRes
 }
 
 impl Side {
-    fn inline(&self, args: &Args) -> bool {
-        args.inline_size > 0 && args.size <= self.qp.capabilities().max_inline_data as usize
-    }
-
     /// Sends one message and busy-polls its completion (perftest's TX depth of 1): inline
     /// (bytes copied during the post) or from the owned buffer, which the completion hands
     /// back.
     fn send(&mut self, args: &Args, id: u64) -> BoxResult<()> {
-        if self.inline(args) {
+        if self.inline {
             let data = [0xa5u8; 256];
             self.qp
                 .post_send_inline(id, SendOp::Send, &data[..args.size], true)?;

@@ -26,8 +26,10 @@ use super::report::{
 /// What one rank is asked to do.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// Folder for the files (and the shared-memory rendezvous sockets).
+    /// Folder for the files.
     pub out: PathBuf,
+    /// Folder for the shared-memory method's rendezvous sockets.
+    pub sockets: PathBuf,
     /// The methods to tour, in order.
     pub methods: Vec<Method>,
     /// Shorter runs (for tests).
@@ -98,7 +100,7 @@ pub fn run(plan: &Plan) -> Result<(), DemoError> {
         let m = method.name();
         stage(rank, &format!("{m}: connecting {size} ranks"));
         let t = Instant::now();
-        let mut mesh = Mesh::connect(&mut boot, method, &plan.out)?;
+        let mut mesh = Mesh::connect(&mut boot, method, &plan.sockets)?;
         mesh.flush()?;
         boot.fence()?;
         let connect_ms = t.elapsed().as_secs_f64() * 1e3;

@@ -29,6 +29,7 @@ impl Segment {
     }
 
     /// The whole region.
+    #[inline]
     pub fn whole(region: MemoryRegion) -> Self {
         let len = region.len();
         Self {
@@ -142,6 +143,7 @@ pub struct SendRequest {
 
 impl SendRequest {
     /// A request of any operation over `segments` (a scatter/gather list; may be empty).
+    #[inline]
     pub fn new(id: u64, op: SendOp, segments: Vec<Segment>) -> Self {
         Self {
             id,
@@ -254,6 +256,7 @@ pub struct RecvRequest {
 
 impl RecvRequest {
     /// A receive into one segment (its region needs [`Access::LOCAL_WRITE`](crate::mr::Access)).
+    #[inline]
     pub fn new(id: u64, segment: impl Into<Segment>) -> Self {
         Self {
             id,
@@ -263,6 +266,7 @@ impl RecvRequest {
 
     /// A receive scattered over several segments (may be empty for 0-byte messages and
     /// WRITE WITH IMMEDIATE notifications).
+    #[inline]
     pub fn with_segments(id: u64, segments: Vec<Segment>) -> Self {
         Self { id, segments }
     }

@@ -61,7 +61,8 @@ impl MethodError {
     pub fn is_peer_failure(&self) -> bool {
         matches!(
             self,
-            MethodError::Shm(shm::Error::PeerFailed(_)) | MethodError::Tcp(tcp::Error::PeerFailed(_))
+            MethodError::Shm(shm::Error::PeerFailed(_))
+                | MethodError::Tcp(tcp::Error::PeerFailed(_))
         )
     }
 }
@@ -83,6 +84,9 @@ pub(crate) fn shm_config(config: &Config) -> shm::Config {
     shm::Config {
         liveness_interval: config.peer_timeout.min(Duration::from_millis(20)),
         connect_timeout: config.connect_timeout,
+        // The agent spins itself (adaptive polling over every VC, see `progress`); a method
+        // wait is only entered to sleep.
+        spin: 0,
         ..shm::Config::default()
     }
 }
@@ -92,6 +96,8 @@ pub(crate) fn tcp_config(config: &Config) -> tcp::Config {
     tcp::Config {
         peer_timeout: config.peer_timeout,
         connect_timeout: config.connect_timeout,
+        // As for shared memory: the agent spins, the method only sleeps.
+        busy_poll: false,
         ..tcp::Config::default()
     }
 }
@@ -127,7 +133,12 @@ impl Method {
 
     /// Posts a copy of `data` as one message; `Ok(false)` when the method has no resources now.
     #[inline]
-    pub(crate) fn post_copy(&mut self, id: u64, tag: u64, data: &[u8]) -> Result<bool, MethodError> {
+    pub(crate) fn post_copy(
+        &mut self,
+        id: u64,
+        tag: u64,
+        data: &[u8],
+    ) -> Result<bool, MethodError> {
         match self {
             Method::Shm(ep) => Ok(ep.post_send(id, tag, data)?.is_posted()),
             Method::Tcp(ep) => Ok(ep.post_send(id, tag, data)?.is_posted()),
@@ -138,8 +149,12 @@ impl Method {
     #[inline]
     pub(crate) fn poll(&mut self) -> Option<(u64, Result<usize, MethodError>)> {
         match self {
-            Method::Shm(ep) => ep.poll().map(|c| (c.id, c.result.map_err(MethodError::from))),
-            Method::Tcp(ep) => ep.poll().map(|c| (c.id, c.result.map_err(MethodError::from))),
+            Method::Shm(ep) => ep
+                .poll()
+                .map(|c| (c.id, c.result.map_err(MethodError::from))),
+            Method::Tcp(ep) => ep
+                .poll()
+                .map(|c| (c.id, c.result.map_err(MethodError::from))),
         }
     }
 

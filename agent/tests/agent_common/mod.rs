@@ -78,5 +78,8 @@ where
         }
     }
     server.shutdown();
-    results.into_iter().map(|r| r.expect("every rank reported")).collect()
+    results
+        .into_iter()
+        .map(|r| r.expect("every rank reported"))
+        .collect()
 }

@@ -92,7 +92,20 @@ impl Producer {
 
     /// Bytes of the ring that the consumer has not released yet.
     pub(crate) fn in_use(&self) -> usize {
-        (self.head - self.consumer().tail.load(Ordering::Acquire)) as usize
+        // The tail lives in memory the peer writes: a broken peer must not make this overflow.
+        let used = self
+            .head
+            .wrapping_sub(self.consumer().tail.load(Ordering::Acquire));
+        used.min(self.size as u64) as usize
+    }
+
+    /// Whether `need` more bytes fit, given the consumer's tail `tail` (a tail the producer
+    /// never published, from a broken peer, counts as a full ring).
+    fn fits(&self, need: u64, tail: u64) -> bool {
+        match self.head.checked_sub(tail) {
+            Some(used) => used <= self.size as u64 && need <= self.size as u64 - used,
+            None => false,
+        }
     }
 
     /// Reserves a record for `len` payload bytes, or `None` when the ring lacks the space now.
@@ -108,9 +121,9 @@ impl Producer {
             0
         };
         let need = pad + rec;
-        if self.head + need - self.cached_tail > self.size as u64 {
+        if !self.fits(need, self.cached_tail) {
             self.cached_tail = self.consumer().tail.load(Ordering::Acquire);
-            if self.head + need - self.cached_tail > self.size as u64 {
+            if !self.fits(need, self.cached_tail) {
                 return None;
             }
         }

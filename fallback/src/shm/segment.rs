@@ -128,7 +128,10 @@ impl Segment {
             ));
         }
         let ring_bytes = c.ring_bytes.load(Ordering::Relaxed) as usize;
-        if ring_bytes % LINE != 0 || CONTROL_BYTES + 2 * ring_bytes != len {
+        let expected = ring_bytes
+            .checked_mul(2)
+            .and_then(|r| r.checked_add(CONTROL_BYTES));
+        if ring_bytes % LINE != 0 || ring_bytes == 0 || expected != Some(len) {
             return Err(Error::Handshake(format!(
                 "segment of {len} bytes does not hold two rings of {ring_bytes} bytes"
             )));

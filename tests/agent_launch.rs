@@ -1,0 +1,185 @@
+//! The `pingpong` example through the agent, started by `viaduct launch` (its own PMI-1
+//! server) and by MPICH's `mpiexec` (hydra): every rank connects to every other over the
+//! chosen method, plays ping-pong with byte-exact checks, and exchanges all-to-all.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Upper bound on any one command of these tests.
+const LIMIT: Duration = Duration::from_secs(120);
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `cmd` to completion, killing it (and failing) if it outlives [`LIMIT`].
+fn run(cmd: &mut Command) -> Run {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish within {LIMIT:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    Run {
+        code: status.code(),
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+/// The `pingpong` example, built next to this test (built here if `cargo test` was asked for
+/// this test alone and skipped the examples).
+fn pingpong() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+        let path = profile_dir.join("examples").join("pingpong");
+        if !path.exists() {
+            let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+                Some("debug") | None => "dev".to_owned(),
+                Some(other) => other.to_owned(),
+            };
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let built = run(Command::new(cargo)
+                .args(["build", "--example", "pingpong", "--profile", &profile])
+                .arg("--manifest-path")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")));
+            assert_eq!(
+                built.code,
+                Some(0),
+                "building pingpong failed:\n{}",
+                built.stderr
+            );
+        }
+        assert!(path.exists(), "{} missing", path.display());
+        path
+    })
+}
+
+/// Asserts every rank of an `n`-rank run reported success over `method`.
+fn assert_passed(run: &Run, n: u32, prefixed: bool, method: &str) {
+    assert_eq!(
+        run.code,
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        run.stdout,
+        run.stderr
+    );
+    for rank in 0..n {
+        let prefix = if prefixed {
+            format!("[{rank}] ")
+        } else {
+            String::new()
+        };
+        let expected = format!(
+            "{prefix}pingpong: rank {rank} of {n} ok: peer {} over {method}",
+            rank ^ 1
+        );
+        assert!(
+            run.stdout.lines().any(|l| l.starts_with(&expected)),
+            "no line starting {expected:?} in:\n{}\nstderr:\n{}",
+            run.stdout,
+            run.stderr
+        );
+    }
+}
+
+fn launch(n: u32, transport: &str) -> Run {
+    run(Command::new(env!("CARGO_BIN_EXE_viaduct"))
+        .args([
+            "launch",
+            "-n",
+            &n.to_string(),
+            "--transport",
+            transport,
+            "--timeout",
+            "100",
+            "--",
+        ])
+        .arg(pingpong())
+        .args(["--max", "1048576"]))
+}
+
+#[test]
+fn viaduct_launch_two_ranks_shm() {
+    assert_passed(&launch(2, "shm"), 2, true, "shm");
+}
+
+#[test]
+fn viaduct_launch_four_ranks_tcp() {
+    assert_passed(&launch(4, "tcp"), 4, true, "tcp");
+}
+
+#[test]
+fn viaduct_launch_four_ranks_shm() {
+    assert_passed(&launch(4, "shm"), 4, true, "shm");
+}
+
+#[test]
+fn impossible_transport_is_a_clear_error() {
+    let r = launch(2, "verbs");
+    assert_ne!(r.code, Some(0));
+    assert!(
+        r.stderr.contains("no method can reach rank"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("verbs"), "{}", r.stderr);
+}
+
+fn mpiexec() -> Option<&'static str> {
+    let found = Command::new("mpiexec")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    found.then_some("mpiexec")
+}
+
+#[test]
+fn mpiexec_two_and_four_ranks() {
+    let Some(mpiexec) = mpiexec() else {
+        println!("SKIPPED: mpiexec (Debian package mpich) is not installed");
+        return;
+    };
+    for (n, transport) in [(2u32, "shm"), (4, "tcp")] {
+        let r = run(Command::new(mpiexec)
+            .args(["-n", &n.to_string()])
+            .env("VIADUCT_TRANSPORT", transport)
+            .arg(pingpong())
+            .args(["--max", "1048576"]));
+        assert_passed(&r, n, false, transport);
+    }
+}
