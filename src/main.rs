@@ -35,6 +35,8 @@ enum BenchCommand {
     VerbsLat(bench::verbs_lat::Args),
     /// Method latency/bandwidth over tcp or shm.
     Method(bench::method::Args),
+    /// Tagged ping-pong latency/bandwidth through the agent between launched ranks.
+    Agent(bench::agent::Args),
     /// Generalized request start + complete + wait cost.
     Greq(bench::greq::Args),
     /// Nonblocking file I/O through io_uring.
@@ -54,6 +56,7 @@ fn main() {
             #[cfg(feature = "rdma")]
             BenchCommand::VerbsLat(a) => bench::verbs_lat::run(a),
             BenchCommand::Method(a) => bench::method::run(a),
+            BenchCommand::Agent(a) => bench::agent::run(a),
             BenchCommand::Greq(a) => bench::greq::run(a),
             BenchCommand::Io(a) => bench::io::run(a),
         },

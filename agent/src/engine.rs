@@ -10,7 +10,7 @@ use crate::method::MethodError;
 use crate::recv_buffer::RecvBuffer;
 use crate::request::{CarCounter, RequestError};
 use crate::vc::{Link, Outbound, Vc};
-use crate::wire::{self, CTS, DATA, EAGER, EAGER_HEADER, RTS, RTS_LEN};
+use crate::wire::{self, CTS, DATA, EAGER, EAGER_HEADER, RTS, RTS_LEN, STREAM};
 
 /// A receive waiting for its message.
 #[derive(Debug)]
@@ -210,6 +210,22 @@ impl Book {
             id,
             tag: wire::method_tag(EAGER, 0),
             buf: wire::eager(context, tag, data),
+        }
+    }
+
+    /// A message of the VC's byte stream (`Agent::write`), its completion registered.
+    pub(crate) fn stream_send(
+        &mut self,
+        peer: u32,
+        data: Vec<u8>,
+        counter: CarCounter,
+    ) -> Outbound {
+        let id = self.id();
+        self.sends.insert(id, (counter, data.len() as u64, peer));
+        Outbound {
+            id,
+            tag: wire::method_tag(STREAM, 0),
+            buf: data,
         }
     }
 
@@ -529,10 +545,15 @@ impl State {
     /// One non-blocking pass over every VC: completions, inbound messages, queued sends,
     /// cancellations. Returns the work done (events handled).
     pub(crate) fn progress(&mut self) -> usize {
+        self.progress_on(None)
+    }
+
+    /// [`State::progress`] restricted to the VC of `only` (all VCs for `None`).
+    pub(crate) fn progress_on(&mut self, only: Option<u32>) -> usize {
         let mut work = 0;
         let mut failures: Vec<(u32, String)> = Vec::new();
         let State { vcs, book, .. } = self;
-        for vc in vcs.iter_mut() {
+        for vc in vcs.iter_mut().filter(|v| only.is_none_or(|p| p == v.peer)) {
             let Link::Remote(m) = &mut vc.link else {
                 continue;
             };
@@ -543,9 +564,14 @@ impl State {
                     failures.push((peer, reason));
                 }
             }
-            if !vc.drained && book.unexpected_bytes < book.max_unexpected {
+            if !vc.drained && !vc.stream_at_head && book.unexpected_bytes < book.max_unexpected {
                 for _ in 0..INBOUND_BURST {
                     let step = match m.next() {
+                        Ok(Some((tag, _))) if wire::split_tag(tag).0 == STREAM => {
+                            // Stream bytes are for `Agent::next`, in place: stop here.
+                            vc.stream_at_head = true;
+                            Ok(false)
+                        }
                         Ok(Some((tag, data))) => {
                             let n = data.len();
                             match book.inbound(peer, tag, data) {
@@ -592,7 +618,7 @@ impl State {
         self.vcs
             .iter()
             .enumerate()
-            .filter(|(_, v)| matches!(v.link, Link::Remote(_)) && !v.drained)
+            .filter(|(_, v)| matches!(v.link, Link::Remote(_)) && !v.drained && !v.stream_at_head)
             .map(|(i, _)| i)
             .collect()
     }

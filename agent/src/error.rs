@@ -84,6 +84,17 @@ pub enum AgentError {
     /// `reserve_write` was asked for the self loop, which has no outgoing queue.
     #[error("reserve_write is not available on the self loop (the destination is this rank)")]
     SelfReservation,
+    /// The byte stream (`write`/`next`) was asked of the self loop, which has none.
+    #[error("the self loop has no byte stream (the peer is this rank)")]
+    SelfStream,
+    /// A stream message longer than one rendezvous piece (`Config::rendezvous_chunk`).
+    #[error("stream message of {len} bytes exceeds the limit of {max} bytes")]
+    StreamTooLong {
+        /// The length given.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A rank outside `0..size`.
     #[error("rank {rank} is not in this job of {size} ranks")]
     BadRank {

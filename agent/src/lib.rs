@@ -19,3 +19,4 @@ pub mod progress;
 pub mod recv_buffer;
 mod vc;
 mod wire;
+pub mod stream;

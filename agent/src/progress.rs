@@ -187,6 +187,17 @@ impl Agent {
         self.shared.make_progress()
     }
 
+    /// One non-blocking progress pass over the VC of `peer` only (`Make_progress(VC)` of seed
+    /// 002); returns the events handled. Cancellations are handled as in a full pass.
+    pub fn make_progress_vc(&self, peer: u32) -> Result<usize, AgentError> {
+        self.check_rank(peer)?;
+        let mut st = self.shared.lock();
+        if st.finalized {
+            return Err(AgentError::Finalized);
+        }
+        Ok(st.progress_on(Some(peer)))
+    }
+
     /// Makes progress, blocking up to `timeout` when there is nothing to do
     /// (`Make_progress_blocking` of seed 002): spins adaptively, then sleeps in the methods'
     /// waits. Returns the events handled.

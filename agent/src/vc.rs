@@ -14,7 +14,9 @@
 //! - **next / consume**: inbound messages are borrowed in place from the method's receive
 //!   memory ([`crate::method`]) by the progress engine, which matches them and consumes them
 //!   whole; the bytes of an eager message are copied once, into the receive buffer (or the
-//!   unexpected queue).
+//!   unexpected queue). Messages of the VC's byte stream (`Agent::write`) are left in place
+//!   for `Agent::next`, which shows them to the caller without a copy and consumes what the
+//!   caller took; until they are consumed, nothing behind them is read.
 //! - **locking**: the seed's `Lock_read`/`Lock_write` are the agent's state mutex: every VC
 //!   operation runs with it held, so a block of writes by one thread is never interleaved
 //!   with another thread's (callers that need several writes adjacent make them under one
@@ -61,6 +63,9 @@ pub(crate) struct Vc {
     pub(crate) failed: Option<String>,
     /// Set once `next` reported the failure: nothing more will arrive.
     pub(crate) drained: bool,
+    /// The next inbound message is stream bytes waiting for `Agent::next`: the progress engine
+    /// reads nothing more from this VC until they are consumed.
+    pub(crate) stream_at_head: bool,
 }
 
 impl Vc {
@@ -71,6 +76,7 @@ impl Vc {
             queue: VecDeque::new(),
             failed: None,
             drained: false,
+            stream_at_head: false,
         }
     }
 

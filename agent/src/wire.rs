@@ -9,6 +9,7 @@
 //! | `RTS` (ready to send) | sender's id | context u32, tag u32, length u64 |
 //! | `CTS` (clear to send) | sender's id | receiver's id u64 |
 //! | `DATA` | receiver's id | a piece of the data (pieces arrive in order) |
+//! | `STREAM` | 0 | bytes of the VC's byte stream (`Agent::write` / `Agent::next`) |
 //!
 //! Rendezvous: the sender keeps the data and sends `RTS`; the receiver matches it like any
 //! message and answers `CTS` naming where the data goes; the sender then sends the data in
@@ -22,6 +23,9 @@ pub(crate) const RTS: u8 = 2;
 pub(crate) const CTS: u8 = 3;
 /// A piece of a rendezvous message.
 pub(crate) const DATA: u8 = 4;
+
+/// Bytes of the VC's byte stream, read in place by `Agent::next` (no envelope, no matching).
+pub(crate) const STREAM: u8 = 5;
 
 /// Bytes of the `EAGER` header.
 pub(crate) const EAGER_HEADER: usize = 8;

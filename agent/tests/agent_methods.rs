@@ -116,6 +116,11 @@ fn many_unexpected(agent: Agent) {
 }
 
 fn truncation(agent: Agent) {
+    assert!(agent.make_progress_vc(1 - agent.rank()).is_ok());
+    assert!(matches!(
+        agent.make_progress_vc(2),
+        Err(AgentError::BadRank { .. })
+    ));
     if agent.rank() == 0 {
         agent.send(1, 1, &[9u8; 100]).unwrap();
         agent.send(1, 2, &vec![8u8; 1 << 20]).unwrap();
@@ -223,6 +228,127 @@ fn threads_share_one_agent(agent: Agent) {
     }
 }
 
+/// With a small `max_unexpected_bytes`, a receiver that posts no receive holds at most about
+/// that much of unexpected payload: the rest waits in the method (back-pressure on the
+/// sender), and every message still arrives, in order, once receives are posted.
+fn unexpected_memory_is_bounded(agent: Agent) {
+    const N: u32 = 2000;
+    const LEN: usize = 1024;
+    let limit = agent.config().max_unexpected_bytes;
+    if agent.rank() == 0 {
+        let mut reqs: Vec<Request> = (0..N)
+            .map(|i| agent.isend(1, 1, &[i as u8; LEN]).unwrap())
+            .collect();
+        wait_all(&mut reqs, None).unwrap();
+    } else {
+        let mut rounds = 0;
+        while agent.unexpected().1 < limit && rounds < 20_000 {
+            agent.make_progress_blocking(std::time::Duration::from_millis(1));
+            rounds += 1;
+        }
+        assert!(
+            agent.unexpected().1 >= limit,
+            "the sender never filled the limit"
+        );
+        for _ in 0..1000 {
+            agent.make_progress();
+        }
+        // One pass may take one burst of 64 messages past the limit, no more.
+        let held = agent.unexpected().1;
+        assert!(
+            held <= limit + 64 * LEN,
+            "{held} bytes held for a limit of {limit}"
+        );
+        for i in 0..N {
+            let mut b = [0u8; LEN];
+            agent
+                .recv(&mut b, Source::Rank(0), TagMatch::Tag(1))
+                .unwrap();
+            assert_eq!(b[0], i as u8);
+        }
+    }
+}
+
+fn small_limit(method: MethodKind) -> viaduct_agent::config::Config {
+    viaduct_agent::config::Config {
+        max_unexpected_bytes: 64 << 10,
+        ..config(method)
+    }
+}
+
+#[test]
+fn unexpected_memory_bounded_shm() {
+    job(
+        2,
+        small_limit(MethodKind::Shm),
+        unexpected_memory_is_bounded,
+    );
+}
+
+#[test]
+fn unexpected_memory_bounded_tcp() {
+    job(
+        2,
+        small_limit(MethodKind::Tcp),
+        unexpected_memory_is_bounded,
+    );
+}
+
+/// The VC's byte stream: messages shown in place, consumed in parts, in order with the
+/// tagged messages around them.
+fn byte_stream(agent: Agent) {
+    use std::time::Duration;
+    let limit = Duration::from_secs(30);
+    if agent.rank() == 0 {
+        let mut reqs = vec![
+            agent.write(1, b"first".to_vec()).unwrap(),
+            agent.isend(1, 7, b"tagged").unwrap(),
+            agent.write(1, pattern(300_000, 5)).unwrap(),
+        ];
+        wait_all(&mut reqs, None).unwrap();
+    } else {
+        let mut got = Vec::new();
+        // Consumed in two parts.
+        let n = agent
+            .next_timeout(0, limit, |d| {
+                got.extend_from_slice(&d[..2]);
+                2
+            })
+            .unwrap();
+        assert_eq!(n, Some(2));
+        let n = agent
+            .next_timeout(0, limit, |d| {
+                got.extend_from_slice(d);
+                d.len()
+            })
+            .unwrap();
+        assert_eq!(n, Some(3));
+        assert_eq!(got, b"first");
+        let mut b = [0u8; 6];
+        agent
+            .recv(&mut b, Source::Rank(0), TagMatch::Tag(7))
+            .unwrap();
+        assert_eq!(&b, b"tagged");
+        let mut big = Vec::new();
+        agent
+            .next_timeout(0, limit, |d| {
+                big.extend_from_slice(d);
+                d.len()
+            })
+            .unwrap();
+        assert!(big == pattern(300_000, 5));
+        assert_eq!(agent.next(0, |d| d.len()).unwrap(), None);
+        assert!(matches!(
+            agent.write(1, vec![1]),
+            Err(AgentError::SelfStream)
+        ));
+        assert!(matches!(
+            agent.write(0, vec![0; 64 << 20]),
+            Err(AgentError::StreamTooLong { .. })
+        ));
+    }
+}
+
 macro_rules! for_methods {
     ($($name:ident: $size:expr, $body:expr;)*) => {
         mod shm {
@@ -246,6 +372,7 @@ for_methods! {
     reserve_write_set_marker: 2, markers_keep_order;
     ssend: 2, synchronous_send;
     threads: 2, threads_share_one_agent;
+    stream: 2, byte_stream;
 }
 
 #[test]

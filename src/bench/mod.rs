@@ -1,5 +1,6 @@
 //! `viaduct bench ...`: benchmarks, each in its own module with a clap `Args` and a `run`.
 
+pub mod agent;
 pub mod greq;
 pub mod io;
 pub mod method;

@@ -94,8 +94,8 @@ pub fn run(args: &Args) -> BoxResult<()> {
     }
     if !ready.starts_with("listening") {
         let _ = child.kill();
-        let _ = child.wait();
-        return Err(format!("the server process did not start: {ready:?}").into());
+        let status = child.wait()?;
+        return Err(format!("the server process did not start ({status}): {ready:?}").into());
     }
     let result = client(args, "127.0.0.1");
     if result.is_err() {

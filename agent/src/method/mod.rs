@@ -27,7 +27,7 @@
 //! The self loop (a rank sending to itself) has no connection: the agent matches such messages
 //! directly (one copy, from the send buffer into the receive buffer or the unexpected queue).
 //!
-//! Dispatch is a private enum ([`Method`]), not a trait object: the hot path is a `match`.
+//! Dispatch is a private enum (`Method`), not a trait object: the hot path is a `match`.
 //! The verbs method is not wired into the agent yet: listing `verbs` in `VIADUCT_TRANSPORT`
 //! leaves it out with that reason (see [`crate::config`]).
 

@@ -1,0 +1,176 @@
+//! Benchmark `agent`: tagged ping-pong latency and streaming bandwidth through the
+//! communication agent (matching, eager and rendezvous protocols, progress engine) between two
+//! ranks started by `viaduct launch`.
+//!
+//! Run without a launcher, it starts itself under `viaduct launch -n 2 --transport M`; each
+//! rank then runs the same command with the launcher's environment. Latency is half the round
+//! trip of a blocking `send`/`recv` ping-pong (median and mean over the timed round trips);
+//! bandwidth is the bytes per second rank 0 streams to rank 1 with a window of `isend`s in
+//! flight, the receiver keeping as many `irecv`s posted.
+
+use std::error::Error;
+use std::process::Command;
+use std::time::Instant;
+
+use viaduct_agent::agent::Agent;
+use viaduct_agent::matching::{Source, TagMatch};
+use viaduct_agent::request::wait_all;
+
+type BoxError = Box<dyn Error>;
+
+/// What to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Test {
+    /// Ping-pong, half round trip.
+    Latency,
+    /// One-way stream, bytes per second.
+    Bandwidth,
+}
+
+/// Options of this benchmark.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// What to measure.
+    #[arg(value_enum, default_value = "latency")]
+    pub test: Test,
+    /// The method between the two ranks (`VIADUCT_TRANSPORT`): shm, tcp or verbs.
+    #[arg(long, default_value = "shm")]
+    pub transport: String,
+    /// Message sizes in bytes, comma separated (default 8,64,4096 for latency,
+    /// 65536,4194304 for bandwidth).
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Vec<usize>,
+    /// Timed iterations (round trips or messages) per size.
+    #[arg(long, default_value_t = 20_000)]
+    pub iters: u32,
+    /// Messages in flight for bandwidth.
+    #[arg(long, default_value_t = 16)]
+    pub window: u32,
+    /// Print one JSON object per result line instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+const WARMUP: u32 = 200;
+
+fn under_launcher() -> bool {
+    std::env::var_os("PMI_RANK").is_some() || std::env::var_os("PMI_FD").is_some()
+}
+
+/// Runs the benchmark (starting the two ranks when not started by a launcher).
+pub fn run(args: &Args) -> Result<(), BoxError> {
+    if !under_launcher() {
+        let exe = std::env::current_exe()?;
+        let status = Command::new(&exe)
+            .args(["launch", "-n", "2", "--transport", &args.transport, "--"])
+            .arg(&exe)
+            .args(std::env::args_os().skip(1))
+            .status()?;
+        return if status.success() {
+            Ok(())
+        } else {
+            Err(format!("the benchmark ranks failed ({status})").into())
+        };
+    }
+    let sizes = if args.sizes.is_empty() {
+        match args.test {
+            Test::Latency => vec![8, 64, 4096],
+            Test::Bandwidth => vec![65536, 4 << 20],
+        }
+    } else {
+        args.sizes.clone()
+    };
+    let agent = Agent::init()?;
+    if agent.size() != 2 {
+        return Err(format!("the agent benchmark needs 2 ranks, got {}", agent.size()).into());
+    }
+    let method = agent.method_of(1 - agent.rank()).unwrap_or("none");
+    for size in sizes {
+        let line = match args.test {
+            Test::Latency => latency(&agent, size, args.iters)?,
+            Test::Bandwidth => bandwidth(&agent, size, args.iters, args.window)?,
+        };
+        if let Some((median, mean)) = line {
+            let unit = match args.test {
+                Test::Latency => "us",
+                Test::Bandwidth => "MB/s",
+            };
+            if args.json {
+                println!(
+                    "{{\"bench\":\"agent\",\"test\":\"{:?}\",\"transport\":\"{method}\",\"size\":{size},\"median\":{median:.3},\"mean\":{mean:.3},\"unit\":\"{unit}\"}}",
+                    args.test
+                );
+            } else {
+                println!(
+                    "agent {:?} over {method}: {size:>9} B  median {median:>10.2} {unit}  mean {mean:>10.2} {unit}",
+                    args.test
+                );
+            }
+        }
+    }
+    agent.finalize()?;
+    Ok(())
+}
+
+/// Half round trips in microseconds (median, mean), reported by rank 0.
+fn latency(agent: &Agent, size: usize, iters: u32) -> Result<Option<(f64, f64)>, BoxError> {
+    let me = agent.rank();
+    let peer = 1 - me;
+    let mut buf = vec![0u8; size];
+    let mut samples = Vec::with_capacity(iters as usize);
+    for i in 0..WARMUP + iters {
+        let start = Instant::now();
+        if me == 0 {
+            agent.send(peer, 1, &buf)?;
+            agent.recv(&mut buf, Source::Rank(peer), TagMatch::Tag(1))?;
+        } else {
+            agent.recv(&mut buf, Source::Rank(peer), TagMatch::Tag(1))?;
+            agent.send(peer, 1, &buf)?;
+        }
+        if i >= WARMUP {
+            samples.push(start.elapsed().as_secs_f64() * 1e6 / 2.0);
+        }
+    }
+    if me != 0 || samples.is_empty() {
+        return Ok(None);
+    }
+    let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+    samples.sort_by(f64::total_cmp);
+    Ok(Some((samples[samples.len() / 2], mean)))
+}
+
+/// Bytes per second (in MB/s, both figures the same), reported by rank 0.
+fn bandwidth(
+    agent: &Agent,
+    size: usize,
+    iters: u32,
+    window: u32,
+) -> Result<Option<(f64, f64)>, BoxError> {
+    let me = agent.rank();
+    let peer = 1 - me;
+    let window = window.max(1);
+    let rounds = iters.div_ceil(window).max(1);
+    let data = vec![7u8; size];
+    let mut ack = [0u8; 1];
+    let start = Instant::now();
+    for _ in 0..rounds {
+        let mut reqs = Vec::with_capacity(window as usize);
+        for _ in 0..window {
+            if me == 0 {
+                reqs.push(agent.isend(peer, 2, &data)?);
+            } else {
+                reqs.push(agent.irecv(size, Source::Rank(peer), TagMatch::Tag(2))?.0);
+            }
+        }
+        wait_all(&mut reqs, None)?;
+    }
+    if me == 0 {
+        agent.recv(&mut ack, Source::Rank(peer), TagMatch::Tag(3))?;
+    } else {
+        agent.send(peer, 3, &ack)?;
+        return Ok(None);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let mbs = (rounds as f64 * window as f64 * size as f64) / secs / 1e6;
+    Ok(Some((mbs, mbs)))
+}
