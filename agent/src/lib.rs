@@ -3,20 +3,20 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
-pub mod bootstrap;
-pub mod fileio;
-pub mod request;
 pub mod agent;
+pub mod bootstrap;
 pub mod config;
 mod connect;
 mod engine;
 pub mod error;
+pub mod fileio;
 mod handshake;
 pub mod matching;
 pub mod method;
 pub mod p2p;
 pub mod progress;
 pub mod recv_buffer;
+pub mod request;
+pub mod stream;
 mod vc;
 mod wire;
-pub mod stream;

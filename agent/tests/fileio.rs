@@ -290,3 +290,64 @@ fn file_requests_mix_with_generalized_requests() {
         );
     });
 }
+
+/// Child half of `write_past_the_file_size_limit_fails_with_efbig`: runs under
+/// `prlimit --fsize` with SIGXFSZ ignored (set by the parent's shell, kept across exec).
+#[test]
+fn efbig_child() {
+    let Some(path) = std::env::var_os("VIADUCT_AGENT_EFBIG_CHILD") else {
+        return;
+    };
+    let Some(engine) = engine() else { return };
+    let file = File::open(&engine, &path, &OpenOptions::create_rw()).unwrap();
+    let mut req = file.iwrite_at(IoBuffer::from(vec![1; 4096]), 2 << 20);
+    let result = req
+        .request
+        .wait_timeout(Duration::from_secs(30))
+        .map(|s| s.map(|s| s.count()));
+    match result {
+        Err(RequestError::Operation(cause)) => match cause.downcast_ref::<FileError>() {
+            Some(fe) => println!("CHILD-RESULT: errno={:?} {fe}", fe.errno()),
+            None => println!("CHILD-RESULT: not a file error: {cause}"),
+        },
+        other => println!("CHILD-RESULT: {other:?}"),
+    }
+    let back = req.buffers.take().map(|b| b.total_len());
+    println!("CHILD-BUFFERS: {back:?}");
+}
+
+#[test]
+fn write_past_the_file_size_limit_fails_with_efbig() {
+    if engine().is_none() {
+        return;
+    }
+    let runs = std::process::Command::new("prlimit")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !runs {
+        println!("SKIPPED: prlimit (util-linux) is not available");
+        return;
+    }
+    let path = TempPath::new("efbig");
+    let exe = std::env::current_exe().unwrap();
+    let out = within(move || {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(r#"trap '' XFSZ; exec prlimit --fsize=1048576 "$0" --exact efbig_child --nocapture --test-threads=1"#)
+            .arg(&exe)
+            .env("VIADUCT_AGENT_EFBIG_CHILD", &path.0)
+            .output()
+            .unwrap()
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("CHILD-RESULT"))
+        .unwrap_or_else(|| panic!("child printed no result: {stdout} {out:?}"));
+    assert!(
+        line.contains(&format!("errno=Some({})", libc::EFBIG)) && line.contains("EFBIG"),
+        "{line}"
+    );
+    assert!(stdout.contains("CHILD-BUFFERS: Some(4096)"), "{stdout}");
+}

@@ -138,6 +138,12 @@ fn peer_process_entry() {
                 while ep.poll().is_some() {}
             }
         }
+        "stall" => {
+            // Says it is up, then never drives the endpoint again until it is killed.
+            send(&mut ep, 0, 7, Vec::new()).expect("send");
+            std::thread::sleep(LIMIT);
+            return;
+        }
         "rma-target" => {
             let key = ep.register(vec![0u8; 4096]);
             send(&mut ep, 0, key.0 as u64, Vec::new()).expect("send the key");
@@ -357,4 +363,99 @@ fn single_copy_refused_with_eperm_switches_to_ring_chunks() {
         LongMessages::RingChunks,
         LongMessages::SingleCopy,
     );
+}
+
+#[test]
+fn killed_peer_completes_every_accepted_descriptor_once() {
+    let path = socket_path("kill-many");
+    let listener = shm::Listener::bind(&path).expect("bind");
+    let mut child = spawn_peer("stall", &path);
+    let config = Config {
+        liveness_interval: Duration::from_millis(10),
+        ..Config::default()
+    };
+    let mut ep = listener.accept(config).expect("accept");
+    assert_eq!(recv(&mut ep).expect("up").0, 7);
+    // Posts without progress in between until the peer's ring is full: small copied sends,
+    // owned buffers, long messages the peer never takes, emulated writes and reads it never
+    // serves.
+    let mut accepted = std::collections::HashMap::new();
+    let mut id = 0u64;
+    for round in 0..2 {
+        for i in 0..2000usize {
+            id += 1;
+            let (op, posted) = match i % 97 {
+                13 => (
+                    shm::Op::Write,
+                    ep.post_write(id, shm::RegionKey(1), 0, &[3u8; 1000])
+                        .expect("write")
+                        .is_posted(),
+                ),
+                29 => (
+                    shm::Op::Read,
+                    ep.post_read(id, shm::RegionKey(1), 0, vec![0u8; 4096])
+                        .expect("read")
+                        .is_posted(),
+                ),
+                50 => (
+                    shm::Op::Send,
+                    ep.post_send_buf(id, 5, vec![4u8; 2 << 20])
+                        .expect("send")
+                        .is_posted(),
+                ),
+                n if n % 3 == 0 => (
+                    shm::Op::Send,
+                    ep.post_send_buf(id, 6, vec![5u8; 64 << 10])
+                        .expect("send")
+                        .is_posted(),
+                ),
+                _ => (
+                    shm::Op::Send,
+                    ep.post_send(id, 7, &[6u8; 200]).expect("send").is_posted(),
+                ),
+            };
+            if posted {
+                accepted.insert(id, op);
+            } else if op == shm::Op::Send {
+                break;
+            }
+        }
+        if round == 0 {
+            let _ = ep.wait(Duration::from_millis(5));
+        }
+    }
+    assert!(!accepted.is_empty());
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    let mut done = std::collections::HashMap::new();
+    let deadline = Instant::now() + LIMIT;
+    while done.len() < accepted.len() {
+        while let Some(c) = ep.poll() {
+            assert_eq!(accepted.get(&c.id), Some(&c.op), "{} never posted", c.id);
+            assert!(
+                done.insert(c.id, c.result).is_none(),
+                "descriptor {} completed twice",
+                c.id
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} accepted descriptors never completed after the peer died",
+            accepted.len() - done.len(),
+            accepted.len()
+        );
+        let _ = ep.wait(Duration::from_millis(10));
+    }
+    for (id, result) in &done {
+        match (accepted[id], result) {
+            (shm::Op::Send, Ok(_)) | (_, Err(Error::PeerFailed(_))) => {}
+            (op, other) => panic!("descriptor {id} ({op:?}) ended with {other:?}"),
+        }
+    }
+    assert!(done.values().any(|r| r.is_err()));
+    assert!(matches!(
+        ep.post_send(1 << 40, 1, b"late"),
+        Err(Error::PeerFailed(_))
+    ));
+    assert!(ep.poll().is_none());
 }

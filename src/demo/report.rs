@@ -284,7 +284,9 @@ impl Report {
         if let Some(why) = &self.verbs_skipped {
             out.push_str(&format!("\n  verbs: not run ({why})\n"));
         }
-        out.push_str("\nFiles written with nonblocking I/O (one per rank):\n");
+        out.push_str(
+            "\nFiles written with nonblocking I/O (results and state, one of each per rank):\n",
+        );
         for path in &f.files {
             out.push_str(&format!("  {path}\n"));
         }

@@ -435,8 +435,16 @@ fn stream(mesh: &mut Mesh, size: usize, budget: Duration) -> Result<Option<Bandw
             sent += 1;
         }
         mesh.send(1, STREAM_END, &[])?;
-        mesh.recv(1, STREAM_END, |_| ())?;
+        // Rank 1 acknowledges with the number of whole messages it took.
+        let got = mesh.recv(1, STREAM_END, |d| {
+            <[u8; 8]>::try_from(d).map(u64::from_le_bytes).ok()
+        })?;
         let secs = start.elapsed().as_secs_f64();
+        if got != Some(sent) {
+            return Err(DemoError::Wrong(format!(
+                "rank 0 streamed {sent} messages of {size} bytes, rank 1 counted {got:?}"
+            )));
+        }
         Some(Bandwidth {
             size,
             messages: sent,
@@ -456,8 +464,7 @@ fn stream(mesh: &mut Mesh, size: usize, budget: Duration) -> Result<Option<Bandw
                 }
             }
         }
-        let _ = got;
-        mesh.send(0, STREAM_END, &[])?;
+        mesh.send(0, STREAM_END, &got.to_le_bytes())?;
         None
     };
     mesh.flush()?;

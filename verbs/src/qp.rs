@@ -168,6 +168,13 @@ impl QpShared {
             // Left over from an earlier queue pair with the same number: not ours.
             None => return,
             Some(f) if f.hw_id > wc.wr_id => return,
+            // The common case: the oldest request completed.
+            Some(f) if f.hw_id == wc.wr_id => {
+                if let Some(p) = queue.pop_front() {
+                    out.push_back(p.into_completion(Some(wc), self.qp_num));
+                }
+                return;
+            }
             Some(_) => {}
         }
         while let Some(p) = queue.pop_front() {
@@ -593,6 +600,7 @@ impl PreparedQueuePair {
     }
 
     /// Posts receives before connecting, so the peer's first sends find them.
+    #[inline]
     pub fn post_recv(
         &self,
         requests: impl IntoIterator<Item = RecvRequest>,
@@ -733,6 +741,7 @@ impl QueuePair {
     }
 
     /// Posts receives, all in one `ibv_post_recv` call.
+    #[inline]
     pub fn post_recv(
         &self,
         requests: impl IntoIterator<Item = RecvRequest>,
@@ -743,9 +752,72 @@ impl QueuePair {
     /// Posts send-queue requests, all in one `ibv_post_send` call (a linked list, one
     /// doorbell). Each request owns its memory until its completion is polled. On failure the
     /// requests that did not reach the NIC come back in the error.
+    #[inline]
     pub fn post_send(
         &self,
         requests: impl IntoIterator<Item = SendRequest>,
+    ) -> Result<(), PostError<SendRequest>> {
+        let mut it = requests.into_iter();
+        let first = it.next();
+        let second = if first.is_some() { it.next() } else { None };
+        match (first, second) {
+            // The common case, one request: no scratch arrays, no list to link.
+            (Some(r), None) if r.segments.len() <= 1 => self.post_send_one(r),
+            (first, second) => self.post_send_many(first.into_iter().chain(second).chain(it)),
+        }
+    }
+
+    /// Posts one send request of at most one segment, its descriptor built on the stack.
+    #[inline]
+    fn post_send_one(&self, r: SendRequest) -> Result<(), PostError<SendRequest>> {
+        let shared = &*self.inner.shared;
+        let mut q = shared.lock();
+        if shared.state() != sys::ibv_qp_state::IBV_QPS_RTS {
+            return Err(PostError {
+                error: self.not_connected(),
+                unposted: vec![r],
+            });
+        }
+        if let Err(error) = r.validate() {
+            return Err(PostError {
+                error,
+                unposted: vec![r],
+            });
+        }
+        let hw_id = q.alloc_id();
+        let mut wr = send_wr(hw_id, r.op, (r.signalled, r.inline, r.solicited));
+        let mut entry = match r.segments.first() {
+            Some(s) if !s.is_empty() => Some(sge(s.raw())),
+            _ => None,
+        };
+        if let Some(e) = &mut entry {
+            wr.sg_list = e;
+            wr.num_sge = 1;
+        }
+        let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
+        // SAFETY: live QP; a single work request whose scatter/gather entry (if any) lives on
+        // this stack frame through the call and names the heap buffer of the request's segment.
+        // That buffer does not move when the request moves into the queue below, and the
+        // request stays there, owning it, until its completion is polled. The queue lock is
+        // held, so no completion is matched before the request is queued.
+        let rc = unsafe { sys::ibv_post_send(self.inner.qp, &mut wr, &mut bad) };
+        if rc != 0 {
+            return Err(PostError {
+                error: Error::PostSend(from_code(rc)),
+                unposted: vec![r],
+            });
+        }
+        q.send.push_back(Pending {
+            hw_id,
+            req: Posted::Send(r),
+        });
+        Ok(())
+    }
+
+    /// Posts any number of send requests as one linked list, built in the scratch arrays.
+    fn post_send_many(
+        &self,
+        requests: impl Iterator<Item = SendRequest>,
     ) -> Result<(), PostError<SendRequest>> {
         let shared = &self.inner.shared;
         let mut guard = shared.lock();
@@ -917,14 +989,25 @@ fn push_send_wr(
     hw_id: u64,
     op: SendOp,
     entries: impl Iterator<Item = RawSge>,
-    (signalled, inline, solicited): (bool, bool, bool),
+    flags: (bool, bool, bool),
 ) {
     let before = sges.len();
     sges.extend(entries.filter(|e| e.len > 0).map(sge));
+    let mut wr = send_wr(hw_id, op, flags);
+    wr.num_sge = (sges.len() - before) as libc::c_int;
+    wrs.push(wr);
+}
+
+/// A send work request without scatter/gather entries or list link.
+#[inline]
+fn send_wr(
+    hw_id: u64,
+    op: SendOp,
+    (signalled, inline, solicited): (bool, bool, bool),
+) -> sys::ibv_send_wr {
     // SAFETY: ibv_send_wr is integers, raw pointers and unions of those; zero is valid.
     let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
     wr.wr_id = hw_id;
-    wr.num_sge = (sges.len() - before) as libc::c_int;
     let mut flags = 0u32;
     if signalled {
         flags |= sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
@@ -954,7 +1037,7 @@ fn push_send_wr(
             rkey: r.rkey,
         };
     }
-    wrs.push(wr);
+    wr
 }
 
 /// Links the scratch send work requests into one list, posts it with one `ibv_post_send`, and
@@ -1012,9 +1095,76 @@ fn bad_index<T>(base: *const T, bad: *const T, n: usize) -> usize {
     ((x - b) / std::mem::size_of::<T>()).min(n)
 }
 
+#[inline]
 fn post_recv(
     inner: &QpInner,
     requests: impl IntoIterator<Item = RecvRequest>,
+) -> Result<(), PostError<RecvRequest>> {
+    let mut it = requests.into_iter();
+    let first = it.next();
+    let second = if first.is_some() { it.next() } else { None };
+    match (first, second) {
+        // The common case, one request: no scratch arrays, no list to link.
+        (Some(r), None) if r.segments.len() <= 1 => post_recv_one(inner, r),
+        (first, second) => post_recv_many(inner, first.into_iter().chain(second).chain(it)),
+    }
+}
+
+/// Posts one receive of at most one segment, its descriptor built on the stack.
+#[inline]
+fn post_recv_one(inner: &QpInner, r: RecvRequest) -> Result<(), PostError<RecvRequest>> {
+    let shared = &*inner.shared;
+    let mut q = shared.lock();
+    let st = shared.state();
+    use sys::ibv_qp_state::*;
+    if !matches!(st, IBV_QPS_INIT | IBV_QPS_RTR | IBV_QPS_RTS) {
+        return Err(PostError {
+            error: Error::NotConnected {
+                qp_num: shared.qp_num,
+                state: state_name(st),
+            },
+            unposted: vec![r],
+        });
+    }
+    let hw_id = q.alloc_id() | RECV_BIT;
+    let mut entry = match r.segments.first() {
+        Some(s) if !s.is_empty() => Some(sge(s.raw())),
+        _ => None,
+    };
+    let mut wr = sys::ibv_recv_wr {
+        wr_id: hw_id,
+        next: std::ptr::null_mut(),
+        sg_list: std::ptr::null_mut(),
+        num_sge: 0,
+    };
+    if let Some(e) = &mut entry {
+        wr.sg_list = e;
+        wr.num_sge = 1;
+    }
+    let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
+    // SAFETY: live QP; a single work request whose scatter/gather entry (if any) lives on this
+    // stack frame through the call and names the heap buffer of the request's segment. That
+    // buffer does not move when the request moves into the queue below, and the request stays
+    // there, owning it, until its completion is polled. The queue lock is held, so no
+    // completion is matched before the request is queued.
+    let rc = unsafe { sys::ibv_post_recv(inner.qp, &mut wr, &mut bad) };
+    if rc != 0 {
+        return Err(PostError {
+            error: Error::PostRecv(from_code(rc)),
+            unposted: vec![r],
+        });
+    }
+    q.recv.push_back(Pending {
+        hw_id,
+        req: Posted::Recv(r),
+    });
+    Ok(())
+}
+
+/// Posts any number of receives as one linked list, built in the scratch arrays.
+fn post_recv_many(
+    inner: &QpInner,
+    requests: impl Iterator<Item = RecvRequest>,
 ) -> Result<(), PostError<RecvRequest>> {
     let shared = &inner.shared;
     let mut guard = shared.lock();

@@ -45,6 +45,14 @@ impl FileEngine {
         self.lock().outstanding()
     }
 
+    /// Submits queued operations and reaps finished ones without blocking; returns how many
+    /// finished. Besides the waits and tests on file requests, this is what gives back the
+    /// buffers of requests dropped or freed before they completed (once the kernel is done with
+    /// them), so a program that drops requests and starts no others can call it to drain them.
+    pub fn poll(&self) -> Result<usize, FileIoError> {
+        self.lock().poll().map_err(FileIoError::Progress)
+    }
+
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, FileIo> {
         self.class
             .ops()

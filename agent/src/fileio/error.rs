@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use viaduct_fallback::file::FileError;
 
+use crate::error::AgentError;
+
 /// Why a file or engine could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum FileIoError {
@@ -16,6 +18,30 @@ pub enum FileIoError {
     Open {
         /// The path.
         path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reaping completions from the ring failed.
+    #[error("reaping file completions failed")]
+    Progress(#[source] FileError),
+    /// A received message was to be written to a file before its receive completed.
+    #[error("the receive has not completed: its buffer is still being filled")]
+    ReceiveIncomplete,
+    /// Taking the next stream message from the agent failed.
+    #[error("taking the next stream message from rank {peer} failed")]
+    Stream {
+        /// The sending rank.
+        peer: u32,
+        /// The agent's error.
+        #[source]
+        source: AgentError,
+    },
+    /// Writing a stream message in place to the file failed after `written` of its bytes.
+    #[error("writing a stream message to the file failed after {written} bytes")]
+    Write {
+        /// Bytes written (and consumed from the stream) before the failure.
+        written: usize,
         /// The OS error.
         #[source]
         source: std::io::Error,

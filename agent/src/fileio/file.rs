@@ -54,8 +54,8 @@ impl OpenOptions {
 /// A file whose reads, writes and syncs are agent requests completed through io_uring.
 #[derive(Debug, Clone)]
 pub struct File {
-    file: Arc<std::fs::File>,
-    engine: FileEngine,
+    pub(super) file: Arc<std::fs::File>,
+    pub(super) engine: FileEngine,
 }
 
 impl File {
@@ -121,7 +121,7 @@ impl File {
         self.start(|io, f| io.fdatasync(f))
     }
 
-    fn start(
+    pub(super) fn start(
         &self,
         begin: impl FnOnce(&mut viaduct_fallback::file::FileIo, &Arc<std::fs::File>) -> FileOp,
     ) -> FileRequest {

@@ -11,11 +11,19 @@
 //! thread is involved: a file request nobody tests or waits on does not progress (its operation
 //! still runs in the kernel). The status count is the number of bytes moved; a cancelled request
 //! reports [`Status::test_cancelled`](crate::request::Status::test_cancelled).
+//!
+//! Handlers ([`post_handler`](crate::request::post_handler)) can be posted on a file request
+//! like on any request; since a file request progresses only in tests and waits, its handler
+//! runs (on the handler thread) after the test or wait that completed it.
+//!
+//! Network to file: see [`network`] for the ways a received message is written to a file without
+//! a copy by the program, and when its buffer is given back.
 
 mod class;
 mod engine;
 mod error;
 mod file;
+pub mod network;
 mod request;
 
 pub use class::{OpState, UringClass};

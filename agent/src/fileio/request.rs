@@ -8,6 +8,12 @@ use super::class::OpState;
 use crate::request::{Request, RequestError, Status};
 
 /// Takes the buffers of a file operation once its request has completed.
+///
+/// If the request is dropped or freed before it completed, nothing completes it any more and
+/// this claim never yields the buffers; the engine keeps them until the kernel is done with the
+/// operation **and** every clone of the claim is dropped, then frees them (seen in
+/// [`FileEngine::outstanding`](super::FileEngine::outstanding) and released by the engine's
+/// next poll, wait or test).
 #[derive(Debug, Clone)]
 pub struct BufferClaim {
     pub(crate) state: Arc<OpState>,

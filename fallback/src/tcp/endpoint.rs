@@ -71,6 +71,10 @@ struct RmaOp {
     buf: Option<Vec<u8>>,
 }
 
+/// What a post refused for want of window gives back unused: the frame's payload and the
+/// operation it would have left outstanding.
+type Refused = (Vec<u8>, Option<RmaOp>);
+
 /// One end of a TCP connection.
 ///
 /// Descriptors (`post_*`) get exactly one [`Completion`] each through [`Endpoint::poll`].
@@ -225,9 +229,17 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Sends queued frames if no `sendmsg` is in flight.
+    /// Sends queued frames if no `sendmsg` is in flight. Once the connection failed, frames
+    /// found queued complete with the failure instead (none should be: the failure drains the
+    /// queue and posts are refused; this keeps the exactly-once rule whatever the path).
     fn flush(&mut self) -> Result<(), Error> {
-        if self.in_flight || self.queue.is_empty() || self.failed.is_some() {
+        if let Some(why) = self.failed {
+            if !self.queue.is_empty() || !self.rma_out.is_empty() {
+                self.fail(why);
+            }
+            return Ok(());
+        }
+        if self.in_flight || self.queue.is_empty() {
             return Ok(());
         }
         let batch = SendBatch::gather(
@@ -275,11 +287,13 @@ impl Endpoint {
 
     fn try_progress(&mut self) -> Result<(), Error> {
         let mut reaped = std::mem::take(&mut self.reaped);
-        self.ring.reap(&mut reaped).map_err(Error::Uring)?;
+        // Completions taken before an error still carry their batches: act on them first.
+        let r = self.ring.reap(&mut reaped);
         for c in reaped.drain(..) {
             self.on_completion(c);
         }
         self.reaped = reaped;
+        r.map_err(Error::Uring)?;
         if !self.rx.is_empty() {
             // Credits, replies and requests may wait at the head of the stream; a malformed
             // frame found here is reported by the next `next`.
@@ -346,12 +360,15 @@ impl Endpoint {
         }
         if sent < bytes {
             // A short or failed send leaves the stream cut inside a frame: the connection is
-            // unusable.
+            // unusable. The frames of this batch come before the queued ones in the stream, so
+            // they complete first; all with the connection's failure (a failure found before
+            // this completion keeps its reason).
             let errno = if result < 0 { -result } else { libc::EPIPE };
+            let why = self.failed.unwrap_or(failure_reason(errno));
             for f in rest {
-                self.complete_failed(f, Error::Send(std::io::Error::from_raw_os_error(errno)));
+                self.complete_failed(f, Error::PeerFailed(why));
             }
-            self.fail_with_errno(errno);
+            self.fail(why);
         }
     }
 
@@ -392,12 +409,7 @@ impl Endpoint {
     }
 
     fn fail_with_errno(&mut self, errno: i32) {
-        self.fail(match errno {
-            libc::ECONNRESET => "the connection was reset by the peer",
-            libc::EPIPE => "the peer closed the connection",
-            libc::ETIMEDOUT => "the peer stopped acknowledging data (timeout)",
-            _ => "the connection failed",
-        });
+        self.fail(failure_reason(errno));
     }
 
     /// Marks the connection failed, shuts the socket down so that operations in flight end at
@@ -454,20 +466,32 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Queues a frame that counts against the peer's window and sends it if it can; gives the
+    /// payload and `rma` back when the window is full. `rma` is the operation a write or read
+    /// request leaves outstanding until its reply (`header.tag` is its token).
     fn post_counted(
         &mut self,
         header: Header,
         payload: Vec<u8>,
         owner: (u64, Op, bool),
-    ) -> Result<Option<Vec<u8>>, Error> {
+        rma: Option<RmaOp>,
+    ) -> Result<Option<Refused>, Error> {
         self.check_open()?;
         self.check_len(payload.len())?;
         let bytes = HEADER_LEN + payload.len();
         if !self.credit_for() {
             self.progress();
+            // The same pass may have found both the peer's last credits and its failure: the
+            // failure wins, so nothing is accepted after it (it would never complete).
+            self.check_open()?;
             if !self.credit_for() {
-                return Ok(Some(payload));
+                return Ok(Some((payload, rma)));
             }
+        }
+        if let Some(op) = rma {
+            // Registered before the request can fail, so that a failure completes it.
+            self.rma_out.insert(header.tag, op);
+            self.next_token += 1;
         }
         self.unacked += bytes;
         self.enqueue(header, payload, Some(owner));
@@ -491,7 +515,7 @@ impl Endpoint {
         let mut h = Header::new(Kind::Send, 0);
         h.tag = tag;
         Ok(
-            match self.post_counted(h, data.to_vec(), (id, Op::Send, false))? {
+            match self.post_counted(h, data.to_vec(), (id, Op::Send, false), None)? {
                 None => Posted::InProgress,
                 Some(_) => Posted::NoResources(()),
             },
@@ -509,10 +533,12 @@ impl Endpoint {
     ) -> Result<Posted<Vec<u8>>, Error> {
         let mut h = Header::new(Kind::Send, 0);
         h.tag = tag;
-        Ok(match self.post_counted(h, buf, (id, Op::Send, true))? {
-            None => Posted::InProgress,
-            Some(b) => Posted::NoResources(b),
-        })
+        Ok(
+            match self.post_counted(h, buf, (id, Op::Send, true), None)? {
+                None => Posted::InProgress,
+                Some((b, _)) => Posted::NoResources(b),
+            },
+        )
     }
 
     /// Posts an emulated RDMA write of `data` to `offset` of the peer's region `key`. The
@@ -534,23 +560,18 @@ impl Endpoint {
         h.key = key.0;
         h.offset = offset;
         h.tag = token;
-        if self
-            .post_counted(h, data.to_vec(), (id, Op::Write, false))?
-            .is_some()
-        {
-            return Ok(Posted::NoResources(()));
-        }
-        self.next_token += 1;
-        self.rma_out.insert(
-            token,
-            RmaOp {
-                id,
-                op: Op::Write,
-                len: data.len(),
-                buf: None,
+        let op = RmaOp {
+            id,
+            op: Op::Write,
+            len: data.len(),
+            buf: None,
+        };
+        Ok(
+            match self.post_counted(h, data.to_vec(), (id, Op::Write, false), Some(op))? {
+                None => Posted::InProgress,
+                Some(_) => Posted::NoResources(()),
             },
-        );
-        Ok(Posted::InProgress)
+        )
     }
 
     /// Posts an emulated RDMA read of `buf.len()` bytes at `offset` of the peer's region `key`
@@ -573,20 +594,20 @@ impl Endpoint {
         h.offset = offset;
         h.tag = token;
         let req = (buf.len() as u64).to_le_bytes().to_vec();
-        if self.post_counted(h, req, (id, Op::Read, false))?.is_some() {
-            return Ok(Posted::NoResources(buf));
-        }
-        self.next_token += 1;
-        self.rma_out.insert(
-            token,
-            RmaOp {
-                id,
-                op: Op::Read,
-                len: buf.len(),
-                buf: Some(buf),
+        // The buffer travels with the outstanding operation, which comes back unregistered
+        // when the window is full.
+        let op = RmaOp {
+            id,
+            op: Op::Read,
+            len: buf.len(),
+            buf: Some(buf),
+        };
+        Ok(
+            match self.post_counted(h, req, (id, Op::Read, false), Some(op))? {
+                None => Posted::InProgress,
+                Some((_, op)) => Posted::NoResources(op.and_then(|o| o.buf).unwrap_or_default()),
             },
-        );
-        Ok(Posted::InProgress)
+        )
     }
 
     // ----- regions -------------------------------------------------------------------------
@@ -693,5 +714,15 @@ impl Drop for Endpoint {
         unsafe {
             libc::shutdown(self.stream.as_raw_fd(), libc::SHUT_RDWR);
         }
+    }
+}
+
+/// The reason a connection failure with `errno` is reported with.
+fn failure_reason(errno: i32) -> &'static str {
+    match errno {
+        libc::ECONNRESET => "the connection was reset by the peer",
+        libc::EPIPE => "the peer closed the connection",
+        libc::ETIMEDOUT => "the peer stopped acknowledging data (timeout)",
+        _ => "the connection failed",
     }
 }

@@ -56,8 +56,12 @@
 //! # Failure
 //!
 //! End of stream or a socket error fails the connection: the socket is shut down (so the
-//! operations in flight end at once), every queued and outstanding descriptor completes with
-//! [`Error::PeerFailed`], and `next` returns it once the messages received before are read. A
+//! operations in flight end at once), and every accepted descriptor not yet completed completes
+//! exactly once with [`Error::PeerFailed`]: frames still queued, frames inside the `sendmsg` in
+//! flight that did not leave whole, and writes and reads waiting for their reply. From then on
+//! every post fails at once with the same error, also one whose own progress (a post that finds
+//! the window full drives the endpoint) is what finds the failure; `next` returns it once the
+//! messages received before are read. A
 //! peer that stops acknowledging data is cut off by `TCP_USER_TIMEOUT` after
 //! [`Config::peer_timeout`]. A malformed frame fails the connection with [`Error::Frame`];
 //! nothing panics and a claimed length is checked before any allocation.

@@ -192,6 +192,11 @@ impl Endpoint {
             }
             Kind::WriteAck | Kind::ReadReply => {
                 let Some(mut op) = self.rma_out.remove(&h.tag) else {
+                    if self.failed.is_some() {
+                        // A reply read after the failure: its operation already completed
+                        // with the failure.
+                        return Ok(());
+                    }
                     return Err(self.protocol_error(Error::Protocol(format!(
                         "reply for unknown operation {}",
                         h.tag
