@@ -1,5 +1,7 @@
 //! `viaduct info`: what this machine offers to viaduct (RDMA devices, io_uring, kernel).
 
+use std::io::Write;
+
 use serde_json::json;
 
 /// Options of `viaduct info`.
@@ -12,6 +14,7 @@ pub struct Args {
 
 /// Prints RDMA devices (ports, state, MTU, GIDs), io_uring availability and the kernel version.
 pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let mut out = std::io::stdout().lock();
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|e| format!("unknown ({e})"));
@@ -30,33 +33,33 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 Err(e) => json!({"error": e}),
             },
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
         return Ok(());
     }
 
-    println!("kernel: {kernel}");
-    println!();
-    println!("RDMA devices:");
+    writeln!(out, "kernel: {kernel}")?;
+    writeln!(out)?;
+    writeln!(out, "RDMA devices:")?;
     match &devices {
-        Ok(list) if list.is_empty() => println!("  no RDMA device{}", rdma_hint()),
+        Ok(list) if list.is_empty() => writeln!(out, "  no RDMA device{}", rdma_hint())?,
         Ok(list) => {
             for d in list {
                 for line in d.lines() {
-                    println!("  {line}");
+                    writeln!(out, "  {line}")?;
                 }
             }
         }
-        Err(e) => println!("  cannot list RDMA devices: {e}"),
+        Err(e) => writeln!(out, "  cannot list RDMA devices: {e}")?,
     }
-    println!();
+    writeln!(out)?;
     match &uring {
         Ok(f) => {
-            println!("io_uring: available");
+            writeln!(out, "io_uring: available")?;
             for line in f.to_string().lines() {
-                println!("  {line}");
+                writeln!(out, "  {line}")?;
             }
         }
-        Err(e) => println!("io_uring: NOT available: {e}"),
+        Err(e) => writeln!(out, "io_uring: NOT available: {e}")?,
     }
     Ok(())
 }

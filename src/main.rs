@@ -62,6 +62,12 @@ fn main() {
         },
     };
     if let Err(e) = result {
+        // A reader that went away (`viaduct info | head`) is not an error of ours.
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            std::process::exit(0);
+        }
         eprintln!("viaduct: error: {e}");
         std::process::exit(1);
     }

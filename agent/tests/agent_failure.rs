@@ -107,9 +107,10 @@ fn killed_mid_transfer(kind: MethodKind, name: &str) {
     child.wait().unwrap();
 
     let mut failed = 0;
-    for mut r in reqs {
-        match r.wait() {
-            Ok(_) => {}
+    for (i, mut r) in reqs.into_iter().enumerate() {
+        match r.wait_timeout(Duration::from_secs(60)) {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("request {i} did not complete within 60 s of the peer's death"),
             Err(e) => {
                 assert!(is_peer_failure(&e), "unexpected error: {e:?}");
                 failed += 1;
@@ -119,7 +120,11 @@ fn killed_mid_transfer(kind: MethodKind, name: &str) {
     // At least the rendezvous send (never matched) and the receive fail.
     assert!(failed >= 2, "only {failed} requests failed");
     // Later operations on the dead VC fail at once; the agent itself still works.
-    let e = agent.isend(1, 4, b"late").unwrap().wait().unwrap_err();
+    let e = agent
+        .isend(1, 4, b"late")
+        .unwrap()
+        .wait_timeout(Duration::from_secs(60))
+        .expect_err("a send to a dead peer must fail");
     assert!(is_peer_failure(&e), "{e:?}");
     assert!(agent.connect(1).is_err());
     agent.send(0, 9, b"self").unwrap();
