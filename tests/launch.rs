@@ -1,59 +1,19 @@
 //! `viaduct launch` and the bootstrap layer end to end: real processes, real PMI servers
 //! (viaduct's own and MPICH hydra's `mpiexec`), the `kvs_exchange` example as the ranks.
 
-use std::io::Read;
+mod common;
+use common::Run;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Upper bound on any one command of these tests.
 const LIMIT: Duration = Duration::from_secs(60);
 
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `cmd` to completion, killing it (and failing) if it outlives [`LIMIT`].
+/// Runs `cmd` to completion within [`LIMIT`].
 fn run(cmd: &mut Command) -> Run {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_reader = thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err_reader = thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{cmd:?} did not finish within {LIMIT:?}");
-        }
-        thread::sleep(Duration::from_millis(10));
-    };
-    Run {
-        code: status.code(),
-        stdout: out_reader.join().unwrap(),
-        stderr: err_reader.join().unwrap(),
-    }
+    common::run_limited(cmd, LIMIT)
 }
 
 fn viaduct() -> Command {
