@@ -171,3 +171,20 @@ fn handler_repost_under_mpiexec() {
         assert_ranks(&r, "handler_repost", 3, &[1, 2], "sent 100 messages");
     }
 }
+
+/// What every rank of `ring` consumes in place: 8 rounds of a 20-byte frame around a payload
+/// of 3 KiB plus 512 bytes per round.
+const RING_LINE: &str = "ok, 39072 bytes passed in place";
+
+#[test]
+fn ring_under_viaduct_launch() {
+    let r = viaduct_launch(3, &example("ring"), &[]);
+    assert_ranks(&r, "ring", 3, &[0, 1, 2], RING_LINE);
+}
+
+#[test]
+fn ring_under_mpiexec() {
+    if let Some(r) = mpiexec(3, &example("ring"), &[]) {
+        assert_ranks(&r, "ring", 3, &[0, 1, 2], RING_LINE);
+    }
+}
