@@ -21,30 +21,7 @@ fn run(cmd: &mut Command) -> Run {
 /// this test alone and skipped the examples).
 fn pingpong() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-        let path = profile_dir.join("examples").join("pingpong");
-        if !path.exists() {
-            let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-                Some("debug") | None => "dev".to_owned(),
-                Some(other) => other.to_owned(),
-            };
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let built = run(Command::new(cargo)
-                .args(["build", "--example", "pingpong", "--profile", &profile])
-                .arg("--manifest-path")
-                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")));
-            assert_eq!(
-                built.code,
-                Some(0),
-                "building pingpong failed:\n{}",
-                built.stderr
-            );
-        }
-        assert!(path.exists(), "{} missing", path.display());
-        path
-    })
+    PATH.get_or_init(|| common::example("pingpong"))
 }
 
 /// Asserts every rank of an `n`-rank run reported success over `method`.

@@ -5,7 +5,6 @@ mod common;
 use common::Run;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Upper bound on any one command of these tests.
@@ -16,35 +15,9 @@ fn run(cmd: &mut Command) -> Run {
     common::run_limited(cmd, LIMIT)
 }
 
-/// Builds are serialized: cargo holds a lock anyway, and one build covers every example.
-static BUILD: Mutex<()> = Mutex::new(());
-
-/// The example `name`, built next to this test (built here if `cargo test` was asked for this
-/// test alone and skipped the examples).
+/// The example `name` (see [`common::example`]).
 fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let path = profile_dir.join("examples").join(name);
-    let _guard = BUILD.lock().unwrap_or_else(|p| p.into_inner());
-    if !path.exists() {
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => "dev".to_owned(),
-            Some(other) => other.to_owned(),
-        };
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let built = run(Command::new(cargo)
-            .args(["build", "--example", name, "--profile", &profile])
-            .arg("--manifest-path")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")));
-        assert_eq!(
-            built.code,
-            Some(0),
-            "building {name} failed:\n{}",
-            built.stderr
-        );
-    }
-    assert!(path.exists(), "{} missing", path.display());
-    path
+    common::example(name)
 }
 
 fn viaduct_launch(n: u32, program: &Path, args: &[&str]) -> Run {

@@ -1,7 +1,10 @@
-//! Helpers shared by the root integration tests: running a command with a time limit.
+//! Helpers shared by the root integration tests: running a command with a time limit, and
+//! finding (or building) an example binary.
 
 use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -52,4 +55,41 @@ pub fn run_limited(cmd: &mut Command, limit: Duration) -> Run {
         stdout: out_reader.join().unwrap(),
         stderr: err_reader.join().unwrap(),
     }
+}
+
+/// Builds are serialized: cargo holds a lock anyway, and one build covers every example.
+static BUILD: Mutex<()> = Mutex::new(());
+
+/// Bound on building one example when the test was run without its examples.
+const BUILD_LIMIT: Duration = Duration::from_secs(600);
+
+/// The example `name`, built next to the running test (built here if `cargo test` was asked for
+/// one test alone and skipped the examples).
+pub fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let path = profile_dir.join("examples").join(name);
+    let _guard = BUILD.lock().unwrap_or_else(|p| p.into_inner());
+    if !path.exists() {
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => "dev".to_owned(),
+            Some(other) => other.to_owned(),
+        };
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let built = run_limited(
+            Command::new(cargo)
+                .args(["build", "--example", name, "--profile", &profile])
+                .arg("--manifest-path")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")),
+            BUILD_LIMIT,
+        );
+        assert_eq!(
+            built.code,
+            Some(0),
+            "building {name} failed:\n{}",
+            built.stderr
+        );
+    }
+    assert!(path.exists(), "{} missing", path.display());
+    path
 }
