@@ -121,83 +121,58 @@ trait Link {
     fn note(&self) -> String;
 }
 
-impl Link for shm::Endpoint {
-    fn send(&mut self, tag: u64, data: &[u8]) -> Result<bool, BoxError> {
-        Ok(self.post_send(0, tag, data)?.is_posted())
-    }
-    fn send_buf(&mut self, tag: u64, buf: Vec<u8>) -> Result<Option<Vec<u8>>, BoxError> {
-        Ok(match self.post_send_buf(0, tag, buf)? {
-            shm::Posted::InProgress => None,
-            shm::Posted::NoResources(b) => Some(b),
-        })
-    }
-    fn reap(&mut self, spare: &mut Vec<Vec<u8>>) -> Result<(), BoxError> {
-        while let Some(c) = self.poll() {
-            c.result?;
-            spare.extend(c.buffer);
-        }
-        Ok(())
-    }
-    fn recv(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> Result<bool, BoxError> {
-        let n = match self.next()? {
-            Some(m) => {
-                f(m.tag, m.data);
-                m.data.len()
+/// `Link` for a method endpoint: both methods share the post/poll/next/consume shape (and
+/// `Posted` type); only the note differs.
+macro_rules! impl_link {
+    ($endpoint:ty, |$ep:ident| $note:expr) => {
+        impl Link for $endpoint {
+            fn send(&mut self, tag: u64, data: &[u8]) -> Result<bool, BoxError> {
+                Ok(self.post_send(0, tag, data)?.is_posted())
             }
-            None => return Ok(false),
-        };
-        self.consume(n)?;
-        Ok(true)
-    }
-    fn wait(&mut self) -> Result<(), BoxError> {
-        Ok(shm::Endpoint::wait(self, Duration::from_millis(100))?)
-    }
-    fn note(&self) -> String {
-        match self.long_messages() {
-            shm::LongMessages::SingleCopy => "long messages by process_vm_readv".to_string(),
-            shm::LongMessages::RingChunks => "long messages in ring chunks".to_string(),
+            fn send_buf(&mut self, tag: u64, buf: Vec<u8>) -> Result<Option<Vec<u8>>, BoxError> {
+                Ok(match self.post_send_buf(0, tag, buf)? {
+                    shm::Posted::InProgress => None,
+                    shm::Posted::NoResources(b) => Some(b),
+                })
+            }
+            fn reap(&mut self, spare: &mut Vec<Vec<u8>>) -> Result<(), BoxError> {
+                while let Some(c) = self.poll() {
+                    c.result?;
+                    spare.extend(c.buffer);
+                }
+                Ok(())
+            }
+            fn recv(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> Result<bool, BoxError> {
+                let n = match self.next()? {
+                    Some(m) => {
+                        f(m.tag, m.data);
+                        m.data.len()
+                    }
+                    None => return Ok(false),
+                };
+                self.consume(n)?;
+                Ok(true)
+            }
+            fn wait(&mut self) -> Result<(), BoxError> {
+                Ok(<$endpoint>::wait(self, Duration::from_millis(100))?)
+            }
+            fn note(&self) -> String {
+                let $ep = self;
+                $note
+            }
         }
-    }
+    };
 }
 
-impl Link for tcp::Endpoint {
-    fn send(&mut self, tag: u64, data: &[u8]) -> Result<bool, BoxError> {
-        Ok(self.post_send(0, tag, data)?.is_posted())
-    }
-    fn send_buf(&mut self, tag: u64, buf: Vec<u8>) -> Result<Option<Vec<u8>>, BoxError> {
-        Ok(match self.post_send_buf(0, tag, buf)? {
-            tcp::Posted::InProgress => None,
-            tcp::Posted::NoResources(b) => Some(b),
-        })
-    }
-    fn reap(&mut self, spare: &mut Vec<Vec<u8>>) -> Result<(), BoxError> {
-        while let Some(c) = self.poll() {
-            c.result?;
-            spare.extend(c.buffer);
-        }
-        Ok(())
-    }
-    fn recv(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> Result<bool, BoxError> {
-        let n = match self.next()? {
-            Some(m) => {
-                f(m.tag, m.data);
-                m.data.len()
-            }
-            None => return Ok(false),
-        };
-        self.consume(n)?;
-        Ok(true)
-    }
-    fn wait(&mut self) -> Result<(), BoxError> {
-        Ok(tcp::Endpoint::wait(self, Duration::from_millis(100))?)
-    }
-    fn note(&self) -> String {
-        match self.config().zero_copy_threshold {
-            usize::MAX => "copying sends".to_string(),
-            t => format!("SEND_ZC from {t} B"),
-        }
-    }
-}
+impl_link!(shm::Endpoint, |ep| match ep.long_messages() {
+    shm::LongMessages::SingleCopy => "long messages by process_vm_readv".to_string(),
+    shm::LongMessages::RingChunks => "long messages in ring chunks".to_string(),
+});
+
+impl_link!(tcp::Endpoint, |ep| match ep.config().zero_copy_threshold {
+    usize::MAX => "copying sends".to_string(),
+    t => format!("SEND_ZC from {t} B"),
+});
 
 fn shm_config(a: &Args) -> shm::Config {
     let mut c = shm::Config::default();
