@@ -42,7 +42,7 @@ mod p2p;
 mod report;
 mod worker;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -51,6 +51,8 @@ use std::time::Instant;
 pub use error::DemoError;
 use mesh::Method;
 use report::{Report, VerbsReport};
+
+use crate::progress::Progress;
 
 /// Options of `viaduct demo`.
 #[derive(Debug, clap::Args)]
@@ -159,11 +161,12 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     let sockets = SocketDir::pick(&out)?;
-    let progress = Progress {
-        started,
-        to_stderr: args.json,
-    };
-    progress.line(&format!(
+    // Stages: per method connect, latency, bandwidth, allreduce, broadcast; then file I/O and
+    // the handler; one agent round per method; verbs; start and end lines.
+    let verbs = verbs_device(args.no_verbs);
+    let stages = 5 * names.len() + 2 + names.len() + usize::from(verbs.is_ok()) + 1;
+    let mut progress = Progress::new(stages, args.json);
+    progress.step(&format!(
         "starting {} ranks with `viaduct launch` (methods: {}; files in {})",
         args.ranks,
         names.join(", "),
@@ -183,9 +186,8 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     // The same kind of traffic through the communication agent, one job per method (the agent
     // takes its method from VIADUCT_TRANSPORT, which `viaduct launch --transport` sets).
     // (The agent's verbs method is not there yet; verbs is measured below with verbs-lat.)
-    let verbs = verbs_device(args.no_verbs);
     for m in &names {
-        progress.line(&format!("agent round over {m}: {} ranks", args.ranks));
+        progress.step(&format!("agent round over {m}: {} ranks", args.ranks));
         let found = run_job(
             args,
             &["--agent-round".to_string()],
@@ -200,7 +202,7 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
 
     match verbs {
         Ok(device) => {
-            progress.line(&format!(
+            progress.step(&format!(
                 "verbs: ping-pong latency on {device} (viaduct bench verbs-lat, 2 processes)"
             ));
             report.verbs = Some(verbs_latency(&device, args.quick)?);
@@ -209,6 +211,7 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     report.seconds = started.elapsed().as_secs_f64();
     progress.line("done");
+    progress.finish();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -263,25 +266,6 @@ impl Drop for SocketDir {
     fn drop(&mut self) {
         if self.made {
             let _ = std::fs::remove_dir_all(&self.path);
-        }
-    }
-}
-
-/// Prints a line per stage with the time since the start.
-struct Progress {
-    started: Instant,
-    to_stderr: bool,
-}
-
-impl Progress {
-    fn line(&self, text: &str) {
-        let line = format!("[{:5.1}s] {text}", self.started.elapsed().as_secs_f64());
-        if self.to_stderr {
-            eprintln!("{line}");
-        } else {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{line}");
-            let _ = out.flush();
         }
     }
 }
@@ -346,45 +330,48 @@ fn run_job(
         .ok_or_else(|| DemoError::Job("no error pipe from the launcher".into()))?;
     // Errors of the ranks and the launcher: shown as they come, kept for the failure message.
     let (err_tx, err_rx) = mpsc::channel::<String>();
-    let err_thread = std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("{line}");
-            let _ = err_tx.send(line);
-        }
-    });
     let mut found = Found::default();
     let mut stage = match transport {
         Some(t) => format!("start-up of the agent round over {t}"),
         None => "start-up".to_string(),
     };
     let mut other = Vec::new();
-    let mut reader = BufReader::new(stdout);
-    let mut raw = Vec::new();
-    loop {
-        raw.clear();
-        match reader.by_ref().take(16 << 20).read_until(b'\n', &mut raw) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
+    let status = std::thread::scope(|scope| {
+        let err_thread = scope.spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                progress.raw(&line);
+                let _ = err_tx.send(line);
+            }
+        });
+        let mut reader = BufReader::new(stdout);
+        let mut raw = Vec::new();
+        loop {
+            raw.clear();
+            match reader.by_ref().take(16 << 20).read_until(b'\n', &mut raw) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let line = String::from_utf8_lossy(&raw);
+            let line = line.trim_end();
+            // The launcher prefixes each line with "[RANK] ".
+            let body = line.split_once("] ").map_or(line, |(_, b)| b);
+            if let Some(text) = body.strip_prefix("@@stage ") {
+                stage = text.to_string();
+                progress.step(text);
+            } else if let Some(json) = body.strip_prefix("@@result ") {
+                found.result = Some(json.to_string());
+            } else if let Some(json) = body.strip_prefix("@@agent ") {
+                found.agent = Some(json.to_string());
+            } else {
+                other.push(line.to_string());
+            }
         }
-        let line = String::from_utf8_lossy(&raw);
-        let line = line.trim_end();
-        // The launcher prefixes each line with "[RANK] ".
-        let body = line.split_once("] ").map_or(line, |(_, b)| b);
-        if let Some(text) = body.strip_prefix("@@stage ") {
-            stage = text.to_string();
-            progress.line(text);
-        } else if let Some(json) = body.strip_prefix("@@result ") {
-            found.result = Some(json.to_string());
-        } else if let Some(json) = body.strip_prefix("@@agent ") {
-            found.agent = Some(json.to_string());
-        } else {
-            other.push(line.to_string());
-        }
-    }
-    let status = child
-        .wait()
-        .map_err(|e| DemoError::os("waiting for the launcher", e))?;
-    let _ = err_thread.join();
+        let status = child
+            .wait()
+            .map_err(|e| DemoError::os("waiting for the launcher", e));
+        let _ = err_thread.join();
+        status
+    })?;
     let errors: Vec<String> = err_rx.try_iter().collect();
     if !status.success() {
         let mut msg = format!("the demo failed during \"{stage}\" ({status})");

@@ -4,6 +4,7 @@ mod bench;
 mod demo;
 mod info;
 mod launch;
+mod progress;
 
 use clap::{Parser, Subcommand};
 
