@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use viaduct_agent::bootstrap::env::{DIALECT_VAR, PMI_VARS};
 use viaduct_agent::bootstrap::server::{Pmi1Server, ServerConfig, ServerEvent};
 use viaduct_agent::bootstrap::{JOB_KEY_VAR, JobKey};
+use viaduct_fallback::affinity;
 
 /// Environment variable naming the transport ranks should use.
 const TRANSPORT_VAR: &str = "VIADUCT_TRANSPORT";
@@ -47,9 +48,22 @@ pub struct Args {
     /// Transport the ranks should use (passed on as VIADUCT_TRANSPORT, e.g. tcp, shm, verbs).
     #[arg(long, value_name = "METHOD")]
     pub transport: Option<String>,
+    /// Bind each rank to one CPU (`core`: rank i on the i-th CPU this launcher may use,
+    /// round robin), like `mpiexec -bind-to core`; `none` leaves placement to the kernel.
+    #[arg(long = "bind-to", value_enum, default_value = "none")]
+    pub bind_to: Bind,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// Where ranks may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Bind {
+    /// Wherever the kernel puts them.
+    None,
+    /// One CPU per rank.
+    Core,
 }
 
 /// Largest job this launcher starts on one machine.
@@ -83,6 +97,11 @@ pub fn run(args: &Args) -> Result<i32, Box<dyn Error>> {
         .split_first()
         .ok_or("no program given after --")?;
 
+    let cpus = match args.bind_to {
+        Bind::None => Vec::new(),
+        Bind::Core => affinity::allowed_cpus()
+            .map_err(|e| format!("--bind-to core: cannot read this process's CPU set: {e}"))?,
+    };
     let key = JobKey::generate().map_err(|e| format!("cannot make a job key: {e}"))?;
     let server = Pmi1Server::start(ServerConfig::new(args.ranks))
         .map_err(|e| format!("cannot start the PMI server: {e}"))?;
@@ -109,6 +128,15 @@ pub fn run(args: &Args) -> Result<i32, Box<dyn Error>> {
             .env(JOB_KEY_VAR, key.to_hex());
         if let Some(t) = &args.transport {
             cmd.env(TRANSPORT_VAR, t);
+        }
+        if !cpus.is_empty() {
+            let cpu = cpus[rank as usize % cpus.len()];
+            if let Err(e) = affinity::bind_command(&mut cmd, cpu) {
+                job.kill_all();
+                server.shutdown();
+                job.drain_output();
+                return Err(format!("--bind-to core: rank {rank} on CPU {cpu}: {e}").into());
+            }
         }
         match cmd.spawn() {
             Ok(child) => job.add(rank, child),

@@ -36,6 +36,13 @@ enum BenchCommand {
     VerbsLat(bench::verbs_lat::Args),
     /// Method latency/bandwidth over tcp or shm.
     Method(bench::method::Args),
+    /// Tagged ping-pong latency through the agent between 2 launched ranks (`bench agent latency`).
+    #[command(after_help = "Examples:\n  viaduct bench latency --transport shm --sizes 8,4096\n  \
+        viaduct bench latency --transport tcp --json")]
+    Latency(bench::agent::Common),
+    /// Streaming bandwidth through the agent between 2 launched ranks (`bench agent bandwidth`).
+    #[command(after_help = "Examples:\n  viaduct bench bandwidth --transport shm --sizes 65536,4194304")]
+    Bandwidth(bench::agent::Common),
     /// Tagged ping-pong latency/bandwidth through the agent between launched ranks.
     Agent(bench::agent::Args),
     /// Generalized request start + complete + wait cost.
@@ -57,6 +64,8 @@ fn main() {
             #[cfg(feature = "rdma")]
             BenchCommand::VerbsLat(a) => bench::verbs_lat::run(a),
             BenchCommand::Method(a) => bench::method::run(a),
+            BenchCommand::Latency(a) => bench::agent::run_test(bench::agent::Test::Latency, a),
+            BenchCommand::Bandwidth(a) => bench::agent::run_test(bench::agent::Test::Bandwidth, a),
             BenchCommand::Agent(a) => bench::agent::run(a),
             BenchCommand::Greq(a) => bench::greq::run(a),
             BenchCommand::Io(a) => bench::io::run(a),

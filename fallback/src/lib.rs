@@ -2,6 +2,7 @@
 //! method, all with descriptor semantics (post, then exactly one completion per descriptor).
 #![deny(missing_docs)]
 
+pub mod affinity;
 pub mod fd;
 pub mod file;
 pub mod frame;

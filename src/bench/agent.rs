@@ -27,12 +27,21 @@ pub enum Test {
     Bandwidth,
 }
 
-/// Options of this benchmark.
+/// Options of `viaduct bench agent`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// What to measure.
     #[arg(value_enum, default_value = "latency")]
     pub test: Test,
+    /// The rest of the options.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// Options shared by `viaduct bench agent`, `viaduct bench latency` and
+/// `viaduct bench bandwidth`.
+#[derive(Debug, clap::Args)]
+pub struct Common {
     /// The method between the two ranks (`VIADUCT_TRANSPORT`): shm, tcp or verbs.
     #[arg(long, default_value = "shm")]
     pub transport: String,
@@ -59,6 +68,11 @@ fn under_launcher() -> bool {
 
 /// Runs the benchmark (starting the two ranks when not started by a launcher).
 pub fn run(args: &Args) -> Result<(), BoxError> {
+    run_test(args.test, &args.common)
+}
+
+/// Runs one test of the benchmark.
+pub fn run_test(test: Test, args: &Common) -> Result<(), BoxError> {
     if !under_launcher() {
         let exe = std::env::current_exe()?;
         let status = Command::new(&exe)
@@ -73,7 +87,7 @@ pub fn run(args: &Args) -> Result<(), BoxError> {
         };
     }
     let sizes = if args.sizes.is_empty() {
-        match args.test {
+        match test {
             Test::Latency => vec![8, 64, 4096],
             Test::Bandwidth => vec![65536, 4 << 20],
         }
@@ -86,24 +100,27 @@ pub fn run(args: &Args) -> Result<(), BoxError> {
     }
     let method = agent.method_of(1 - agent.rank()).unwrap_or("none");
     for size in sizes {
-        let line = match args.test {
+        let line = match test {
             Test::Latency => latency(&agent, size, args.iters)?,
             Test::Bandwidth => bandwidth(&agent, size, args.iters, args.window)?,
         };
         if let Some((median, mean)) = line {
-            let unit = match args.test {
+            let unit = match test {
                 Test::Latency => "us",
                 Test::Bandwidth => "MB/s",
             };
             if args.json {
+                // Also under the names of the method benchmark: median_us, gbytes_per_s.
+                let named = match test {
+                    Test::Latency => format!("\"median_us\":{median:.3}"),
+                    Test::Bandwidth => format!("\"gbytes_per_s\":{:.4}", median / 1e3),
+                };
                 println!(
-                    "{{\"bench\":\"agent\",\"test\":\"{:?}\",\"transport\":\"{method}\",\"size\":{size},\"median\":{median:.3},\"mean\":{mean:.3},\"unit\":\"{unit}\"}}",
-                    args.test
+                    "{{\"bench\":\"agent\",\"test\":\"{test:?}\",\"transport\":\"{method}\",\"size\":{size},\"median\":{median:.3},\"mean\":{mean:.3},\"unit\":\"{unit}\",{named}}}"
                 );
             } else {
                 println!(
-                    "agent {:?} over {method}: {size:>9} B  median {median:>10.2} {unit}  mean {mean:>10.2} {unit}",
-                    args.test
+                    "agent {test:?} over {method}: {size:>9} B  median {median:>10.2} {unit}  mean {mean:>10.2} {unit}"
                 );
             }
         }

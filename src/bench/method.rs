@@ -88,6 +88,10 @@ pub struct Args {
     /// shm: bytes of each direction's ring (default: the method's default).
     #[arg(long)]
     pub ring_bytes: Option<usize>,
+    /// Bandwidth: messages in flight, each from its own owned buffer (so also the number of
+    /// distinct send buffers: 16 of 4 MiB are 64 MiB, more than a typical last-level cache).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub window: u32,
     /// Internal: which end this process plays.
     #[arg(long, value_enum, default_value = "launch", hide = true)]
     role: Role,
@@ -100,8 +104,6 @@ pub struct Args {
 const STOP: u64 = u64::MAX;
 /// Tag of the server's acknowledgement of a bandwidth run.
 const ACK: u64 = u64::MAX - 1;
-/// Messages in flight in a bandwidth run.
-const WINDOW: usize = 16;
 /// Set-up and per-size limit for the processes.
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -321,7 +323,8 @@ fn latency(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Report
 }
 
 fn bandwidth(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Report, BoxError> {
-    let mut spare: Vec<Vec<u8>> = (0..WINDOW).map(|_| vec![0x5Au8; size]).collect();
+    let window = a.window as usize;
+    let mut spare: Vec<Vec<u8>> = (0..window).map(|_| vec![0x5Au8; size]).collect();
     let budget = Duration::from_secs_f64(a.seconds);
     let deadline = Instant::now() + LIMIT;
     // One short warm-up stream, then the timed one.
@@ -350,7 +353,7 @@ fn bandwidth(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Repo
                 return Err("bandwidth run made no progress".into());
             }
         }
-        while spare.len() < WINDOW {
+        while spare.len() < window {
             l.reap(&mut spare)?;
             idle(l, mode)?;
             if Instant::now() > deadline {
@@ -498,6 +501,7 @@ fn spawn_end(a: &Args, role: &str, addr: &str, cpu: usize) -> Result<Child, BoxE
     if let Some(b) = a.ring_bytes {
         cmd.args(["--ring-bytes", &b.to_string()]);
     }
+    cmd.args(["--window", &a.window.to_string()]);
     Ok(cmd.spawn()?)
 }
 
