@@ -36,8 +36,11 @@ mod info;
 mod io;
 mod op;
 mod pending;
+mod region;
+mod retry;
 
 pub use buffer::{Buffers, IoBuffer};
 pub use error::{FileError, OpKind, errno_name};
 pub use io::{FileIo, FileIoConfig};
 pub use op::{FileCompletion, FileOp};
+pub use retry::RetryStats;

@@ -520,3 +520,63 @@ fn writes_larger_than_a_pipe_complete_whole() {
     drop(tx);
     assert!(reader.join().unwrap() == data);
 }
+
+#[test]
+fn large_registered_buffers_are_disjoint_and_byte_exact() {
+    let Ok(mut io) = FileIo::new(&FileIoConfig::default()) else {
+        println!("SKIPPED: io_uring unavailable here");
+        return;
+    };
+    const LEN: usize = (1 << 20) + 100;
+    // Over 2 MiB in all: carved from one huge-page-aligned mapping.
+    let mut bufs = match io.register_buffers(4, LEN) {
+        Ok(b) => b,
+        Err(e) => {
+            println!("SKIPPED: registering buffers failed (memlock limit?): {e}");
+            return;
+        }
+    };
+    let mut addrs: Vec<usize> = bufs.iter().map(IoBuffer::addr).collect();
+    assert!(addrs.iter().all(|a| a % 4096 == 0), "{addrs:x?}");
+    addrs.sort_unstable();
+    assert!(addrs.windows(2).all(|w| w[1] - w[0] >= LEN), "{addrs:x?}");
+    let mut rng = Rng(0x5eed);
+    for b in &mut bufs {
+        assert_eq!(b.len(), LEN);
+        assert!(b.iter().all(|&x| x == 0));
+        rng.fill(b);
+    }
+    let expect: Vec<Vec<u8>> = bufs.iter().map(|b| b.to_vec()).collect();
+    let path = TempPath::new("large-fixed");
+    let file = rw_file(&path);
+    let ops: Vec<FileOp> = bufs
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| io.write_at(&file, b, (i * LEN) as u64))
+        .collect();
+    let mut bufs = Vec::new();
+    for op in ops {
+        let c = finish(&mut io, op);
+        assert_eq!(c.result.unwrap(), LEN);
+        let mut b = c.buffers.into_one().unwrap();
+        b.fill(0);
+        bufs.push(b);
+    }
+    // Read back in reverse order into the other buffers.
+    bufs.reverse();
+    let ops: Vec<FileOp> = bufs
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| io.read_at(&file, b, (i * LEN) as u64))
+        .collect();
+    for (i, op) in ops.into_iter().enumerate() {
+        let c = finish(&mut io, op);
+        assert_eq!(c.result.unwrap(), LEN);
+        assert!(
+            *c.buffers.into_one().unwrap() == expect[i][..],
+            "buffer {i}"
+        );
+    }
+    let disk = std::fs::read(&path.0).unwrap();
+    assert!(disk == expect.concat());
+}

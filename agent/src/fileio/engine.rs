@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 
-use viaduct_fallback::file::{FileIo, FileIoConfig};
+use viaduct_fallback::file::{FileIo, FileIoConfig, RetryStats};
 use viaduct_fallback::uring::Features;
 
 use super::class::UringClass;
@@ -37,6 +37,12 @@ impl FileEngine {
     /// What the kernel's io_uring offers.
     pub fn features(&self) -> Features {
         self.lock().features().clone()
+    }
+
+    /// How often the engine retried on its own: operations answered with `EAGAIN` or `EINTR`
+    /// and waits interrupted by signals, none of which ends a request with an error.
+    pub fn retries(&self) -> RetryStats {
+        self.lock().retries()
     }
 
     /// Operations whose buffers the engine still holds (in flight, or finished and not yet

@@ -33,9 +33,9 @@ pub enum FileIoError {
     Stream {
         /// The sending rank.
         peer: u32,
-        /// The agent's error.
+        /// The agent's error (boxed: it is large, and this error travels by value).
         #[source]
-        source: AgentError,
+        source: Box<AgentError>,
     },
     /// Writing a stream message in place to the file failed after `written` of its bytes.
     #[error("writing a stream message to the file failed after {written} bytes")]

@@ -31,4 +31,4 @@ pub use engine::FileEngine;
 pub use error::FileIoError;
 pub use file::{File, OpenOptions};
 pub use request::{BufferClaim, FileRequest};
-pub use viaduct_fallback::file::{Buffers, FileError, IoBuffer, OpKind};
+pub use viaduct_fallback::file::{Buffers, FileError, IoBuffer, OpKind, RetryStats};

@@ -89,7 +89,10 @@ impl File {
                 }
                 written
             })
-            .map_err(|source| FileIoError::Stream { peer, source })?;
+            .map_err(|source| FileIoError::Stream {
+                peer,
+                source: Box::new(source),
+            })?;
         match (failure, consumed) {
             (Some(source), written) => Err(FileIoError::Write {
                 written: written.unwrap_or(0),
@@ -116,7 +119,10 @@ impl File {
                 owned = Some(bytes.to_vec());
                 bytes.len()
             })
-            .map_err(|source| FileIoError::Stream { peer, source })?;
+            .map_err(|source| FileIoError::Stream {
+                peer,
+                source: Box::new(source),
+            })?;
         Ok(owned.map(|bytes| self.iwrite_at(IoBuffer::from(bytes), offset)))
     }
 }

@@ -1,7 +1,7 @@
 //! The shared body of every request: state word, waiter list, handler slots, completion error,
 //! and the kind-specific part behind a trait object; plus the per-thread pool that recycles it.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -10,8 +10,8 @@ use std::time::Duration;
 use super::error::{BoxError, Cause, RequestError};
 use super::handler::{self, Condition, HandlerSlots};
 use super::state::{self, CANCEL_REQUESTED, CANCELLED, COUNT_MASK, FREE_CLAIMED, HANDLE_RELEASED};
-use super::state::{PIN_ONE, RELEASE_HELD, RELEASE_SIGNALLED, WAITING};
-use super::status::{QueryStatus, Status};
+use super::state::{HANDLERS_POSTED, PIN_ONE, RELEASE_HELD, RELEASE_SIGNALLED, WAITING};
+use super::status::{QueryFields, QueryStatus, Status};
 use super::waiter::Waiter;
 
 /// The shared request every handle points at.
@@ -24,18 +24,37 @@ thread_local! {
     static POOL: RefCell<Vec<CoreRef>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Whether a body of type `B` holds nothing and drops nothing, so a pooled request may keep it
+/// from one use to the next instead of replacing it.
+#[inline(always)]
+fn is_trivial<B: Body>() -> bool {
+    std::mem::size_of::<B>() == 0 && !std::mem::needs_drop::<B>()
+}
+
 /// A request for `body` with `outstanding` CARs, from this thread's pool when it has one.
 #[inline]
-pub(crate) fn new_core(outstanding: u32, body: Box<dyn Body>) -> CoreRef {
+pub(crate) fn new_core<B: Body>(outstanding: u32, body: B) -> CoreRef {
     let pooled = POOL.try_with(|p| p.borrow_mut().pop()).ok().flatten();
     if let Some(mut core) = pooled {
+        if is_trivial::<B>() && core.body_type == TypeId::of::<B>() {
+            // The pooled request already holds an empty body of this very type, and was reset
+            // when it was pooled: only the count is set (no exclusive access needed, since the
+            // pool holds the only handle to it).
+            core.state.store(u64::from(outstanding), Ordering::Relaxed);
+            return core;
+        }
         if let Some(c) = Arc::get_mut(&mut core) {
             *c.state.get_mut() = u64::from(outstanding);
-            c.body = body;
+            c.set_body(body);
             return core;
         }
     }
-    Arc::new(Core::new(outstanding, body))
+    Arc::new(Core::new(
+        outstanding,
+        Box::new(body),
+        TypeId::of::<B>(),
+        is_trivial::<B>(),
+    ))
 }
 
 /// Drops a handle; the last one puts the request back into this thread's pool.
@@ -46,12 +65,14 @@ pub(crate) fn recycle(mut core: CoreRef) {
     if Arc::strong_count(&core) != 1 {
         return;
     }
-    let Some(c) = Arc::get_mut(&mut core) else {
-        return;
-    };
-    // The user's state is dropped here, with no lock held.
-    c.body = Box::new(Recycled);
-    c.reset();
+    if !(core.trivial_body && core.reset_in_place()) {
+        let Some(c) = Arc::get_mut(&mut core) else {
+            return;
+        };
+        // The user's state is dropped here, with no lock held.
+        c.set_body(Recycled);
+        c.reset();
+    }
     let _ = POOL.try_with(|p| {
         let mut p = p.borrow_mut();
         if p.len() < POOL_CAP {
@@ -150,11 +171,15 @@ pub(crate) struct Core {
     pub(crate) handlers: Mutex<Option<Box<HandlerSlots>>>,
     error: OnceLock<RequestError>,
     pub(crate) body: Box<dyn Body>,
+    /// The concrete type of `body`.
+    body_type: TypeId,
+    /// Whether `body` holds and drops nothing (see `is_trivial`).
+    trivial_body: bool,
 }
 
 impl Core {
     /// A request with `outstanding` CARs (0: complete from the start).
-    fn new(outstanding: u32, body: Box<dyn Body>) -> Self {
+    fn new(outstanding: u32, body: Box<dyn Body>, body_type: TypeId, trivial_body: bool) -> Self {
         Core {
             state: AtomicU64::new(u64::from(outstanding)),
             bytes: AtomicU64::new(0),
@@ -164,7 +189,32 @@ impl Core {
             handlers: Mutex::new(None),
             error: OnceLock::new(),
             body,
+            body_type,
+            trivial_body,
         }
+    }
+
+    /// Replaces the body (the old one is dropped here).
+    #[inline]
+    fn set_body<B: Body>(&mut self, body: B) {
+        self.body = Box::new(body);
+        self.body_type = TypeId::of::<B>();
+        self.trivial_body = is_trivial::<B>();
+    }
+
+    /// Resets a request nobody else holds without exclusive access, when only its atomic fields
+    /// changed: no waiter list, no handler slots, no error to clear. Returns whether it did.
+    #[inline]
+    fn reset_in_place(&self) -> bool {
+        let s = self.state.load(Ordering::Relaxed);
+        if s & (WAITING | HANDLERS_POSTED) != 0 || self.error.get().is_some() {
+            return false;
+        }
+        self.state.store(0, Ordering::Relaxed);
+        self.bytes.store(0, Ordering::Relaxed);
+        self.source.store(u32::MAX, Ordering::Relaxed);
+        self.tag.store(u32::MAX, Ordering::Relaxed);
+        true
     }
 
     /// Clears everything but the body, for reuse.
@@ -204,6 +254,11 @@ impl Core {
         self.state
             .fetch_add(bits, Ordering::AcqRel)
             .wrapping_add(bits)
+    }
+
+    /// Atomically sets `bits` (flags).
+    pub(crate) fn set_flags(&self, bits: u64) {
+        self.state.fetch_or(bits, Ordering::AcqRel);
     }
 
     /// Atomically removes one pin and returns the new word.
@@ -420,8 +475,9 @@ impl Core {
     /// field. Only for complete requests.
     #[inline(always)]
     pub(crate) fn query(&self) -> Status {
-        let mut status = Status::empty();
-        let result = self.body.query(self, &mut QueryStatus::new(&mut status));
+        let fields = QueryFields::new();
+        let result = self.body.query(self, &mut QueryStatus::new(&fields));
+        let mut status = fields.status();
         if self.load() & CANCELLED != 0 {
             status.set_cancelled(true);
         }
@@ -520,6 +576,65 @@ mod tests {
             (status.source(), status.tag(), status.count()),
             (None, None, 3)
         );
+    }
+
+    #[test]
+    fn an_empty_body_is_kept_across_reuse_and_the_request_starts_clean() {
+        let (mut first, handle) = Request::generalized(());
+        let ptr = Arc::as_ptr(first.core().unwrap());
+        handle.complete().unwrap();
+        drop(handle);
+        first.wait().unwrap();
+        // Same type of empty body: the pooled request is reused without replacing its body.
+        let (mut second, handle) = Request::generalized(());
+        let core = second.core().unwrap();
+        assert_eq!(Arc::as_ptr(core), ptr);
+        assert_eq!(
+            core.body_type,
+            TypeId::of::<crate::request::greq::GreqBody<()>>()
+        );
+        assert_eq!(core.outstanding(), 1);
+        assert!(second.test().unwrap().is_none());
+        handle.complete().unwrap();
+        let status = second.wait().unwrap();
+        assert_eq!(
+            (status.source(), status.tag(), status.count()),
+            (None, None, 0)
+        );
+        assert!(!status.test_cancelled() && status.error().is_none());
+    }
+
+    #[test]
+    fn a_body_with_drop_glue_is_dropped_when_its_request_is_pooled() {
+        use std::sync::atomic::AtomicUsize;
+        static DROPS: AtomicUsize = AtomicUsize::new(0);
+        struct Noisy;
+        impl Drop for Noisy {
+            fn drop(&mut self) {
+                DROPS.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        impl crate::request::GrequestOps for Noisy {}
+        for round in 1..=3 {
+            let (mut request, handle) = Request::generalized(Noisy);
+            handle.complete().unwrap();
+            request.wait().unwrap();
+            assert_eq!(DROPS.load(Ordering::Relaxed), round - 1);
+            drop(handle);
+            // The last handle is gone: the state was dropped, not kept in the pool.
+            assert_eq!(DROPS.load(Ordering::Relaxed), round);
+        }
+    }
+
+    #[test]
+    fn a_failed_request_is_reset_before_reuse() {
+        let (mut first, handle) = Request::generalized(());
+        handle.fail("boom").unwrap();
+        assert!(first.wait().is_err());
+        drop(handle);
+        let (mut second, handle) = Request::generalized(());
+        handle.complete().unwrap();
+        assert!(second.wait().is_ok());
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub trait GrequestOps: Send + Sync + 'static {
 /// No state, no callbacks: a generalized request whose status is empty.
 impl GrequestOps for () {}
 
-struct GreqBody<T>(T);
+pub(crate) struct GreqBody<T>(T);
 
 impl<T: GrequestOps> Body for GreqBody<T> {
     fn query(&self, _: &Core, status: &mut QueryStatus<'_>) -> Result<(), BoxError> {

@@ -49,7 +49,7 @@ impl Request {
 
     #[inline]
     pub(crate) fn from_body<B: Body>(outstanding: u32, body: B) -> (Request, CoreRef) {
-        let core = core::new_core(outstanding, Box::new(body));
+        let core = core::new_core(outstanding, body);
         (
             Request {
                 core: Some(Arc::clone(&core)),

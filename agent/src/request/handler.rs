@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use super::core::{CoreRef, Shared};
 use super::error::{Cause, RequestError};
 use super::handle::Request;
-use super::state::{self, FREE_CLAIMED, PIN_ONE};
+use super::state::{self, FREE_CLAIMED, HANDLERS_POSTED, PIN_ONE};
 use super::status::Status;
 
 /// The condition of a request a handler waits for.
@@ -399,6 +399,10 @@ pub(crate) fn post(
 ) -> Result<(), RequestError> {
     let engine = engine()?;
     let mut guard = core.handlers.lock().unwrap_or_else(PoisonError::into_inner);
+    if guard.is_none() {
+        // Tells the pool these slots must be cleared before the request is reused.
+        core.set_flags(HANDLERS_POSTED);
+    }
     let slots = guard.get_or_insert_with(Box::default);
     let old = slots.slot(condition).take();
     let mut unpin = false;

@@ -31,10 +31,12 @@
 //!   function. Query, free and cancel run on the thread of the call named in [`GrequestOps`];
 //!   handlers on the handler thread (see [`handler`]).
 //! - Fast path: a request's memory comes from a small per-thread pool (an allocation only when
-//!   the pool is empty; a callback state or class state of non-zero size adds one). Completing a
-//!   generalized request is one compare-and-swap on the state word; a wait on a complete request
-//!   takes no lock and touches no condition variable; the condition variable and waiter list are
-//!   used only when a wait actually blocks.
+//!   the pool is empty; a callback state or class state of non-zero size adds one). A request
+//!   whose callback state is empty (zero-sized, nothing to drop) goes back to the pool and out
+//!   again with plain stores: its state is kept, not replaced. Completing a generalized request
+//!   is one compare-and-swap on the state word; a wait on a complete request takes no lock and
+//!   touches no condition variable, and the status it returns is four words built in registers;
+//!   the condition variable and waiter list are used only when a wait actually blocks.
 //!
 //! # Building on it
 //!

@@ -25,6 +25,8 @@ pub(crate) const CANCELLED: u64 = 1 << 44;
 pub(crate) const RELEASE_HELD: u64 = 1 << 45;
 /// The owner signalled release.
 pub(crate) const RELEASE_SIGNALLED: u64 = 1 << 46;
+/// A handler was posted at some point: the request's handler slots need clearing before reuse.
+pub(crate) const HANDLERS_POSTED: u64 = 1 << 47;
 
 /// Outstanding CAR count of a state word.
 pub(crate) const fn count(s: u64) -> u64 {

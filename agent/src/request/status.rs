@@ -1,5 +1,7 @@
 //! The status of a completed request, and the restricted view query callbacks fill.
 
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
 use super::error::RequestError;
 
 /// What a completed request reports: envelope (source, tag), byte count, cancellation, error.
@@ -8,16 +10,18 @@ use super::error::RequestError;
 /// and class-driven requests (through [`QueryStatus`], which cannot touch the error field).
 #[derive(Debug, Clone)]
 pub struct Status {
-    // `u32::MAX` is "none"; every field is at least a word, so that copying a freshly filled
-    // status never reads across narrower stores (a store-forwarding stall on the fast path).
-    source: u32,
-    tag: u32,
+    // Four words: the envelope (source in the low half, tag in the high half, `u32::MAX` for
+    // "none"), the count, the cancelled flag, and the error behind one pointer (null: none), so
+    // that a status lives in registers on the fast path and copying one never reads across
+    // narrower stores (a store-forwarding stall).
+    envelope: u64,
     count: u64,
     cancelled: u64,
-    error: Option<RequestError>,
+    error: Option<Box<RequestError>>,
 }
 
 const NONE: u32 = u32::MAX;
+const EMPTY_ENVELOPE: u64 = u64::MAX;
 
 #[inline]
 fn opt(v: u32) -> Option<u32> {
@@ -41,22 +45,21 @@ impl Status {
     #[inline(always)]
     pub const fn empty() -> Self {
         Status {
+            envelope: EMPTY_ENVELOPE,
             count: 0,
-            error: None,
-            source: NONE,
-            tag: NONE,
             cancelled: 0,
+            error: None,
         }
     }
 
     /// The rank the data came from, if the request has one.
     pub fn source(&self) -> Option<u32> {
-        opt(self.source)
+        opt(self.envelope as u32)
     }
 
     /// The tag of the message, if the request has one.
     pub fn tag(&self) -> Option<u32> {
-        opt(self.tag)
+        opt((self.envelope >> 32) as u32)
     }
 
     /// Number of bytes the operation moved.
@@ -73,7 +76,7 @@ impl Status {
     /// [`RequestError::InStatus`] and in statuses handed to request handlers.
     #[inline]
     pub fn error(&self) -> Option<&RequestError> {
-        self.error.as_ref()
+        self.error.as_deref()
     }
 
     #[inline]
@@ -83,7 +86,7 @@ impl Status {
 
     #[inline]
     pub(crate) fn set_error(&mut self, error: Option<RequestError>) {
-        self.error = error;
+        self.error = error.map(Box::new);
     }
 
     /// `Err` with the status's error, else `Ok` with the status.
@@ -91,7 +94,7 @@ impl Status {
     pub(crate) fn into_result(mut self) -> Result<Status, RequestError> {
         match self.error.take() {
             None => Ok(self),
-            Some(e) => Err(e),
+            Some(e) => Err(*e),
         }
     }
 }
@@ -110,40 +113,82 @@ impl Status {
 /// ```
 #[derive(Debug)]
 pub struct QueryStatus<'a> {
-    status: &'a mut Status,
+    fields: &'a QueryFields,
+}
+
+/// What a query callback fills.
+///
+/// Atomic (relaxed) fields: the agent reads each back with a load of its own size. A plain
+/// struct would be copied out with wide loads right after the callback's narrower stores, and
+/// such a load cannot take its bytes from several pending stores (a store-forwarding stall on
+/// the fast path of every completing wait).
+#[derive(Debug)]
+pub(crate) struct QueryFields {
+    source: AtomicU32,
+    tag: AtomicU32,
+    count: AtomicU64,
+    cancelled: AtomicBool,
+}
+
+impl QueryFields {
+    /// Fields of an empty status.
+    #[inline(always)]
+    pub(crate) const fn new() -> Self {
+        QueryFields {
+            source: AtomicU32::new(NONE),
+            tag: AtomicU32::new(NONE),
+            count: AtomicU64::new(0),
+            cancelled: AtomicBool::new(false),
+        }
+    }
+
+    /// The status these fields describe, with no error.
+    #[inline(always)]
+    pub(crate) fn status(&self) -> Status {
+        let source = u64::from(self.source.load(Ordering::Relaxed));
+        let tag = u64::from(self.tag.load(Ordering::Relaxed));
+        Status {
+            envelope: source | (tag << 32),
+            count: self.count.load(Ordering::Relaxed),
+            cancelled: u64::from(self.cancelled.load(Ordering::Relaxed)),
+            error: None,
+        }
+    }
 }
 
 impl<'a> QueryStatus<'a> {
-    pub(crate) fn new(status: &'a mut Status) -> Self {
-        QueryStatus { status }
+    #[inline(always)]
+    pub(crate) fn new(fields: &'a QueryFields) -> Self {
+        QueryStatus { fields }
     }
 
     /// Sets the source rank (`None`: undefined; `u32::MAX` is reserved for it).
     #[inline]
     pub fn set_source(&mut self, source: Option<u32>) {
-        self.status.source = raw(source);
+        self.fields.source.store(raw(source), Ordering::Relaxed);
     }
 
     /// Sets the tag (`None`: undefined; `u32::MAX` is reserved for it).
     #[inline]
     pub fn set_tag(&mut self, tag: Option<u32>) {
-        self.status.tag = raw(tag);
+        self.fields.tag.store(raw(tag), Ordering::Relaxed);
     }
 
     /// Sets the number of bytes the operation moved.
     #[inline]
     pub fn set_count(&mut self, count: u64) {
-        self.status.count = count;
+        self.fields.count.store(count, Ordering::Relaxed);
     }
 
     /// Records whether the request was cancelled (what `test_cancelled` will report).
     #[inline]
     pub fn set_cancelled(&mut self, cancelled: bool) {
-        self.status.cancelled = u64::from(cancelled);
+        self.fields.cancelled.store(cancelled, Ordering::Relaxed);
     }
 
-    /// The status as filled so far (read-only).
-    pub fn status(&self) -> &Status {
-        self.status
+    /// A copy of the status as filled so far (its error field is always empty here: the agent
+    /// sets it after the callback).
+    pub fn status(&self) -> Status {
+        self.fields.status()
     }
 }

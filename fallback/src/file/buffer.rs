@@ -2,14 +2,26 @@
 
 use std::ops::{Deref, DerefMut};
 
+use std::sync::Arc;
+
 use crate::uring::AlignedAlloc;
 
 use super::error::FileError;
+use super::region::Region;
 
 #[derive(Debug)]
 enum Storage {
     Vec(Vec<u8>),
-    Aligned { alloc: AlignedAlloc, len: usize },
+    Aligned {
+        alloc: AlignedAlloc,
+        len: usize,
+    },
+    /// `len` bytes at `offset` of a region shared with other buffers (disjoint ranges).
+    Region {
+        region: Arc<Region>,
+        offset: usize,
+        len: usize,
+    },
 }
 
 /// An owned byte buffer handed to a file operation and given back with its completion.
@@ -34,6 +46,24 @@ impl IoBuffer {
         })
     }
 
+    /// `count` buffers of `len` bytes each, carved from one huge-page-aligned region, each
+    /// starting on a 4 KiB boundary.
+    pub(crate) fn carve(count: usize, len: usize) -> Result<Vec<Self>, FileError> {
+        let stride = len.max(1).next_multiple_of(4096);
+        let region = Arc::new(Region::new(stride * count)?);
+        debug_assert!(region.len() >= stride * count);
+        Ok((0..count)
+            .map(|i| Self {
+                storage: Storage::Region {
+                    region: Arc::clone(&region),
+                    offset: i * stride,
+                    len,
+                },
+                fixed: None,
+            })
+            .collect())
+    }
+
     pub(crate) fn with_fixed(mut self, ring: u64, index: u16) -> Self {
         self.fixed = Some((ring, index));
         self
@@ -53,7 +83,7 @@ impl IoBuffer {
     pub fn len(&self) -> usize {
         match &self.storage {
             Storage::Vec(v) => v.len(),
-            Storage::Aligned { len, .. } => *len,
+            Storage::Aligned { len, .. } | Storage::Region { len, .. } => *len,
         }
     }
 
@@ -67,6 +97,8 @@ impl IoBuffer {
         match &mut self.storage {
             Storage::Vec(v) => v.as_mut_ptr(),
             Storage::Aligned { alloc, .. } => alloc.as_ptr(),
+            // SAFETY: `offset + len` lies inside the region (see `carve`).
+            Storage::Region { region, offset, .. } => unsafe { region.as_ptr().add(*offset) },
         }
     }
 
@@ -79,6 +111,8 @@ impl IoBuffer {
         match &self.storage {
             Storage::Vec(v) => v.as_ptr(),
             Storage::Aligned { alloc, .. } => alloc.as_ptr(),
+            // SAFETY: `offset + len` lies inside the region (see `carve`).
+            Storage::Region { region, offset, .. } => unsafe { region.as_ptr().add(*offset) },
         }
     }
 
@@ -86,7 +120,7 @@ impl IoBuffer {
     pub fn into_vec(self) -> Vec<u8> {
         match self.storage {
             Storage::Vec(v) => v,
-            Storage::Aligned { .. } => self.to_vec(),
+            Storage::Aligned { .. } | Storage::Region { .. } => self.to_vec(),
         }
     }
 }
@@ -111,6 +145,16 @@ impl Deref for IoBuffer {
             Storage::Aligned { alloc, len } => unsafe {
                 std::slice::from_raw_parts(alloc.as_ptr(), *len)
             },
+            Storage::Region {
+                region,
+                offset,
+                len,
+            } => {
+                // SAFETY: the range lies inside the region (zeroed by the kernel when mapped),
+                // which lives as long as `self`; no other buffer covers it and no operation uses
+                // it while the caller holds the buffer.
+                unsafe { std::slice::from_raw_parts(region.as_ptr().add(*offset), *len) }
+            }
         }
     }
 }
@@ -123,6 +167,14 @@ impl DerefMut for IoBuffer {
             Storage::Aligned { alloc, len } => unsafe {
                 std::slice::from_raw_parts_mut(alloc.as_ptr(), *len)
             },
+            Storage::Region {
+                region,
+                offset,
+                len,
+            } => {
+                // SAFETY: as in `deref`, with exclusive access through `&mut self`.
+                unsafe { std::slice::from_raw_parts_mut(region.as_ptr().add(*offset), *len) }
+            }
         }
     }
 }

@@ -101,6 +101,15 @@ pub enum FileError {
         /// What is wrong.
         reason: String,
     },
+    /// Mapping memory for registered buffers failed.
+    #[error("mapping {len} bytes for registered buffers failed")]
+    Map {
+        /// Bytes asked for.
+        len: usize,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
     /// The io_uring engine failed (ring creation, submission, registration).
     #[error(transparent)]
     Engine(#[from] UringError),

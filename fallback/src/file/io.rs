@@ -13,6 +13,7 @@ use super::error::{FileError, OpKind};
 use super::info::{FileInfo, InfoCache};
 use super::op::{DropQueue, FileCompletion, FileOp};
 use super::pending::Pending;
+use super::retry::RetryStats;
 
 /// Most iovecs in one vectored operation (`IOV_MAX`).
 const IOV_MAX: usize = 1024;
@@ -62,9 +63,15 @@ struct Record {
 ///
 /// Each operation owns its buffers from start to completion and hands them back in a
 /// [`FileCompletion`]. Short transfers are continued until the whole buffer is moved or the file
-/// ends (a read at end of file reports the bytes it read); `EINTR`/`EAGAIN` are retried; errors
-/// name their errno. Operations are queued by the `*_at` calls and go to the kernel in batches:
-/// when the queue is full, on [`FileIo::submit`], [`FileIo::poll`] or a wait.
+/// ends (a read at end of file reports the bytes it read); errors name their errno. Operations
+/// are queued by the `*_at` calls and go to the kernel in batches: when the queue is full, on
+/// [`FileIo::submit`], [`FileIo::poll`] or a wait.
+///
+/// `EINTR` and `EAGAIN` are not errors: an operation answered with `EINTR` is resubmitted, one
+/// answered with `EAGAIN` (a descriptor in `O_NONBLOCK` mode that was not ready, on kernels that
+/// report it rather than poll themselves) waits in the kernel for readiness
+/// (`IORING_OP_POLL_ADD`) and is then resubmitted, and a wait interrupted by a signal is made
+/// again with the time left ([`FileIo::retries`] counts all three).
 ///
 /// Progress happens only inside calls on this value: [`FileIo::poll`] reaps without blocking,
 /// [`FileIo::wait_any`] blocks (one `io_uring_enter` per wake-up) until one of a set of operations
@@ -82,6 +89,7 @@ pub struct FileIo {
     fixed: HashMap<usize, (Arc<File>, u32)>,
     fixed_free: Vec<u32>,
     fixed_buffers: bool,
+    retries: RetryStats,
     /// The file of the last operation: most batches target one file, and this skips two hash
     /// lookups. The weak reference keeps the address from being reused by another file.
     last: Option<LastFile>,
@@ -116,6 +124,7 @@ impl FileIo {
             fixed: HashMap::new(),
             fixed_free: (0..config.fixed_files).rev().collect(),
             fixed_buffers: false,
+            retries: RetryStats::default(),
             last: None,
         })
     }
@@ -135,6 +144,15 @@ impl FileIo {
         self.ring.in_flight()
     }
 
+    /// How often the engine retried on its own: `EAGAIN` and `EINTR` answers to operations, and
+    /// waits interrupted by signals (counted since the engine was created).
+    pub fn retries(&self) -> RetryStats {
+        RetryStats {
+            interrupted_enters: self.ring.interrupted(),
+            ..self.retries
+        }
+    }
+
     /// Operations whose buffers the engine still holds: in flight, or finished and not taken.
     pub fn outstanding(&self) -> usize {
         self.outstanding
@@ -142,6 +160,10 @@ impl FileIo {
 
     /// Allocates `count` page-aligned buffers of `size` bytes and registers them with the ring,
     /// so reads and writes into them skip per-operation page pinning. Once per engine.
+    ///
+    /// The buffers are carved from one mapping; from 2 MiB in all, it is aligned to 2 MiB and
+    /// offered to transparent huge pages (`MADV_HUGEPAGE`), so that each buffer is a few
+    /// physically contiguous pieces for the kernel's copies rather than one per 4 KiB page.
     pub fn register_buffers(
         &mut self,
         count: u16,
@@ -153,10 +175,11 @@ impl FileIo {
                 reason: "fixed buffers are already registered on this engine".to_owned(),
             });
         }
-        let mut bufs = Vec::with_capacity(usize::from(count));
-        for i in 0..count {
-            bufs.push(IoBuffer::aligned(size, 4096)?.with_fixed(self.ring.id(), i));
-        }
+        let mut bufs: Vec<IoBuffer> = IoBuffer::carve(usize::from(count), size)?
+            .into_iter()
+            .zip(0..count)
+            .map(|(b, i)| b.with_fixed(self.ring.id(), i))
+            .collect();
         let iovecs: Vec<libc::iovec> = bufs
             .iter_mut()
             .map(|b| libc::iovec {
@@ -528,9 +551,45 @@ impl FileIo {
                 self.records[(key & 0xffff_ffff) as usize].state,
                 State::InFlight { cancel: true, .. }
             );
+            if p.awaiting_ready {
+                // The completion of a readiness poll: move the bytes now, unless cancelled.
+                p.awaiting_ready = false;
+                let errno = if c.result < 0 { -c.result } else { 0 };
+                if errno == 0 && !cancel {
+                    self.push(key, p);
+                    continue;
+                }
+                if (errno == libc::EINTR || errno == libc::EAGAIN) && !cancel {
+                    p.awaiting_ready = true;
+                    self.push(key, p);
+                    continue;
+                }
+                let result = if errno == 0 || errno == libc::ECANCELED {
+                    Err(FileError::Cancelled {
+                        op: p.kind,
+                        offset: p.offset,
+                        done: p.done,
+                    })
+                } else {
+                    Err(FileError::os(p.kind, p.offset, p.done, errno, p.direct))
+                };
+                finished += 1;
+                let kind = p.kind;
+                self.finish(key, kind, result, p.bufs);
+                continue;
+            }
             let result = match c.result {
                 r if r < 0 => match -r {
-                    libc::EINTR | libc::EAGAIN if !cancel => {
+                    libc::EAGAIN if !cancel => {
+                        // A descriptor in O_NONBLOCK mode that is not ready: wait for it in the
+                        // kernel (a poll), then move the bytes; no busy resubmission.
+                        self.retries.eagain += 1;
+                        p.awaiting_ready = p.is_transfer();
+                        self.push(key, p);
+                        continue;
+                    }
+                    libc::EINTR if !cancel => {
+                        self.retries.eintr += 1;
                         self.push(key, p);
                         continue;
                     }

@@ -29,6 +29,10 @@ pub(crate) struct Pending {
     /// iovecs of a vectored operation, rebuilt from `bufs` and `done` before each submission.
     iov: Vec<libc::iovec>,
     pub direct: bool,
+    /// The next submission waits for the descriptor to be ready (`IORING_OP_POLL_ADD`) instead
+    /// of moving bytes: set after the kernel answered `EAGAIN` (a descriptor in `O_NONBLOCK`
+    /// mode that had nothing to read or no room to write).
+    pub awaiting_ready: bool,
 }
 
 // SAFETY: the iovecs point only into `bufs`, which this value owns and moves along with them;
@@ -55,6 +59,7 @@ impl Pending {
             bufs,
             iov: Vec::new(),
             direct,
+            awaiting_ready: false,
         }
     }
 
@@ -73,6 +78,14 @@ impl Pending {
                     None => $build(types::Fd(self.file.as_raw_fd())),
                 }
             };
+        }
+        if self.awaiting_ready {
+            let mask = if matches!(self.kind, OpKind::Read | OpKind::Readv) {
+                libc::POLLIN
+            } else {
+                libc::POLLOUT
+            };
+            return with_fd!(|fd| opcode::PollAdd::new(fd, mask as u32).build());
         }
         let len = (self.total - self.done).min(MAX_CHUNK) as u32;
         let off = self.offset + self.done as u64;

@@ -169,6 +169,7 @@ pub struct Ring<P> {
     internal_seq: u64,
     timer_ts: Box<Timespec>,
     live_timer: Option<u64>,
+    interrupted: u64,
     id: u64,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -236,6 +237,7 @@ impl<P> Ring<P> {
             internal_seq: 0,
             timer_ts: Box::new(Timespec::new()),
             live_timer: None,
+            interrupted: 0,
             id: NEXT_RING_ID.fetch_add(1, Ordering::Relaxed),
             _not_sync: PhantomData,
         })
@@ -259,6 +261,12 @@ impl<P> Ring<P> {
     /// Operations pushed and not yet finally completed: their payloads are held by the ring.
     pub fn in_flight(&self) -> usize {
         self.slots.busy()
+    }
+
+    /// How many `io_uring_enter` calls a signal interrupted (`EINTR`); each was made again (a
+    /// timed wait with the time left).
+    pub fn interrupted(&self) -> u64 {
+        self.interrupted
     }
 
     /// The caller's token of an operation in flight.
@@ -339,7 +347,7 @@ impl<P> Ring<P> {
                 }
                 Err(e) => match e.raw_os_error() {
                     Some(libc::EBUSY) | Some(libc::EAGAIN) => self.drain_to_backlog()?,
-                    Some(libc::EINTR) => {}
+                    Some(libc::EINTR) => self.interrupted += 1,
                     _ => return Err(UringError::Enter(e)),
                 },
             }
@@ -418,7 +426,11 @@ impl<P> Ring<P> {
         match result {
             Ok(_) => Ok(()),
             Err(e) => match e.raw_os_error() {
-                Some(libc::ETIME) | Some(libc::EINTR) => Ok(()),
+                Some(libc::ETIME) => Ok(()),
+                Some(libc::EINTR) => {
+                    self.interrupted += 1;
+                    Ok(())
+                }
                 Some(libc::EBUSY) | Some(libc::EAGAIN) => self.drain_to_backlog(),
                 _ => Err(UringError::Enter(e)),
             },
@@ -549,7 +561,7 @@ impl<P> Ring<P> {
             };
             match r {
                 Ok(_) => return Ok(()),
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => self.interrupted += 1,
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return Ok(()),
                 Err(e) => return Err(UringError::Enter(e)),
             }

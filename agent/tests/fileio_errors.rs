@@ -1,0 +1,161 @@
+//! Errors of file requests from the real kernel: the request ends with the error in its status,
+//! and the message of the whole chain names the errno and its meaning (`ENOSPC ... no space
+//! left`, `EIO ... I/O error`); requests beside a failed one complete normally.
+
+use std::error::Error as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use viaduct_agent::fileio::{File, FileEngine, FileError, IoBuffer, OpenOptions};
+use viaduct_agent::request::{RequestError, Status, wait_all};
+
+/// A path in the temp directory, removed on drop.
+struct TempPath(PathBuf);
+
+impl TempPath {
+    fn new(name: &str) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        Self(std::env::temp_dir().join(format!("viaduct-fioerr-{}-{n}-{name}", std::process::id())))
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Runs `f` on its own thread and fails the test if it takes longer than 30 s.
+fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("the test body hung (or panicked)")
+}
+
+fn engine() -> Option<FileEngine> {
+    match FileEngine::new(64) {
+        Ok(e) => Some(e),
+        Err(e) => {
+            println!("SKIPPED: io_uring unavailable here: {e}: {e:?}");
+            None
+        }
+    }
+}
+
+/// An error and its sources, joined with ": " (what a program printing the chain shows).
+fn chain(e: &RequestError) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        next = s.source();
+    }
+    text
+}
+
+fn file_error(e: &RequestError) -> &FileError {
+    let RequestError::Operation(cause) = e else {
+        panic!("not an operation error: {e}");
+    };
+    cause.downcast_ref::<FileError>().expect("a file error")
+}
+
+#[test]
+fn enospc_ends_the_request_with_the_error_named_in_its_status() {
+    let Some(engine) = engine() else { return };
+    within(move || {
+        let options = OpenOptions {
+            write: true,
+            ..OpenOptions::default()
+        };
+        let full = match File::open(&engine, "/dev/full", &options) {
+            Ok(f) => f,
+            Err(e) => {
+                println!("SKIPPED: /dev/full cannot be opened for writing: {e}");
+                return;
+            }
+        };
+        // Alone: the wait reports the error, the buffer comes back.
+        let (err, bufs) = full
+            .iwrite_at(IoBuffer::from(vec![7; 4096]), 0)
+            .wait()
+            .unwrap_err();
+        assert_eq!(file_error(&err).errno(), Some(libc::ENOSPC));
+        let text = chain(&err);
+        assert!(
+            text.starts_with(
+                "operation of the request failed: write at offset 0 failed with ENOSPC after 0 \
+                 bytes: no space left on the device: No space left on device"
+            ),
+            "{text}"
+        );
+        assert_eq!(*bufs.unwrap().into_one().unwrap(), [7; 4096]);
+
+        // In an array: the failed request's own status holds the error, the others succeed.
+        let path = TempPath::new("ok");
+        let good = File::open(&engine, &path.0, &OpenOptions::create_rw()).unwrap();
+        let (r0, c0) = good.iwrite_at(IoBuffer::from(vec![1; 100]), 0).into_parts();
+        let (r1, c1) = full
+            .iwritev_at(vec![IoBuffer::from(vec![2; 10])], 8)
+            .into_parts();
+        let (r2, c2) = good.isync().into_parts();
+        let mut requests = vec![r0, r1, r2];
+        let mut statuses = vec![Status::empty(); 3];
+        let result = wait_all(&mut requests, Some(&mut statuses));
+        assert!(
+            matches!(result, Err(RequestError::InStatus { failed: 1 })),
+            "{result:?}"
+        );
+        assert!(statuses[0].error().is_none());
+        assert_eq!(statuses[0].count(), 100);
+        assert!(statuses[2].error().is_none());
+        let err = statuses[1].error().expect("the failed request's error");
+        assert_eq!(file_error(err).errno(), Some(libc::ENOSPC));
+        let text = chain(err);
+        assert!(
+            text.contains("writev at offset 8 failed with ENOSPC")
+                && text.contains("no space left"),
+            "{text}"
+        );
+        assert!(c0.take().is_some() && c1.take().is_some() && c2.take().is_some());
+        assert_eq!(engine.outstanding(), 0);
+        // Errors are not retried: nothing was resubmitted.
+        assert_eq!(engine.retries().eagain + engine.retries().eintr, 0);
+    });
+}
+
+#[test]
+fn eio_ends_the_request_with_the_error_named_in_its_status() {
+    let Some(engine) = engine() else { return };
+    within(move || {
+        let mem = match File::open(&engine, "/proc/self/mem", &OpenOptions::read()) {
+            Ok(f) => f,
+            Err(e) => {
+                println!("SKIPPED: /proc/self/mem cannot be opened: {e}");
+                return;
+            }
+        };
+        // Address 0 of the process is never mapped: the kernel answers the read with EIO.
+        let (err, bufs) = mem
+            .iread_at(IoBuffer::from(vec![0xab; 256]), 0)
+            .wait()
+            .unwrap_err();
+        assert_eq!(file_error(&err).errno(), Some(libc::EIO));
+        let text = chain(&err);
+        assert!(
+            text.starts_with(
+                "operation of the request failed: read at offset 0 failed with EIO after 0 bytes: \
+                 the device or filesystem reported an I/O error"
+            ),
+            "{text}"
+        );
+        assert_eq!(*bufs.unwrap().into_one().unwrap(), [0xab; 256]);
+    });
+}
