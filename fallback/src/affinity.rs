@@ -63,7 +63,11 @@ mod tests {
         let out = cmd.output().unwrap();
         assert!(out.status.success());
         let text = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(text.split_whitespace().last(), Some(cpu.to_string().as_str()), "{text}");
+        assert_eq!(
+            text.split_whitespace().last(),
+            Some(cpu.to_string().as_str()),
+            "{text}"
+        );
     }
 
     #[test]
