@@ -8,7 +8,7 @@
 //!   `post_send_buf` (accepted, or no resources), `poll` (exactly one completion per accepted
 //!   descriptor, also after a failure), `next` / `consume` (inbound bytes in place, in the
 //!   method's own receive memory), `wait`, emulated one-sided write and read.
-//! - [`file`]: owned-buffer file operations on the io_uring engine.
+//! - [`file`](mod@file): owned-buffer file operations on the io_uring engine.
 //! - [`frame`]: the 32-byte message header both methods share.
 //!
 //! # Quick start: two shared-memory endpoints in one process
