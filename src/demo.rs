@@ -20,7 +20,9 @@
 //!
 //! Then one more job per method runs the same kind of traffic through the communication agent
 //! (`Agent`: VCs, tagged matching, requests; `VIADUCT_TRANSPORT` picks its method): tagged
-//! ping-pong, the allreduce, and a handler with a deadline posted on a receive request. Where
+//! ping-pong, the agent's own collectives on a communicator (`Comm::allreduce` and
+//! `Comm::bcast`, built from xfer blocks), and a handler with a deadline posted on a receive
+//! request. Where
 //! an RDMA device exists (or inside `scripts/rxe-vm`), `viaduct bench verbs-lat` measures verbs
 //! ping-pong latency between two processes (the agent has no verbs method yet, so the 4-rank
 //! rounds stay on shared memory and TCP).

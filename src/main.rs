@@ -37,14 +37,21 @@ enum BenchCommand {
     /// Method latency/bandwidth over tcp or shm.
     Method(bench::method::Args),
     /// Tagged ping-pong latency through the agent between 2 launched ranks (`bench agent latency`).
-    #[command(after_help = "Examples:\n  viaduct bench latency --transport shm --sizes 8,4096\n  \
-        viaduct bench latency --transport tcp --json")]
+    #[command(
+        after_help = "Examples:\n  viaduct bench latency --transport shm --sizes 8,4096\n  \
+        viaduct bench latency --transport tcp --json"
+    )]
     Latency(bench::agent::Common),
     /// Streaming bandwidth through the agent between 2 launched ranks (`bench agent bandwidth`).
-    #[command(after_help = "Examples:\n  viaduct bench bandwidth --transport shm --sizes 65536,4194304")]
+    #[command(
+        after_help = "Examples:\n  viaduct bench bandwidth --transport shm --sizes 65536,4194304"
+    )]
     Bandwidth(bench::agent::Common),
     /// Tagged ping-pong latency/bandwidth through the agent between launched ranks.
     Agent(bench::agent::Args),
+    /// Collective call time (bcast, allreduce, allgather) on launched ranks, like
+    /// osu_bcast/osu_allreduce.
+    Collective(bench::collective::Args),
     /// Generalized request start + complete + wait cost.
     Greq(bench::greq::Args),
     /// Nonblocking file I/O through io_uring.
@@ -67,6 +74,7 @@ fn main() {
             BenchCommand::Latency(a) => bench::agent::run_test(bench::agent::Test::Latency, a),
             BenchCommand::Bandwidth(a) => bench::agent::run_test(bench::agent::Test::Bandwidth, a),
             BenchCommand::Agent(a) => bench::agent::run(a),
+            BenchCommand::Collective(a) => bench::collective::run(a),
             BenchCommand::Greq(a) => bench::greq::run(a),
             BenchCommand::Io(a) => bench::io::run(a),
         },

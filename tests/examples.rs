@@ -161,3 +161,19 @@ fn ring_under_mpiexec() {
         assert_ranks(&r, "ring", 3, &[0, 1, 2], RING_LINE);
     }
 }
+
+const COLLECTIVE_LINE: &str = "bcast 1048576 B, allreduce, maxloc, split";
+
+#[test]
+fn collective_under_viaduct_launch() {
+    let r = viaduct_launch(4, &example("collective"), &[]);
+    assert_ranks(&r, "collective", 4, &[0, 1, 2, 3], COLLECTIVE_LINE);
+}
+
+#[test]
+fn collective_under_mpiexec() {
+    // An odd number of ranks: uneven halves after the split, a non-power-of-two allreduce.
+    if let Some(r) = mpiexec(3, &example("collective"), &[]) {
+        assert_ranks(&r, "collective", 3, &[0, 1, 2], COLLECTIVE_LINE);
+    }
+}

@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     pub(crate) driver: Arc<dyn ProgressDriver>,
     /// The current spin count of blocking progress (adaptive polling).
     pub(crate) spin_now: AtomicU32,
+    /// The lowest context id no communicator of this rank uses yet (see [`crate::comm`]).
+    pub(crate) next_context: AtomicU32,
     boot: Mutex<Option<Bootstrap>>,
 }
 
@@ -92,6 +94,7 @@ impl Agent {
             config.eager_limit,
             config.rendezvous_chunk,
             config.max_unexpected_bytes,
+            config.xfer_chunk,
         );
         let spin = config.spin_min;
         let shared = Arc::new_cyclic(|weak: &Weak<Shared>| Shared {
@@ -104,6 +107,7 @@ impl Agent {
             }),
             driver: Arc::new(Driver::new(weak.clone())),
             spin_now: AtomicU32::new(spin),
+            next_context: AtomicU32::new(crate::comm::FIRST_CONTEXT),
             boot: Mutex::new(Some(boot)),
             config,
         });
@@ -147,7 +151,7 @@ impl Agent {
         }
     }
 
-    /// The method serving `peer` (`"self"`, `"shm"`, `"tcp"`), or `None` for a rank outside
+    /// The method serving `peer` (`"self"`, `"shm"`, `"tcp"`, `"verbs"`), or `None` for a rank outside
     /// the job.
     pub fn method_of(&self, peer: u32) -> Option<&'static str> {
         let st = self.shared.lock();

@@ -3,10 +3,16 @@
 //!
 //! Each rank listens on every method some peer needs and publishes the listener's address as
 //! its business card (`vd-shm`: the hex-encoded unix socket path of the shared-memory
-//! listener; `vd-tcp`: `ip:port`). After one fence, a rank connects to every lower rank and
-//! accepts every higher one; each new connection first runs the job-key handshake
-//! ([`crate::handshake`]); a stranger is refused, logged, and does not count. Listeners close
-//! when set-up ends, so no connection is accepted afterwards.
+//! listener; `vd-tcp`: `ip:port`). When `verbs` is listed first for some peers, a rank with an
+//! active RDMA device also prepares one queue pair per such peer and publishes its card
+//! (`vd-vqPEER`: the hex [`viaduct_verbs::msg::Card`]), plus a mark saying whether it offers
+//! verbs at all, or why not (`vd-verbs`). After one fence, each pair that offered verbs to each
+//! other connects its queue pairs and authenticates over them; the others fall back to the
+//! next listed method, or fail with every reason when none is left. Then a rank connects to
+//! every lower rank and accepts every higher one over the socket methods; each new connection
+//! first runs the job-key handshake ([`crate::handshake`]); a stranger is refused, logged, and
+//! does not count. Listeners close when set-up ends, so no connection is accepted
+//! afterwards.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::mpsc;
@@ -23,24 +29,75 @@ use crate::vc::{Link, Vc};
 
 const SHM_CARD: &str = "vd-shm";
 const TCP_CARD: &str = "vd-tcp";
+/// Whether a rank offers verbs: `1`, or `0` and the hex-encoded reason it cannot.
+const VERBS_MARK: &str = "vd-verbs";
 
-/// The method `config` picks for `peer`, or why none can serve it.
-pub(crate) fn choose(
-    config: &Config,
-    boot: &Bootstrap,
-    peer: u32,
-) -> Result<MethodKind, AgentError> {
-    let mut why = Vec::new();
+/// The name under which a rank publishes its verbs card for `peer` (the hex
+/// [`viaduct_verbs::msg::Card`] of the queue pair it prepared for that peer).
+#[cfg(feature = "rdma")]
+fn verbs_card_name(peer: u32) -> String {
+    format!("vd-vq{peer}")
+}
+
+/// How `config` may serve `peer`, before the business cards are known: whether `verbs` comes
+/// before the first other method that reaches it, and that method.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Plan {
+    /// `verbs` is listed before `fallback`.
+    pub(crate) verbs_first: bool,
+    /// The first listed method other than `verbs` that reaches the peer.
+    pub(crate) fallback: Option<MethodKind>,
+    /// Why each method listed before `fallback` cannot serve the peer (`None`: the place of
+    /// `verbs`, whose reason is known only after the card exchange).
+    why: Vec<Option<String>>,
+}
+
+/// What `config` allows for `peer`, before the business cards are known.
+pub(crate) fn plan(config: &Config, boot: &Bootstrap, peer: u32) -> Plan {
+    let mut plan = Plan::default();
     for &kind in &config.transports {
         match kind {
-            MethodKind::Shm if boot.is_local(peer) => return Ok(kind),
-            MethodKind::Shm => why.push("shm: the peer is on another node".to_owned()),
-            MethodKind::Tcp => return Ok(kind),
+            MethodKind::Shm if boot.is_local(peer) => {
+                plan.fallback = Some(kind);
+                break;
+            }
+            MethodKind::Shm => plan
+                .why
+                .push(Some("shm: the peer is on another node".to_owned())),
+            MethodKind::Tcp => {
+                plan.fallback = Some(kind);
+                break;
+            }
             MethodKind::Verbs => {
-                why.push("verbs: the agent has no verbs method yet (list shm or tcp)".to_owned())
+                plan.verbs_first = true;
+                plan.why.push(None);
             }
         }
     }
+    plan
+}
+
+/// The method for `peer` once the cards are known: `verbs` when it comes first and both ranks
+/// offered it to each other (`verbs` is `Ok` then, else it says why not), else the plan's
+/// fallback; an error naming the peer and every reason when no method can serve it.
+pub(crate) fn choose(
+    plan: &Plan,
+    peer: u32,
+    verbs: Result<(), String>,
+) -> Result<MethodKind, AgentError> {
+    let verbs = match verbs {
+        Ok(()) if plan.verbs_first => return Ok(MethodKind::Verbs),
+        Ok(()) => "verbs: listed after a method that serves the peer".to_owned(),
+        Err(why) => format!("verbs: {why}"),
+    };
+    if let Some(kind) = plan.fallback {
+        return Ok(kind);
+    }
+    let mut why: Vec<String> = plan
+        .why
+        .iter()
+        .map(|w| w.clone().unwrap_or_else(|| verbs.clone()))
+        .collect();
     if why.is_empty() {
         why.push("no method listed".into());
     }
@@ -138,29 +195,214 @@ fn accept_loop(
     }
 }
 
+/// The verbs side of set-up before the fence: the device, and one prepared endpoint per peer
+/// that may be served over verbs.
+struct VerbsOffer {
+    /// Why this rank cannot offer verbs, if it cannot.
+    local: Result<(), String>,
+    #[cfg(feature = "rdma")]
+    prepared: Vec<Option<viaduct_verbs::msg::Prepared>>,
+}
+
+impl VerbsOffer {
+    /// Opens the device and prepares a queue pair for every peer in `peers`.
+    fn new(config: &Config, size: u32, peers: &[u32]) -> VerbsOffer {
+        if peers.is_empty() {
+            // Nothing to open the device for (a job of one, or other methods first).
+            return VerbsOffer {
+                local: Err("another method comes first for every peer".to_owned()),
+                #[cfg(feature = "rdma")]
+                prepared: (0..size).map(|_| None).collect(),
+            };
+        }
+        #[cfg(feature = "rdma")]
+        {
+            let mut prepared: Vec<Option<viaduct_verbs::msg::Prepared>> =
+                (0..size).map(|_| None).collect();
+            let local = method::verbs::open_device(config).and_then(|(ctx, port)| {
+                for &p in peers {
+                    let ep = viaduct_verbs::msg::Prepared::new(
+                        &ctx,
+                        method::verbs::verbs_config(config, port),
+                    )
+                    .map_err(|e| {
+                        let mut why =
+                            format!("preparing a queue pair on {} failed: {e}", ctx.name());
+                        let mut src = std::error::Error::source(&e);
+                        while let Some(s) = src {
+                            why.push_str(&format!(": {s}"));
+                            src = s.source();
+                        }
+                        why
+                    })?;
+                    prepared[p as usize] = Some(ep);
+                }
+                Ok(())
+            });
+            if local.is_err() {
+                prepared.iter_mut().for_each(|p| *p = None);
+            }
+            VerbsOffer { local, prepared }
+        }
+        #[cfg(not(feature = "rdma"))]
+        {
+            let _ = (config, size, peers);
+            VerbsOffer {
+                local: Err("this build of viaduct has no verbs support (feature rdma)".to_owned()),
+            }
+        }
+    }
+
+    /// Publishes the mark and the cards.
+    fn publish(&self, boot: &mut Bootstrap) -> Result<(), AgentError> {
+        match &self.local {
+            Ok(()) => boot.publish(VERBS_MARK, "1")?,
+            Err(why) => boot.publish(VERBS_MARK, &format!("0{}", hex(why)))?,
+        }
+        #[cfg(feature = "rdma")]
+        for (p, ep) in self.prepared.iter().enumerate() {
+            if let Some(ep) = ep {
+                boot.publish(&verbs_card_name(p as u32), &ep.card().to_hex())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After the fence: `Ok` when this rank and `peer` both offered verbs to each other,
+    /// else why not.
+    fn both(
+        &self,
+        boot: &mut Bootstrap,
+        me: u32,
+        peer: u32,
+    ) -> Result<Result<(), String>, AgentError> {
+        if let Err(why) = &self.local {
+            return Ok(Err(format!("not on this rank: {why}")));
+        }
+        #[cfg(feature = "rdma")]
+        {
+            if self.prepared[peer as usize].is_none() {
+                return Ok(Err("not prepared for this peer".to_owned()));
+            }
+            match boot.lookup(VERBS_MARK, peer) {
+                Ok(mark) if mark.starts_with('0') => {
+                    return Ok(Err(format!(
+                        "not on rank {peer}: {}",
+                        mark.get(1..)
+                            .and_then(unhex)
+                            .unwrap_or_else(|| "no RDMA device".to_owned())
+                    )));
+                }
+                Ok(_) => {}
+                Err(crate::bootstrap::BootstrapError::KeyNotFound { .. }) => {
+                    return Ok(Err(format!("rank {peer} does not list verbs")));
+                }
+                Err(e) => return Err(e.into()),
+            }
+            match boot.lookup(&verbs_card_name(me), peer) {
+                Ok(_) => Ok(Ok(())),
+                Err(crate::bootstrap::BootstrapError::KeyNotFound { .. }) => Ok(Err(format!(
+                    "rank {peer} lists another method first for this rank"
+                ))),
+                Err(e) => Err(e.into()),
+            }
+        }
+        #[cfg(not(feature = "rdma"))]
+        {
+            let _ = (boot, me, peer);
+            Ok(Err("no verbs support".to_owned()))
+        }
+    }
+}
+
+/// Connects the queue pairs of every verbs peer, then authenticates each connection in
+/// increasing peer order (the connector side towards lower ranks), so no two ranks wait on
+/// each other. Every rank runs this right after the fence, before any other set-up, so the
+/// two ends of each queue pair are ready within moments of each other.
+#[cfg(feature = "rdma")]
+fn connect_verbs(
+    boot: &mut Bootstrap,
+    config: &Config,
+    offer: &mut VerbsOffer,
+    kinds: &[Option<MethodKind>],
+    links: &mut [Option<Method>],
+) -> Result<(), AgentError> {
+    let me = boot.rank();
+    let key = boot.job_key().clone();
+    let peers: Vec<u32> = (0..kinds.len() as u32)
+        .filter(|p| kinds[*p as usize] == Some(MethodKind::Verbs))
+        .collect();
+    for &p in &peers {
+        let card = boot.lookup(&verbs_card_name(me), p)?;
+        let card = viaduct_verbs::msg::Card::from_hex(&card).map_err(|_| AgentError::BadCard {
+            peer: p,
+            method: "verbs",
+            card: card.clone(),
+        })?;
+        let Some(prepared) = offer.prepared[p as usize].take() else {
+            continue;
+        };
+        let ep = prepared.connect(&card).map_err(|e| AgentError::Connect {
+            peer: p,
+            method: "verbs",
+            source: e.into(),
+        })?;
+        links[p as usize] = Some(Method::Verbs(Box::new(ep)));
+    }
+    for &p in &peers {
+        let Some(m) = links[p as usize].as_mut() else {
+            continue;
+        };
+        let auth = |source| AgentError::Auth {
+            peer: p,
+            method: "verbs",
+            source,
+        };
+        if p < me {
+            handshake::connector(m, &key, me, config.connect_timeout).map_err(auth)?;
+        } else {
+            let rank = handshake::acceptor(
+                m,
+                &key,
+                &format!("rank {p} over verbs"),
+                config.connect_timeout,
+            )
+            .map_err(auth)?;
+            if rank != p {
+                return Err(auth(crate::bootstrap::auth::AuthError::Io(
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("the queue pair of rank {p} proved to be rank {rank}"),
+                    ),
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Connects this rank with every other one; returns one VC per rank (the own rank's is the
 /// self loop).
 pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<Vc>, AgentError> {
     let me = boot.rank();
     let size = boot.size();
-    let mut kinds = Vec::with_capacity(size as usize);
-    for p in 0..size {
-        kinds.push(if p == me {
-            None
-        } else {
-            Some(choose(config, boot, p)?)
-        });
-    }
-    let uses = |k: MethodKind| kinds.contains(&Some(k));
-    let higher = |k: MethodKind| -> Vec<u32> {
-        (me + 1..size)
-            .filter(|p| kinds[*p as usize] == Some(k))
-            .collect()
+    let plans: Vec<Plan> = (0..size).map(|p| plan(config, boot, p)).collect();
+    let verbs_peers: Vec<u32> = (0..size)
+        .filter(|p| *p != me && plans[*p as usize].verbs_first)
+        .collect();
+    let listed_verbs = config.transports.contains(&MethodKind::Verbs);
+    #[allow(unused_mut)]
+    let mut offer = if listed_verbs {
+        Some(VerbsOffer::new(config, size, &verbs_peers))
+    } else {
+        None
     };
+    let fallback_used =
+        |k: MethodKind| (0..size).any(|p| p != me && plans[p as usize].fallback == Some(k));
     let key = boot.job_key().clone();
     let (tx, rx) = mpsc::channel::<Accepted>();
     let mut listeners = Vec::new();
-    if uses(MethodKind::Shm) {
+    if fallback_used(MethodKind::Shm) {
         let path = std::env::temp_dir().join(format!(
             "viaduct-{}-{}-{}.sock",
             std::process::id(),
@@ -173,11 +415,11 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
             source: e.into(),
         })?;
         boot.publish(SHM_CARD, &hex(&path.to_string_lossy()))?;
-        listeners.push((Listening::Shm(l), higher(MethodKind::Shm)));
+        listeners.push((Listening::Shm(l), MethodKind::Shm));
     }
-    if uses(MethodKind::Tcp) {
-        let all_local =
-            (0..size).all(|p| kinds[p as usize] != Some(MethodKind::Tcp) || boot.is_local(p));
+    if fallback_used(MethodKind::Tcp) {
+        let all_local = (0..size)
+            .all(|p| plans[p as usize].fallback != Some(MethodKind::Tcp) || boot.is_local(p));
         let ip = if all_local {
             IpAddr::V4(Ipv4Addr::LOCALHOST)
         } else {
@@ -201,12 +443,41 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
             })?
             .port();
         boot.publish(TCP_CARD, &SocketAddr::new(ip, port).to_string())?;
-        listeners.push((Listening::Tcp(l), higher(MethodKind::Tcp)));
+        listeners.push((Listening::Tcp(l), MethodKind::Tcp));
+    }
+    if let Some(offer) = &offer {
+        offer.publish(boot)?;
     }
     boot.fence()?;
 
+    // The choice per peer, now that both sides' offers are known (the same on both sides: a
+    // pair uses verbs when each prepared a queue pair for the other).
+    let mut kinds: Vec<Option<MethodKind>> = vec![None; size as usize];
+    for p in (0..size).filter(|p| *p != me) {
+        let plan = &plans[p as usize];
+        let verbs = match &offer {
+            Some(offer) if plan.verbs_first => offer.both(boot, me, p)?,
+            Some(_) => Ok(()),
+            None => Err("not listed".to_owned()),
+        };
+        kinds[p as usize] = Some(choose(plan, p, verbs)?);
+    }
+    let higher = |k: MethodKind| -> Vec<u32> {
+        (me + 1..size)
+            .filter(|p| kinds[*p as usize] == Some(k))
+            .collect()
+    };
+
+    let mut links: Vec<Option<Method>> = (0..size).map(|_| None).collect();
+    #[cfg(feature = "rdma")]
+    if let Some(offer) = &mut offer {
+        connect_verbs(boot, config, offer, &kinds, &mut links)?;
+    }
+    drop(offer);
+
     let mut expected = 0;
-    for (l, expect) in listeners {
+    for (l, kind) in listeners {
+        let expect = higher(kind);
         expected += expect.len();
         if expect.is_empty() {
             continue; // dropped now: nobody may connect to it
@@ -219,10 +490,10 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
     }
     drop(tx);
 
-    let mut links: Vec<Option<Method>> = (0..size).map(|_| None).collect();
     for p in 0..me {
         let kind = kinds[p as usize].unwrap_or(MethodKind::Tcp);
         let mut m = match kind {
+            MethodKind::Verbs => continue,
             MethodKind::Shm => {
                 let card = boot.lookup(SHM_CARD, p)?;
                 let path = unhex(&card).ok_or_else(|| AgentError::BadCard {
@@ -238,7 +509,7 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
                         source: e.into(),
                     })?
             }
-            _ => {
+            MethodKind::Tcp => {
                 let card = boot.lookup(TCP_CARD, p)?;
                 let addr: SocketAddr = card.parse().map_err(|_| AgentError::BadCard {
                     peer: p,
@@ -298,6 +569,37 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn plan_of(verbs_first: bool, fallback: Option<MethodKind>, why: Vec<Option<String>>) -> Plan {
+        Plan {
+            verbs_first,
+            fallback,
+            why,
+        }
+    }
+
+    #[test]
+    fn verbs_is_chosen_only_when_first_and_offered_by_both() {
+        let first = plan_of(true, Some(MethodKind::Tcp), vec![None]);
+        assert_eq!(choose(&first, 1, Ok(())).unwrap(), MethodKind::Verbs);
+        let no_dev = Err("not on this rank: no RDMA device on this node".to_owned());
+        assert_eq!(choose(&first, 1, no_dev.clone()).unwrap(), MethodKind::Tcp);
+        let alone = plan_of(true, None, vec![None]);
+        let e = choose(&alone, 3, no_dev).unwrap_err().to_string();
+        assert!(e.contains("rank 3") && e.contains("no RDMA device"), "{e}");
+        let remote = plan_of(
+            true,
+            None,
+            vec![Some("shm: the peer is on another node".to_owned()), None],
+        );
+        let e = choose(&remote, 2, Err("rank 2 does not list verbs".to_owned()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("shm: the peer is on another node; verbs: rank 2 does not list verbs"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn cards_round_trip() {

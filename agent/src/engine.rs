@@ -10,13 +10,27 @@ use crate::method::MethodError;
 use crate::recv_buffer::RecvBuffer;
 use crate::request::{CarCounter, RequestError};
 use crate::vc::{Link, Outbound, Vc};
-use crate::wire::{self, CTS, DATA, EAGER, EAGER_HEADER, RTS, RTS_LEN, STREAM};
+use crate::wire::{self, CTS, DATA, EAGER, EAGER_HEADER, RTS, RTS_LEN, STREAM, XFER};
+use crate::xfer::engine::{Ready, XferEngine};
 
 /// A receive waiting for its message.
 #[derive(Debug)]
 pub(crate) struct PostedRecv {
     pub(crate) buf: RecvBuffer,
     pub(crate) counter: CarCounter,
+    /// World rank -> communicator rank, for the status of a receive posted on a communicator
+    /// (`None`: report world ranks).
+    pub(crate) ranks: Option<std::sync::Arc<[u32]>>,
+}
+
+impl PostedRecv {
+    /// The source as the receive's status reports it.
+    fn source_of(&self, world: u32) -> u32 {
+        match &self.ranks {
+            Some(map) => map.get(world as usize).copied().unwrap_or(world),
+            None => world,
+        }
+    }
 }
 
 /// A message that arrived before its receive.
@@ -76,6 +90,8 @@ pub(crate) struct Book {
     pub(crate) max_unexpected: usize,
     /// Messages produced while handling inbound ones, written after the VC borrow ends.
     outbox: Vec<(u32, Outbound)>,
+    /// Running xfer blocks.
+    pub(crate) xfer: XferEngine,
 }
 
 /// The agent's whole mutable state.
@@ -108,7 +124,7 @@ pub(crate) fn peer_failed(peer: u32, reason: &str) -> AgentError {
 /// as soon as it completed one, so the wait that called it looks at once.
 pub(crate) static COMPLETED: AtomicU64 = AtomicU64::new(0);
 
-fn note(r: Result<bool, RequestError>) {
+pub(crate) fn note(r: Result<bool, RequestError>) {
     if r.unwrap_or(false) {
         COMPLETED.fetch_add(1, Ordering::Relaxed);
     }
@@ -125,13 +141,19 @@ fn finish_recv(counter: &CarCounter, buf: &RecvBuffer, len: u64) {
 }
 
 fn deliver_eager(r: PostedRecv, env: &Envelope, data: &[u8]) {
-    r.counter.set_envelope(env.source, env.tag);
+    r.counter.set_envelope(r.source_of(env.source), env.tag);
     r.buf.fill(data);
     finish_recv(&r.counter, &r.buf, data.len() as u64);
 }
 
 impl Book {
-    pub(crate) fn new(rank: u32, eager_limit: usize, chunk: usize, max_unexpected: usize) -> Book {
+    pub(crate) fn new(
+        rank: u32,
+        eager_limit: usize,
+        chunk: usize,
+        max_unexpected: usize,
+        xfer_chunk: usize,
+    ) -> Book {
         Book {
             rank,
             queues: MatchQueues::new(),
@@ -144,6 +166,7 @@ impl Book {
             chunk,
             max_unexpected,
             outbox: Vec::new(),
+            xfer: XferEngine::new(xfer_chunk),
         }
     }
 
@@ -159,6 +182,13 @@ impl Book {
     /// Whether sends are still on their way (queued, awaiting a go-ahead, or in a method).
     pub(crate) fn sends_pending(&self) -> bool {
         !self.sends.is_empty() || !self.rndv_sends.is_empty()
+    }
+
+    /// Registers a piece of an xfer message as a send whose completion completes one CAR.
+    fn xfer_send(&mut self, peer: u32, bytes: u64, counter: CarCounter) -> u64 {
+        let id = self.id();
+        self.sends.insert(id, (counter, bytes, peer));
+        id
     }
 
     /// A send of `data` from this rank to itself.
@@ -281,7 +311,7 @@ impl Book {
     }
 
     fn start_rndv_recv(&mut self, env: Envelope, sender_id: u64, len: u64, r: PostedRecv) {
-        r.counter.set_envelope(env.source, env.tag);
+        r.counter.set_envelope(r.source_of(env.source), env.tag);
         r.buf.expect(len);
         let rid = self.id();
         self.rndv_recvs.insert(
@@ -386,6 +416,7 @@ impl Book {
                     }
                 }
             }
+            XFER => self.xfer.inbound(peer, data)?,
             0xff => {} // the last handshake bytes, if any
             other => return Err(format!("unknown message kind {other}")),
         }
@@ -474,6 +505,7 @@ impl Book {
         }
         self.queues
             .drain_unexpected(|e, u| e.source == peer && matches!(u, Unexpected::Rts { .. }));
+        self.xfer.peer_failed(peer, reason);
     }
 
     /// Completes, as cancelled, every posted receive whose request asked for cancellation.
@@ -511,6 +543,7 @@ impl Book {
             }
         }
         self.unexpected_bytes = 0;
+        self.xfer.fail_all();
     }
 
     /// Takes the messages produced while handling inbound ones.
@@ -610,7 +643,63 @@ impl State {
             work += 1;
             self.fail_vc(peer, reason);
         }
+        work += self.drain_xfer();
         work + self.book.cancel_requested()
+    }
+
+    /// Starts an xfer schedule (its blocks checked already) and posts what can leave at once.
+    pub(crate) fn start_xfer(
+        &mut self,
+        ctx: u32,
+        steps: Vec<crate::xfer::plan::Step>,
+        bufs: Vec<Vec<u8>>,
+        counter: CarCounter,
+        shared: std::sync::Arc<crate::xfer::buffers::RunShared>,
+    ) {
+        let mut peers: Vec<u32> = steps
+            .iter()
+            .flat_map(|s| {
+                s.ins
+                    .iter()
+                    .map(|i| i.peer)
+                    .chain(s.outs.iter().map(|o| o.peer))
+            })
+            .collect();
+        peers.sort_unstable();
+        peers.dedup();
+        self.book.xfer.start(ctx, steps, bufs, counter, shared);
+        for p in peers {
+            if let Some(reason) = self.vcs.get(p as usize).and_then(|v| v.failed.clone()) {
+                self.book.xfer.peer_failed(p, &reason);
+            }
+        }
+        self.drain_xfer();
+    }
+
+    /// Drains the xfer ready queue: posts pieces whose data is there, starts the next block of
+    /// schedules whose block finished. Returns the work done.
+    pub(crate) fn drain_xfer(&mut self) -> usize {
+        let mut work = 0;
+        while let Some(r) = self.book.xfer.pop_ready() {
+            work += 1;
+            match r {
+                Ready::Emit { run, out } => {
+                    for (peer, buf, bytes, counter) in self.book.xfer.emit(run, out) {
+                        let id = self.book.xfer_send(peer, bytes, counter);
+                        self.write(
+                            peer,
+                            Outbound {
+                                id,
+                                tag: wire::method_tag(XFER, 0),
+                                buf,
+                            },
+                        );
+                    }
+                }
+                Ready::StepDone { run } => self.book.xfer.step_done(run),
+            }
+        }
+        work
     }
 
     /// Whether any VC can block in its method's wait.

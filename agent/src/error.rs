@@ -4,6 +4,7 @@ use crate::bootstrap::BootstrapError;
 use crate::bootstrap::auth::AuthError;
 use crate::method::MethodError;
 use crate::request::RequestError;
+use crate::xfer::XferError;
 
 /// Everything the agent can report.
 #[derive(Debug, thiserror::Error)]
@@ -130,6 +131,20 @@ pub enum AgentError {
     /// A wait on a request of the agent failed.
     #[error("request failed")]
     Request(#[source] RequestError),
+    /// An xfer block is invalid (refused at start), or its message did not fit.
+    #[error("xfer block failed")]
+    Xfer(#[source] XferError),
+    /// A color of a communicator split must be below `u32::MAX`.
+    #[error("split color {0} is reserved")]
+    BadColor(u32),
+    /// A collective's buffers do not fit each other or the communicator.
+    #[error("collective {what}: {reason}")]
+    CollectiveArgs {
+        /// The collective.
+        what: &'static str,
+        /// What does not fit.
+        reason: String,
+    },
     /// A blocking operation did not finish within its limit.
     #[error("{what} did not finish within {seconds} s")]
     Timeout {

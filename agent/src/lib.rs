@@ -5,6 +5,8 @@
 
 pub mod agent;
 pub mod bootstrap;
+pub mod coll;
+pub mod comm;
 pub mod config;
 mod connect;
 mod engine;
@@ -20,3 +22,4 @@ pub mod request;
 pub mod stream;
 mod vc;
 mod wire;
+pub mod xfer;

@@ -229,6 +229,18 @@ impl Agent {
         source: Source,
         tag: TagMatch,
     ) -> Result<Request, AgentError> {
+        self.irecv_mapped(buf, source, tag, None)
+    }
+
+    /// [`Agent::irecv_into`] whose status reports the source through `ranks` (world rank ->
+    /// communicator rank).
+    pub(crate) fn irecv_mapped(
+        &self,
+        buf: RecvBuffer,
+        source: Source,
+        tag: TagMatch,
+        ranks: Option<std::sync::Arc<[u32]>>,
+    ) -> Result<Request, AgentError> {
         self.check_source(source)?;
         if tag == TagMatch::Tag(u32::MAX) {
             return Err(AgentError::ReservedTag(u32::MAX));
@@ -248,7 +260,11 @@ impl Agent {
             Source::Rank(r) => st.vcs[r as usize].failed.clone().map(|why| (r, why)),
             Source::Any => None,
         };
-        let posted = PostedRecv { buf, counter };
+        let posted = PostedRecv {
+            buf,
+            counter,
+            ranks,
+        };
         match dead {
             // Nothing more can come from a failed peer: a receive not matched by a message
             // that arrived before the failure fails now.

@@ -29,8 +29,15 @@
 //!   mutex; a thread sleeping in a method's wait holds it (for at most the timeout it was given,
 //!   at most 10 ms from request waits), so other threads' posts may be delayed that long, never
 //!   lost. Requests complete on whichever thread runs the pass that sees their last CAR; a
-//!   waiting thread is woken through the request's condition variable. No user callback runs
-//!   inside a pass: message requests have none, and handlers run on the handler thread.
+//!   waiting thread is woken through the request's condition variable. The only user code
+//!   that runs inside a pass is a user reduction of an xfer block or collective
+//!   ([`Reduction::User`](crate::xfer::Reduction::User)), called with the agent's mutex held:
+//!   it must not call into the agent. Message requests have no callbacks, and handlers run on
+//!   the handler thread.
+//! - **Xfer blocks** ([`crate::xfer`]) are driven by the same passes: each pass handles the
+//!   pieces that arrived, then drains the xfer ready queue (pieces whose data is there are
+//!   posted, schedules whose block finished start their next block). A nonblocking block or
+//!   collective therefore progresses in any pass of its agent, whichever request is waited on.
 //! - **Failure.** A peer that dies is noticed by its method within a bounded time (see
 //!   `Config::peer_timeout`); the pass that sees it fails every request on that VC. Waits
 //!   therefore end, with an error, instead of hanging.

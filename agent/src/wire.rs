@@ -10,6 +10,7 @@
 //! | `CTS` (clear to send) | sender's id | receiver's id u64 |
 //! | `DATA` | receiver's id | a piece of the data (pieces arrive in order) |
 //! | `STREAM` | 0 | bytes of the VC's byte stream (`Agent::write` / `Agent::next`) |
+//! | `XFER` | 0 | context u32, tag u32, block sequence u32, 0 u32, message length u64, then a piece of the message |
 //!
 //! Rendezvous: the sender keeps the data and sends `RTS`; the receiver matches it like any
 //! message and answers `CTS` naming where the data goes; the sender then sends the data in
@@ -26,6 +27,14 @@ pub(crate) const DATA: u8 = 4;
 
 /// Bytes of the VC's byte stream, read in place by `Agent::next` (no envelope, no matching).
 pub(crate) const STREAM: u8 = 5;
+
+/// A piece of an xfer block's message (see `crate::xfer`): pieces of one message arrive in
+/// order; the block sequence is the sender's count of earlier blocks to the same peer with the
+/// same context and tag, so blocks match in start order whatever order their pieces leave in.
+pub(crate) const XFER: u8 = 6;
+
+/// Bytes of the `XFER` header.
+pub(crate) const XFER_HEADER: usize = 24;
 
 /// Bytes of the `EAGER` header.
 pub(crate) const EAGER_HEADER: usize = 8;
@@ -69,6 +78,18 @@ pub(crate) fn rts(context: u32, tag: u32, len: u64) -> Vec<u8> {
     b.extend_from_slice(&context.to_le_bytes());
     b.extend_from_slice(&tag.to_le_bytes());
     b.extend_from_slice(&len.to_le_bytes());
+    b
+}
+
+/// An `XFER` piece: header and `data` in one buffer.
+pub(crate) fn xfer_piece(context: u32, tag: u32, seq: u32, total: u64, data: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(XFER_HEADER + data.len());
+    b.extend_from_slice(&context.to_le_bytes());
+    b.extend_from_slice(&tag.to_le_bytes());
+    b.extend_from_slice(&seq.to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&total.to_le_bytes());
+    b.extend_from_slice(data);
     b
 }
 

@@ -96,8 +96,10 @@ pub struct AgentReport {
     pub method: String,
     /// 8-byte tagged ping-pong between ranks 0 and 1 (rank 0's figure).
     pub latency: Option<Latency>,
-    /// The allreduce on the agent's messages.
+    /// The agent's allreduce (`Comm::allreduce`, xfer blocks).
     pub allreduce: Collective,
+    /// The agent's broadcast (`Comm::bcast`, xfer blocks).
+    pub broadcast: Collective,
     /// A handler posted on a receive request started within its deadline.
     pub receive_handler_on_time: bool,
     /// That deadline, milliseconds after completion.
@@ -225,7 +227,23 @@ impl Report {
                 ),
                 &m,
                 format!("{:.1} us", a.allreduce.mean_us),
-                &format!("mean of {}, every result checked", a.allreduce.iters),
+                &format!(
+                    "Comm::allreduce (xfer blocks), mean of {}, every result checked",
+                    a.allreduce.iters
+                ),
+            );
+            row(
+                &format!(
+                    "broadcast {} to {} ranks",
+                    size_name(a.broadcast.bytes),
+                    self.ranks
+                ),
+                &m,
+                format!("{:.1} us", a.broadcast.mean_us),
+                &format!(
+                    "Comm::bcast (xfer blocks), mean of {}, every copy checked",
+                    a.broadcast.iters
+                ),
             );
             row(
                 "handler on a receive request",

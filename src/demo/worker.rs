@@ -11,9 +11,11 @@ use std::time::{Duration, Instant};
 
 use viaduct_agent::agent::Agent;
 use viaduct_agent::bootstrap::Bootstrap;
+use viaduct_agent::comm::Comm;
 use viaduct_agent::fileio::{File, FileEngine, FileRequest, IoBuffer, OpenOptions};
 use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_agent::request::{Condition, Deadline, HandlerFn, Request, post_handler};
+use viaduct_agent::xfer::{Datatype, ReduceOp};
 
 use super::collective::{allreduce_sum, broadcast};
 use super::error::DemoError;
@@ -279,8 +281,10 @@ fn agent_stage(peers: &mut AgentPeers, budget: &Budget) -> Result<AgentReport, D
             std::thread::sleep(Duration::from_millis(2));
         }
     }
-    // A few rounds: enough to check the results and show the cost, bounded on a slow method.
-    let allreduce = allreduce_stage(peers, budget.allreduce_iters.min(20))?;
+    // The agent's own collectives (xfer blocks): a few rounds, every result checked.
+    let world = Comm::world(&peers.agent);
+    let allreduce = comm_allreduce_stage(&world, budget.allreduce_iters.min(20))?;
+    let broadcast = comm_broadcast_stage(&world, budget.bcast_iters)?;
 
     // A handler with a deadline on a receive request: rank 0 posts the receive and the
     // handler; rank 1 sends 20 ms later.
@@ -333,8 +337,66 @@ fn agent_stage(peers: &mut AgentPeers, budget: &Budget) -> Result<AgentReport, D
         method,
         latency,
         allreduce,
+        broadcast,
         receive_handler_on_time: on_time,
         deadline_ms: deadline.as_secs_f64() * 1e3,
+    })
+}
+
+/// `Comm::allreduce` (sum of f64, in place) on the agent's communicator, checked.
+fn comm_allreduce_stage(world: &Comm, iters: u32) -> Result<Collective, DemoError> {
+    let (rank, size) = (world.rank(), world.size());
+    let mut t = Instant::now();
+    for seq in 0..=iters {
+        if seq == 1 {
+            t = Instant::now(); // round 0 is the warm-up
+        }
+        let mut buf = Vec::with_capacity(ALLREDUCE_LEN * 8);
+        for i in 0..ALLREDUCE_LEN {
+            buf.extend_from_slice(&contribution(rank, i, seq).to_ne_bytes());
+        }
+        world.allreduce(&mut buf, Datatype::F64, ReduceOp::Sum)?;
+        for (i, c) in buf.chunks_exact(8).enumerate() {
+            let x = f64::from_ne_bytes(c.try_into().unwrap_or_default());
+            let want = expected_sum(size, i, seq);
+            if x != want {
+                return Err(DemoError::Wrong(format!(
+                    "agent allreduce {seq} on rank {rank}: element {i} is {x}, expected {want}"
+                )));
+            }
+        }
+    }
+    Ok(Collective {
+        bytes: ALLREDUCE_LEN * 8,
+        iters,
+        mean_us: t.elapsed().as_secs_f64() * 1e6 / f64::from(iters.max(1)),
+    })
+}
+
+/// `Comm::bcast` of [`BCAST_BYTES`] from rank 0 on the agent's communicator, checked.
+fn comm_broadcast_stage(world: &Comm, iters: u32) -> Result<Collective, DemoError> {
+    let rank = world.rank();
+    let mut buf = vec![0u8; BCAST_BYTES];
+    let t = Instant::now();
+    for seq in 0..iters {
+        if rank == 0 {
+            for (j, b) in buf.iter_mut().enumerate() {
+                *b = bcast_pattern(seq, j);
+            }
+        } else {
+            buf.fill(0);
+        }
+        world.bcast(&mut buf, 0)?;
+        if let Some(j) = (0..buf.len()).find(|&j| buf[j] != bcast_pattern(seq, j)) {
+            return Err(DemoError::Wrong(format!(
+                "agent broadcast {seq} on rank {rank}: byte {j} differs from rank 0's"
+            )));
+        }
+    }
+    Ok(Collective {
+        bytes: BCAST_BYTES,
+        iters,
+        mean_us: t.elapsed().as_secs_f64() * 1e6 / f64::from(iters.max(1)),
     })
 }
 

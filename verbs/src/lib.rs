@@ -57,6 +57,7 @@ pub mod device;
 pub mod error;
 pub mod event;
 pub mod mr;
+pub mod msg;
 pub mod pd;
 pub mod qp;
 pub mod wc;

@@ -15,25 +15,35 @@
 //!   buffer of the io_uring provided-buffer ring; a reassembly buffer of the method when a
 //!   message spans receive buffers: that one copy is the method's, and stated in its docs).
 //!   `consume(n)` gives `n` bytes back; the method reuses the memory once the message is
-//!   consumed whole. After the peer failed, messages that arrived before still come out, then
+//!   consumed whole (the verbs method shows a message in the registered receive buffer it
+//!   landed in, and re-posts that buffer then). After the peer failed, messages that arrived before still come out, then
 //!   `next` reports the failure.
 //! - **wait**: `wait(timeout)` blocks until a completion or inbound message may be ready, the
 //!   peer failed, or the timeout passed (each method spins briefly, then sleeps on its own
 //!   kernel object: a futex word in the shared segment, `io_uring_enter`).
 //! - **failure detection**: a peer that dies or closes is noticed within a bounded time (the
 //!   shared-memory method's liveness interval; TCP end-of-stream at once, `TCP_USER_TIMEOUT`
-//!   for a silent peer), after which every outstanding descriptor completes with an error.
+//!   for a silent peer; for verbs a keepalive RDMA WRITE when idle, so a dead peer shows as
+//!   transport retry exceeded), after which every outstanding descriptor completes with an
+//!   error.
 //!
 //! The self loop (a rank sending to itself) has no connection: the agent matches such messages
 //! directly (one copy, from the send buffer into the receive buffer or the unexpected queue).
 //!
 //! Dispatch is a private enum (`Method`), not a trait object: the hot path is a `match`.
-//! The verbs method is not wired into the agent yet: listing `verbs` in `VIADUCT_TRANSPORT`
-//! leaves it out with that reason (see [`crate::config`]).
+//! The verbs method (RC queue pairs, [`viaduct_verbs::msg`]) is built with the `rdma` feature
+//! (on by default) and serves a peer when both ranks have an active RDMA device and
+//! `VIADUCT_TRANSPORT` lists `verbs` before the other methods that could serve it (see
+//! [`crate::config`]).
 
 use std::time::Duration;
 
 use viaduct_fallback::{shm, tcp};
+#[cfg(feature = "rdma")]
+use viaduct_verbs::msg;
+
+#[cfg(feature = "rdma")]
+pub(crate) mod verbs;
 
 use crate::config::{Config, MethodKind};
 
@@ -46,6 +56,10 @@ pub enum MethodError {
     /// The TCP method failed.
     #[error("TCP method")]
     Tcp(#[from] tcp::Error),
+    /// The verbs method failed.
+    #[cfg(feature = "rdma")]
+    #[error("verbs method")]
+    Verbs(#[from] msg::Error),
 }
 
 impl MethodError {
@@ -54,16 +68,19 @@ impl MethodError {
         match self {
             MethodError::Shm(e) => e.errno(),
             MethodError::Tcp(e) => e.errno(),
+            #[cfg(feature = "rdma")]
+            MethodError::Verbs(e) => e.errno(),
         }
     }
 
     /// Whether this error reports a failed peer (as opposed to a local misuse).
     pub fn is_peer_failure(&self) -> bool {
-        matches!(
-            self,
-            MethodError::Shm(shm::Error::PeerFailed(_))
-                | MethodError::Tcp(tcp::Error::PeerFailed(_))
-        )
+        match self {
+            MethodError::Shm(e) => matches!(e, shm::Error::PeerFailed(_)),
+            MethodError::Tcp(e) => matches!(e, tcp::Error::PeerFailed(_)),
+            #[cfg(feature = "rdma")]
+            MethodError::Verbs(e) => matches!(e, msg::Error::PeerFailed(_)),
+        }
     }
 }
 
@@ -71,6 +88,8 @@ impl MethodError {
 pub(crate) enum Method {
     Shm(Box<shm::Endpoint>),
     Tcp(Box<tcp::Endpoint>),
+    #[cfg(feature = "rdma")]
+    Verbs(Box<msg::Endpoint>),
 }
 
 impl std::fmt::Debug for Method {
@@ -107,6 +126,8 @@ impl Method {
         match self {
             Method::Shm(_) => MethodKind::Shm,
             Method::Tcp(_) => MethodKind::Tcp,
+            #[cfg(feature = "rdma")]
+            Method::Verbs(_) => MethodKind::Verbs,
         }
     }
 
@@ -128,6 +149,11 @@ impl Method {
                 tcp::Posted::InProgress => Ok(None),
                 tcp::Posted::NoResources(b) => Ok(Some(b)),
             },
+            #[cfg(feature = "rdma")]
+            Method::Verbs(ep) => match ep.post_send_buf(id, tag, buf)? {
+                msg::Posted::InProgress => Ok(None),
+                msg::Posted::NoResources(b) => Ok(Some(b)),
+            },
         }
     }
 
@@ -142,6 +168,8 @@ impl Method {
         match self {
             Method::Shm(ep) => Ok(ep.post_send(id, tag, data)?.is_posted()),
             Method::Tcp(ep) => Ok(ep.post_send(id, tag, data)?.is_posted()),
+            #[cfg(feature = "rdma")]
+            Method::Verbs(ep) => Ok(ep.post_send(id, tag, data)?.is_posted()),
         }
     }
 
@@ -155,6 +183,10 @@ impl Method {
             Method::Tcp(ep) => ep
                 .poll()
                 .map(|c| (c.id, c.result.map_err(MethodError::from))),
+            #[cfg(feature = "rdma")]
+            Method::Verbs(ep) => ep
+                .poll()
+                .map(|c| (c.id, c.result.map_err(MethodError::from))),
         }
     }
 
@@ -164,6 +196,8 @@ impl Method {
         match self {
             Method::Shm(ep) => Ok(ep.next()?.map(|m| (m.tag, m.data))),
             Method::Tcp(ep) => Ok(ep.next()?.map(|m| (m.tag, m.data))),
+            #[cfg(feature = "rdma")]
+            Method::Verbs(ep) => Ok(ep.next()?.map(|m| (m.tag, m.data))),
         }
     }
 
@@ -173,6 +207,8 @@ impl Method {
         match self {
             Method::Shm(ep) => Ok(ep.consume(n)?),
             Method::Tcp(ep) => Ok(ep.consume(n)?),
+            #[cfg(feature = "rdma")]
+            Method::Verbs(ep) => Ok(ep.consume(n)?),
         }
     }
 
@@ -181,6 +217,8 @@ impl Method {
         match self {
             Method::Shm(ep) => Ok(ep.wait(timeout)?),
             Method::Tcp(ep) => Ok(ep.wait(timeout)?),
+            #[cfg(feature = "rdma")]
+            Method::Verbs(ep) => Ok(ep.wait(timeout)?),
         }
     }
 }

@@ -1,0 +1,69 @@
+//! `allgather`: recursive doubling (a power of two, small results: log2 n blocks, each rank
+//! exchanging everything it has with its partner), or a ring as one pipelined block (each rank
+//! sends its part to the right and forwards, piece by piece, the parts arriving from the left).
+
+use super::{CollBuffer, bad, finish, start, switch_points, tag};
+use crate::comm::Comm;
+use crate::error::AgentError;
+use crate::request::Request;
+use crate::xfer::schedule::Schedule;
+
+const TAG: u32 = tag(5);
+
+impl Comm {
+    /// Starts an allgather (`MPI_Iallgather`): every rank's [`CollBuffer`] gets every rank's
+    /// `send` (all of one length) in rank order.
+    pub fn iallgather(&self, send: Vec<u8>) -> Result<(Request, CollBuffer), AgentError> {
+        let (r, n) = (self.rank() as usize, self.size() as usize);
+        let c = send.len();
+        let mut all = vec![0; c * n];
+        all[r * c..(r + 1) * c].copy_from_slice(&send);
+        let mut s = Schedule::new(self);
+        let b = s.buffer(all);
+        let part = |i: usize| (i * c, (i + 1) * c);
+        if n.is_power_of_two() && c * n < switch_points().allgather_ring_min {
+            let mut mask = 1;
+            while mask < n {
+                let partner = r ^ mask;
+                let mine = r / mask * mask;
+                let theirs = partner / mask * mask;
+                s.step(TAG);
+                s.send(b, (part(mine).0, part(mine + mask - 1).1), partner as u32);
+                s.recv(
+                    b,
+                    (part(theirs).0, part(theirs + mask - 1).1),
+                    partner as u32,
+                );
+                mask <<= 1;
+            }
+        } else if n > 1 {
+            let left = ((r + n - 1) % n) as u32;
+            let right = ((r + 1) % n) as u32;
+            s.step(TAG);
+            s.send(b, part(r), right);
+            for k in 1..n {
+                let from = part((r + n - k) % n);
+                if k + 1 < n {
+                    s.recv_forward(b, from, left, right);
+                } else {
+                    s.recv(b, from, left);
+                }
+            }
+        }
+        start(s, b)
+    }
+
+    /// Gathers every rank's `send` into every rank's `recv` (`size·send.len()` bytes), in rank
+    /// order (`MPI_Allgather`).
+    pub fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), AgentError> {
+        let want = send.len() * self.size() as usize;
+        if recv.len() != want {
+            return Err(bad(
+                "allgather",
+                format!("receives into {} bytes, not {want}", recv.len()),
+            ));
+        }
+        let started = self.iallgather(send.to_vec())?;
+        finish(started, recv)
+    }
+}

@@ -1,0 +1,125 @@
+//! `allreduce`: recursive doubling for small buffers (log2 n blocks, each rank exchanging its
+//! whole buffer with a partner and combining), reduce-scatter by recursive halving plus
+//! allgather by recursive doubling for large ones (each rank sends and combines only the half
+//! of the remaining range its partner keeps). A non-power of two folds first: of the first
+//! 2·rem ranks (rem = n − 2^⌊log2 n⌋) the even ones hand their buffer to the odd ones and get
+//! the result back in the last block.
+
+use super::tree::{folded, pof2, unfolded};
+use super::{CollBuffer, check_reduction, finish, start, switch_points, tag};
+use crate::comm::Comm;
+use crate::error::AgentError;
+use crate::request::Request;
+use crate::xfer::schedule::Schedule;
+use crate::xfer::{Datatype, ReduceOp, Reduction};
+
+const TAG: u32 = tag(7);
+
+/// Byte range of blocks `lo..hi` when `elems` elements of `size` bytes are split into `p`
+/// blocks as evenly as possible (the first `elems % p` blocks one element longer).
+fn blocks(lo: u32, hi: u32, elems: usize, p: u32, size: usize) -> (usize, usize) {
+    let at = |i: u32| {
+        let (q, r) = (elems / p as usize, elems % p as usize);
+        let i = i as usize;
+        (i * q + i.min(r)) * size
+    };
+    (at(lo), at(hi))
+}
+
+impl Comm {
+    /// Starts an allreduce (`MPI_Iallreduce`): every rank's [`CollBuffer`] gets the reduction
+    /// of every rank's `buf` (all of one length).
+    pub fn iallreduce(
+        &self,
+        buf: Vec<u8>,
+        red: &Reduction,
+    ) -> Result<(Request, CollBuffer), AgentError> {
+        check_reduction("allreduce", red, buf.len())?;
+        let (r, n) = (self.rank(), self.size());
+        let len = buf.len();
+        let all = (0, len);
+        let mut s = Schedule::new(self);
+        let acc = s.buffer(buf);
+        if n == 1 {
+            return start(s, acc);
+        }
+        let p = pof2(n);
+        let rem = n - p;
+        // Fold: the even rank of each of the first `rem` pairs hands its buffer over.
+        if r < 2 * rem {
+            s.step(TAG);
+            if r % 2 == 0 {
+                s.send(acc, all, r + 1);
+            } else {
+                s.recv_mop(acc, all, red, r - 1);
+            }
+        }
+        if let Some(nr) = folded(r, n) {
+            if len >= switch_points().allreduce_rsag_min {
+                let elems = len / red.elem_size();
+                let size = red.elem_size();
+                let (mut lo, mut hi) = (0u32, p);
+                let mut mask = p / 2;
+                // Reduce-scatter by recursive halving.
+                let mut ranges = Vec::new();
+                while mask > 0 {
+                    let partner = unfolded(nr ^ mask, n);
+                    let mid = lo + (hi - lo) / 2;
+                    let (keep, give) = if nr & mask == 0 {
+                        ((lo, mid), (mid, hi))
+                    } else {
+                        ((mid, hi), (lo, mid))
+                    };
+                    s.step(TAG);
+                    s.send(acc, blocks(give.0, give.1, elems, p, size), partner);
+                    s.recv_mop(acc, blocks(keep.0, keep.1, elems, p, size), red, partner);
+                    ranges.push((partner, keep, give));
+                    (lo, hi) = keep;
+                    mask >>= 1;
+                }
+                // Allgather by recursive doubling, the same pairs in reverse.
+                for (partner, keep, give) in ranges.into_iter().rev() {
+                    s.step(TAG);
+                    s.send(acc, blocks(keep.0, keep.1, elems, p, size), partner);
+                    s.recv(acc, blocks(give.0, give.1, elems, p, size), partner);
+                }
+            } else {
+                let mut mask = 1;
+                while mask < p {
+                    let partner = unfolded(nr ^ mask, n);
+                    s.step(TAG);
+                    s.send(acc, all, partner);
+                    s.recv_mop(acc, all, red, partner);
+                    mask <<= 1;
+                }
+            }
+        }
+        // Unfold: the result goes back to the even ranks of the pairs.
+        if r < 2 * rem {
+            s.step(TAG);
+            if r % 2 == 0 {
+                s.recv(acc, all, r + 1);
+            } else {
+                s.send(acc, all, r - 1);
+            }
+        }
+        start(s, acc)
+    }
+
+    /// Reduces every rank's `buf` with `op` on elements of `dtype`, in place on every rank
+    /// (`MPI_Allreduce` with `MPI_IN_PLACE`).
+    pub fn allreduce(
+        &self,
+        buf: &mut [u8],
+        dtype: Datatype,
+        op: ReduceOp,
+    ) -> Result<(), AgentError> {
+        self.allreduce_with(buf, &Reduction::Builtin(dtype, op))
+    }
+
+    /// [`Comm::allreduce`] with any [`Reduction`] (a user function included).
+    pub fn allreduce_with(&self, buf: &mut [u8], red: &Reduction) -> Result<(), AgentError> {
+        let started = self.iallreduce(buf.to_vec(), red)?;
+        finish(started, buf)
+    }
+}

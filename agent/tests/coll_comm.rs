@@ -1,0 +1,88 @@
+//! Communicators: `dup` and `split` give fresh contexts whose messages never match another
+//! communicator's, ranks and statuses in communicator ranks, collectives on the new
+//! communicators. Over `shm` with 5 ranks and `tcp` with 3.
+
+mod agent_common;
+
+use agent_common::{config, job};
+use viaduct_agent::comm::Comm;
+use viaduct_agent::config::MethodKind;
+use viaduct_agent::matching::{Source, TagMatch};
+use viaduct_agent::xfer::{Datatype, ReduceOp};
+
+fn comms(method: MethodKind, n: u32) {
+    job(n, config(method), |agent| {
+        let world = Comm::world(&agent);
+        let (r, n) = (world.rank(), world.size());
+        let dup = world.dup().unwrap();
+        assert_eq!((dup.rank(), dup.size()), (r, n));
+        assert_ne!(dup.p2p_context(), world.p2p_context());
+        assert_ne!(dup.coll_context(), world.coll_context());
+        assert_ne!(dup.p2p_context(), dup.coll_context());
+
+        // The same tag on two communicators: the message sent first (on the world) is not
+        // taken by a wildcard receive on the duplicate.
+        let right = (r + 1) % n;
+        let left = (r + n - 1) % n;
+        world.send(right, 1, b"world").unwrap();
+        dup.send(right, 1, b"dup").unwrap();
+        let mut b = [0u8; 8];
+        let st = dup.recv(&mut b, Source::Any, TagMatch::Any).unwrap();
+        assert_eq!(
+            (&b[..3], st.source(), st.count()),
+            (&b"dup"[..], Some(left), 3)
+        );
+        let st = world.recv(&mut b, Source::Any, TagMatch::Any).unwrap();
+        assert_eq!((&b[..5], st.source()), (&b"world"[..], Some(left)));
+
+        // Split into evens and odds, ranks reversed by the key; the last rank stays out.
+        let color = (r + 1 < n).then_some(r % 2);
+        let sub = world.split(color, -(r as i32)).unwrap();
+        assert_eq!(sub.is_some(), r + 1 < n);
+        if let Some(sub) = &sub {
+            let members: Vec<u32> = (0..n - 1).filter(|w| w % 2 == r % 2).rev().collect();
+            assert_eq!(sub.size() as usize, members.len());
+            assert_eq!(sub.world_rank(sub.rank()), Some(r));
+            for (i, w) in members.iter().enumerate() {
+                assert_eq!(sub.world_rank(i as u32), Some(*w));
+            }
+            assert_ne!(sub.p2p_context(), world.p2p_context());
+            assert_ne!(sub.p2p_context(), dup.p2p_context());
+            let mut x = u64::from(r).to_ne_bytes().to_vec();
+            sub.allreduce(&mut x, Datatype::U64, ReduceOp::Sum).unwrap();
+            let want: u64 = members.iter().map(|&w| u64::from(w)).sum();
+            assert_eq!(x, want.to_ne_bytes());
+            if sub.size() > 1 {
+                // Statuses name communicator ranks.
+                let to = (sub.rank() + 1) % sub.size();
+                let from = (sub.rank() + sub.size() - 1) % sub.size();
+                sub.send(to, 9, &[sub.rank() as u8]).unwrap();
+                let st = sub.recv(&mut b, Source::Any, TagMatch::Tag(9)).unwrap();
+                assert_eq!((st.source(), b[0]), (Some(from), from as u8));
+            }
+            // A split of the split, and a dup of it: fresh contexts again.
+            let half = sub.split(Some(0), 0).unwrap().unwrap();
+            assert_eq!(half.size(), sub.size());
+            assert_ne!(half.p2p_context(), sub.p2p_context());
+            half.barrier().unwrap();
+        }
+        let again = world.dup().unwrap();
+        if let Some(sub) = &sub {
+            assert_ne!(again.p2p_context(), sub.p2p_context());
+        }
+        let mut v = vec![r as u8; 5];
+        again.bcast(&mut v, n - 1).unwrap();
+        assert_eq!(v, vec![(n - 1) as u8; 5]);
+        world.barrier().unwrap();
+    });
+}
+
+#[test]
+fn comms_shm() {
+    comms(MethodKind::Shm, 5);
+}
+
+#[test]
+fn comms_tcp() {
+    comms(MethodKind::Tcp, 3);
+}

@@ -1,0 +1,384 @@
+//! One end of a message connection over an RC queue pair.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use super::completion::Completion;
+use super::config::Config;
+use super::error::Error;
+use super::header::{Header, KIND_CLOSE};
+use crate::channel::CompletionChannel;
+use crate::cq::{CompletionQueue, Completions};
+use crate::mr::{MemoryRegion, RemoteRegion};
+use crate::pd::ProtectionDomain;
+use crate::qp::QueuePair;
+use crate::wc::{self, Status};
+
+mod receive;
+mod send;
+
+/// Set on the work-request ids of receive buffers (the low 32 bits are the buffer's index).
+pub(crate) const RECV_BASE: u64 = 1 << 32;
+/// Work-request id of the keepalive write.
+const KEEPALIVE_ID: u64 = u64::MAX;
+
+/// The inbound message being shown.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Current {
+    /// Nothing shown.
+    Idle,
+    /// The front receive buffer holds the whole message.
+    InPlace { consumed: usize },
+    /// Fragments are being copied into the reassembly buffer.
+    Assembling { tag: u64, total: usize },
+    /// The reassembly buffer holds the whole message.
+    Assembled { tag: u64, consumed: usize },
+}
+
+/// An accepted message not yet completed.
+pub(crate) struct OutMsg {
+    seq: u64,
+    id: u64,
+    tag: u64,
+    data: Vec<u8>,
+    /// Bytes handed to send slots so far.
+    off: usize,
+    started: bool,
+    /// Fragments posted and not yet completed.
+    unacked: u32,
+}
+
+impl OutMsg {
+    fn posted_all(&self) -> bool {
+        self.started && self.off == self.data.len()
+    }
+}
+
+/// A receive buffer holding a data fragment.
+pub(crate) struct RxBuf {
+    idx: u32,
+    region: MemoryRegion,
+    header: Header,
+    len: usize,
+}
+
+/// One end of a message connection: tagged messages to and from one peer over one RC queue
+/// pair, with credit-based flow control (see [the module docs](crate::msg)).
+///
+/// Every accepted descriptor gets exactly one [`Completion`] through [`Endpoint::poll`].
+/// `poll`, `next`, `consume` and `wait` drive the connection (reap completions, re-post
+/// receive buffers, send queued fragments, return credits, send keepalives); only `wait`
+/// blocks.
+pub struct Endpoint {
+    pub(crate) qp: QueuePair,
+    pub(crate) cq: CompletionQueue,
+    pub(crate) channel: CompletionChannel,
+    pub(crate) _pd: ProtectionDomain,
+    pub(crate) config: Config,
+    /// SENDs this side may still post (receive buffers the peer has posted for it).
+    pub(crate) credits: u32,
+    /// Payload bytes of one fragment.
+    pub(crate) frag: usize,
+    /// Receive buffers re-posted whose credit the peer has not been given yet.
+    pub(crate) to_return: u32,
+    /// Receive buffers holding data not consumed yet.
+    pub(crate) held: u32,
+    pub(crate) free_slots: Vec<(u32, MemoryRegion)>,
+    /// Which message each posted send slot carries a fragment of.
+    pub(crate) slot_owner: Vec<Option<u64>>,
+    pub(crate) outgoing: VecDeque<OutMsg>,
+    pub(crate) next_seq: u64,
+    pub(crate) rx: VecDeque<RxBuf>,
+    pub(crate) current: Current,
+    pub(crate) assembly: Vec<u8>,
+    pub(crate) completions: VecDeque<Completion>,
+    pub(crate) polled: Completions,
+    pub(crate) failed: Option<String>,
+    pub(crate) peer_closed: bool,
+    pub(crate) keepalive_to: RemoteRegion,
+    pub(crate) keepalive_src: Option<MemoryRegion>,
+    pub(crate) _keepalive_dst: MemoryRegion,
+    pub(crate) keepalive_count: u64,
+    pub(crate) last_send: Instant,
+    /// Send-queue work requests posted and not completed.
+    pub(crate) sends_out: u32,
+    /// Since when send work requests have been outstanding without any completing.
+    pub(crate) waiting_since: Option<Instant>,
+    /// Progress passes made (the clock is read on some of them).
+    pub(crate) passes: u32,
+    pub(crate) recv_ranges: Vec<Range<usize>>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("qp", &self.qp)
+            .field("credits", &self.credits)
+            .field("to_return", &self.to_return)
+            .field("held", &self.held)
+            .field("outgoing", &self.outgoing.len())
+            .field("rx", &self.rx.len())
+            .field("free_slots", &self.free_slots.len())
+            .field("keepalives", &self.keepalive_count)
+            .field("keepalive_out", &self.keepalive_src.is_none())
+            .field("since_send", &self.last_send.elapsed())
+            .field("sends_out", &self.sends_out)
+            .field("completions", &self.completions.len())
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+fn failure_reason(what: &str, status: Status) -> String {
+    match status {
+        Status::RetryExceeded => {
+            "the peer stopped acknowledging (transport retry counter exceeded): it died or is \
+             unreachable"
+                .to_owned()
+        }
+        Status::RnrRetryExceeded => {
+            "the peer had no receive buffer posted (RNR retry counter exceeded)".to_owned()
+        }
+        Status::WrFlush => "the connection was shut down".to_owned(),
+        s => format!("{what} completed with error: {s}"),
+    }
+}
+
+impl Endpoint {
+    /// The settings in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Why the connection failed, once it has.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// SENDs this side may post now under the peer's credits.
+    pub fn credits(&self) -> u32 {
+        self.credits
+    }
+
+    /// Accepted descriptors not completed yet (their completions may wait in `poll`).
+    pub fn outstanding(&self) -> usize {
+        self.outgoing.len() + self.completions.len()
+    }
+
+    /// The queue pair.
+    pub fn queue_pair(&self) -> &QueuePair {
+        &self.qp
+    }
+
+    /// Address ranges of this end's registered receive buffers and of its reassembly buffer:
+    /// every slice `next` returns lies inside one of them.
+    pub fn receive_buffers(&self) -> Vec<Range<usize>> {
+        let mut v = self.recv_ranges.clone();
+        let a = self.assembly.as_ptr() as usize;
+        v.push(a..a + self.assembly.len());
+        v
+    }
+
+    fn check_open(&self) -> Result<(), Error> {
+        match &self.failed {
+            Some(why) => Err(Error::PeerFailed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn check_len(&self, len: usize) -> Result<(), Error> {
+        if len > self.config.max_message {
+            return Err(Error::TooLong {
+                len,
+                max: self.config.max_message,
+            });
+        }
+        Ok(())
+    }
+
+    // ----- failure -------------------------------------------------------------------------
+
+    /// Marks the connection failed, moves the queue pair to the error state (outstanding work
+    /// requests flush) and completes every accepted message with the failure.
+    fn fail(&mut self, reason: String) {
+        if self.failed.is_some() {
+            return;
+        }
+        let _ = self.qp.set_error();
+        for m in self.outgoing.drain(..) {
+            self.completions.push_back(Completion {
+                id: m.id,
+                result: Err(Error::PeerFailed(reason.clone())),
+            });
+        }
+        self.failed = Some(reason);
+    }
+
+    fn violation(&mut self, what: &str) {
+        self.fail(format!("protocol violation by the peer: {what}"));
+        self.rx.clear();
+        self.held = 0;
+        self.current = Current::Idle;
+    }
+
+    // ----- completions ---------------------------------------------------------------------
+
+    /// Reaps work completions and acts on them, sends what waits, returns credits, sends a
+    /// keepalive when due. Returns the work completions handled.
+    fn progress(&mut self) -> usize {
+        let mut handled = 0;
+        loop {
+            match self.cq.poll(&mut self.polled) {
+                Ok(0) => break,
+                Ok(n) => {
+                    handled += n;
+                    while let Some(c) = self.polled.pop() {
+                        self.on_completion(c);
+                    }
+                }
+                Err(e) => {
+                    self.fail(format!("polling the completion queue failed: {e}"));
+                    break;
+                }
+            }
+        }
+        self.pump();
+        self.maybe_return_credits();
+        // The clock is read on one pass in 64 (and on every pass of `wait`): timers here are
+        // tenths of seconds, and spinning callers pass through very often.
+        self.passes = self.passes.wrapping_add(1);
+        if self.passes % 64 == 0 {
+            self.maybe_keepalive();
+        }
+        handled
+    }
+
+    fn on_completion(&mut self, mut c: wc::Completion) {
+        if c.id == KEEPALIVE_ID {
+            self.send_completed();
+            self.keepalive_src = c.take_region();
+            if !c.status.is_success() {
+                self.fail(failure_reason("a keepalive write", c.status));
+            }
+            return;
+        }
+        if c.id & RECV_BASE != 0 {
+            let idx = (c.id & 0xffff_ffff) as u32;
+            let region = c.take_region();
+            if !c.status.is_success() {
+                self.fail(failure_reason("a receive", c.status));
+                return;
+            }
+            match region {
+                Some(region) => self.on_receive(idx, region, c.byte_len as usize),
+                None => self.fail("a receive completed without its buffer".to_owned()),
+            }
+            return;
+        }
+        let idx = c.id as u32;
+        self.send_completed();
+        if let Some(region) = c.take_region() {
+            self.free_slots.push((idx, region));
+        }
+        let owner = self.slot_owner.get_mut(idx as usize).and_then(Option::take);
+        if !c.status.is_success() {
+            self.fail(failure_reason("a send", c.status));
+            return;
+        }
+        if let Some(seq) = owner {
+            if let Some(m) = self.outgoing.iter_mut().find(|m| m.seq == seq) {
+                m.unacked = m.unacked.saturating_sub(1);
+            }
+            while self
+                .outgoing
+                .front()
+                .is_some_and(|m| m.posted_all() && m.unacked == 0)
+            {
+                if let Some(m) = self.outgoing.pop_front() {
+                    self.completions.push_back(Completion {
+                        id: m.id,
+                        result: Ok(m.data.len()),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Makes progress and returns the next completion, if any. Never blocks.
+    pub fn poll(&mut self) -> Option<Completion> {
+        if let Some(c) = self.completions.pop_front() {
+            return Some(c);
+        }
+        self.progress();
+        self.completions.pop_front()
+    }
+
+    // ----- waiting -------------------------------------------------------------------------
+
+    fn ready(&self) -> bool {
+        !self.completions.is_empty() || self.shown() || !self.rx.is_empty() || self.failed.is_some()
+    }
+
+    /// Blocks until a completion or inbound message may be ready, something happened on the
+    /// connection, the peer failed, or `timeout` passed. Polls the completion queue up to
+    /// `config.spin` times, then sleeps on the completion channel (waking for keepalives).
+    pub fn wait(&mut self, timeout: Duration) -> Result<(), Error> {
+        if self.progress() > 0 || self.ready() {
+            return Ok(());
+        }
+        for _ in 0..self.config.spin {
+            if self.progress() > 0 || self.ready() {
+                return Ok(());
+            }
+            std::hint::spin_loop();
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(());
+            }
+            if let Err(e) = self.cq.req_notify(false) {
+                self.fail(format!("arming the completion queue failed: {e}"));
+                return Ok(());
+            }
+            // A completion that came before arming does not notify: look once more.
+            if self.progress() > 0 || self.ready() {
+                return Ok(());
+            }
+            self.maybe_keepalive();
+            let keepalive_due =
+                (self.last_send + self.config.keepalive).saturating_duration_since(now);
+            let slice = (deadline - now).min(keepalive_due.max(Duration::from_millis(1)));
+            if let Err(e) = self.channel.wait(slice) {
+                self.fail(format!("waiting on the completion channel failed: {e}"));
+                return Ok(());
+            }
+            if self.progress() > 0 || self.ready() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        // Accepted messages still go out (bounded), then a close message tells the peer at
+        // once; the queue pair's own drop flushes whatever is left before its memory goes.
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while self.failed.is_none() && !self.outgoing.is_empty() && Instant::now() < deadline {
+            let _ = self.wait(Duration::from_millis(10));
+        }
+        if self.failed.is_none() && self.send_control(KIND_CLOSE) {
+            let deadline = Instant::now() + Duration::from_millis(200);
+            let slots = self.slot_owner.len();
+            while self.failed.is_none()
+                && self.free_slots.len() < slots
+                && Instant::now() < deadline
+            {
+                let _ = self.wait(Duration::from_millis(10));
+            }
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! The receiving side: the receive ring, messages shown in place or reassembled, consuming.
+
+use super::super::completion::Message;
+use super::super::error::Error;
+use super::super::header::{FIRST, HEADER_LEN, Header, KIND_CLOSE, KIND_CREDIT, LAST};
+use super::{Current, Endpoint, RECV_BASE, RxBuf};
+use crate::mr::MemoryRegion;
+use crate::wr::RecvRequest;
+
+impl Endpoint {
+    pub(super) fn on_receive(&mut self, idx: u32, region: MemoryRegion, byte_len: usize) {
+        let header = match Header::read(&region[..byte_len.min(region.len())]) {
+            Ok(h) => h,
+            Err(e) => {
+                self.fail(e.to_string());
+                return;
+            }
+        };
+        self.credits += u32::from(header.credits);
+        match header.kind {
+            KIND_CREDIT => self.repost(idx, region),
+            KIND_CLOSE => {
+                self.peer_closed = true;
+                self.fail("the peer closed the connection".to_owned());
+            }
+            _ => {
+                self.held += 1;
+                self.rx.push_back(RxBuf {
+                    idx,
+                    region,
+                    header,
+                    len: byte_len - HEADER_LEN,
+                });
+            }
+        }
+    }
+
+    /// Posts receive buffer `idx` again; its credit goes back to the peer.
+    pub(super) fn repost(&mut self, idx: u32, region: MemoryRegion) {
+        if self.failed.is_some() {
+            return;
+        }
+        match self
+            .qp
+            .post_recv([RecvRequest::new(RECV_BASE | u64::from(idx), region)])
+        {
+            Ok(()) => self.to_return += 1,
+            Err(e) => self.fail(format!("re-posting a receive buffer failed: {}", e.error)),
+        }
+    }
+
+    /// Gives a held receive buffer back to the ring.
+    pub(super) fn release(&mut self, idx: u32, region: MemoryRegion) {
+        self.held = self.held.saturating_sub(1);
+        self.repost(idx, region);
+    }
+
+    pub(super) fn shown(&self) -> bool {
+        matches!(
+            self.current,
+            Current::InPlace { .. } | Current::Assembled { .. }
+        )
+    }
+
+    /// Moves to the next inbound message: in place when it fits one buffer, else copies the
+    /// fragments that arrived into the reassembly buffer.
+    pub(super) fn advance(&mut self) {
+        loop {
+            match self.current {
+                Current::InPlace { .. } | Current::Assembled { .. } => return,
+                Current::Idle => {
+                    let Some(b) = self.rx.front() else { return };
+                    let (h, len) = (b.header, b.len);
+                    let total = h.total as usize;
+                    if h.flags & FIRST == 0 {
+                        return self.violation("a message continues that never started");
+                    }
+                    if total > self.config.max_message {
+                        return self.violation("a message longer than the maximum");
+                    }
+                    if h.flags & LAST != 0 {
+                        if len != total {
+                            return self.violation("a message's length differs from its header");
+                        }
+                        self.current = Current::InPlace { consumed: 0 };
+                        return;
+                    }
+                    if len == 0 || len >= total {
+                        return self.violation("a first fragment of a wrong length");
+                    }
+                    self.assembly.clear();
+                    self.assembly.reserve(total);
+                    self.current = Current::Assembling { tag: h.tag, total };
+                }
+                Current::Assembling { tag, total } => {
+                    let Some(b) = self.rx.pop_front() else { return };
+                    let first = b.header.flags & FIRST != 0;
+                    if first != self.assembly.is_empty()
+                        || b.header.tag != tag
+                        || b.header.total as usize != total
+                        || self.assembly.len() + b.len > total
+                    {
+                        return self.violation("fragments of a message do not fit together");
+                    }
+                    self.assembly
+                        .extend_from_slice(&b.region[HEADER_LEN..HEADER_LEN + b.len]);
+                    let last = b.header.flags & LAST != 0;
+                    self.release(b.idx, b.region);
+                    if last != (self.assembly.len() == total) {
+                        return self.violation("a message's fragments do not add up to it");
+                    }
+                    if last {
+                        self.current = Current::Assembled { tag, consumed: 0 };
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The current inbound message: its tag and the bytes not consumed yet, in place in a
+    /// registered receive buffer (or the reassembly buffer, see [the module docs](crate::msg)).
+    /// `Ok(None)` when no whole message is there yet; after a failure, the messages that had
+    /// arrived come out first, then the failure.
+    // Named after the method contract's `next`, not an iterator: the item borrows the endpoint.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<Message<'_>>, Error> {
+        if !self.shown() {
+            self.progress();
+            self.advance();
+            if !self.shown() {
+                self.check_open()?;
+                return Ok(None);
+            }
+        }
+        Ok(match self.current {
+            Current::InPlace { consumed } => self.rx.front().map(|b| Message {
+                tag: b.header.tag,
+                data: &b.region[HEADER_LEN + consumed..HEADER_LEN + b.len],
+            }),
+            Current::Assembled { tag, consumed } => Some(Message {
+                tag,
+                data: &self.assembly[consumed..],
+            }),
+            _ => None,
+        })
+    }
+
+    /// Gives back `n` bytes of the current message; once it is consumed whole, its receive
+    /// buffer is posted again (and its credit goes back to the peer).
+    pub fn consume(&mut self, n: usize) -> Result<(), Error> {
+        match self.current {
+            Current::InPlace { consumed } => {
+                let len = self.rx.front().map_or(0, |b| b.len);
+                if consumed + n > len {
+                    return Err(Error::ConsumeBeyond {
+                        requested: n,
+                        available: len - consumed,
+                    });
+                }
+                if consumed + n < len {
+                    self.current = Current::InPlace {
+                        consumed: consumed + n,
+                    };
+                    return Ok(());
+                }
+                self.current = Current::Idle;
+                if let Some(b) = self.rx.pop_front() {
+                    self.release(b.idx, b.region);
+                }
+                self.maybe_return_credits();
+                Ok(())
+            }
+            Current::Assembled { tag, consumed } => {
+                let len = self.assembly.len();
+                if consumed + n > len {
+                    return Err(Error::ConsumeBeyond {
+                        requested: n,
+                        available: len - consumed,
+                    });
+                }
+                self.current = if consumed + n == len {
+                    Current::Idle
+                } else {
+                    Current::Assembled {
+                        tag,
+                        consumed: consumed + n,
+                    }
+                };
+                Ok(())
+            }
+            _ => Err(Error::ConsumeBeyond {
+                requested: n,
+                available: 0,
+            }),
+        }
+    }
+}

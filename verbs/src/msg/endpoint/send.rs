@@ -1,0 +1,246 @@
+//! The sending side: accepting messages, fragments into send slots, credits, keepalives.
+
+use std::time::Instant;
+
+use super::super::completion::Posted;
+use super::super::error::Error;
+use super::super::header::{FIRST, HEADER_LEN, Header, KIND_CREDIT, KIND_DATA, LAST};
+use super::super::setup::KEEPALIVE_LEN;
+use super::{Endpoint, KEEPALIVE_ID, OutMsg};
+use crate::mr::{MemoryRegion, RemoteRegion};
+use crate::wr::{Segment, SendRequest};
+
+impl Endpoint {
+    /// Whether a new message can be accepted: nothing accepted waits for credits or slots, and
+    /// a data credit (one is kept back for credit messages) and a slot are free.
+    pub(super) fn can_accept(&self) -> bool {
+        self.outgoing.back().is_none_or(OutMsg::posted_all)
+            && self.credits >= 2
+            && !self.free_slots.is_empty()
+    }
+
+    /// Posts `len` bytes of send slot `idx`.
+    pub(super) fn send_slot(
+        &mut self,
+        idx: u32,
+        region: MemoryRegion,
+        len: usize,
+    ) -> Result<(), String> {
+        let seg = Segment::new(region, 0, len).map_err(|e| e.to_string())?;
+        match self.qp.post_send([SendRequest::send(u64::from(idx), seg)]) {
+            Ok(()) => {
+                self.posted_send(Instant::now());
+                Ok(())
+            }
+            Err(e) => {
+                for r in e.unposted {
+                    for s in r.into_segments() {
+                        self.free_slots.push((idx, s.into_region()));
+                    }
+                }
+                Err(format!("posting a send failed: {}", e.error))
+            }
+        }
+    }
+
+    /// Sends fragments of the last accepted message while credits and slots allow.
+    pub(super) fn pump(&mut self) {
+        while self.failed.is_none() && self.credits >= 2 {
+            let frag = self.frag;
+            let Some(m) = self.outgoing.back_mut() else {
+                return;
+            };
+            if m.posted_all() {
+                return;
+            }
+            let Some((idx, mut region)) = self.free_slots.pop() else {
+                return;
+            };
+            let n = (m.data.len() - m.off).min(frag);
+            let mut flags = 0;
+            if !m.started {
+                flags |= FIRST;
+            }
+            if m.off + n == m.data.len() {
+                flags |= LAST;
+            }
+            let credits = self.to_return.min(u32::from(u16::MAX)) as u16;
+            Header {
+                tag: m.tag,
+                total: m.data.len() as u32,
+                credits,
+                kind: KIND_DATA,
+                flags,
+            }
+            .write(&mut region[..HEADER_LEN]);
+            region[HEADER_LEN..HEADER_LEN + n].copy_from_slice(&m.data[m.off..m.off + n]);
+            m.off += n;
+            m.started = true;
+            m.unacked += 1;
+            self.slot_owner[idx as usize] = Some(m.seq);
+            self.to_return -= u32::from(credits);
+            self.credits -= 1;
+            if let Err(why) = self.send_slot(idx, region, HEADER_LEN + n) {
+                self.fail(why);
+            }
+        }
+    }
+
+    /// Sends a message of `kind` carrying only the credits due; false when no credit or slot
+    /// is free.
+    pub(super) fn send_control(&mut self, kind: u8) -> bool {
+        if self.failed.is_some() || self.credits == 0 {
+            return false;
+        }
+        let Some((idx, mut region)) = self.free_slots.pop() else {
+            return false;
+        };
+        let credits = self.to_return.min(u32::from(u16::MAX)) as u16;
+        Header {
+            tag: 0,
+            total: 0,
+            credits,
+            kind,
+            flags: 0,
+        }
+        .write(&mut region[..HEADER_LEN]);
+        self.slot_owner[idx as usize] = None;
+        self.to_return -= u32::from(credits);
+        self.credits -= 1;
+        if let Err(why) = self.send_slot(idx, region, HEADER_LEN) {
+            self.fail(why);
+            return false;
+        }
+        true
+    }
+
+    /// Returns credits in an explicit message when enough are due, or when the peer may be
+    /// nearly out of them.
+    pub(super) fn maybe_return_credits(&mut self) {
+        if self.failed.is_some() || self.to_return == 0 {
+            return;
+        }
+        let n = self.config.recv_buffers;
+        let peer_left = n.saturating_sub(self.held + self.to_return);
+        if self.to_return >= (n / 4).max(1) || peer_left <= 2 {
+            self.send_control(KIND_CREDIT);
+        }
+    }
+
+    pub(super) fn posted_send(&mut self, now: Instant) {
+        self.last_send = now;
+        self.sends_out += 1;
+        self.waiting_since.get_or_insert(now);
+    }
+
+    pub(super) fn send_completed(&mut self) {
+        self.sends_out = self.sends_out.saturating_sub(1);
+        self.waiting_since = (self.sends_out > 0).then(Instant::now);
+    }
+
+    /// Fails the connection when sends have been outstanding for the peer timeout with none
+    /// completing: the queue pair's own retry limit ends them at about that time, but soft-RoCE
+    /// never does for a peer whose queue pair is gone or in the error state.
+    pub(super) fn check_acks(&mut self, now: Instant) {
+        let limit = self.config.peer_timeout;
+        if let Some(since) = self.waiting_since {
+            if self.failed.is_none() && now.duration_since(since) > limit {
+                self.fail(format!(
+                    "the peer acknowledged nothing for {limit:?}: it hangs, died or is unreachable"
+                ));
+            }
+        }
+    }
+
+    /// Writes a keepalive into the peer's region after `config.keepalive` without a send: an
+    /// RDMA WRITE needs no receive buffer, so it goes even without credits, and a peer that is
+    /// gone makes it fail with retry exceeded.
+    pub(super) fn maybe_keepalive(&mut self) {
+        if self.failed.is_some() {
+            return;
+        }
+        if self.keepalive_src.is_none() {
+            self.check_acks(Instant::now());
+            return;
+        }
+        let now = Instant::now();
+        self.check_acks(now);
+        if self.failed.is_some() || now.duration_since(self.last_send) < self.config.keepalive {
+            return;
+        }
+        let Some(mut src) = self.keepalive_src.take() else {
+            return;
+        };
+        self.keepalive_count += 1;
+        src[..KEEPALIVE_LEN].copy_from_slice(&self.keepalive_count.to_le_bytes());
+        let to = RemoteRegion {
+            len: KEEPALIVE_LEN as u64,
+            ..self.keepalive_to
+        };
+        match self
+            .qp
+            .post_send([SendRequest::write(KEEPALIVE_ID, src, to)])
+        {
+            Ok(()) => self.posted_send(now),
+            Err(mut e) => {
+                if let Some(r) = e.unposted.pop() {
+                    self.keepalive_src = r.into_segments().pop().map(Segment::into_region);
+                }
+                self.fail(format!("posting a keepalive failed: {}", e.error));
+            }
+        }
+    }
+
+    /// Posts `data` (copied into registered send slots) as one message with `tag`.
+    pub fn post_send(&mut self, id: u64, tag: u64, data: &[u8]) -> Result<Posted, Error> {
+        self.check_open()?;
+        self.check_len(data.len())?;
+        if !self.can_accept() {
+            self.progress();
+            self.check_open()?;
+            if !self.can_accept() {
+                return Ok(Posted::NoResources(()));
+            }
+        }
+        Ok(match self.post_send_buf(id, tag, data.to_vec())? {
+            Posted::InProgress => Posted::InProgress,
+            Posted::NoResources(_) => Posted::NoResources(()),
+        })
+    }
+
+    /// Posts an owned buffer as one message with `tag`. Its bytes are copied into registered
+    /// send slots as credits allow (a long message goes as several fragments); the buffer is
+    /// freed when the message completes. Refused with the buffer given back
+    /// ([`Posted::NoResources`]) while an earlier message still waits for credits or slots, or
+    /// none is free.
+    pub fn post_send_buf(
+        &mut self,
+        id: u64,
+        tag: u64,
+        buf: Vec<u8>,
+    ) -> Result<Posted<Vec<u8>>, Error> {
+        self.check_open()?;
+        self.check_len(buf.len())?;
+        if !self.can_accept() {
+            self.progress();
+            // The same pass may have found the failure: nothing is accepted after it.
+            self.check_open()?;
+            if !self.can_accept() {
+                return Ok(Posted::NoResources(buf));
+            }
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.outgoing.push_back(OutMsg {
+            seq,
+            id,
+            tag,
+            data: buf,
+            off: 0,
+            started: false,
+            unacked: 0,
+        });
+        self.pump();
+        Ok(Posted::InProgress)
+    }
+}
