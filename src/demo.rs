@@ -22,10 +22,10 @@
 //! (`Agent`: VCs, tagged matching, requests; `VIADUCT_TRANSPORT` picks its method): tagged
 //! ping-pong, the agent's own collectives on a communicator (`Comm::allreduce` and
 //! `Comm::bcast`, built from xfer blocks), and a handler with a deadline posted on a receive
-//! request. Where
-//! an RDMA device exists (or inside `scripts/rxe-vm`), `viaduct bench verbs-lat` measures verbs
-//! ping-pong latency between two processes (the agent has no verbs method yet, so the 4-rank
-//! rounds stay on shared memory and TCP).
+//! request. Where an RDMA device exists (or inside `scripts/rxe-vm`), one more agent round runs
+//! over the agent's verbs method (RC queue pairs), and `viaduct bench verbs-lat` measures raw
+//! verbs ping-pong latency between two processes. (The first rounds drive the shm and TCP
+//! endpoints directly; verbs has no such raw round.)
 //!
 //! It prints a line per stage while it runs, then a summary table (or JSON with `--json`) and
 //! where the files went. Any failing part ends it with a non-zero exit and the ranks' errors.
@@ -164,9 +164,9 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let sockets = SocketDir::pick(&out)?;
     // Stages: per method connect, latency, bandwidth, allreduce, broadcast; then file I/O and
-    // the handler; one agent round per method; verbs; start and end lines.
+    // the handler; one agent round per method (and over verbs); verbs-lat; the start line.
     let verbs = verbs_device(args.no_verbs);
-    let stages = 5 * names.len() + 2 + names.len() + usize::from(verbs.is_ok()) + 1;
+    let stages = 5 * names.len() + 2 + names.len() + 2 * usize::from(verbs.is_ok()) + 1;
     let mut progress = Progress::new(stages, args.json);
     progress.step(&format!(
         "starting {} ranks with `viaduct launch` (methods: {}; files in {})",
@@ -187,8 +187,11 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
 
     // The same kind of traffic through the communication agent, one job per method (the agent
     // takes its method from VIADUCT_TRANSPORT, which `viaduct launch --transport` sets).
-    // (The agent's verbs method is not there yet; verbs is measured below with verbs-lat.)
-    for m in &names {
+    let mut agent_rounds = names.clone();
+    if verbs.is_ok() {
+        agent_rounds.push("verbs".to_string());
+    }
+    for m in &agent_rounds {
         progress.step(&format!("agent round over {m}: {} ranks", args.ranks));
         let found = run_job(
             args,
