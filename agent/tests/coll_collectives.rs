@@ -8,7 +8,8 @@
 //! - `all_ranks_*`: 1 to 9 ranks with sizes 7 and 4096 over shm, 1 to 9 ranks with 7 bytes
 //!   over tcp;
 //! - `sixteen_mib_*`: 16 MiB bcast (the chain) and allreduce (and allgather of 16 MiB in all)
-//!   for 4 ranks over shm and 3 over tcp;
+//!   for 4 ranks over shm and 3 over tcp; every collective at 16 MiB per contribution for 3
+//!   ranks over shm;
 //! - user reductions (a byte-wise wrapping sum of any length, a 3-byte element) everywhere.
 
 mod agent_common;
@@ -313,4 +314,11 @@ fn sixteen_mib_shm() {
 #[test]
 fn sixteen_mib_tcp() {
     sixteen(MethodKind::Tcp, 3);
+}
+
+/// Every collective (rooted ones and alltoall included) at 16 MiB per contribution, 3 ranks
+/// over shm.
+#[test]
+fn sixteen_mib_every_collective_shm() {
+    run(MethodKind::Shm, &[3], &[16 << 20], EVERYTHING);
 }
