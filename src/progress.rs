@@ -26,6 +26,7 @@ pub struct Progress {
     state: Arc<Mutex<State>>,
     bar: bool,
     lines_to_stderr: bool,
+    quiet: bool,
     ticker: Option<JoinHandle<()>>,
 }
 
@@ -82,8 +83,16 @@ impl Progress {
             state,
             bar,
             lines_to_stderr,
+            quiet: false,
             ticker,
         }
+    }
+
+    /// A display that shows only the bar: without a terminal, steps print nothing.
+    pub fn bar_only(total: usize) -> Progress {
+        let mut p = Progress::new(total, true);
+        p.quiet = true;
+        p
     }
 
     /// Starts the next step: counts the previous one as done and shows `text`.
@@ -101,6 +110,13 @@ impl Progress {
 
     /// Prints one line (with the elapsed time) above the bar, or as a plain line.
     pub fn line(&self, text: &str) {
+        if self.quiet {
+            if self.bar {
+                let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+                draw(self.started, &s);
+            }
+            return;
+        }
         let line = format!("[{:5.1}s] {text}", self.started.elapsed().as_secs_f64());
         if self.bar {
             let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -114,6 +130,28 @@ impl Progress {
         } else {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    }
+
+    /// Prints a result line on standard output, as is, keeping the bar below it.
+    pub fn out(&self, text: &str) {
+        if self.bar {
+            let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            {
+                let mut err = std::io::stderr().lock();
+                let _ = write!(err, "\r\x1b[2K");
+                let _ = err.flush();
+            }
+            {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{text}");
+                let _ = out.flush();
+            }
+            draw(self.started, &s);
+        } else {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{text}");
             let _ = out.flush();
         }
     }

@@ -9,10 +9,11 @@
 //! flight, the receiver keeping as many `irecv`s posted.
 
 use std::error::Error;
-use std::process::Command;
 use std::time::Instant;
 
 use viaduct_agent::agent::Agent;
+
+use super::launched::{relaunch, under_launcher};
 use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_agent::request::wait_all;
 
@@ -62,10 +63,6 @@ pub struct Common {
 
 const WARMUP: u32 = 200;
 
-fn under_launcher() -> bool {
-    std::env::var_os("PMI_RANK").is_some() || std::env::var_os("PMI_FD").is_some()
-}
-
 /// Runs the benchmark (starting the two ranks when not started by a launcher).
 pub fn run(args: &Args) -> Result<(), BoxError> {
     run_test(args.test, &args.common)
@@ -73,19 +70,6 @@ pub fn run(args: &Args) -> Result<(), BoxError> {
 
 /// Runs one test of the benchmark.
 pub fn run_test(test: Test, args: &Common) -> Result<(), BoxError> {
-    if !under_launcher() {
-        let exe = std::env::current_exe()?;
-        let status = Command::new(&exe)
-            .args(["launch", "-n", "2", "--transport", &args.transport, "--"])
-            .arg(&exe)
-            .args(std::env::args_os().skip(1))
-            .status()?;
-        return if status.success() {
-            Ok(())
-        } else {
-            Err(format!("the benchmark ranks failed ({status})").into())
-        };
-    }
     let sizes = if args.sizes.is_empty() {
         match test {
             Test::Latency => vec![8, 64, 4096],
@@ -94,6 +78,10 @@ pub fn run_test(test: Test, args: &Common) -> Result<(), BoxError> {
     } else {
         args.sizes.clone()
     };
+    if !under_launcher() {
+        let what = format!("bench {}", format!("{test:?}").to_lowercase());
+        return relaunch(2, &args.transport, sizes.len(), &what);
+    }
     let agent = Agent::init()?;
     if agent.size() != 2 {
         return Err(format!("the agent benchmark needs 2 ranks, got {}", agent.size()).into());

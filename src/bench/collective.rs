@@ -9,10 +9,11 @@
 //! the whole buffer for bcast and allreduce (f64 elements, sum), each rank's part for allgather.
 
 use std::error::Error;
-use std::process::Command;
 use std::time::Instant;
 
 use viaduct_agent::agent::Agent;
+
+use super::launched::{relaunch, under_launcher};
 use viaduct_agent::comm::Comm;
 use viaduct_agent::xfer::{Datatype, ReduceOp};
 
@@ -58,10 +59,6 @@ pub struct Args {
 
 const TRIALS: usize = 7;
 
-fn under_launcher() -> bool {
-    std::env::var_os("PMI_RANK").is_some() || std::env::var_os("PMI_FD").is_some()
-}
-
 /// Runs the benchmark (starting the ranks when not started by a launcher).
 pub fn run(args: &Args) -> Result<(), BoxError> {
     if let Some(bad) = args
@@ -72,18 +69,8 @@ pub fn run(args: &Args) -> Result<(), BoxError> {
         return Err(format!("--sizes {bad}: allreduce sizes are multiples of 8 (f64)").into());
     }
     if !under_launcher() {
-        let exe = std::env::current_exe()?;
-        let ranks = args.ranks.to_string();
-        let status = Command::new(&exe)
-            .args(["launch", "-n", &ranks, "--transport", &args.transport, "--"])
-            .arg(&exe)
-            .args(std::env::args_os().skip(1))
-            .status()?;
-        return if status.success() {
-            Ok(())
-        } else {
-            Err(format!("the benchmark ranks failed ({status})").into())
-        };
+        let what = format!("bench collective {:?}", args.op);
+        return relaunch(args.ranks, &args.transport, args.sizes.len(), &what);
     }
     let agent = Agent::init()?;
     let comm = Comm::world(&agent);

@@ -4,6 +4,7 @@ pub mod agent;
 pub mod collective;
 pub mod greq;
 pub mod io;
+pub mod launched;
 pub mod method;
 #[cfg(feature = "rdma")]
 pub mod verbs_lat;
