@@ -1,56 +1,24 @@
 //! Nonblocking file I/O requests against real files: results and byte counts through request
 //! statuses, mixed waits, cancellation, errors named in the request's cause.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc;
 use std::time::Duration;
 
-use viaduct_agent::fileio::{File, FileEngine, FileError, IoBuffer, OpenOptions};
+use viaduct_agent::fileio::{File, FileError, IoBuffer, OpenOptions};
 use viaduct_agent::request::{RequestError, Status, test_any, wait_all, wait_any};
 
-/// A path in the temp directory, removed on drop.
-struct TempPath(PathBuf);
+mod fileio_common;
+use fileio_common::{Rng, TempPath, engine, within};
 
-impl TempPath {
-    fn new(name: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        Self(std::env::temp_dir().join(format!("viaduct-fileio-{}-{n}-{name}", std::process::id())))
-    }
-}
-
-impl Drop for TempPath {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Runs `f` on its own thread and fails the test if it takes longer than 30 s.
-fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(30))
-        .expect("the test body hung (or panicked)")
-}
-
-fn engine() -> Option<FileEngine> {
-    match FileEngine::new(64) {
-        Ok(e) => Some(e),
-        Err(e) => {
-            println!("SKIPPED: io_uring unavailable here: {e}: {:?}", e);
-            None
-        }
-    }
-}
+/// Names of this file's temporary files.
+const TAG: &str = "fileio";
+/// Limit on one test body, seconds.
+const LIMIT_S: u64 = 30;
 
 #[test]
 fn write_then_read_reports_counts_and_returns_buffers() {
-    let Some(engine) = engine() else { return };
-    within(move || {
-        let path = TempPath::new("rw");
+    let Some(engine) = engine(64) else { return };
+    within(LIMIT_S, move || {
+        let path = TempPath::new(TAG, "rw");
         let file = File::open(&engine, &path.0, &OpenOptions::create_rw()).unwrap();
         let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
         let (status, bufs) = file
@@ -92,9 +60,9 @@ fn write_then_read_reports_counts_and_returns_buffers() {
 
 #[test]
 fn many_requests_in_one_wait_all_and_wait_any() {
-    let Some(engine) = engine() else { return };
-    within(move || {
-        let path = TempPath::new("many");
+    let Some(engine) = engine(64) else { return };
+    within(LIMIT_S, move || {
+        let path = TempPath::new(TAG, "many");
         std::fs::write(&path.0, vec![9u8; 64 * 1024]).unwrap();
         let file = File::open(&engine, &path.0, &OpenOptions::read()).unwrap();
         let mut claims = Vec::new();
@@ -133,14 +101,14 @@ fn many_requests_in_one_wait_all_and_wait_any() {
 
 #[test]
 fn cancel_of_a_blocked_read_reports_cancelled() {
-    let Some(engine) = engine() else { return };
-    let path = TempPath::new("fifo");
+    let Some(engine) = engine(64) else { return };
+    let path = TempPath::new(TAG, "fifo");
     let made = std::process::Command::new("mkfifo").arg(&path.0).status();
     if !made.is_ok_and(|s| s.success()) {
         println!("SKIPPED: mkfifo is not available");
         return;
     }
-    within(move || {
+    within(LIMIT_S, move || {
         // Read and write, so opening does not wait for a writer; reads block on the empty FIFO.
         let options = OpenOptions {
             read: true,
@@ -165,9 +133,9 @@ fn cancel_of_a_blocked_read_reports_cancelled() {
 
 #[test]
 fn cancel_after_completion_is_not_cancelled() {
-    let Some(engine) = engine() else { return };
-    within(move || {
-        let path = TempPath::new("late");
+    let Some(engine) = engine(64) else { return };
+    within(LIMIT_S, move || {
+        let path = TempPath::new(TAG, "late");
         std::fs::write(&path.0, [3u8; 8]).unwrap();
         let file = File::open(&engine, &path.0, &OpenOptions::read()).unwrap();
         let req = file.iread_at(IoBuffer::from(vec![0; 8]), 0);
@@ -187,9 +155,9 @@ fn cancel_after_completion_is_not_cancelled() {
 
 #[test]
 fn write_to_read_only_file_fails_with_ebadf() {
-    let Some(engine) = engine() else { return };
-    within(move || {
-        let path = TempPath::new("ro");
+    let Some(engine) = engine(64) else { return };
+    within(LIMIT_S, move || {
+        let path = TempPath::new(TAG, "ro");
         std::fs::write(&path.0, b"x").unwrap();
         let file = File::open(&engine, &path.0, &OpenOptions::read()).unwrap();
         let (err, bufs) = file
@@ -208,9 +176,9 @@ fn write_to_read_only_file_fails_with_ebadf() {
 
 #[test]
 fn freeing_incomplete_requests_leaks_no_buffers() {
-    let Some(engine) = engine() else { return };
-    within(move || {
-        let path = TempPath::new("free");
+    let Some(engine) = engine(64) else { return };
+    within(LIMIT_S, move || {
+        let path = TempPath::new(TAG, "free");
         std::fs::write(&path.0, vec![1u8; 4096]).unwrap();
         let file = File::open(&engine, &path.0, &OpenOptions::read()).unwrap();
         for _ in 0..1000 {
@@ -231,9 +199,9 @@ fn freeing_incomplete_requests_leaks_no_buffers() {
 
 #[test]
 fn o_direct_misaligned_request_fails_with_the_alignment() {
-    let Some(engine) = engine() else { return };
-    within(move || {
-        let path = TempPath::new("direct");
+    let Some(engine) = engine(64) else { return };
+    within(LIMIT_S, move || {
+        let path = TempPath::new(TAG, "direct");
         let options = OpenOptions {
             direct: true,
             ..OpenOptions::create_rw()
@@ -263,9 +231,9 @@ fn file_requests_mix_with_generalized_requests() {
     use viaduct_agent::request::{GrequestOps, Request};
     struct Plain;
     impl GrequestOps for Plain {}
-    let Some(engine) = engine() else { return };
-    within(move || {
-        let path = TempPath::new("mixed");
+    let Some(engine) = engine(64) else { return };
+    within(LIMIT_S, move || {
+        let path = TempPath::new(TAG, "mixed");
         std::fs::write(&path.0, [6u8; 64]).unwrap();
         let file = File::open(&engine, &path.0, &OpenOptions::read()).unwrap();
         let (greq, handle) = Request::generalized(Plain);
@@ -298,7 +266,7 @@ fn efbig_child() {
     let Some(path) = std::env::var_os("VIADUCT_AGENT_EFBIG_CHILD") else {
         return;
     };
-    let Some(engine) = engine() else { return };
+    let Some(engine) = engine(64) else { return };
     let file = File::open(&engine, &path, &OpenOptions::create_rw()).unwrap();
     let mut req = file.iwrite_at(IoBuffer::from(vec![1; 4096]), 2 << 20);
     let result = req
@@ -318,7 +286,7 @@ fn efbig_child() {
 
 #[test]
 fn write_past_the_file_size_limit_fails_with_efbig() {
-    if engine().is_none() {
+    if engine(64).is_none() {
         return;
     }
     let runs = std::process::Command::new("prlimit")
@@ -329,9 +297,9 @@ fn write_past_the_file_size_limit_fails_with_efbig() {
         println!("SKIPPED: prlimit (util-linux) is not available");
         return;
     }
-    let path = TempPath::new("efbig");
+    let path = TempPath::new(TAG, "efbig");
     let exe = std::env::current_exe().unwrap();
-    let out = within(move || {
+    let out = within(LIMIT_S, move || {
         std::process::Command::new("sh")
             .arg("-c")
             .arg(r#"trap '' XFSZ; exec prlimit --fsize=1048576 "$0" --exact efbig_child --nocapture --test-threads=1"#)
@@ -352,26 +320,14 @@ fn write_past_the_file_size_limit_fails_with_efbig() {
     assert!(stdout.contains("CHILD-BUFFERS: Some(4096)"), "{stdout}");
 }
 
-/// A small deterministic generator (xorshift) for offsets and sizes.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
-
 /// Writes of random sizes from 1 byte to 64 MiB at random offsets through `File::iwrite_at`,
 /// all in flight together and waited with `wait_all`, then read back at random split points
 /// through `File::iread_at`: every byte as written.
 #[test]
 fn random_offsets_and_sizes_up_to_64_mib_are_byte_exact() {
-    let Some(engine) = engine() else { return };
-    within(move || {
-        let path = TempPath::new("random-large");
+    let Some(engine) = engine(64) else { return };
+    within(LIMIT_S, move || {
+        let path = TempPath::new(TAG, "random-large");
         let file = File::open(&engine, &path.0, &OpenOptions::create_rw()).unwrap();
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
         // Sizes: 1 B, 64 MiB, and random ones between, at random gaps.

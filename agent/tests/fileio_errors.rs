@@ -3,50 +3,17 @@
 //! left`, `EIO ... I/O error`); requests beside a failed one complete normally.
 
 use std::error::Error as _;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc;
-use std::time::Duration;
 
-use viaduct_agent::fileio::{File, FileEngine, FileError, IoBuffer, OpenOptions};
+use viaduct_agent::fileio::{File, FileError, IoBuffer, OpenOptions};
 use viaduct_agent::request::{RequestError, Status, wait_all};
 
-/// A path in the temp directory, removed on drop.
-struct TempPath(PathBuf);
+mod fileio_common;
+use fileio_common::{TempPath, engine, within};
 
-impl TempPath {
-    fn new(name: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        Self(std::env::temp_dir().join(format!("viaduct-fioerr-{}-{n}-{name}", std::process::id())))
-    }
-}
-
-impl Drop for TempPath {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Runs `f` on its own thread and fails the test if it takes longer than 30 s.
-fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(30))
-        .expect("the test body hung (or panicked)")
-}
-
-fn engine() -> Option<FileEngine> {
-    match FileEngine::new(64) {
-        Ok(e) => Some(e),
-        Err(e) => {
-            println!("SKIPPED: io_uring unavailable here: {e}: {e:?}");
-            None
-        }
-    }
-}
+/// Names of this file's temporary files.
+const TAG: &str = "fioerr";
+/// Limit on one test body, seconds.
+const LIMIT_S: u64 = 30;
 
 /// An error and its sources, joined with ": " (what a program printing the chain shows).
 fn chain(e: &RequestError) -> String {
@@ -69,8 +36,8 @@ fn file_error(e: &RequestError) -> &FileError {
 
 #[test]
 fn enospc_ends_the_request_with_the_error_named_in_its_status() {
-    let Some(engine) = engine() else { return };
-    within(move || {
+    let Some(engine) = engine(64) else { return };
+    within(LIMIT_S, move || {
         let options = OpenOptions {
             write: true,
             ..OpenOptions::default()
@@ -99,7 +66,7 @@ fn enospc_ends_the_request_with_the_error_named_in_its_status() {
         assert_eq!(*bufs.unwrap().into_one().unwrap(), [7; 4096]);
 
         // In an array: the failed request's own status holds the error, the others succeed.
-        let path = TempPath::new("ok");
+        let path = TempPath::new(TAG, "ok");
         let good = File::open(&engine, &path.0, &OpenOptions::create_rw()).unwrap();
         let (r0, c0) = good.iwrite_at(IoBuffer::from(vec![1; 100]), 0).into_parts();
         let (r1, c1) = full
@@ -133,8 +100,8 @@ fn enospc_ends_the_request_with_the_error_named_in_its_status() {
 
 #[test]
 fn eio_ends_the_request_with_the_error_named_in_its_status() {
-    let Some(engine) = engine() else { return };
-    within(move || {
+    let Some(engine) = engine(64) else { return };
+    within(LIMIT_S, move || {
         let mem = match File::open(&engine, "/proc/self/mem", &OpenOptions::read()) {
             Ok(f) => f,
             Err(e) => {

@@ -3,19 +3,26 @@
 //! every byte checked; handlers posted on file requests.
 
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use viaduct_agent::agent::Agent;
-use viaduct_agent::fileio::{BufferClaim, File, FileEngine, IoBuffer, OpenOptions};
+use viaduct_agent::fileio::{BufferClaim, File, IoBuffer, OpenOptions};
 use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_agent::recv_buffer::RecvBuffer;
 use viaduct_agent::request::{
     BoxError, CarCounter, CompleteHandle, Condition, Deadline, GrequestOps, HandlerFn, QueryStatus,
     Request, Status, post_handler, wait_all, wait_any, wait_some,
 };
+
+mod fileio_common;
+use fileio_common::{Rng, TempDir, engine, within};
+
+/// Names of this file's temporary files.
+const TAG: &str = "fileio-mixed";
+/// Limit on one test body, seconds.
+const LIMIT_S: u64 = 60;
 
 /// File requests per round.
 const FILE_REQUESTS: usize = 1000;
@@ -25,70 +32,6 @@ const OTHERS: usize = 50;
 /// Size of each source file.
 const SOURCE_LEN: u64 = 1 << 20;
 const FILES: usize = 4;
-
-/// A folder in the temp directory, removed with its files on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!(
-            "viaduct-fileio-mixed-{}-{n}-{name}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Runs `f` on its own thread and fails the test if it takes longer than 60 s.
-fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("the test body hung (or panicked)")
-}
-
-fn engine() -> Option<FileEngine> {
-    match FileEngine::new(64) {
-        Ok(e) => Some(e),
-        Err(e) => {
-            println!("SKIPPED: io_uring unavailable here: {e}: {e:?}");
-            None
-        }
-    }
-}
-
-/// xorshift64*: reproducible sizes, offsets and contents.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// Between 1 and `max` random bytes.
-    fn bytes(&mut self, max: u64) -> Vec<u8> {
-        let len = 1 + self.below(max);
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-}
 
 /// The byte at `pos` of source file `file`.
 fn source_byte(file: usize, pos: u64) -> u8 {
@@ -144,8 +87,8 @@ struct Setup {
 }
 
 fn setup(name: &str) -> Option<Setup> {
-    let engine = engine()?;
-    let dir = TempDir::new(name);
+    let engine = engine(64)?;
+    let dir = TempDir::new(TAG, name);
     let mut sources = Vec::new();
     let mut dests = Vec::new();
     for f in 0..FILES {
@@ -385,7 +328,7 @@ fn check_all(s: &Setup, expects: &[Expect], done: &[(usize, Status)]) {
 #[test]
 fn thousand_file_requests_mixed_in_wait_all() {
     let Some(s) = setup("all") else { return };
-    within(move || {
+    within(LIMIT_S, move || {
         let (mut requests, expects, completer) = start_round(&s, 0x1234_5678);
         let mut statuses = vec![Status::empty(); requests.len()];
         wait_all(&mut requests, Some(&mut statuses)).unwrap();
@@ -399,7 +342,7 @@ fn thousand_file_requests_mixed_in_wait_all() {
 #[test]
 fn thousand_file_requests_mixed_in_wait_any() {
     let Some(s) = setup("any") else { return };
-    within(move || {
+    within(LIMIT_S, move || {
         let (mut requests, expects, completer) = start_round(&s, 0x9e37_79b9);
         let mut done = Vec::new();
         while let Some((i, result)) = wait_any(&mut requests) {
@@ -413,7 +356,7 @@ fn thousand_file_requests_mixed_in_wait_any() {
 #[test]
 fn thousand_file_requests_mixed_in_wait_some() {
     let Some(s) = setup("some") else { return };
-    within(move || {
+    within(LIMIT_S, move || {
         let (mut requests, expects, completer) = start_round(&s, 0xdead_beef);
         let mut done = Vec::new();
         let mut indices = Vec::new();
@@ -449,9 +392,9 @@ fn counting(
 
 #[test]
 fn handlers_on_a_file_request_run_once_with_the_byte_count() {
-    let Some(engine) = engine() else { return };
-    within(move || {
-        let dir = TempDir::new("handler");
+    let Some(engine) = engine(64) else { return };
+    within(LIMIT_S, move || {
+        let dir = TempDir::new(TAG, "handler");
         let path = dir.0.join("f");
         let file = File::open(&engine, &path, &OpenOptions::create_rw()).unwrap();
         let complete = Arc::new(AtomicUsize::new(0));
@@ -524,15 +467,15 @@ fn handlers_on_a_file_request_run_once_with_the_byte_count() {
 
 #[test]
 fn a_missed_deadline_on_a_file_request_runs_the_failure_function() {
-    let Some(engine) = engine() else { return };
-    let dir = TempDir::new("deadline");
+    let Some(engine) = engine(64) else { return };
+    let dir = TempDir::new(TAG, "deadline");
     let path = dir.0.join("fifo");
     let made = std::process::Command::new("mkfifo").arg(&path).status();
     if !made.is_ok_and(|s| s.success()) {
         println!("SKIPPED: mkfifo is not available");
         return;
     }
-    within(move || {
+    within(LIMIT_S, move || {
         // A read of an empty FIFO (opened for reading and writing, so the open does not block)
         // cannot complete before the deadline.
         let options = OpenOptions {

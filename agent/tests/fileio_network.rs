@@ -5,8 +5,6 @@ mod agent_common;
 
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use agent_common::{config, job};
@@ -16,45 +14,13 @@ use viaduct_agent::fileio::{File, FileEngine, FileIoError, OpenOptions};
 use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_agent::request::wait_all;
 
-/// A path in the temp directory, removed on drop.
-struct TempPath(PathBuf);
+mod fileio_common;
+use fileio_common::{TempPath, engine, within};
 
-impl TempPath {
-    fn new(name: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        Self(std::env::temp_dir().join(format!(
-            "viaduct-fileio-net-{}-{n}-{name}",
-            std::process::id()
-        )))
-    }
-}
-
-impl Drop for TempPath {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Runs `f` on its own thread and fails the test if it takes longer than 60 s.
-fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("the test body hung (or panicked)")
-}
-
-fn engine() -> Option<FileEngine> {
-    match FileEngine::new(32) {
-        Ok(e) => Some(e),
-        Err(e) => {
-            println!("SKIPPED: io_uring unavailable here: {e}: {e:?}");
-            None
-        }
-    }
-}
+/// Names of this file's temporary files.
+const TAG: &str = "fileio-net";
+/// Limit on one test body, seconds.
+const LIMIT_S: u64 = 60;
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -71,10 +37,10 @@ fn read_back(path: &PathBuf, offset: u64, len: usize) -> Vec<u8> {
 
 #[test]
 fn a_received_buffer_is_written_without_a_copy() {
-    let Some(engine) = engine() else { return };
-    within(move || {
+    let Some(engine) = engine(32) else { return };
+    within(LIMIT_S, move || {
         let agent = Agent::singleton().expect("single-rank agent");
-        let path = TempPath::new("self");
+        let path = TempPath::new(TAG, "self");
         let file = File::open(&engine, &path.0, &OpenOptions::create_rw()).unwrap();
         let data = pattern(100_000, 3);
         let (mut recv, buf) = agent
@@ -112,12 +78,12 @@ fn a_received_buffer_is_written_without_a_copy() {
 
 #[test]
 fn stream_and_tagged_messages_over_shm_land_in_the_file() {
-    let Some(probe) = engine() else { return };
+    let Some(probe) = engine(32) else { return };
     drop(probe);
     const SMALL: usize = 1000;
     const LARGE: usize = 200_000;
     const TAGGED: usize = 300_000;
-    let path = TempPath::new("shm");
+    let path = TempPath::new(TAG, "shm");
     let target = path.0.clone();
     let results = job(2, config(MethodKind::Shm), move |agent| {
         if agent.rank() == 0 {
