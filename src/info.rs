@@ -6,6 +6,10 @@ use serde_json::json;
 
 /// Options of `viaduct info`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  viaduct info\n  viaduct info --json | jq .rdma\n  \
+    scripts/rxe-vm -- target/release/viaduct info   (soft-RoCE rxe0 in a VM)"
+)]
 pub struct Args {
     /// Print one JSON document instead of text.
     #[arg(long)]

@@ -38,6 +38,11 @@ const TIMEOUT_EXIT: i32 = 124;
 
 /// Options of `viaduct launch`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  viaduct launch -n 4 -- target/debug/examples/pingpong\n  \
+    viaduct launch -n 2 --transport tcp --bind-to core -- viaduct bench latency\n  \
+    viaduct launch -n 8 --timeout 60 -- ./my-program --its-options"
+)]
 pub struct Args {
     /// Number of ranks to start.
     #[arg(short = 'n', long = "np", default_value_t = 1)]

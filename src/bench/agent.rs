@@ -30,6 +30,10 @@ pub enum Test {
 
 /// Options of `viaduct bench agent`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  viaduct bench agent latency --transport shm\n  \
+    viaduct bench agent bandwidth --transport tcp --sizes 65536 --window 32 --json"
+)]
 pub struct Args {
     /// What to measure.
     #[arg(value_enum, default_value = "latency")]

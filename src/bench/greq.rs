@@ -16,6 +16,10 @@ use viaduct_agent::request::{
 
 /// Options of this benchmark.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  viaduct bench greq\n  viaduct bench greq --iters 100000 --json\n  \
+    scripts/bench-greq   (side by side with MPICH's MPI_Grequest_start)"
+)]
 pub struct Args {
     /// Generalized requests per timed trial (7 trials; the median is reported).
     #[arg(long, default_value_t = 1_000_000)]

@@ -38,6 +38,12 @@ impl Pattern {
 
 /// Options of this benchmark.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  viaduct bench io --pattern randread --bs 4096 --depth 32\n  \
+    viaduct bench io --pattern seqwrite --bs 1048576 --json\n  \
+    viaduct bench io --pattern randread --direct --file /var/tmp/io.dat\n  \
+    scripts/bench-io   (side by side with fio)"
+)]
 pub struct Args {
     /// Access pattern.
     #[arg(long, value_enum, default_value_t = Pattern::Randread)]

@@ -53,6 +53,11 @@ enum Role {
 
 /// Options of this benchmark.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  viaduct bench method latency --transport shm --sizes 8,64,4096\n  \
+    viaduct bench method bandwidth --transport tcp --sizes 65536,4194304 --json\n  \
+    viaduct bench method latency --transport tcp --mode blocking"
+)]
 pub struct Args {
     /// What to measure.
     #[arg(value_enum, default_value = "latency")]

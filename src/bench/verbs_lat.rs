@@ -27,6 +27,11 @@ use viaduct_verbs::{
 
 /// Options of this benchmark.
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    after_help = "Examples:\n  viaduct bench verbs-lat -d rxe0 -s 8 -n 1000\n  \
+    viaduct bench verbs-lat --server -p 18515      (one host)\n  \
+    viaduct bench verbs-lat --connect HOST -p 18515  (the other)"
+)]
 pub struct Args {
     /// RDMA device (default: the first one found).
     #[arg(short = 'd', long)]
