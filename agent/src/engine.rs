@@ -92,6 +92,10 @@ pub(crate) struct Book {
     outbox: Vec<(u32, Outbound)>,
     /// Running xfer blocks.
     pub(crate) xfer: XferEngine,
+    /// Header and data of a fast send, gathered for the method's copy (see [`crate::fast`]).
+    pub(crate) scratch: Vec<u8>,
+    /// Fast sends (see [`crate::fast`]) whose method completion has not come, per peer.
+    fast_sends: Vec<u64>,
 }
 
 /// The agent's whole mutable state.
@@ -102,7 +106,7 @@ pub(crate) struct State {
     pub(crate) finalized: bool,
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
@@ -167,6 +171,8 @@ impl Book {
             max_unexpected,
             outbox: Vec::new(),
             xfer: XferEngine::new(xfer_chunk),
+            scratch: Vec::new(),
+            fast_sends: Vec::new(),
         }
     }
 
@@ -181,7 +187,24 @@ impl Book {
 
     /// Whether sends are still on their way (queued, awaiting a go-ahead, or in a method).
     pub(crate) fn sends_pending(&self) -> bool {
-        !self.sends.is_empty() || !self.rndv_sends.is_empty()
+        !self.sends.is_empty()
+            || !self.rndv_sends.is_empty()
+            || self.fast_sends.iter().any(|&n| n > 0)
+    }
+
+    /// Registers descriptor `id`, accepted by the method, as a send whose completion completes
+    /// one CAR of `counter`.
+    pub(crate) fn track_send(&mut self, id: u64, counter: CarCounter, bytes: u64, peer: u32) {
+        self.sends.insert(id, (counter, bytes, peer));
+    }
+
+    /// A fast send (see [`crate::fast`]) to `peer` was accepted by its method.
+    pub(crate) fn fast_send_posted(&mut self, peer: u32) {
+        let i = peer as usize;
+        if self.fast_sends.len() <= i {
+            self.fast_sends.resize(i + 1, 0);
+        }
+        self.fast_sends[i] += 1;
     }
 
     /// Registers a piece of an xfer message as a send whose completion completes one CAR.
@@ -430,6 +453,12 @@ impl Book {
         id: u64,
         result: Result<usize, MethodError>,
     ) -> Option<String> {
+        if id & crate::fast::FAST_ID != 0 {
+            if let Some(n) = self.fast_sends.get_mut(peer as usize) {
+                *n = n.saturating_sub(1);
+            }
+            return result.err().map(|e| chain(&e));
+        }
         match (self.sends.remove(&id), result) {
             (Some((counter, bytes, _)), Ok(_)) => {
                 note(counter.complete_car(bytes));
@@ -464,6 +493,10 @@ impl Book {
         // Queued messages, and those the method accepted: the request fails now, and a
         // completion the method may still deliver for them later finds nothing to complete.
         drop(queued);
+        // Fast sends carry no request; the method may never complete them now.
+        if let Some(n) = self.fast_sends.get_mut(peer as usize) {
+            *n = 0;
+        }
         let ids: Vec<u64> = self
             .sends
             .iter()

@@ -10,6 +10,7 @@ pub mod comm;
 pub mod config;
 mod connect;
 mod engine;
+mod fast;
 pub mod error;
 pub mod fileio;
 mod handshake;

@@ -131,6 +131,14 @@ impl Agent {
             return Ok(request);
         }
         let len = data.as_slice().len();
+        let counter = if !sync && len <= st.book.eager_limit && marker.is_none() {
+            match st.eager_now(dest, self.context, tag, data.as_slice(), counter) {
+                Ok(()) => return Ok(request),
+                Err(counter) => counter,
+            }
+        } else {
+            counter
+        };
         let out = if !sync && len <= st.book.eager_limit {
             st.book
                 .eager_send(dest, self.context, tag, data.as_slice(), counter)
@@ -282,6 +290,9 @@ impl Agent {
 
     /// Sends and waits for the send to complete (`MPI_Send`).
     pub fn send(&self, dest: u32, tag: u32, data: &[u8]) -> Result<(), AgentError> {
+        if self.send_now(dest, tag, data) {
+            return Ok(());
+        }
         self.isend(dest, tag, data)?.wait()?;
         Ok(())
     }
@@ -301,6 +312,10 @@ impl Agent {
         source: Source,
         tag: TagMatch,
     ) -> Result<Status, AgentError> {
+        self.check_source(source)?;
+        if let Some(status) = self.recv_now(buf, source, tag) {
+            return Ok(status);
+        }
         let (mut request, data) = self.irecv(buf.len(), source, tag)?;
         let result = request.wait();
         data.copy_to(buf);

@@ -173,6 +173,31 @@ impl Method {
         }
     }
 
+    /// Posts a copy of `header` followed by `data` as one message, gathered without a staging
+    /// copy where the method can (shared memory, TCP; verbs gathers in `scratch` first);
+    /// `Ok(false)` when the method has no resources now.
+    #[inline]
+    pub(crate) fn post_parts(
+        &mut self,
+        id: u64,
+        tag: u64,
+        header: &[u8],
+        data: &[u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<bool, MethodError> {
+        match self {
+            Method::Shm(ep) => Ok(ep.post_send_parts(id, tag, &[header, data])?.is_posted()),
+            Method::Tcp(ep) => Ok(ep.post_send_parts(id, tag, &[header, data])?.is_posted()),
+            #[cfg(feature = "rdma")]
+            Method::Verbs(ep) => {
+                scratch.clear();
+                scratch.extend_from_slice(header);
+                scratch.extend_from_slice(data);
+                Ok(ep.post_send(id, tag, scratch)?.is_posted())
+            }
+        }
+    }
+
     /// The next completion: its id and bytes moved, or the error.
     #[inline]
     pub(crate) fn poll(&mut self) -> Option<(u64, Result<usize, MethodError>)> {

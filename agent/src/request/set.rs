@@ -5,8 +5,10 @@
 //! requests completed by other threads wake a condition variable registered on each of them;
 //! requests driven by progress hooks get their class's `wait` hook (all of the class's requests of
 //! the array in one call) with a bounded timeout that grows from [`MIN_HOOK_TIMEOUT`] to
-//! [`MAX_HOOK_TIMEOUT`] while nothing happens (adaptive polling). Between two hook calls the
-//! condition variable is checked, so a completion by another thread is seen within one timeout.
+//! [`MAX_HOOK_TIMEOUT`] while nothing happens (adaptive polling). After the hooks return the
+//! array is looked at again at once, so a completion by another thread is seen within one
+//! timeout; an array with no hooks sleeps on the condition variable. A wait on one request
+//! driven by a hook registers no waiter at all: the hook alone polls and sleeps.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -88,6 +90,13 @@ pub(crate) fn wait_until_deadline(
     need: Need,
     deadline: Option<Instant>,
 ) -> bool {
+    if let [one] = requests {
+        if let Some(core) = one.core() {
+            if core.body.hook_key().is_some() {
+                return wait_one_hooked(core, deadline);
+            }
+        }
+    }
     let mut waiter: Option<Arc<Waiter>> = None;
     let mut hook_timeout = MIN_HOOK_TIMEOUT;
     let satisfied = loop {
@@ -118,11 +127,12 @@ pub(crate) fn wait_until_deadline(
             continue;
         }
         let round = hook_timeout.min(left);
-        let start = Instant::now();
         for (_, members) in &groups {
             members[0].body.wait_group(members, round);
         }
-        w.wait_timeout(round.saturating_sub(start.elapsed()));
+        // No sleep on the condition variable here: a hook that returned early did so because
+        // something happened, and the next turn looks at once; requests completed by other
+        // threads are seen by that look too.
         hook_timeout = (hook_timeout * 2).min(MAX_HOOK_TIMEOUT);
     };
     if let Some(w) = &waiter {
@@ -131,6 +141,32 @@ pub(crate) fn wait_until_deadline(
         }
     }
     satisfied
+}
+
+/// [`wait_until_deadline`] for one request driven by a progress hook: the hook polls and
+/// sleeps (its wait is bounded by the growing hook timeout, so a completion by another thread is
+/// seen within one timeout); no waiter is registered, so its completion wakes nobody.
+fn wait_one_hooked(core: &CoreRef, deadline: Option<Instant>) -> bool {
+    let members = [core];
+    let mut hook_timeout = MIN_HOOK_TIMEOUT;
+    loop {
+        core.body.poll_group(&members);
+        if core.is_complete() {
+            return true;
+        }
+        let round = match deadline {
+            None => hook_timeout,
+            Some(d) => match d.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => hook_timeout.min(left),
+                _ => return false,
+            },
+        };
+        core.body.wait_group(&members, round);
+        if core.is_complete() {
+            return true;
+        }
+        hook_timeout = (hook_timeout * 2).min(MAX_HOOK_TIMEOUT);
+    }
 }
 
 /// Completes the first complete request of the array: its index and its result.

@@ -52,6 +52,17 @@ impl Status {
         }
     }
 
+    /// The status of a received message: its source, tag and byte count.
+    #[inline(always)]
+    pub(crate) const fn message(source: u32, tag: u32, count: u64) -> Self {
+        Status {
+            envelope: source as u64 | ((tag as u64) << 32),
+            count,
+            cancelled: 0,
+            error: None,
+        }
+    }
+
     /// The rank the data came from, if the request has one.
     pub fn source(&self) -> Option<u32> {
         opt(self.envelope as u32)

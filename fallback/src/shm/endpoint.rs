@@ -288,9 +288,16 @@ impl Endpoint {
     /// ring now; longer messages are first copied into an owned buffer and sent as by
     /// [`Endpoint::post_send_buf`] (use that to avoid the copy).
     pub fn post_send(&mut self, id: u64, tag: u64, data: &[u8]) -> Result<Posted, Error> {
+        self.post_send_parts(id, tag, &[data])
+    }
+
+    /// Like [`Endpoint::post_send`] for a message given in parts (say a header and a payload),
+    /// gathered straight into the ring cell: one copy of each byte, no staging buffer.
+    pub fn post_send_parts(&mut self, id: u64, tag: u64, parts: &[&[u8]]) -> Result<Posted, Error> {
         self.check_open()?;
-        if data.len() > self.config.eager_limit {
-            return Ok(match self.post_send_buf(id, tag, data.to_vec())? {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > self.config.eager_limit {
+            return Ok(match self.post_send_buf(id, tag, parts.concat())? {
                 Posted::InProgress => Posted::InProgress,
                 Posted::NoResources(_) => Posted::NoResources(()),
             });
@@ -303,13 +310,13 @@ impl Endpoint {
         }
         let mut h = Header::new(Kind::Send, 0);
         h.tag = tag;
-        if !self.put_record(h, &[data]) {
+        if !self.put_record(h, parts) {
             return Ok(Posted::NoResources(()));
         }
         self.completions.push_back(Completion {
             id,
             op: Op::Send,
-            result: Ok(data.len()),
+            result: Ok(len),
             buffer: None,
         });
         Ok(Posted::InProgress)

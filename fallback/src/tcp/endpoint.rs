@@ -504,8 +504,14 @@ impl Endpoint {
     /// Posts a send of `data` with `tag`. The bytes are copied into a buffer of the endpoint
     /// (use [`Endpoint::post_send_buf`] to send without copying).
     pub fn post_send(&mut self, id: u64, tag: u64, data: &[u8]) -> Result<Posted, Error> {
+        self.post_send_parts(id, tag, &[data])
+    }
+
+    /// Like [`Endpoint::post_send`] for a message given in parts (say a header and a payload),
+    /// gathered into the one buffer the send owns: one copy of each byte.
+    pub fn post_send_parts(&mut self, id: u64, tag: u64, parts: &[&[u8]]) -> Result<Posted, Error> {
         self.check_open()?;
-        self.check_len(data.len())?;
+        self.check_len(parts.iter().map(|p| p.len()).sum())?;
         if !self.credit_for() {
             self.progress();
             if !self.credit_for() {
@@ -515,7 +521,7 @@ impl Endpoint {
         let mut h = Header::new(Kind::Send, 0);
         h.tag = tag;
         Ok(
-            match self.post_counted(h, data.to_vec(), (id, Op::Send, false), None)? {
+            match self.post_counted(h, parts.concat(), (id, Op::Send, false), None)? {
                 None => Posted::InProgress,
                 Some(_) => Posted::NoResources(()),
             },

@@ -1,0 +1,303 @@
+//! Fast paths of the blocking `send` and `recv`: the common case handled in one lock round,
+//! with no request, no receive buffer and no wake-up.
+//!
+//! # Send
+//!
+//! A blocking [`Agent::send`] of an eager message to a peer whose VC has nothing queued is
+//! posted as a **copy**: the method gathers header and data into its own send memory (the
+//! shared-memory ring cell, the buffer of an io_uring send; verbs: through a scratch buffer
+//! the agent keeps into a registered slot) before the post returns. The caller's buffer is free at once, which is all `MPI_Send` promises,
+//! so no request is made and nothing is waited for. The method's completion for the
+//! descriptor still arrives, exactly once, and is counted off by the progress pass (its id
+//! carries [`FAST_ID`]); a failed one fails the VC like any other. `finalize` waits for these
+//! too.
+//!
+//! Anything else (a rendezvous size, a queued or reserved VC, a method without resources, a
+//! failed VC, the own rank) takes the general path: `isend` and a wait.
+//!
+//! # Receive
+//!
+//! A blocking [`Agent::recv`] first looks for an eager message in the unexpected queue (which
+//! holds every matching message that arrived earlier, in order). Failing that, it spins on the
+//! VCs it can receive from: each turn reaps their completions and **looks at the next inbound
+//! message in place** (`next`): an eager message that the receive accepts, that no posted
+//! receive accepts (those were posted first and come first), and that fits, is copied straight
+//! from the method's receive memory into the caller's buffer and consumed; the status is built
+//! from its envelope. Any other message is handed to the general progress pass for that VC,
+//! which matches it against the posted receives or queues it as unexpected, answers rendezvous,
+//! and notices failures; then the unexpected queue is looked at again. Every 64 turns a full
+//! pass over every VC runs, so traffic on other VCs keeps moving.
+//!
+//! After a bounded number of turns (the adaptive spin count of the progress engine) without a
+//! message, or at anything unusual (a rendezvous announcement, a message longer than the
+//! buffer, a failed or finalized VC, stream bytes at the head), the receive falls back to the
+//! general path: it posts a receive and waits on its request, which sleeps in the methods,
+//! reports errors and truncation, and never hangs on a dead peer. Messages seen in the fast
+//! phase were either delivered or queued in arrival order, so the fallback keeps MPI's
+//! non-overtaking order.
+
+use crate::agent::Agent;
+use crate::engine::State;
+use crate::matching::{Envelope, Pattern, Source, TagMatch};
+use crate::request::CarCounter;
+use crate::request::Status;
+use crate::vc::Link;
+use crate::wire::{self, EAGER, EAGER_HEADER};
+
+/// Descriptor ids of fast sends carry this bit (above every id the agent hands out).
+pub(crate) const FAST_ID: u64 = 1 << 63;
+
+/// A full progress pass over every VC runs every this many turns of a fast receive.
+const FULL_PASS_EVERY: u32 = 64;
+
+/// What one turn of the receive fast path found.
+enum Turn {
+    /// The message is in the caller's buffer.
+    Done(Status),
+    /// Nothing yet: spin again.
+    Nothing,
+    /// Leave the fast path for the general one.
+    Fallback,
+}
+
+impl Agent {
+    /// Posts an eager message to a peer as a copy when that can be done now; `false` when the
+    /// general path must take it.
+    pub(crate) fn send_now(&self, dest: u32, tag: u32, data: &[u8]) -> bool {
+        let shared = &self.shared;
+        if dest == shared.rank || dest >= shared.size || tag == u32::MAX {
+            return false;
+        }
+        let mut st = shared.lock();
+        if st.finalized || data.len() > st.book.eager_limit {
+            return false;
+        }
+        let State { vcs, book, .. } = &mut *st;
+        let vc = &mut vcs[dest as usize];
+        if vc.failed.is_some() || vc.has_queued() {
+            return false;
+        }
+        let Link::Remote(m) = &mut vc.link else {
+            return false;
+        };
+        let id = book.id() | FAST_ID;
+        let mut header = [0u8; EAGER_HEADER];
+        header[..4].copy_from_slice(&self.context.to_le_bytes());
+        header[4..].copy_from_slice(&tag.to_le_bytes());
+        match m.post_parts(
+            id,
+            wire::method_tag(EAGER, 0),
+            &header,
+            data,
+            &mut book.scratch,
+        ) {
+            Ok(true) => {
+                book.fast_send_posted(dest);
+                true
+            }
+            Ok(false) => false,
+            Err(e) => {
+                // The general path reports the failure the usual way.
+                st.fail_vc(dest, crate::engine::chain(&e));
+                false
+            }
+        }
+    }
+
+    /// Receives into `buf` without a request when the message comes soon and simply; `None`
+    /// when the general path must take over (nothing lost: see the module docs).
+    pub(crate) fn recv_now(&self, buf: &mut [u8], source: Source, tag: TagMatch) -> Option<Status> {
+        if tag == TagMatch::Tag(u32::MAX) {
+            return None;
+        }
+        let pattern = Pattern {
+            context: self.context,
+            source,
+            tag,
+        };
+        let spins = self
+            .shared
+            .spin_now
+            .load(std::sync::atomic::Ordering::Relaxed);
+        for turn in 0..spins.max(1) {
+            let mut st = self.shared.lock();
+            if st.finalized {
+                return None;
+            }
+            if turn % FULL_PASS_EVERY == FULL_PASS_EVERY - 1 {
+                st.progress();
+            }
+            match recv_turn(&mut st, &pattern, buf) {
+                Turn::Done(status) => return Some(status),
+                Turn::Fallback => return None,
+                Turn::Nothing => {}
+            }
+            drop(st);
+            std::hint::spin_loop();
+        }
+        None
+    }
+}
+
+impl State {
+    /// Posts an eager message with a request (`isend`) straight to the method when the VC of
+    /// `dest` has nothing queued, gathering header and data without a staging `Vec`; gives the
+    /// counter back when the general path must take it.
+    pub(crate) fn eager_now(
+        &mut self,
+        dest: u32,
+        context: u32,
+        tag: u32,
+        data: &[u8],
+        counter: CarCounter,
+    ) -> Result<(), CarCounter> {
+        let State { vcs, book, .. } = self;
+        let vc = &mut vcs[dest as usize];
+        if vc.failed.is_some() || vc.has_queued() {
+            return Err(counter);
+        }
+        let Link::Remote(m) = &mut vc.link else {
+            return Err(counter);
+        };
+        let mut header = [0u8; EAGER_HEADER];
+        header[..4].copy_from_slice(&context.to_le_bytes());
+        header[4..].copy_from_slice(&tag.to_le_bytes());
+        let id = book.id();
+        match m.post_parts(
+            id,
+            wire::method_tag(EAGER, 0),
+            &header,
+            data,
+            &mut book.scratch,
+        ) {
+            Ok(true) => {
+                book.track_send(id, counter, data.len() as u64, dest);
+                Ok(())
+            }
+            Ok(false) => Err(counter),
+            Err(e) => {
+                self.fail_vc(dest, crate::engine::chain(&e));
+                Err(counter)
+            }
+        }
+    }
+}
+
+/// One turn of the receive fast path, with the agent's state locked.
+fn recv_turn(st: &mut State, pattern: &Pattern, buf: &mut [u8]) -> Turn {
+    if let Some(t) = from_unexpected(st, pattern, buf) {
+        return t;
+    }
+    let (first, last) = match pattern.source {
+        Source::Rank(r) => (r as usize, r as usize + 1),
+        Source::Any => (0, st.vcs.len()),
+    };
+    for i in first..last {
+        match in_place(st, i, pattern, buf) {
+            Turn::Nothing => {}
+            done => return done,
+        }
+    }
+    Turn::Nothing
+}
+
+/// Takes the oldest matching eager message from the unexpected queue.
+fn from_unexpected(st: &mut State, pattern: &Pattern, buf: &mut [u8]) -> Option<Turn> {
+    if st.book.queues.unexpected_len() == 0 {
+        return None;
+    }
+    let (_, u) = st.book.queues.peek_unexpected(pattern)?;
+    match u {
+        crate::engine::Unexpected::Eager { data, .. } if data.len() <= buf.len() => {}
+        _ => return Some(Turn::Fallback),
+    }
+    let (env, u) = st.book.queues.take_unexpected(pattern)?;
+    let crate::engine::Unexpected::Eager { data, sync } = u else {
+        return Some(Turn::Fallback);
+    };
+    st.book.unexpected_bytes -= data.len();
+    buf[..data.len()].copy_from_slice(&data);
+    if let Some(s) = sync {
+        crate::engine::note(s.complete_car(data.len() as u64));
+    }
+    Some(Turn::Done(Status::message(
+        env.source,
+        env.tag,
+        data.len() as u64,
+    )))
+}
+
+/// Reaps the completions of VC `i` and looks at its next inbound message in place.
+fn in_place(st: &mut State, i: usize, pattern: &Pattern, buf: &mut [u8]) -> Turn {
+    let State { vcs, book, .. } = st;
+    let vc = &mut vcs[i];
+    let peer = vc.peer;
+    let Link::Remote(m) = &mut vc.link else {
+        return match (pattern.source, &vc.link) {
+            // A receive from the own rank only ever matches the unexpected queue.
+            (Source::Rank(_), _) => Turn::Fallback,
+            _ => Turn::Nothing,
+        };
+    };
+    if vc.failed.is_some() || vc.drained || vc.stream_at_head {
+        return match pattern.source {
+            Source::Rank(_) => Turn::Fallback,
+            Source::Any => Turn::Nothing,
+        };
+    }
+    let mut failed = None;
+    while let Some((id, result)) = m.poll() {
+        if let Some(reason) = book.completed(peer, id, result) {
+            failed = Some(reason);
+        }
+    }
+    if let Some(reason) = failed {
+        st.fail_vc(peer, reason);
+        return Turn::Fallback;
+    }
+    let head = match m.next() {
+        Ok(None) => return Turn::Nothing,
+        Ok(Some((tag, data))) => {
+            let env = match (
+                wire::split_tag(tag).0,
+                wire::u32_at(data, 0),
+                wire::u32_at(data, 4),
+            ) {
+                (EAGER, Some(context), Some(tag)) => Some(Envelope {
+                    context,
+                    source: peer,
+                    tag,
+                }),
+                _ => None,
+            };
+            match env {
+                Some(env)
+                    if pattern.accepts(&env)
+                        && data.len() - EAGER_HEADER <= buf.len()
+                        && !book.queues.any_posted(|p, _| p.accepts(&env)) =>
+                {
+                    let body = &data[EAGER_HEADER..];
+                    buf[..body.len()].copy_from_slice(body);
+                    Some((env, body.len(), data.len()))
+                }
+                _ => None,
+            }
+        }
+        Err(_) => None,
+    };
+    match head {
+        Some((env, n, whole)) => match m.consume(whole) {
+            Ok(()) => Turn::Done(Status::message(env.source, env.tag, n as u64)),
+            Err(e) => {
+                // The message was taken; the VC is broken for what follows.
+                st.fail_vc(peer, crate::engine::chain(&e));
+                Turn::Done(Status::message(env.source, env.tag, n as u64))
+            }
+        },
+        None => {
+            // Not ours, or not simple: the general pass handles it, then look again.
+            st.progress_on(Some(peer));
+            from_unexpected(st, pattern, buf).unwrap_or(Turn::Nothing)
+        }
+    }
+}
