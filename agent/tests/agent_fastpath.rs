@@ -1,0 +1,210 @@
+//! The blocking `send`/`recv` fast paths (`viaduct_agent` module `fast`) keep every rule of the
+//! general path: matching order against posted receives and the unexpected queue, wildcards,
+//! truncation, rendezvous sizes, and long runs of fast sends. Over `shm` and `tcp`, ranks as
+//! threads with their own agents.
+
+mod agent_common;
+
+use std::time::Duration;
+
+use agent_common::{config, job};
+use viaduct_agent::agent::Agent;
+use viaduct_agent::config::MethodKind;
+use viaduct_agent::error::AgentError;
+use viaduct_agent::matching::{Source, TagMatch};
+use viaduct_agent::request::{RequestError, wait_all};
+
+const METHODS: [MethodKind; 2] = [MethodKind::Shm, MethodKind::Tcp];
+
+fn msg(i: u32, len: usize) -> Vec<u8> {
+    let mut m: Vec<u8> = (0..len).map(|k| (k as u32 ^ i) as u8).collect();
+    if len >= 4 {
+        m[..4].copy_from_slice(&i.to_le_bytes());
+    }
+    m
+}
+
+/// A receive posted before a blocking `recv` gets the first message even when the blocking
+/// `recv` is the first to look at it in the method; both with wildcards.
+fn posted_receive_comes_first(agent: Agent) {
+    if agent.rank() == 0 {
+        // Let rank 1 post and start spinning first.
+        agent
+            .recv(&mut [0u8; 1], Source::Rank(1), TagMatch::Tag(9))
+            .unwrap();
+        for i in 0..2u32 {
+            agent.send(1, 10 + i, &msg(i, 64)).unwrap();
+        }
+    } else {
+        let (mut first, buf) = agent.irecv(64, Source::Any, TagMatch::Any).unwrap();
+        agent.send(0, 9, &[1]).unwrap();
+        // Let both messages land in the method unread, so the blocking receive finds them
+        // at the head of the VC.
+        std::thread::sleep(Duration::from_millis(200));
+        let mut b = [0u8; 64];
+        let st = agent.recv(&mut b, Source::Any, TagMatch::Any).unwrap();
+        assert_eq!((st.source(), st.tag(), st.count()), (Some(0), Some(11), 64));
+        assert_eq!(b.to_vec(), msg(1, 64));
+        let st = first.wait().unwrap();
+        assert_eq!(st.tag(), Some(10));
+        assert_eq!(buf.take(), msg(0, 64));
+    }
+}
+
+/// Messages that arrived before the receive (the unexpected queue) are received in order,
+/// eager and rendezvous mixed, then later ones in place; a tag filter skips others.
+fn unexpected_then_in_place(agent: Agent) {
+    let sizes = [8usize, 100_000, 16, 0, 200_000, 4096];
+    if agent.rank() == 0 {
+        // Rendezvous sends complete only once matched: start them all, wait later.
+        let mut sends: Vec<_> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, len)| agent.isend(1, 5, &msg(i as u32, *len)).unwrap())
+            .collect();
+        sends.push(agent.isend(1, 6, &msg(99, 32)).unwrap());
+        wait_all(&mut sends, None).unwrap();
+        agent
+            .recv(&mut [0u8; 1], Source::Rank(1), TagMatch::Tag(7))
+            .unwrap();
+        for (i, len) in sizes.iter().enumerate() {
+            agent.send(1, 5, &msg(10 + i as u32, *len)).unwrap();
+        }
+    } else {
+        // Wait until the first messages are all here (tag 6 comes last).
+        agent
+            .probe(
+                Source::Rank(0),
+                TagMatch::Tag(6),
+                Some(Duration::from_secs(30)),
+            )
+            .unwrap();
+        let mut b = vec![0u8; 200_000];
+        for (i, len) in sizes.iter().enumerate() {
+            let st = agent
+                .recv(&mut b, Source::Rank(0), TagMatch::Tag(5))
+                .unwrap();
+            assert_eq!(st.count(), *len as u64, "message {i}");
+            assert_eq!(b[..*len].to_vec(), msg(i as u32, *len), "message {i}");
+        }
+        let st = agent.recv(&mut b, Source::Any, TagMatch::Any).unwrap();
+        assert_eq!((st.tag(), st.count()), (Some(6), 32));
+        agent.send(0, 7, &[1]).unwrap();
+        for (i, len) in sizes.iter().enumerate() {
+            let st = agent.recv(&mut b, Source::Any, TagMatch::Tag(5)).unwrap();
+            assert_eq!(st.count(), *len as u64, "message {}", 10 + i);
+            assert_eq!(b[..*len].to_vec(), msg(10 + i as u32, *len));
+        }
+    }
+}
+
+/// A blocking `recv` shorter than the message fails with `Truncated`, its buffer holding the
+/// first bytes; the next message is still received whole.
+fn truncation(agent: Agent) {
+    if agent.rank() == 0 {
+        agent.send(1, 3, &msg(1, 100)).unwrap();
+        agent.send(1, 3, &msg(2, 10)).unwrap();
+    } else {
+        let mut b = [0u8; 50];
+        let err = agent
+            .recv(&mut b, Source::Rank(0), TagMatch::Tag(3))
+            .unwrap_err();
+        match err {
+            AgentError::Request(RequestError::Operation(cause)) => {
+                let e = cause.downcast_ref::<AgentError>().expect("an agent error");
+                assert!(
+                    matches!(
+                        e,
+                        AgentError::Truncated {
+                            len: 100,
+                            capacity: 50
+                        }
+                    ),
+                    "{e}"
+                );
+            }
+            other => panic!("expected a truncation, got {other}"),
+        }
+        assert_eq!(b.to_vec(), msg(1, 100)[..50].to_vec());
+        let st = agent
+            .recv(&mut b, Source::Rank(0), TagMatch::Tag(3))
+            .unwrap();
+        assert_eq!(st.count(), 10);
+        assert_eq!(b[..10].to_vec(), msg(2, 10));
+    }
+}
+
+/// Many fast sends in a row, the last right before `finalize`: every one arrives, in order,
+/// also when the method runs out of room and the general path queues some.
+fn sends_then_finalize(agent: Agent) {
+    const N: u32 = 5000;
+    if agent.rank() == 0 {
+        for i in 0..N {
+            agent.send(1, 1, &msg(i, 24)).unwrap();
+        }
+    } else {
+        let mut b = [0u8; 24];
+        for i in 0..N {
+            agent
+                .recv(&mut b, Source::Rank(0), TagMatch::Tag(1))
+                .unwrap();
+            assert_eq!(b.to_vec(), msg(i, 24), "message {i}");
+        }
+    }
+}
+
+/// Three ranks: any-source blocking receives get every message of both senders, each
+/// sender's in order.
+fn any_source_order(agent: Agent) {
+    const N: u32 = 2000;
+    if agent.rank() > 0 {
+        for i in 0..N {
+            agent.send(0, 4, &msg(i, 12)).unwrap();
+        }
+    } else {
+        let mut next = [0u32; 3];
+        let mut b = [0u8; 12];
+        for _ in 0..2 * N {
+            let st = agent.recv(&mut b, Source::Any, TagMatch::Tag(4)).unwrap();
+            let from = st.source().unwrap() as usize;
+            assert_eq!(b.to_vec(), msg(next[from], 12), "from {from}");
+            next[from] += 1;
+        }
+        assert_eq!(next, [0, N, N]);
+    }
+}
+
+#[test]
+fn a_posted_receive_comes_before_a_blocking_one() {
+    for m in METHODS {
+        job(2, config(m), posted_receive_comes_first);
+    }
+}
+
+#[test]
+fn unexpected_messages_then_in_place_ones_arrive_in_order() {
+    for m in METHODS {
+        job(2, config(m), unexpected_then_in_place);
+    }
+}
+
+#[test]
+fn a_short_blocking_receive_reports_truncation() {
+    for m in METHODS {
+        job(2, config(m), truncation);
+    }
+}
+
+#[test]
+fn a_stream_of_fast_sends_arrives_whole_and_in_order() {
+    for m in METHODS {
+        job(2, config(m), sends_then_finalize);
+    }
+}
+
+#[test]
+fn any_source_blocking_receives_keep_each_senders_order() {
+    for m in METHODS {
+        job(3, config(m), any_source_order);
+    }
+}
