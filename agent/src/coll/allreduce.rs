@@ -119,6 +119,10 @@ impl Comm {
 
     /// [`Comm::allreduce`] with any [`Reduction`] (a user function included).
     pub fn allreduce_with(&self, buf: &mut [u8], red: &Reduction) -> Result<(), AgentError> {
+        if buf.len() <= switch_points().small_max {
+            check_reduction("allreduce", red, buf.len())?;
+            return self.small_allreduce(buf, red);
+        }
         let started = self.iallreduce(buf.to_vec(), red)?;
         finish(started, buf)
     }

@@ -41,6 +41,10 @@ impl Comm {
 
     /// Broadcasts `buf` from `root` to every rank (`MPI_Bcast`).
     pub fn bcast(&self, buf: &mut [u8], root: u32) -> Result<(), AgentError> {
+        if buf.len() <= switch_points().small_max {
+            check_root("bcast", root, self.size())?;
+            return self.small_bcast(buf, root);
+        }
         let started = self.ibcast(buf.to_vec(), root)?;
         finish(started, buf)
     }

@@ -18,13 +18,18 @@
 //!
 //! | collective | algorithm |
 //! | --- | --- |
-//! | `barrier` | dissemination: ⌈log2 n⌉ blocks of empty messages |
+//! | `barrier` | dissemination: ⌈log2 n⌉ blocks of empty messages (blocking: as point-to-point messages, see below) |
 //! | `bcast` | binomial tree below [`BCAST_CHAIN_MIN`] bytes, a chain from [`BCAST_CHAIN_MIN`] on; one block either way, pipelined piece by piece (a rank sends piece k on as soon as it arrived) |
 //! | `scatter`, `gather` | one block along a binomial tree: a rank relays to (collects from) its children the parts of their subtrees, piece by piece as they arrive |
 //! | `allgather` | recursive doubling for a power of two below [`ALLGATHER_RING_MIN`] bytes in all, else a ring, as one pipelined block (each rank forwards what its left neighbour sent) |
 //! | `reduce` | binomial tree of gather blocks: a rank combines its children's pieces and sends each combined piece on as soon as every child's piece was combined |
 //! | `allreduce` | recursive doubling below [`ALLREDUCE_RSAG_MIN`] bytes, else reduce-scatter (recursive halving) and allgather (recursive doubling); for a non-power of two, the first 2·(n − 2^⌊log2 n⌋) ranks fold pairwise first and get the result back last |
 //! | `alltoall` | n − 1 pairwise blocks: in block k a rank sends to rank + k and receives from rank − k |
+//!
+//! The blocking `barrier`, and blocking `bcast` and `allreduce` of at most [`SMALL_MAX`] bytes,
+//! run the same algorithms as plain point-to-point messages on the collective context instead
+//! of xfer blocks (module `small`): for a few bytes the schedule machinery costs more than the
+//! messages.
 //!
 //! # Switch points
 //!
@@ -62,7 +67,10 @@ mod bcast;
 mod gather;
 mod reduce;
 mod scatter;
+mod small;
 mod tree;
+
+pub use small::{SMALL_MAX, SMALL_MAX_VAR};
 
 use std::sync::OnceLock;
 
@@ -95,6 +103,8 @@ pub struct SwitchPoints {
     pub allreduce_rsag_min: usize,
     /// See [`ALLGATHER_RING_MIN`].
     pub allgather_ring_min: usize,
+    /// See [`SMALL_MAX`].
+    pub small_max: usize,
 }
 
 fn env_bytes(var: &str, default: usize) -> usize {
@@ -112,6 +122,7 @@ pub fn switch_points() -> SwitchPoints {
         bcast_chain_min: env_bytes(BCAST_CHAIN_MIN_VAR, BCAST_CHAIN_MIN),
         allreduce_rsag_min: env_bytes(ALLREDUCE_RSAG_MIN_VAR, ALLREDUCE_RSAG_MIN),
         allgather_ring_min: env_bytes(ALLGATHER_RING_MIN_VAR, ALLGATHER_RING_MIN),
+        small_max: env_bytes(SMALL_MAX_VAR, SMALL_MAX),
     })
 }
 
