@@ -250,8 +250,7 @@ impl Comm {
 
     /// Sends to communicator rank `dest` and waits for the send to complete.
     pub fn send(&self, dest: u32, tag: u32, data: &[u8]) -> Result<(), AgentError> {
-        self.isend(dest, tag, data)?.wait()?;
-        Ok(())
+        self.inner.p2p.send(self.to_world(dest)?, tag, data)
     }
 
     /// Receives into `buf`; the status reports the source as a communicator rank.
@@ -261,6 +260,15 @@ impl Comm {
         source: Source,
         tag: TagMatch,
     ) -> Result<Status, AgentError> {
+        let world = self.source(source)?;
+        if let Some(st) = self.inner.p2p.recv_now(buf, world, tag) {
+            let from = st.source().unwrap_or(u32::MAX);
+            let from = match &self.inner.to_comm {
+                Some(map) => map.get(from as usize).copied().unwrap_or(from),
+                None => from,
+            };
+            return Ok(Status::message(from, st.tag().unwrap_or(u32::MAX), st.count()));
+        }
         let (mut req, data) = self.irecv(buf.len(), source, tag)?;
         let result = req.wait();
         data.copy_to(buf);
