@@ -267,7 +267,11 @@ impl Comm {
                 Some(map) => map.get(from as usize).copied().unwrap_or(from),
                 None => from,
             };
-            return Ok(Status::message(from, st.tag().unwrap_or(u32::MAX), st.count()));
+            return Ok(Status::message(
+                from,
+                st.tag().unwrap_or(u32::MAX),
+                st.count(),
+            ));
         }
         let (mut req, data) = self.irecv(buf.len(), source, tag)?;
         let result = req.wait();
