@@ -174,6 +174,63 @@ fn any_source_order(agent: Agent) {
     }
 }
 
+/// Four threads of each rank run blocking ping-pongs on one agent at once, each on its own
+/// tag, while a fifth thread receives a stream with any source: every message reaches the
+/// right thread, in order.
+fn threads_block_on_one_agent(agent: Agent) {
+    const ROUNDS: u32 = 200;
+    let me = agent.rank();
+    let peer = 1 - me;
+    let mut threads: Vec<_> = (0..4u32)
+        .map(|t| {
+            let agent = agent.clone();
+            std::thread::spawn(move || {
+                let mut b = [0u8; 16];
+                for i in 0..ROUNDS {
+                    let m = msg(t * 100_000 + i, 16);
+                    if me == 0 {
+                        agent.send(peer, t, &m).unwrap();
+                        agent
+                            .recv(&mut b, Source::Rank(peer), TagMatch::Tag(t))
+                            .unwrap();
+                    } else {
+                        agent
+                            .recv(&mut b, Source::Rank(peer), TagMatch::Tag(t))
+                            .unwrap();
+                        agent.send(peer, t, &b).unwrap();
+                    }
+                    assert_eq!(b.to_vec(), m, "thread {t}, round {i}");
+                }
+            })
+        })
+        .collect();
+    let stream = agent.clone();
+    threads.push(std::thread::spawn(move || {
+        let mut b = [0u8; 8];
+        for i in 0..ROUNDS {
+            if me == 0 {
+                stream.send(peer, 100, &msg(i, 8)).unwrap();
+            } else {
+                let st = stream
+                    .recv(&mut b, Source::Any, TagMatch::Tag(100))
+                    .unwrap();
+                assert_eq!((st.source(), st.tag()), (Some(0), Some(100)));
+                assert_eq!(b.to_vec(), msg(i, 8), "stream message {i}");
+            }
+        }
+    }));
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn threads_run_blocking_ping_pongs_on_one_agent() {
+    for m in METHODS {
+        job(2, config(m), threads_block_on_one_agent);
+    }
+}
+
 #[test]
 fn a_posted_receive_comes_before_a_blocking_one() {
     for m in METHODS {
