@@ -239,6 +239,7 @@ impl Agent {
             st.finalized = true;
             st.book.fail_all();
             for vc in st.vcs.iter_mut() {
+                vc.readers.fail_all(|| AgentError::Finalized);
                 vc.link = Link::Closed;
             }
         }

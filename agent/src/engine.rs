@@ -624,8 +624,11 @@ impl State {
                 continue;
             };
             let peer = vc.peer;
-            while let Some((id, result)) = m.poll() {
+            while let Some((id, result, buffer)) = m.poll_returning() {
                 work += 1;
+                if let Some(buffer) = buffer {
+                    vc.buffers.returned(id, buffer);
+                }
                 if let Some(reason) = book.completed(peer, id, result) {
                     failures.push((peer, reason));
                 }
@@ -659,6 +662,12 @@ impl State {
                             break;
                         }
                     }
+                }
+            }
+            if !vc.readers.is_empty() {
+                match vc.feed_readers() {
+                    Ok(n) => work += n,
+                    Err(e) => failures.push((peer, chain(&e))),
                 }
             }
             if vc.failed.is_none() && vc.has_queued() {

@@ -96,6 +96,29 @@ pub enum AgentError {
         /// The limit.
         max: usize,
     },
+    /// The buffers bound to a reserved read cannot hold the reserved bytes.
+    #[error("read buffers of {capacity} bytes cannot hold the {len} bytes reserved")]
+    ReadBufferTooSmall {
+        /// The bytes reserved.
+        len: usize,
+        /// The bytes the buffers hold.
+        capacity: usize,
+    },
+    /// The method of the VC keeps no buffer after sending (verbs copies into registered
+    /// memory), so a written method buffer cannot be handed back.
+    #[error("the method to rank {peer} does not hand written buffers back")]
+    BufferNotReturned {
+        /// The peer rank.
+        peer: u32,
+    },
+    /// Method buffers of different VCs were given to one vectored write.
+    #[error("method buffers of rank {first} and rank {other} given to one write")]
+    MixedBuffers {
+        /// The peer of the first buffer.
+        first: u32,
+        /// The peer of a buffer that differs.
+        other: u32,
+    },
     /// A rank outside `0..size`.
     #[error("rank {rank} is not in this job of {size} ranks")]
     BadRank {

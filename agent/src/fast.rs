@@ -246,7 +246,10 @@ fn in_place(st: &mut State, i: usize, pattern: &Pattern, buf: &mut [u8]) -> Turn
         };
     }
     let mut failed = None;
-    while let Some((id, result)) = m.poll() {
+    while let Some((id, result, buffer)) = m.poll_returning() {
+        if let Some(buffer) = buffer {
+            vc.buffers.returned(id, buffer);
+        }
         if let Some(reason) = book.completed(peer, id, result) {
             failed = Some(reason);
         }

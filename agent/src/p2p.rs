@@ -198,6 +198,29 @@ impl Agent {
         )
     }
 
+    /// Binds a tagged message made of several buffers to a place held by
+    /// [`Agent::reserve_write`] (`Set_markerv` of seed 002) and returns its send request. The
+    /// parts are gathered into one message buffer (the one copy: an eager message adds its
+    /// envelope in front, a rendezvous message of one piece is sent from that buffer), so
+    /// they may be reused as soon as this returns. Order as for [`Agent::set_marker`].
+    pub fn set_markerv(
+        &self,
+        marker: Marker,
+        tag: u32,
+        parts: &[&[u8]],
+    ) -> Result<Request, AgentError> {
+        if tag == u32::MAX {
+            return Err(AgentError::ReservedTag(tag));
+        }
+        self.send_at(
+            marker.peer,
+            tag,
+            Payload::Owned(parts.concat()),
+            false,
+            Some(marker.id),
+        )
+    }
+
     /// Starts a send of `data` to rank `dest` with `tag` (`MPI_Isend`). The data is copied
     /// (eager: into the method; rendezvous: into pieces the agent owns until sent), so `data`
     /// may be reused as soon as this returns; the request completes when the message has left.

@@ -17,6 +17,9 @@
 //!   unexpected queue). Messages of the VC's byte stream (`Agent::write`) are left in place
 //!   for `Agent::next`, which shows them to the caller without a copy and consumes what the
 //!   caller took; until they are consumed, nothing behind them is read.
+//! - **reserve_read / read / readv, get_buffer / write_buffer**: reserved reads wait in the
+//!   VC's read queue and take stream bytes in reservation order; method buffers come from
+//!   the VC's pool and go back to it (see [`crate::stream`]).
 //! - **locking**: the seed's `Lock_read`/`Lock_write` are the agent's state mutex: every VC
 //!   operation runs with it held, so a block of writes by one thread is never interleaved
 //!   with another thread's (callers that need several writes adjacent make them under one
@@ -26,7 +29,10 @@
 
 use std::collections::VecDeque;
 
+use crate::engine::peer_failed;
 use crate::method::{Method, MethodError};
+use crate::stream::method_buffer::BufferPool;
+use crate::stream::read::ReadQueue;
 
 /// One message waiting to be posted: descriptor id, method tag, payload.
 #[derive(Debug)]
@@ -66,6 +72,10 @@ pub(crate) struct Vc {
     /// The next inbound message is stream bytes waiting for `Agent::next`: the progress engine
     /// reads nothing more from this VC until they are consumed.
     pub(crate) stream_at_head: bool,
+    /// Reserved reads of the inbound stream, oldest first (`Agent::reserve_read`).
+    pub(crate) readers: ReadQueue,
+    /// Method buffers of this VC: the free pool and those the method holds.
+    pub(crate) buffers: BufferPool,
 }
 
 impl Vc {
@@ -77,6 +87,8 @@ impl Vc {
             failed: None,
             drained: false,
             stream_at_head: false,
+            readers: ReadQueue::default(),
+            buffers: BufferPool::default(),
         }
     }
 
@@ -142,11 +154,16 @@ impl Vc {
         !self.queue.is_empty()
     }
 
-    /// Marks the VC failed and hands back every queued message (their requests must fail).
+    /// Marks the VC failed, fails its reserved reads, and hands back every queued message
+    /// (their requests must fail).
     pub(crate) fn fail(&mut self, reason: String) -> Vec<Outbound> {
         if self.failed.is_none() {
             self.failed = Some(reason);
         }
+        let why = self.failed.clone().unwrap_or_default();
+        let peer = self.peer;
+        self.readers.fail_all(|| peer_failed(peer, &why));
+        self.buffers.clear_in_method();
         self.queue
             .drain(..)
             .filter_map(|s| match s {

@@ -84,6 +84,10 @@ impl MethodError {
     }
 }
 
+/// A completion with the buffer its descriptor was posted with, if the method hands it back:
+/// descriptor id, bytes moved or the error, buffer.
+pub(crate) type Returned = (u64, Result<usize, MethodError>, Option<Vec<u8>>);
+
 /// One connection of a VC, over one method.
 pub(crate) enum Method {
     Shm(Box<shm::Endpoint>),
@@ -185,6 +189,8 @@ impl Method {
         data: &[u8],
         scratch: &mut Vec<u8>,
     ) -> Result<bool, MethodError> {
+        #[cfg(not(feature = "rdma"))]
+        let _ = scratch;
         match self {
             Method::Shm(ep) => Ok(ep.post_send_parts(id, tag, &[header, data])?.is_posted()),
             Method::Tcp(ep) => Ok(ep.post_send_parts(id, tag, &[header, data])?.is_posted()),
@@ -212,6 +218,52 @@ impl Method {
             Method::Verbs(ep) => ep
                 .poll()
                 .map(|c| (c.id, c.result.map_err(MethodError::from))),
+        }
+    }
+
+    /// Like [`Method::poll`], also handing back the buffer the descriptor was posted with
+    /// (shared memory and TCP hand back the owned buffer of a send; verbs copied it into
+    /// registered memory and freed it).
+    #[inline]
+    pub(crate) fn poll_returning(&mut self) -> Option<Returned> {
+        match self {
+            Method::Shm(ep) => ep
+                .poll()
+                .map(|c| (c.id, c.result.map_err(MethodError::from), c.buffer)),
+            Method::Tcp(ep) => ep
+                .poll()
+                .map(|c| (c.id, c.result.map_err(MethodError::from), c.buffer)),
+            #[cfg(feature = "rdma")]
+            Method::Verbs(ep) => ep
+                .poll()
+                .map(|c| (c.id, c.result.map_err(MethodError::from), None)),
+        }
+    }
+
+    /// The current inbound message in place (as [`Method::next`]), followed by the messages
+    /// queued behind it that the method holds in place at the same time, at most `max` in all:
+    /// the shared-memory method shows the send records already in its ring, TCP the messages
+    /// lying whole in the same receive buffer; verbs shows the current message only. `consume` still applies to the current message; after
+    /// it is consumed whole, `next` brings the following one to the head.
+    pub(crate) fn next_many(&mut self, max: usize) -> Result<Vec<(u64, &[u8])>, MethodError> {
+        match self {
+            Method::Shm(ep) => Ok(ep
+                .next_queued(max)?
+                .into_iter()
+                .map(|m| (m.tag, m.data))
+                .collect()),
+            Method::Tcp(ep) => Ok(ep
+                .next_queued(max)?
+                .into_iter()
+                .map(|m| (m.tag, m.data))
+                .collect()),
+            #[cfg(feature = "rdma")]
+            Method::Verbs(ep) => Ok(ep
+                .next()?
+                .map(|m| (m.tag, m.data))
+                .into_iter()
+                .take(max)
+                .collect()),
         }
     }
 

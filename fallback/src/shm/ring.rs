@@ -237,19 +237,29 @@ impl Consumer {
 
     /// The record at the consumer's position, skipping padding.
     pub(crate) fn peek(&mut self) -> Peek {
+        let peek = self.peek_at(self.pos);
+        if let Peek::Record(r) = &peek {
+            self.pos = r.pos;
+        }
+        peek
+    }
+
+    /// The record at ring position `pos` (the consumer's position or a record end after it,
+    /// for looking ahead of records not released yet), skipping padding; nothing is taken.
+    pub(crate) fn peek_at(&self, mut pos: u64) -> Peek {
         loop {
-            let off = (self.pos % self.size as u64) as usize;
+            let off = (pos % self.size as u64) as usize;
             let s = self.stamp_at(off);
-            if s == stamp_of(self.pos, self.salt) {
+            if s == stamp_of(pos, self.salt) {
                 break;
             }
-            if s == stamp_of(self.pos, self.salt) ^ PAD_MARK {
-                self.pos += (self.size - off) as u64;
+            if s == stamp_of(pos, self.salt) ^ PAD_MARK {
+                pos += (self.size - off) as u64;
                 continue;
             }
             return Peek::Empty;
         }
-        let off = (self.pos % self.size as u64) as usize;
+        let off = (pos % self.size as u64) as usize;
         // SAFETY: the stamp was published with release ordering after the header was written;
         // the 32 header bytes lie inside the data area (records are at least one line).
         let raw =
@@ -257,16 +267,21 @@ impl Consumer {
         let limit = (self.size - off - RECORD_HEADER) as u32;
         let header = match Header::decode(raw, limit) {
             Ok(h) => h,
-            Err(e) => return Peek::Corrupt(format!("record at ring position {}: {e}", self.pos)),
+            Err(e) => return Peek::Corrupt(format!("record at ring position {pos}: {e}")),
         };
         // SAFETY: the payload `off + RECORD_HEADER .. + len` was checked to fit the data area.
         let payload =
             unsafe { NonNull::new_unchecked(self.data.as_ptr().add(off + RECORD_HEADER)) };
         Peek::Record(Record {
-            pos: self.pos,
+            pos,
             header,
             payload,
         })
+    }
+
+    /// The consumer's position: everything before it is released.
+    pub(crate) fn position(&self) -> u64 {
+        self.pos
     }
 
     /// Releases every record up to and including `rec`, handing its space back to the producer.

@@ -260,6 +260,61 @@ impl Endpoint {
         }))
     }
 
+    /// Like [`Endpoint::next`], followed by the messages queued in the inbound ring right
+    /// behind the current one (eager sends already published, in order), at most `max` in
+    /// all, every one borrowed in place. [`Endpoint::consume`] still applies to the first;
+    /// once it is consumed whole, `next` brings the second to the head, and so on. The look
+    /// ahead stops at the first record that is not an eager send (a long message, a request
+    /// of the peer), which `next` handles when it gets there.
+    pub fn next_queued(&mut self, max: usize) -> Result<Vec<Message<'_>>, Error> {
+        if max == 0 || self.next()?.is_none() {
+            return Ok(Vec::new());
+        }
+        let this = &*self;
+        let (first, mut pos) = match &this.inbound {
+            Inbound::Ring { rec, consumed } => (
+                Message {
+                    tag: rec.header.tag,
+                    data: &Self::payload(rec)[*consumed..],
+                },
+                rec.end(),
+            ),
+            Inbound::Assembled { tag, len, consumed } => (
+                Message {
+                    tag: *tag,
+                    data: &this.assembly[*consumed..*len],
+                },
+                this.rx.position(),
+            ),
+            _ => return Ok(Vec::new()),
+        };
+        let mut out = vec![first];
+        let mut seq = this.recv_seq;
+        while out.len() < max {
+            let Peek::Record(rec) = this.rx.peek_at(pos) else {
+                break;
+            };
+            if rec.header.kind != Kind::Send || rec.header.seq != seq {
+                break;
+            }
+            out.push(Message {
+                tag: rec.header.tag,
+                data: Self::payload_ahead(this, rec),
+            });
+            pos = rec.end();
+            seq = seq.wrapping_add(1);
+        }
+        Ok(out)
+    }
+
+    fn payload_ahead(&self, rec: Record) -> &[u8] {
+        // SAFETY: the record was published (acquire on its stamp) and lies after the
+        // consumer's position, so it is not released: the producer does not write its bytes
+        // until the consumer releases it, which needs `&mut self`, while the returned borrow
+        // holds `&self`.
+        unsafe { std::slice::from_raw_parts(rec.payload.as_ptr(), rec.header.len as usize) }
+    }
+
     /// Gives back the first `n` bytes shown by `next`. Once every byte of a message is consumed
     /// (for an empty message: `consume(0)`), its ring cell is released to the sender.
     pub fn consume(&mut self, n: usize) -> Result<(), Error> {

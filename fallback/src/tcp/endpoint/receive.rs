@@ -279,6 +279,62 @@ impl Endpoint {
         })
     }
 
+    /// Like [`Endpoint::next`], followed by the messages that lie whole in the same receive
+    /// buffer right behind the current one (sends only, in order), at most `max` in all,
+    /// every one borrowed in place. [`Endpoint::consume`] still applies to the first; once it
+    /// is consumed whole, `next` brings the second to the head, and so on. The look ahead
+    /// stops at a frame that is not a send, at a header or payload that crosses into the next
+    /// receive buffer, and at the end of what has arrived.
+    pub fn next_queued(&mut self, max: usize) -> Result<Vec<Message<'_>>, Error> {
+        if max == 0 || self.next()?.is_none() {
+            return Ok(Vec::new());
+        }
+        let this = &*self;
+        let Some(front) = this.rx.front() else {
+            return Ok(Vec::new());
+        };
+        let (first, mut at) = match this.current {
+            Current::InPlace { header, consumed } => {
+                let end = front.off + header.len as usize;
+                (
+                    Message {
+                        tag: header.tag,
+                        data: &front.buf[front.off + consumed..end],
+                    },
+                    end,
+                )
+            }
+            Current::Assembled { header, consumed } => (
+                Message {
+                    tag: header.tag,
+                    data: &this.assembly[consumed..header.len as usize],
+                },
+                front.off,
+            ),
+            _ => return Ok(Vec::new()),
+        };
+        let mut out = vec![first];
+        let bytes: &[u8] = &front.buf;
+        while out.len() < max {
+            let Some(raw) = bytes.get(at..at + HEADER_LEN) else {
+                break;
+            };
+            let Ok(h) = Header::decode(raw, this.config.max_frame) else {
+                break;
+            };
+            let start = at + HEADER_LEN;
+            let Some(data) = bytes.get(start..start + h.len as usize) else {
+                break;
+            };
+            if h.kind != Kind::Send {
+                break;
+            }
+            out.push(Message { tag: h.tag, data });
+            at = start + h.len as usize;
+        }
+        Ok(out)
+    }
+
     pub(super) fn flush_quietly(&mut self) {
         if let Err(e) = self.flush() {
             let _ = e;

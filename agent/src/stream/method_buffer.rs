@@ -1,0 +1,352 @@
+//! Buffers of a VC's method: `get_buffer`, `release_buffer`, `write_buffer` and their `v`
+//! forms (seed 002's `Get_buffer`, `Release_buffer`, `Get_bufferv`, `Release_bufferv`).
+//!
+//! [`Agent::get_buffer`] hands out a [`MethodBuffer`] for the VC of one peer: memory from that
+//! VC's pool, which the method takes as it is when the buffer is written. The caller fills it
+//! (by hand, or with [`Agent::read`] from another VC: a `MethodBuffer` is a read target) and
+//! gives it to [`Agent::write_buffer`], which posts that very allocation as the next stream
+//! message: the agent makes no copy. What each method does with it:
+//!
+//! - **TCP**: the kernel reads the bytes out of the buffer (`sendmsg` gathers the method's
+//!   header and the buffer); no copy in user space.
+//! - **shared memory**: a message longer than the method's eager limit is read by the peer
+//!   straight out of the buffer (`process_vm_readv`), or, where that is not permitted,
+//!   copied in ring-sized pieces; a shorter one is copied once into the ring cell, the only
+//!   memory the peer can see without a system call.
+//! - **verbs**: the bytes are copied into registered send slots.
+//!
+//! The method holds the buffer until its completion and hands it back then:
+//! [`BufferWrite::wait_timeout`] returns that same allocation to the caller (its address is
+//! the one the caller filled, which is what tests check), and a [`BufferWrite`] dropped
+//! before that leaves the buffer to go back to the VC's pool. [`Agent::release_buffer`] puts
+//! an unused (or returned) buffer back into the pool, where the next `get_buffer` for that VC
+//! finds it. The verbs method keeps no buffer after its copy, so over verbs the returned
+//! buffer is the agent's own.
+
+use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::agent::Agent;
+use crate::engine::{State, peer_failed};
+use crate::error::AgentError;
+use crate::request::Request;
+
+/// Buffers kept for reuse per VC; more released ones are freed.
+const POOL_BUFFERS: usize = 8;
+
+type Slot = Arc<Mutex<Option<Vec<u8>>>>;
+
+/// The buffer pool of one VC, and the buffers its method holds for written method buffers.
+#[derive(Debug, Default)]
+pub(crate) struct BufferPool {
+    free: Vec<Vec<u8>>,
+    /// Descriptor id -> where its buffer goes back when the method completes it.
+    in_method: HashMap<u64, Slot>,
+}
+
+impl BufferPool {
+    /// A buffer of `len` bytes (zeroed where new), from the pool when one is large enough.
+    fn take(&mut self, len: usize) -> Vec<u8> {
+        let fit = self.free.iter().position(|b| b.capacity() >= len);
+        let mut buf = fit.map(|i| self.free.swap_remove(i)).unwrap_or_default();
+        buf.clear();
+        buf.resize(len, 0);
+        buf
+    }
+
+    fn put(&mut self, buf: Vec<u8>) {
+        if self.free.len() < POOL_BUFFERS && buf.capacity() > 0 {
+            self.free.push(buf);
+        }
+    }
+
+    /// The method completed descriptor `id` and handed back `buf`: to the waiting
+    /// [`BufferWrite`], or to the pool when that was dropped; other buffers are freed.
+    pub(crate) fn returned(&mut self, id: u64, buf: Vec<u8>) {
+        if self.in_method.is_empty() {
+            return;
+        }
+        if let Some(slot) = self.in_method.remove(&id) {
+            if Arc::strong_count(&slot) == 1 {
+                self.put(buf);
+            } else {
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(buf);
+            }
+        }
+    }
+
+    /// The VC failed: buffers its method still holds will not come back.
+    pub(crate) fn clear_in_method(&mut self) {
+        self.in_method.clear();
+    }
+}
+
+/// A buffer of the method of one VC (see the [module docs](self)): fill it, then write it with
+/// [`Agent::write_buffer`] without a copy, or give it back with [`Agent::release_buffer`].
+/// Dereferences to its bytes.
+#[derive(Debug)]
+pub struct MethodBuffer {
+    peer: u32,
+    data: Vec<u8>,
+}
+
+impl MethodBuffer {
+    /// The peer whose VC the buffer belongs to.
+    pub fn peer(&self) -> u32 {
+        self.peer
+    }
+
+    /// Where its bytes start (for checking that a method sent from this memory).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.data.as_ptr()
+    }
+
+    /// Shortens the buffer to `len` bytes (what a write of it sends); no effect when `len`
+    /// is not shorter.
+    pub fn truncate(&mut self, len: usize) {
+        self.data.truncate(len);
+    }
+}
+
+impl Deref for MethodBuffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+impl DerefMut for MethodBuffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.data
+    }
+}
+
+impl AsRef<[u8]> for MethodBuffer {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+impl AsMut<[u8]> for MethodBuffer {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.data
+    }
+}
+
+/// A write of a [`MethodBuffer`] started by [`Agent::write_buffer`]: its request, and the
+/// buffer once the method handed it back.
+#[derive(Debug)]
+#[must_use = "dropping it leaves the buffer to the VC's pool"]
+pub struct BufferWrite {
+    request: Request,
+    slot: Slot,
+    agent: Agent,
+    peer: u32,
+}
+
+impl BufferWrite {
+    /// The write's request (complete when the method is done with the buffer).
+    pub fn request(&mut self) -> &mut Request {
+        &mut self.request
+    }
+
+    /// Waits (at most `timeout`) until the method completed the write and gives back the
+    /// buffer it sent from: the same allocation that was filled. Ends with
+    /// [`AgentError::PeerFailed`] (inside [`AgentError::Request`]) when the peer fails first,
+    /// with [`AgentError::Timeout`] after `timeout` (the buffer then goes back to the VC's
+    /// pool when the method is done), and with [`AgentError::BufferNotReturned`] when the
+    /// method keeps no buffer (verbs copies and frees it).
+    pub fn wait_timeout(mut self, timeout: Duration) -> Result<MethodBuffer, AgentError> {
+        let deadline = Instant::now() + timeout;
+        if self
+            .request
+            .wait_timeout(deadline.saturating_duration_since(Instant::now()))?
+            .is_none()
+        {
+            return Err(AgentError::Timeout {
+                what: "method buffer write",
+                seconds: timeout.as_secs(),
+            });
+        }
+        let data = self.slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match data {
+            Some(data) => Ok(MethodBuffer {
+                peer: self.peer,
+                data,
+            }),
+            None => Err(AgentError::BufferNotReturned { peer: self.peer }),
+        }
+    }
+}
+
+impl Drop for BufferWrite {
+    fn drop(&mut self) {
+        let mut st = self.agent.shared.lock();
+        let back = self.slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let (Some(buf), Some(vc)) = (back, st.vcs.get_mut(self.peer as usize)) {
+            vc.buffers.put(buf);
+        }
+        // Dropping `slot` under the lock: a completion after this sees the count fall to one
+        // and keeps the buffer in the pool.
+        self.slot = Arc::new(Mutex::new(None));
+    }
+}
+
+impl Agent {
+    fn check_stream_len(&self, peer: u32, len: usize) -> Result<(), AgentError> {
+        self.check_rank(peer)?;
+        if peer == self.shared.rank {
+            return Err(AgentError::SelfStream);
+        }
+        let max = self.shared.config.rendezvous_chunk;
+        if len > max {
+            return Err(AgentError::StreamTooLong { len, max });
+        }
+        Ok(())
+    }
+
+    /// A method buffer of `len` bytes for the VC of `peer` (`Get_buffer` of seed 002), from
+    /// that VC's pool (allocated when the pool has none large enough; new bytes are zero). At
+    /// most `Config::rendezvous_chunk` bytes, the longest stream message. Does not block.
+    pub fn get_buffer(&self, peer: u32, len: usize) -> Result<MethodBuffer, AgentError> {
+        self.check_stream_len(peer, len)?;
+        let mut st = self.shared.lock();
+        if st.finalized {
+            return Err(AgentError::Finalized);
+        }
+        let data = st.vcs[peer as usize].buffers.take(len);
+        Ok(MethodBuffer { peer, data })
+    }
+
+    /// Method buffers holding `len` bytes in all for the VC of `peer` (`Get_bufferv`), each
+    /// at most `Config::rendezvous_chunk` bytes; one empty buffer for `len` = 0.
+    pub fn get_bufferv(&self, peer: u32, len: usize) -> Result<Vec<MethodBuffer>, AgentError> {
+        let piece = self.shared.config.rendezvous_chunk;
+        let mut out = Vec::new();
+        let mut left = len;
+        loop {
+            let n = left.min(piece);
+            out.push(self.get_buffer(peer, n)?);
+            left -= n;
+            if left == 0 {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Gives a method buffer back to its VC's pool unused (`Release_buffer` of seed 002).
+    pub fn release_buffer(&self, buf: MethodBuffer) {
+        let mut st = self.shared.lock();
+        if let Some(vc) = st.vcs.get_mut(buf.peer as usize) {
+            vc.buffers.put(buf.data);
+        }
+    }
+
+    /// Gives several method buffers back to their pools (`Release_bufferv`).
+    pub fn release_bufferv(&self, bufs: Vec<MethodBuffer>) {
+        for b in bufs {
+            self.release_buffer(b);
+        }
+    }
+
+    /// Writes a method buffer as the next message of the byte stream to its peer, without a
+    /// copy: the method is handed this allocation (see the [module docs](self) for what each
+    /// method does with it) and hands it back on completion, through the returned
+    /// [`BufferWrite`]. Ordered with every other message to the peer as [`Agent::write`] is.
+    /// Does not block.
+    pub fn write_buffer(&self, buf: MethodBuffer) -> Result<BufferWrite, AgentError> {
+        let peer = buf.peer;
+        self.check_stream_len(peer, buf.data.len())?;
+        let mut st = self.shared.lock();
+        if st.finalized {
+            return Err(AgentError::Finalized);
+        }
+        Ok(self.post_buffer(&mut st, buf))
+    }
+
+    /// Writes several method buffers of one VC as consecutive stream messages (no other
+    /// message to the peer comes between them), each without a copy (see
+    /// [`Agent::write_buffer`]); one [`BufferWrite`] per buffer, in order.
+    pub fn write_bufferv(&self, bufs: Vec<MethodBuffer>) -> Result<Vec<BufferWrite>, AgentError> {
+        let Some(peer) = bufs.first().map(|b| b.peer) else {
+            return Ok(Vec::new());
+        };
+        if let Some(other) = bufs.iter().find(|b| b.peer != peer) {
+            return Err(AgentError::MixedBuffers {
+                first: peer,
+                other: other.peer,
+            });
+        }
+        for b in &bufs {
+            self.check_stream_len(peer, b.data.len())?;
+        }
+        let mut st = self.shared.lock();
+        if st.finalized {
+            return Err(AgentError::Finalized);
+        }
+        let writes = bufs
+            .into_iter()
+            .map(|buf| self.post_buffer(&mut st, buf))
+            .collect();
+        drop(st);
+        Ok(writes)
+    }
+
+    /// Posts one method buffer on its VC (the agent's lock held by the caller).
+    fn post_buffer(&self, st: &mut State, buf: MethodBuffer) -> BufferWrite {
+        let peer = buf.peer;
+        let (request, counter) = Request::message_driven(1, self.shared.driver.clone());
+        let slot: Slot = Arc::new(Mutex::new(None));
+        if let Some(reason) = &st.vcs[peer as usize].failed {
+            let _ = counter.fail_car(peer_failed(peer, reason));
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(buf.data);
+        } else {
+            let out = st.book.stream_send(peer, buf.data, counter);
+            st.vcs[peer as usize]
+                .buffers
+                .in_method
+                .insert(out.id, Arc::clone(&slot));
+            st.write(peer, out);
+        }
+        BufferWrite {
+            request,
+            slot,
+            agent: self.clone(),
+            peer,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_reuses_buffers_and_routes_returned_ones() {
+        let mut pool = BufferPool::default();
+        let a = pool.take(100);
+        assert_eq!(a.len(), 100);
+        let at = a.as_ptr();
+        pool.put(a);
+        // A smaller request reuses the larger buffer, zeroed to its length.
+        let b = pool.take(10);
+        assert_eq!((b.as_ptr(), b.len()), (at, 10));
+        // A buffer whose write is awaited goes to the waiter; one nobody awaits, to the pool;
+        // an unknown one is freed.
+        let slot: Slot = Arc::new(Mutex::new(None));
+        pool.in_method.insert(7, Arc::clone(&slot));
+        pool.returned(7, b);
+        assert_eq!(slot.lock().unwrap().as_ref().map(|v| v.as_ptr()), Some(at));
+        pool.in_method.insert(8, Arc::new(Mutex::new(None)));
+        pool.returned(8, vec![1; 4]);
+        assert_eq!(pool.free.len(), 1);
+        pool.returned(9, vec![1; 4]);
+        assert_eq!(pool.free.len(), 1);
+        for _ in 0..2 * POOL_BUFFERS {
+            pool.put(vec![0; 1]);
+        }
+        assert_eq!(pool.free.len(), POOL_BUFFERS);
+    }
+}

@@ -1,0 +1,289 @@
+//! The byte stream of a VC (seed 002's VC operations): `write`/`writev`/`write_buffer` on
+//! one side; `next`/`nextv` + consume in place, or `reserve_read` + `read`/`readv` into the
+//! caller's buffers, on the other.
+//!
+//! Beside tagged messages, each VC to a peer carries a plain ordered stream of messages, with
+//! no envelope and no matching. The operations, what they block on, who owns what, and the
+//! copies they make:
+//!
+//! | operation | blocks on | copies |
+//! | --- | --- | --- |
+//! | [`Agent::write`] | nothing (queued behind earlier messages when the method is full) | none in the agent: the owned `Vec` is the method's until its completion |
+//! | [`Agent::writev`] | nothing | one: the slices are gathered into one message buffer, then sent as by `write` |
+//! | [`Agent::write_buffer`] | nothing | none: a [`MethodBuffer`] from [`Agent::get_buffer`] is handed to the method and comes back on completion |
+//! | [`Agent::next`] / [`Agent::nextv`] | nothing (one progress pass); `next_timeout` waits | none: the closure sees the bytes in the method's receive memory |
+//! | [`Agent::reserve_read`] | nothing | none |
+//! | [`Agent::read`] / [`Agent::readv`] | nothing; [`StreamRead::wait_timeout`] waits | one, from the method's receive memory into the caller's buffer |
+//!
+//! **Order.** Stream messages and tagged messages to one peer leave in the order they were
+//! posted; the stream's bytes arrive in that order. Inbound, stream bytes go first to
+//! reserved reads, in reservation order, then to `next`/`nextv`: while a reservation of the
+//! VC is pending, `next` and `nextv` see nothing.
+//!
+//! **In place.** [`Agent::next`] shows the unconsumed bytes of the oldest stream message
+//! inside the method's receive memory (a shared-memory ring cell, an io_uring receive buffer;
+//! a method's reassembly buffer for a message that spans its receive buffers) to a closure
+//! that returns how many bytes it consumed. [`Agent::nextv`] shows the unconsumed bytes of
+//! several queued stream messages at once, one slice each, as far as the method can hold them
+//! in place together (the shared-memory method shows the stream messages already in its ring
+//! behind the current one; TCP those lying whole in the same receive buffer; verbs the current
+//! one only), and consumes across their boundaries. A message is released to the method once
+//! consumed whole.
+//!
+//! **Locking.** The closures of `next`/`nextv` run with the agent's mutex held (the seed's
+//! `Lock_read`): other threads' calls wait until they return, and tagged traffic behind an
+//! unconsumed stream message on the same VC waits until it is consumed. A block of writes made
+//! by one call (`writev`, `write_bufferv`) is never interleaved with another thread's
+//! messages (the seed's `Lock_write`).
+//!
+//! **Limits and failure.** One stream message holds at most `Config::rendezvous_chunk` bytes
+//! ([`AgentError::StreamTooLong`]). The self loop has no stream ([`AgentError::SelfStream`]).
+//! After finalize every call fails with [`AgentError::Finalized`]. When the peer fails,
+//! writes and reads on its VC fail with [`AgentError::PeerFailed`] within the method's
+//! failure-detection time; no wait hangs.
+//!
+//! Reserved reads are in [`read`], method buffers in [`method_buffer`].
+
+pub mod method_buffer;
+pub mod read;
+
+pub use method_buffer::{BufferWrite, MethodBuffer};
+pub use read::{ReadReservation, StreamRead, StreamReadv};
+
+use std::time::{Duration, Instant};
+
+use crate::agent::Agent;
+use crate::engine::{State, chain, peer_failed};
+use crate::error::AgentError;
+use crate::method::MethodError;
+use crate::request::Request;
+use crate::vc::Link;
+use crate::wire::{self, STREAM};
+
+/// Most stream messages [`Agent::nextv`] shows in one call.
+pub const MAX_VIEWS: usize = 64;
+
+/// Where `next`/`nextv` stand on a VC: the bytes to show are at the head, or the answer.
+enum Head {
+    Ready,
+    Answer(Result<Option<usize>, AgentError>),
+}
+
+fn stream_head(st: &mut State, peer: u32) -> Head {
+    if st.finalized {
+        return Head::Answer(Err(AgentError::Finalized));
+    }
+    if !st.vcs[peer as usize].stream_at_head {
+        st.progress();
+    }
+    let vc = &mut st.vcs[peer as usize];
+    if matches!(vc.link, Link::SelfLoop) {
+        return Head::Answer(Err(AgentError::SelfStream));
+    }
+    if !vc.stream_at_head || !vc.readers.is_empty() {
+        return Head::Answer(match (&vc.failed, vc.drained) {
+            (Some(reason), true) => Err(peer_failed(peer, reason)),
+            _ => Ok(None),
+        });
+    }
+    Head::Ready
+}
+
+impl Agent {
+    /// Sends `data` (at most `Config::rendezvous_chunk` bytes) as the next message of the
+    /// byte stream to `peer` (`Write` of seed 002), without copying it: the method owns the
+    /// buffer until its completion. The request completes when the method is done with it.
+    /// Stream and tagged messages to one peer leave in the order they were posted. Does not
+    /// block.
+    pub fn write(&self, peer: u32, data: Vec<u8>) -> Result<Request, AgentError> {
+        self.check_rank(peer)?;
+        if peer == self.shared.rank {
+            return Err(AgentError::SelfStream);
+        }
+        let max = self.shared.config.rendezvous_chunk;
+        if data.len() > max {
+            return Err(AgentError::StreamTooLong {
+                len: data.len(),
+                max,
+            });
+        }
+        let (request, counter) = Request::message_driven(1, self.shared.driver.clone());
+        let mut st = self.shared.lock();
+        if st.finalized {
+            return Err(AgentError::Finalized);
+        }
+        if let Some(reason) = &st.vcs[peer as usize].failed {
+            let _ = counter.fail_car(peer_failed(peer, reason));
+            return Ok(request);
+        }
+        let out = st.book.stream_send(peer, data, counter);
+        st.write(peer, out);
+        Ok(request)
+    }
+
+    /// Sends the concatenation of `parts` as one stream message (`Writev` of seed 002): the
+    /// parts are gathered into one message buffer (the one copy), which is then sent as by
+    /// [`Agent::write`]; `parts` may be reused as soon as this returns. At most
+    /// `Config::rendezvous_chunk` bytes in all. Does not block.
+    pub fn writev(&self, peer: u32, parts: &[&[u8]]) -> Result<Request, AgentError> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let max = self.shared.config.rendezvous_chunk;
+        if len > max {
+            self.check_rank(peer)?;
+            return Err(AgentError::StreamTooLong { len, max });
+        }
+        self.write(peer, parts.concat())
+    }
+
+    /// Shows the unconsumed bytes of the oldest stream message from `peer` in place to `f`,
+    /// which returns how many of them it consumed (`Next` + `Consume` of seed 002; more than
+    /// shown counts as all). `Ok(None)` when no stream message is there after one progress
+    /// pass (or reserved reads of the VC come first); `Ok(Some(n))` with the bytes consumed
+    /// otherwise. Makes no copy; does not block.
+    pub fn next<F>(&self, peer: u32, f: F) -> Result<Option<usize>, AgentError>
+    where
+        F: FnOnce(&[u8]) -> usize,
+    {
+        self.check_rank(peer)?;
+        let mut st = self.shared.lock();
+        if let Head::Answer(a) = stream_head(&mut st, peer) {
+            return a;
+        }
+        let Link::Remote(m) = &mut st.vcs[peer as usize].link else {
+            return Err(AgentError::SelfStream);
+        };
+        let (n, whole) = match m.next() {
+            Ok(Some((tag, data))) if wire::split_tag(tag).0 == STREAM => {
+                let n = f(data).min(data.len());
+                (n, n == data.len())
+            }
+            Ok(_) => return Ok(None),
+            Err(e) => return Err(peer_failed(peer, &e.to_string())),
+        };
+        if let Err(e) = m.consume(n) {
+            let reason = e.to_string();
+            st.fail_vc(peer, reason.clone());
+            return Err(peer_failed(peer, &reason));
+        }
+        if whole {
+            st.vcs[peer as usize].stream_at_head = false;
+        }
+        Ok(Some(n))
+    }
+
+    /// Shows the unconsumed bytes of the queued stream messages from `peer` in place to `f`,
+    /// one slice per message in arrival order (at most [`MAX_VIEWS`], as many as the method
+    /// holds in place together: see the [module docs](self)), and consumes the number of bytes
+    /// `f` returns across them, front to back (`Nextv` + `Consume` of seed 002; more than shown
+    /// counts as all). Messages consumed whole are released to the method. Answers as
+    /// [`Agent::next`] does; makes no copy; does not block.
+    pub fn nextv<F>(&self, peer: u32, f: F) -> Result<Option<usize>, AgentError>
+    where
+        F: FnOnce(&[&[u8]]) -> usize,
+    {
+        self.check_rank(peer)?;
+        let mut st = self.shared.lock();
+        if let Head::Answer(a) = stream_head(&mut st, peer) {
+            return a;
+        }
+        let Link::Remote(m) = &mut st.vcs[peer as usize].link else {
+            return Err(AgentError::SelfStream);
+        };
+        let (n, lens) = match m.next_many(MAX_VIEWS) {
+            Ok(views) => {
+                let views: Vec<&[u8]> = views
+                    .into_iter()
+                    .take_while(|(tag, _)| wire::split_tag(*tag).0 == STREAM)
+                    .map(|(_, d)| d)
+                    .collect();
+                if views.is_empty() {
+                    return Ok(None);
+                }
+                let lens: Vec<usize> = views.iter().map(|v| v.len()).collect();
+                let total = lens.iter().sum();
+                (f(&views).min(total), lens)
+            }
+            Err(e) => return Err(peer_failed(peer, &e.to_string())),
+        };
+        let consumed = (|| -> Result<bool, MethodError> {
+            let mut left = n;
+            for (i, len) in lens.into_iter().enumerate() {
+                if i > 0 {
+                    // Bring the next message to the head (it is the one shown).
+                    m.next()?;
+                }
+                let k = left.min(len);
+                m.consume(k)?;
+                left -= k;
+                if k < len || left == 0 {
+                    return Ok(k == len);
+                }
+            }
+            Ok(true)
+        })();
+        match consumed {
+            Ok(head_gone) => {
+                if head_gone {
+                    let more = matches!(
+                        m.next(),
+                        Ok(Some((tag, _))) if wire::split_tag(tag).0 == STREAM
+                    );
+                    st.vcs[peer as usize].stream_at_head = more;
+                }
+                Ok(Some(n))
+            }
+            Err(e) => {
+                let reason = chain(&e);
+                st.fail_vc(peer, reason.clone());
+                Err(peer_failed(peer, &reason))
+            }
+        }
+    }
+
+    /// Like [`Agent::next`], making progress (and sleeping in the methods) up to `timeout`
+    /// until a stream message from `peer` is there; `Ok(None)` at the timeout.
+    pub fn next_timeout<F>(
+        &self,
+        peer: u32,
+        timeout: Duration,
+        f: F,
+    ) -> Result<Option<usize>, AgentError>
+    where
+        F: FnOnce(&[u8]) -> usize,
+    {
+        self.wait_stream(peer, timeout);
+        self.next(peer, f)
+    }
+
+    /// Like [`Agent::nextv`], waiting up to `timeout` as [`Agent::next_timeout`] does.
+    pub fn nextv_timeout<F>(
+        &self,
+        peer: u32,
+        timeout: Duration,
+        f: F,
+    ) -> Result<Option<usize>, AgentError>
+    where
+        F: FnOnce(&[&[u8]]) -> usize,
+    {
+        self.wait_stream(peer, timeout);
+        self.nextv(peer, f)
+    }
+
+    /// Makes progress until a stream message from `peer` is at the head of its VC, the VC
+    /// failed, or `timeout` passed.
+    fn wait_stream(&self, peer: u32, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let ready = {
+                let st = self.shared.lock();
+                st.vcs
+                    .get(peer as usize)
+                    .is_none_or(|v| v.stream_at_head || v.failed.is_some())
+            };
+            if ready || Instant::now() >= deadline {
+                return;
+            }
+            self.make_progress_blocking(Duration::from_millis(1));
+        }
+    }
+}
