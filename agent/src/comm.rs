@@ -276,6 +276,7 @@ impl Comm {
         let (mut req, data) = self.irecv(buf.len(), source, tag)?;
         let result = req.wait();
         data.copy_to(buf);
+        self.inner.p2p.recycle(&data);
         Ok(result?)
     }
 

@@ -96,6 +96,8 @@ pub(crate) struct Book {
     pub(crate) scratch: Vec<u8>,
     /// Fast sends (see [`crate::fast`]) whose method completion has not come, per peer.
     fast_sends: Vec<u64>,
+    /// Large buffers kept for the next rendezvous messages.
+    pub(crate) spare: crate::spare::Spare,
 }
 
 /// The agent's whole mutable state.
@@ -173,6 +175,7 @@ impl Book {
             xfer: XferEngine::new(xfer_chunk),
             scratch: Vec::new(),
             fast_sends: Vec::new(),
+            spare: Default::default(),
         }
     }
 
@@ -335,7 +338,8 @@ impl Book {
 
     fn start_rndv_recv(&mut self, env: Envelope, sender_id: u64, len: u64, r: PostedRecv) {
         r.counter.set_envelope(r.source_of(env.source), env.tag);
-        r.buf.expect(len);
+        let want = len.min(r.buf.capacity() as u64) as usize;
+        r.buf.expect_in(want, &mut self.spare);
         let rid = self.id();
         self.rndv_recvs.insert(
             rid,
@@ -626,8 +630,8 @@ impl State {
             let peer = vc.peer;
             while let Some((id, result, buffer)) = m.poll_returning() {
                 work += 1;
-                if let Some(buffer) = buffer {
-                    vc.buffers.returned(id, buffer);
+                if let Some(spare) = buffer.and_then(|b| vc.buffers.returned(id, b)) {
+                    book.spare.put(spare);
                 }
                 if let Some(reason) = book.completed(peer, id, result) {
                     failures.push((peer, reason));

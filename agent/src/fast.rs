@@ -183,6 +183,19 @@ impl State {
     }
 }
 
+impl Agent {
+    /// Keeps the memory of a finished blocking receive for the next large message (see
+    /// [`crate::spare`]), once its bytes were copied out.
+    pub(crate) fn recycle(&self, data: &crate::recv_buffer::RecvBuffer) {
+        if data.capacity() >= crate::spare::MIN_BYTES {
+            let v = data.take();
+            if v.capacity() >= crate::spare::MIN_BYTES {
+                self.shared.lock().book.spare.put(v);
+            }
+        }
+    }
+}
+
 /// One turn of the receive fast path, with the agent's state locked.
 fn recv_turn(st: &mut State, pattern: &Pattern, buf: &mut [u8]) -> Turn {
     if let Some(t) = from_unexpected(st, pattern, buf) {
@@ -247,8 +260,8 @@ fn in_place(st: &mut State, i: usize, pattern: &Pattern, buf: &mut [u8]) -> Turn
     }
     let mut failed = None;
     while let Some((id, result, buffer)) = m.poll_returning() {
-        if let Some(buffer) = buffer {
-            vc.buffers.returned(id, buffer);
+        if let Some(spare) = buffer.and_then(|b| vc.buffers.returned(id, b)) {
+            book.spare.put(spare);
         }
         if let Some(reason) = book.completed(peer, id, result) {
             failed = Some(reason);

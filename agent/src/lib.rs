@@ -20,6 +20,7 @@ pub mod p2p;
 pub mod progress;
 pub mod recv_buffer;
 pub mod request;
+mod spare;
 pub mod stream;
 mod vc;
 mod wire;

@@ -82,13 +82,20 @@ impl Payload<'_> {
         }
     }
 
-    /// The data in pieces of at most `chunk` bytes (one empty piece for an empty message).
-    fn into_chunks(self, chunk: usize) -> Vec<Vec<u8>> {
-        let len = self.as_slice().len();
-        if len <= chunk {
-            return vec![self.into_vec()];
+    /// The data in pieces of at most `chunk` bytes (one empty piece for an empty message),
+    /// copied into kept buffers where the data is borrowed.
+    fn into_chunks(self, chunk: usize, spare: &mut crate::spare::Spare) -> Vec<Vec<u8>> {
+        let copy = |piece: &[u8], spare: &mut crate::spare::Spare| {
+            let mut v = spare.take(piece.len());
+            v.extend_from_slice(piece);
+            v
+        };
+        match self {
+            Payload::Owned(v) if v.len() <= chunk => vec![v],
+            Payload::Owned(v) => v.chunks(chunk).map(|p| copy(p, spare)).collect(),
+            Payload::Borrowed(b) if b.len() <= chunk => vec![copy(b, spare)],
+            Payload::Borrowed(b) => b.chunks(chunk).map(|p| copy(p, spare)).collect(),
         }
-        self.as_slice().chunks(chunk).map(<[u8]>::to_vec).collect()
     }
 }
 
@@ -143,7 +150,8 @@ impl Agent {
             st.book
                 .eager_send(dest, self.context, tag, data.as_slice(), counter)
         } else {
-            let chunks = data.into_chunks(st.book.chunk);
+            let chunk = st.book.chunk;
+            let chunks = data.into_chunks(chunk, &mut st.book.spare);
             st.book
                 .rendezvous_send(dest, self.context, tag, chunks, counter)
         };
@@ -342,6 +350,7 @@ impl Agent {
         let (mut request, data) = self.irecv(buf.len(), source, tag)?;
         let result = request.wait();
         data.copy_to(buf);
+        self.recycle(&data);
         Ok(result?)
     }
 

@@ -51,6 +51,13 @@ impl RecvBuffer {
         std::mem::take(&mut *self.lock())
     }
 
+    /// Empties the buffer but keeps its memory, so that posting it again with
+    /// [`Agent::irecv_into`](crate::agent::Agent::irecv_into) receives into the same pages
+    /// (no allocation or page faults for a repeated large receive).
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+
     /// Copies the received bytes to the front of `out`; returns how many were copied.
     pub fn copy_to(&self, out: &mut [u8]) -> usize {
         let d = self.lock();
@@ -76,11 +83,15 @@ impl RecvBuffer {
         n
     }
 
-    /// Prepares room for a message of `len` bytes (no reallocation while it arrives).
-    pub(crate) fn expect(&self, len: u64) {
-        let want = (len.min(self.capacity as u64)) as usize;
+    /// Prepares room for `want` bytes of a message, taking the memory from `spare` when the
+    /// buffer has none yet.
+    pub(crate) fn expect_in(&self, want: usize, spare: &mut crate::spare::Spare) {
         let mut d = self.lock();
-        let extra = want.saturating_sub(d.len());
-        d.reserve_exact(extra);
+        if d.capacity() == 0 && want >= crate::spare::MIN_BYTES {
+            *d = spare.take(want);
+        } else {
+            let extra = want.saturating_sub(d.len());
+            d.reserve_exact(extra);
+        }
     }
 }

@@ -15,6 +15,7 @@ use viaduct_agent::agent::Agent;
 
 use super::launched::{relaunch, under_launcher};
 use viaduct_agent::matching::{Source, TagMatch};
+use viaduct_agent::recv_buffer::RecvBuffer;
 use viaduct_agent::request::wait_all;
 
 type BoxError = Box<dyn Error>;
@@ -160,15 +161,18 @@ fn bandwidth(
     let window = window.max(1);
     let rounds = iters.div_ceil(window).max(1);
     let data = vec![7u8; size];
+    // The receiver reuses its window of buffers, as an application (and osu_bw) does.
+    let bufs: Vec<RecvBuffer> = (0..window).map(|_| RecvBuffer::new(size)).collect();
     let mut ack = [0u8; 1];
     let start = Instant::now();
     for _ in 0..rounds {
         let mut reqs = Vec::with_capacity(window as usize);
-        for _ in 0..window {
+        for b in &bufs {
             if me == 0 {
                 reqs.push(agent.isend(peer, 2, &data)?);
             } else {
-                reqs.push(agent.irecv(size, Source::Rank(peer), TagMatch::Tag(2))?.0);
+                b.clear();
+                reqs.push(agent.irecv_into(b.clone(), Source::Rank(peer), TagMatch::Tag(2))?);
             }
         }
         wait_all(&mut reqs, None)?;

@@ -63,17 +63,22 @@ impl BufferPool {
     }
 
     /// The method completed descriptor `id` and handed back `buf`: to the waiting
-    /// [`BufferWrite`], or to the pool when that was dropped; other buffers are freed.
-    pub(crate) fn returned(&mut self, id: u64, buf: Vec<u8>) {
+    /// [`BufferWrite`], or to the pool when that was dropped; any other buffer is given back
+    /// to the caller.
+    pub(crate) fn returned(&mut self, id: u64, buf: Vec<u8>) -> Option<Vec<u8>> {
         if self.in_method.is_empty() {
-            return;
+            return Some(buf);
         }
-        if let Some(slot) = self.in_method.remove(&id) {
-            if Arc::strong_count(&slot) == 1 {
-                self.put(buf);
-            } else {
-                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(buf);
+        match self.in_method.remove(&id) {
+            Some(slot) => {
+                if Arc::strong_count(&slot) == 1 {
+                    self.put(buf);
+                } else {
+                    *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(buf);
+                }
+                None
             }
+            None => Some(buf),
         }
     }
 
