@@ -1,7 +1,15 @@
-//! Running a job of several ranks inside one test process: a PMI-1 server, one thread per
-//! rank, each with its own agent connected over real methods.
+//! Running a job of several ranks inside one test process (a PMI-1 server, one thread per
+//! rank, each with its own agent connected over real methods), and the test bodies every
+//! method runs: [`bodies`] holds them, [`scale`] their sizes per method, [`method`] the runner,
+//! [`killed`] the rank killed mid-transfer. [`method_tests!`] and [`self_tests!`] turn the
+//! bodies into tests, so that `self`, `shm`, `tcp` and `verbs` run the same checks.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_macros)]
+
+pub mod bodies;
+pub mod killed;
+pub mod method;
+pub mod scale;
 
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -82,4 +90,154 @@ where
         .into_iter()
         .map(|r| r.expect("every rank reported"))
         .collect()
+}
+
+/// One test per shared body that needs two or more ranks, over `$method` (a
+/// [`method::Method`]), at that method's [`scale`].
+macro_rules! method_tests {
+    ($method:expr) => {
+        use $crate::agent_common::bodies;
+        use $crate::agent_common::method::{Method, run, run_with};
+
+        #[test]
+        fn ping_pong() {
+            run($method, 2, bodies::p2p::ping_pong);
+        }
+
+        #[test]
+        fn posted_and_unexpected() {
+            run($method, 2, bodies::p2p::posted_and_unexpected);
+        }
+
+        #[test]
+        fn big_message() {
+            run($method, 2, bodies::p2p::big_message);
+        }
+
+        #[test]
+        fn synchronous_send() {
+            run($method, 2, bodies::p2p::synchronous_send);
+        }
+
+        #[test]
+        fn threads_share_one_agent() {
+            run($method, 2, bodies::p2p::threads_share_one_agent);
+        }
+
+        #[test]
+        fn all_to_all_any_source_3_ranks() {
+            run($method, 3, bodies::matching::all_to_all_any_source);
+        }
+
+        #[test]
+        fn all_to_all_any_source_full() {
+            let ranks = $method.scale().all_to_all_ranks;
+            run($method, ranks, bodies::matching::all_to_all_any_source);
+        }
+
+        #[test]
+        fn non_overtaking() {
+            run($method, 2, bodies::matching::non_overtaking);
+        }
+
+        #[test]
+        fn truncation() {
+            run($method, 2, bodies::matching::truncation);
+        }
+
+        #[test]
+        fn cancel_pending_receive() {
+            run($method, 2, bodies::matching::cancel_pending_receive);
+        }
+
+        #[test]
+        fn unexpected_messages() {
+            run($method, 2, bodies::unexpected::many_unexpected);
+        }
+
+        #[test]
+        fn unexpected_memory_bounded() {
+            run_with(
+                $method,
+                2,
+                bodies::unexpected::small_limit($method.config()),
+                bodies::unexpected::memory_is_bounded,
+            );
+        }
+
+        #[test]
+        fn reserve_write_set_marker() {
+            run($method, 2, bodies::order::markers_keep_order);
+        }
+
+        #[test]
+        fn stream_next_and_consume() {
+            run($method, 2, bodies::stream::byte_stream);
+        }
+    };
+}
+
+/// One test per shared body that makes sense on one rank, over the self loop. Left out:
+/// unexpected memory bounded by back-pressure (a rank sending to itself cannot be held back
+/// by itself), `reserve_write`/`set_marker` and the byte stream (both refused for one's own
+/// rank, checked by the self-only tests), and the killed rank.
+macro_rules! self_tests {
+    () => {
+        use $crate::agent_common::bodies;
+        use $crate::agent_common::method::{Method, run};
+
+        #[test]
+        fn ping_pong() {
+            run(Method::SelfLoop, 1, bodies::p2p::ping_pong);
+        }
+
+        #[test]
+        fn posted_and_unexpected() {
+            run(Method::SelfLoop, 1, bodies::p2p::posted_and_unexpected);
+        }
+
+        #[test]
+        fn big_message() {
+            run(Method::SelfLoop, 1, bodies::p2p::big_message);
+        }
+
+        #[test]
+        fn synchronous_send() {
+            run(Method::SelfLoop, 1, bodies::p2p::synchronous_send);
+        }
+
+        #[test]
+        fn threads_share_one_agent() {
+            run(Method::SelfLoop, 1, bodies::p2p::threads_share_one_agent);
+        }
+
+        #[test]
+        fn all_to_all_any_source() {
+            run(Method::SelfLoop, 1, bodies::matching::all_to_all_any_source);
+        }
+
+        #[test]
+        fn non_overtaking() {
+            run(Method::SelfLoop, 1, bodies::matching::non_overtaking);
+        }
+
+        #[test]
+        fn truncation() {
+            run(Method::SelfLoop, 1, bodies::matching::truncation);
+        }
+
+        #[test]
+        fn cancel_pending_receive() {
+            run(
+                Method::SelfLoop,
+                1,
+                bodies::matching::cancel_pending_receive,
+            );
+        }
+
+        #[test]
+        fn unexpected_messages() {
+            run(Method::SelfLoop, 1, bodies::unexpected::many_unexpected);
+        }
+    };
 }

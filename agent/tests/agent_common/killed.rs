@@ -1,0 +1,157 @@
+//! A rank killed with SIGKILL in the middle of transfers: every request on its VC ends on the
+//! surviving rank (those that cannot complete with the peer's failure), nothing hangs, later
+//! operations on the dead VC fail, and the survivor's agent still works.
+//!
+//! Rank 0 is the test's own thread; rank 1 is a child process running the same test binary
+//! (an ignored test that calls [`child_rank`]), killed by the test with `Child::kill`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use viaduct_agent::agent::Agent;
+use viaduct_agent::bootstrap::server::{Pmi1Server, ServerConfig};
+use viaduct_agent::bootstrap::{Bootstrap, JobKey};
+use viaduct_agent::config::Config;
+use viaduct_agent::error::AgentError;
+use viaduct_agent::matching::{Source, TagMatch};
+use viaduct_agent::request::{Request, RequestError};
+
+use super::method::Method;
+use super::rank_env;
+
+/// Names the child's method; only a process started by [`killed_mid_transfer`] has it.
+const CHILD_VAR: &str = "VIADUCT_TEST_KILLED_METHOD";
+
+/// How long either side waits on a silent peer: short, so a death shows soon.
+fn settings(method: Method) -> Config {
+    Config {
+        peer_timeout: Duration::from_secs(2),
+        ..method.config()
+    }
+}
+
+fn method_named(name: &str) -> Option<Method> {
+    [Method::Shm, Method::Tcp, Method::Verbs]
+        .into_iter()
+        .find(|m| m.name() == name)
+}
+
+/// The killed rank's side, the body of an ignored test named as the `child_test` given to
+/// [`killed_mid_transfer`]: connects, takes one message so the survivor knows data flows,
+/// says "ready" on standard error (the harness captures standard output), then sleeps without
+/// progress (so the survivor's transfers stay in flight) until it is killed. Does nothing
+/// when not started as the child.
+pub fn child_rank() {
+    let Ok(name) = std::env::var(CHILD_VAR) else {
+        return;
+    };
+    let method = method_named(&name).unwrap_or_else(|| panic!("unknown method {name:?}"));
+    let boot = Bootstrap::from_env().unwrap();
+    let agent = Agent::with_bootstrap(boot, settings(method)).unwrap();
+    let mut b = [0u8; 4];
+    agent
+        .recv(&mut b, Source::Rank(0), TagMatch::Tag(1))
+        .unwrap();
+    eprintln!("ready");
+    std::thread::sleep(Duration::from_secs(120));
+}
+
+fn is_peer_failure(e: &RequestError) -> bool {
+    matches!(e, RequestError::Operation(c)
+        if matches!(c.downcast_ref::<AgentError>(), Some(AgentError::PeerFailed { peer: 1, .. })))
+}
+
+/// The survivor's side over `method`, with rank 1 a child running the ignored test
+/// `child_test` of this binary. In flight when the child dies: a rendezvous send of
+/// `Scale::killed_long` bytes, `Scale::killed_eager` eager sends (filling the method's
+/// window) and a receive from it.
+pub fn killed_mid_transfer(method: Method, child_test: &str) {
+    if !method.available() {
+        return;
+    }
+    let scale = method.scale();
+    let server = Pmi1Server::start(ServerConfig::new(2)).unwrap();
+    let key = JobKey::generate().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            child_test,
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .envs(rank_env(&server, 1, 2, &key))
+        .env(CHILD_VAR, method.name())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.trim() == "ready" {
+                let _ = tx.send(());
+            }
+        }
+    });
+
+    let boot = Bootstrap::from_vars(rank_env(&server, 0, 2, &key)).unwrap();
+    let agent = Agent::with_bootstrap(boot, settings(method)).unwrap();
+    assert_eq!(agent.method_of(1), Some(method.name()));
+    agent.send(1, 1, b"ping").unwrap();
+    if rx.recv_timeout(Duration::from_secs(60)).is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the child rank did not get ready within 60 s");
+    }
+    let mut reqs: Vec<Request> = vec![agent.isend(1, 2, &vec![5u8; scale.killed_long]).unwrap()];
+    for _ in 0..scale.killed_eager {
+        reqs.push(agent.isend(1, 3, &[6u8; 16_000]).unwrap());
+    }
+    let (recv, _buf) = agent.irecv(8, Source::Rank(1), TagMatch::Any).unwrap();
+    reqs.push(recv);
+    for _ in 0..20 {
+        agent.make_progress();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let started = std::time::Instant::now();
+    let mut failed = 0;
+    for (i, mut r) in reqs.into_iter().enumerate() {
+        match r.wait_timeout(Duration::from_secs(60)) {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("request {i} did not complete within 60 s of the peer's death"),
+            Err(e) => {
+                assert!(is_peer_failure(&e), "unexpected error: {e:?}");
+                failed += 1;
+            }
+        }
+    }
+    println!(
+        "{}: {failed} requests failed {:?} after the kill",
+        method.name(),
+        started.elapsed()
+    );
+    // At least the rendezvous send (never matched) and the receive fail.
+    assert!(failed >= 2, "only {failed} requests failed");
+    // Later operations on the dead VC fail at once; the agent itself still works.
+    let e = agent
+        .isend(1, 4, b"late")
+        .unwrap()
+        .wait_timeout(Duration::from_secs(60))
+        .expect_err("a send to a dead peer must fail");
+    assert!(is_peer_failure(&e), "{e:?}");
+    assert!(agent.connect(1).is_err());
+    agent.send(0, 9, b"self").unwrap();
+    let mut b = [0u8; 4];
+    agent
+        .recv(&mut b, Source::Rank(0), TagMatch::Tag(9))
+        .unwrap();
+    assert_eq!(&b, b"self");
+    drop(agent);
+    server.shutdown();
+}
