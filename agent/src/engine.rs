@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::error::AgentError;
 use crate::matching::{Envelope, MatchQueues, Pattern, Source};
 use crate::method::MethodError;
+use crate::method::rndv::{FIN, READ_ID, RTS_READ};
 use crate::recv_buffer::RecvBuffer;
 use crate::request::{CarCounter, RequestError};
 use crate::vc::{Link, Outbound, Vc};
@@ -98,6 +99,8 @@ pub(crate) struct Book {
     fast_sends: Vec<u64>,
     /// Large buffers kept for the next rendezvous messages.
     pub(crate) spare: crate::spare::Spare,
+    /// Rendezvous by RDMA READ on verbs VCs (see [`crate::method::rndv`]).
+    pub(crate) rdma: crate::method::rndv::ReadRndv,
 }
 
 /// The agent's whole mutable state.
@@ -176,6 +179,7 @@ impl Book {
             scratch: Vec::new(),
             fast_sends: Vec::new(),
             spare: Default::default(),
+            rdma: Default::default(),
         }
     }
 
@@ -193,6 +197,7 @@ impl Book {
         !self.sends.is_empty()
             || !self.rndv_sends.is_empty()
             || self.fast_sends.iter().any(|&n| n > 0)
+            || self.rdma.sends_pending()
     }
 
     /// Registers descriptor `id`, accepted by the method, as a send whose completion completes
@@ -311,6 +316,20 @@ impl Book {
         }
     }
 
+    /// The data of rendezvous send `sender_id` while it waits for its `CTS`.
+    #[cfg(feature = "rdma")]
+    pub(crate) fn rndv_chunks(&self, sender_id: u64) -> Option<&[Vec<u8>]> {
+        self.rndv_sends.get(&sender_id).map(|s| s.chunks.as_slice())
+    }
+
+    /// Takes rendezvous send `sender_id` over to another protocol: its data and request.
+    #[cfg(feature = "rdma")]
+    pub(crate) fn take_rndv_send(&mut self, sender_id: u64) -> Option<(Vec<Vec<u8>>, CarCounter)> {
+        self.rndv_sends
+            .remove(&sender_id)
+            .map(|s| (s.chunks, s.counter))
+    }
+
     /// Posts a receive: matches the oldest acceptable unexpected message, else queues it.
     pub(crate) fn post_recv(&mut self, pattern: Pattern, r: PostedRecv) {
         if let Some(r) = self.try_match(&pattern, r) {
@@ -340,6 +359,12 @@ impl Book {
         r.counter.set_envelope(r.source_of(env.source), env.tag);
         let want = len.min(r.buf.capacity() as u64) as usize;
         r.buf.expect_in(want, &mut self.spare);
+        if self.rdma.is_announced(env.source, sender_id) {
+            let rid = self.id();
+            self.rdma
+                .start_recv(rid, env.source, sender_id, len, r.buf, r.counter);
+            return;
+        }
         let rid = self.id();
         self.rndv_recvs.insert(
             rid,
@@ -396,11 +421,15 @@ impl Book {
                     }
                 }
             }
-            RTS => {
+            RTS | RTS_READ => {
                 let env = envelope(data)?;
                 let len = wire::u64_at(data, 8)
-                    .filter(|_| data.len() == RTS_LEN)
+                    .filter(|_| data.len() == RTS_LEN || kind == RTS_READ)
                     .ok_or("malformed RTS")?;
+                if kind == RTS_READ {
+                    self.rdma
+                        .announce(peer, id, &data[RTS_LEN.min(data.len())..])?;
+                }
                 match self.queues.arrive(&env) {
                     Some((_, r)) => self.start_rndv_recv(env, id, len, r),
                     None => self
@@ -444,6 +473,7 @@ impl Book {
                 }
             }
             XFER => self.xfer.inbound(peer, data)?,
+            FIN => self.rdma.fin(peer, id)?,
             0xff => {} // the last handshake bytes, if any
             other => return Err(format!("unknown message kind {other}")),
         }
@@ -462,6 +492,9 @@ impl Book {
                 *n = n.saturating_sub(1);
             }
             return result.err().map(|e| chain(&e));
+        }
+        if id & READ_ID != 0 {
+            return self.rdma.read_completed(peer, id, result);
         }
         match (self.sends.remove(&id), result) {
             (Some((counter, bytes, _)), Ok(_)) => {
@@ -542,6 +575,7 @@ impl Book {
         }
         self.queues
             .drain_unexpected(|e, u| e.source == peer && matches!(u, Unexpected::Rts { .. }));
+        self.rdma.peer_failed(peer, reason);
         self.xfer.peer_failed(peer, reason);
     }
 
@@ -580,6 +614,7 @@ impl Book {
             }
         }
         self.unexpected_bytes = 0;
+        self.rdma.fail_all();
         self.xfer.fail_all();
     }
 
@@ -595,6 +630,7 @@ const INBOUND_BURST: usize = 64;
 impl State {
     /// Writes `out` on the VC of `peer`; a method error fails the VC.
     pub(crate) fn write(&mut self, peer: u32, out: Outbound) {
+        let out = crate::method::rndv::announce(self, peer, out);
         let vc = &mut self.vcs[peer as usize];
         if let Some(reason) = vc.failed.clone() {
             self.book.peer_failed(peer, &reason, vec![out]);
@@ -685,6 +721,7 @@ impl State {
             work += 1;
             self.write(peer, out);
         }
+        work += crate::method::rndv::drive(self);
         for (peer, reason) in failures {
             work += 1;
             self.fail_vc(peer, reason);

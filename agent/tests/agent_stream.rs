@@ -4,13 +4,25 @@
 //! process, each with its own agent, connected through a real PMI-1 exchange, real sockets
 //! and shared segments.
 
-mod stream_common;
+mod agent_common;
 
 use std::sync::{Arc, Barrier};
+use std::time::Duration;
 
-use stream_common::{WAIT, config, job, job_owned};
+use agent_common::{job, job_owned};
+
+/// Upper bound on one wait inside a test.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Settings using only `method`, with a short failure-detection time.
+fn config(method: MethodKind) -> Config {
+    Config {
+        peer_timeout: Duration::from_secs(2),
+        ..agent_common::config(method)
+    }
+}
 use viaduct_agent::agent::Agent;
-use viaduct_agent::config::MethodKind;
+use viaduct_agent::config::{Config, MethodKind};
 use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_agent::request::RequestError;

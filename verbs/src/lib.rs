@@ -60,6 +60,7 @@ pub mod mr;
 pub mod msg;
 pub mod pd;
 pub mod qp;
+pub mod regcache;
 pub mod wc;
 pub mod wr;
 
@@ -76,5 +77,6 @@ pub use pd::ProtectionDomain;
 pub use qp::{
     Capabilities, ConnectOptions, Endpoint, PreparedQueuePair, QueuePair, QueuePairBuilder,
 };
+pub use regcache::{CacheStats, Pooled, RegCache};
 pub use wc::{Completion, Opcode, Status};
 pub use wr::{PostError, RawSendRequest, RawSge, RecvRequest, Segment, SendOp, SendRequest};

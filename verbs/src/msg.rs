@@ -32,6 +32,17 @@
 //! buffer as it arrives (each receive buffer is re-posted at once): that copy is the method's
 //! one copy, and `next` shows the reassembly buffer.
 //!
+//! # One-sided operations
+//!
+//! [`Endpoint::post_read`] and [`Endpoint::post_write`] move bytes between a buffer of the
+//! endpoint's registration cache ([`Endpoint::cache`], see [`crate::regcache`]) and a region
+//! of the peer ([`RemoteRegion`](crate::RemoteRegion)), in pieces bounded by the port's
+//! largest message, completing through [`Endpoint::poll`] like sends (once, also on failure).
+//! The queue pair accepts remote reads and writes; the endpoint's cache registers its buffers
+//! for local writes and remote reads only, and a buffer's remote key is meant for this
+//! endpoint's peer alone (the cache is the endpoint's own, so its buffers serve no other
+//! peer).
+//!
 //! # Failure
 //!
 //! When the connection is idle, the endpoint writes an 8-byte keepalive into a region of the

@@ -6,39 +6,16 @@
 //! `VIADUCT_REQUIRE_RDMA=1` is set (the VM sets it), where a missing device fails the test.
 //! Run one at a time: `--test-threads=1`.
 
+mod common;
+
+use common::{ctx, pattern};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use viaduct_verbs::msg::{self, Card, Config, Endpoint, Error, Posted};
-use viaduct_verbs::{Context, device};
 
 /// Upper bound on every loop of these tests.
 const LIMIT: Duration = Duration::from_secs(60);
-
-fn ctx() -> Option<Context> {
-    let names = device::names().expect("listing devices");
-    if names.is_empty() {
-        if std::env::var("VIADUCT_REQUIRE_RDMA").as_deref() == Ok("1") {
-            panic!("VIADUCT_REQUIRE_RDMA=1 but this machine has no RDMA device");
-        }
-        println!("SKIPPED: no RDMA device (run through scripts/rxe-vm)");
-        return None;
-    }
-    let want = std::env::var("VIADUCT_RDMA_DEVICE").unwrap_or_else(|_| {
-        if names.iter().any(|n| n == "rxe0") {
-            "rxe0".to_owned()
-        } else {
-            names[0].clone()
-        }
-    });
-    Some(Context::open(&want).expect("opening the device"))
-}
-
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) as u8)
-        .collect()
-}
 
 fn small() -> Config {
     Config {

@@ -4,6 +4,9 @@
 //! `VIADUCT_REQUIRE_RDMA=1` is set (the VM sets it), where a missing device fails the test.
 //! Run one at a time: `--test-threads=1`.
 
+mod common;
+
+use common::ctx;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
@@ -12,29 +15,10 @@ use std::time::{Duration, Instant};
 use viaduct_verbs::{
     Access, Completion, CompletionQueue, Completions, ConnectOptions, Context, Endpoint, Error,
     Opcode, ProtectionDomain, QueuePair, RawSendRequest, RawSge, RecvRequest, RemoteRegion, SendOp,
-    SendRequest, Status, device,
+    SendRequest, Status,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
-
-fn ctx() -> Option<Context> {
-    let names = device::names().expect("listing devices");
-    if names.is_empty() {
-        if std::env::var("VIADUCT_REQUIRE_RDMA").as_deref() == Ok("1") {
-            panic!("VIADUCT_REQUIRE_RDMA=1 but this machine has no RDMA device");
-        }
-        println!("SKIPPED: no RDMA device (run through scripts/rxe-vm)");
-        return None;
-    }
-    let want = std::env::var("VIADUCT_RDMA_DEVICE").unwrap_or_else(|_| {
-        if names.iter().any(|n| n == "rxe0") {
-            "rxe0".to_owned()
-        } else {
-            names[0].clone()
-        }
-    });
-    Some(Context::open(&want).expect("opening the device"))
-}
 
 struct Pair {
     pd: ProtectionDomain,

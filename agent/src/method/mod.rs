@@ -45,6 +45,8 @@ use viaduct_verbs::msg;
 #[cfg(feature = "rdma")]
 pub(crate) mod verbs;
 
+pub(crate) mod rndv;
+
 use crate::config::{Config, MethodKind};
 
 /// An error of a method (carries the method's own error and errno).

@@ -5,8 +5,10 @@
 //! publishes its card; after the fence each pair that both published cards connects the two
 //! queue pairs, and the job-key handshake runs over the new connection as for the other
 //! methods. Messages that fit one receive buffer are shown in place in the registered buffer;
-//! longer ones (rendezvous pieces) are reassembled once, by the method (see
-//! [`viaduct_verbs::msg`]).
+//! longer ones are reassembled once, by the method (see [`viaduct_verbs::msg`]). The data of a
+//! rendezvous message does not travel as messages at all: the receiver RDMA-READs it from a
+//! registered buffer of the sender (see [`super::rndv`]); the piecewise `DATA` protocol is left
+//! for a sender that cannot register a buffer.
 
 use viaduct_verbs::msg;
 use viaduct_verbs::{Context, PortState, device};

@@ -46,9 +46,26 @@ pub fn config(method: MethodKind) -> Config {
 }
 
 /// Runs `body` on every rank of a job of `size` ranks over `config`, each rank a thread with
-/// its own agent; returns the ranks' results in rank order. Fails the test if a rank panics
-/// or the job outlives [`LIMIT`].
+/// its own agent, and finalizes the agents afterwards; returns the ranks' results in rank
+/// order. Fails the test if a rank panics or the job outlives [`LIMIT`].
 pub fn job<T, F>(size: u32, config: Config, body: F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Fn(Agent) -> T + Send + Sync + 'static,
+{
+    run_job(size, config, true, body)
+}
+
+/// Like [`job`], leaving each agent to `body` (which finalizes or drops it).
+pub fn job_owned<T, F>(size: u32, config: Config, body: F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Fn(Agent) -> T + Send + Sync + 'static,
+{
+    run_job(size, config, false, body)
+}
+
+fn run_job<T, F>(size: u32, config: Config, finalize: bool, body: F) -> Vec<T>
 where
     T: Send + 'static,
     F: Fn(Agent) -> T + Send + Sync + 'static,
@@ -66,6 +83,9 @@ where
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let boot = Bootstrap::from_vars(vars).expect("bootstrap");
                     let agent = Agent::with_bootstrap(boot, config).expect("agent init");
+                    if !finalize {
+                        return body(agent);
+                    }
                     let out = body(agent.clone());
                     agent.finalize().expect("finalize");
                     out

@@ -30,6 +30,14 @@ pub struct Config {
     pub port: u8,
     /// GID index; `None` chooses one (see `Context::choose_gid`).
     pub gid_index: Option<u32>,
+    /// Pieces of one-sided operations (RDMA READ / WRITE) in flight at once; the send queue
+    /// has room for them on top of the send slots.
+    pub rdma_ops: u32,
+    /// Largest piece of a one-sided operation in bytes (the port's largest message bounds it
+    /// too).
+    pub rdma_piece: usize,
+    /// Bytes of idle registered buffers the endpoint's registration cache keeps.
+    pub cache_bytes: usize,
 }
 
 impl Default for Config {
@@ -44,6 +52,9 @@ impl Default for Config {
             spin: 2000,
             port: 1,
             gid_index: None,
+            rdma_ops: 16,
+            rdma_piece: 4 << 20,
+            cache_bytes: 64 << 20,
         }
     }
 }
@@ -68,6 +79,18 @@ impl Config {
                 "buffer_bytes {} must lie between {} and 16 MiB",
                 self.buffer_bytes,
                 HEADER_LEN + 64
+            )));
+        }
+        if self.rdma_ops < 1 || self.rdma_ops > 1024 {
+            return Err(Error::Config(format!(
+                "rdma_ops {} must lie in 1..=1024",
+                self.rdma_ops
+            )));
+        }
+        if self.rdma_piece < 4096 || self.rdma_piece > 1 << 30 {
+            return Err(Error::Config(format!(
+                "rdma_piece {} must lie between 4 KiB and 1 GiB",
+                self.rdma_piece
             )));
         }
         if self.max_message > u32::MAX as usize {

@@ -13,10 +13,14 @@ use crate::cq::{CompletionQueue, Completions};
 use crate::mr::{MemoryRegion, RemoteRegion};
 use crate::pd::ProtectionDomain;
 use crate::qp::QueuePair;
+use crate::regcache::RegCache;
 use crate::wc::{self, Status};
 
+mod rdma;
 mod receive;
 mod send;
+
+pub(crate) use rdma::Rdma;
 
 /// Set on the work-request ids of receive buffers (the low 32 bits are the buffer's index).
 pub(crate) const RECV_BASE: u64 = 1 << 32;
@@ -108,6 +112,13 @@ pub struct Endpoint {
     /// Progress passes made (the clock is read on some of them).
     pub(crate) passes: u32,
     pub(crate) recv_ranges: Vec<Range<usize>>,
+    /// Registered buffers for one-sided operations, reused by size class.
+    pub(crate) cache: RegCache,
+    /// Bytes of the largest piece of a one-sided operation.
+    pub(crate) max_piece: usize,
+    /// One-sided operations in flight; declared after `qp`, so the queue pair is destroyed
+    /// before their buffers go.
+    pub(crate) rdma: Rdma,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -163,12 +174,19 @@ impl Endpoint {
 
     /// Accepted descriptors not completed yet (their completions may wait in `poll`).
     pub fn outstanding(&self) -> usize {
-        self.outgoing.len() + self.completions.len()
+        self.outgoing.len()
+            + self.completions.len()
+            + self.rdma.ops.values().filter(|o| o.is_open()).count()
     }
 
     /// The queue pair.
     pub fn queue_pair(&self) -> &QueuePair {
         &self.qp
+    }
+
+    /// The protection domain of the queue pair and of the endpoint's registered buffers.
+    pub fn protection_domain(&self) -> &ProtectionDomain {
+        &self._pd
     }
 
     /// Address ranges of this end's registered receive buffers and of its reassembly buffer:
@@ -212,6 +230,7 @@ impl Endpoint {
                 result: Err(Error::PeerFailed(reason.clone())),
             });
         }
+        self.fail_rdma(&reason);
         self.failed = Some(reason);
     }
 
@@ -244,6 +263,7 @@ impl Endpoint {
             }
         }
         self.pump();
+        self.pump_rdma();
         self.maybe_return_credits();
         // The clock is read on one pass in 64 (and on every pass of `wait`): timers here are
         // tenths of seconds, and spinning callers pass through very often.
@@ -261,6 +281,10 @@ impl Endpoint {
             if !c.status.is_success() {
                 self.fail(failure_reason("a keepalive write", c.status));
             }
+            return;
+        }
+        if c.id & rdma::RDMA_BASE != 0 {
+            self.rdma_completed(c.id, c.status);
             return;
         }
         if c.id & RECV_BASE != 0 {

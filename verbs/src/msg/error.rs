@@ -33,6 +33,9 @@ pub enum Error {
         /// Configured maximum.
         max: usize,
     },
+    /// A one-sided operation that cannot be posted as asked.
+    #[error("invalid one-sided operation: {0}")]
+    Rdma(String),
     /// `consume` was asked to give back more bytes than `next` had shown.
     #[error("consume({requested}) beyond the {available} bytes available")]
     ConsumeBeyond {
@@ -67,7 +70,7 @@ impl Error {
                     _ => libc::EIO,
                 }
             }
-            Error::Config(_) | Error::ConsumeBeyond { .. } => libc::EINVAL,
+            Error::Config(_) | Error::ConsumeBeyond { .. } | Error::Rdma(_) => libc::EINVAL,
             Error::Card(_) => libc::EPROTO,
             Error::PeerFailed(_) => libc::EPIPE,
             Error::TooLong { .. } => libc::EMSGSIZE,

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::card::Card;
 use super::config::Config;
-use super::endpoint::{Endpoint, RECV_BASE};
+use super::endpoint::{Endpoint, RECV_BASE, Rdma};
 use super::error::Error;
 use super::header::HEADER_LEN;
 use crate::channel::CompletionChannel;
@@ -16,6 +16,7 @@ use crate::device::Context;
 use crate::mr::{Access, MemoryRegion};
 use crate::pd::ProtectionDomain;
 use crate::qp::PreparedQueuePair;
+use crate::regcache::RegCache;
 use crate::wr::RecvRequest;
 
 /// Bytes of the keepalive word.
@@ -33,6 +34,7 @@ pub struct Prepared {
     keepalive_dst: MemoryRegion,
     keepalive_src: MemoryRegion,
     recv_ranges: Vec<Range<usize>>,
+    max_piece: usize,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -48,6 +50,15 @@ impl Prepared {
     /// registered receive buffers (posted at once) and send slots, on `ctx`.
     pub fn new(ctx: &Context, config: Config) -> Result<Prepared, Error> {
         config.validate()?;
+        let port_max = ctx
+            .port(config.port)
+            .map_err(Error::verbs("querying the port"))?
+            .max_msg_size as usize;
+        let max_piece = if port_max == 0 {
+            config.rdma_piece
+        } else {
+            config.rdma_piece.min(port_max)
+        };
         let pd = ctx
             .alloc_pd()
             .map_err(Error::verbs("allocating a protection domain"))?;
@@ -58,14 +69,17 @@ impl Prepared {
             .set_nonblocking(true)
             .map_err(Error::verbs("making the completion channel nonblocking"))?;
         let cq = ctx
-            .create_cq_with_channel(config.recv_buffers + config.send_slots + 8, &channel)
+            .create_cq_with_channel(
+                config.recv_buffers + config.send_slots + config.rdma_ops + 8,
+                &channel,
+            )
             .map_err(Error::verbs("creating a completion queue"))?;
         let mut builder = pd
             .queue_pair(&cq, &cq)
-            .max_send_wr(config.send_slots + 2)
+            .max_send_wr(config.send_slots + 2 + config.rdma_ops)
             .max_recv_wr(config.recv_buffers)
             .port(config.port)
-            .access(Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+            .access(Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ);
         if let Some(i) = config.gid_index {
             builder = builder.gid_index(i);
         }
@@ -109,6 +123,7 @@ impl Prepared {
             keepalive_dst,
             keepalive_src,
             recv_ranges,
+            max_piece,
         })
     }
 
@@ -143,6 +158,11 @@ impl Prepared {
             .connect(&peer.qp, &self.config.connect_options())
             .map_err(Error::verbs("connecting the queue pair"))?;
         let frag = (self.config.buffer_bytes.min(peer.buffer_bytes) as usize) - HEADER_LEN;
+        let cache = RegCache::new(
+            &self.pd,
+            Access::LOCAL_WRITE | Access::REMOTE_READ,
+            self.config.cache_bytes,
+        );
         Ok(Endpoint {
             qp,
             cq: self.cq,
@@ -172,6 +192,9 @@ impl Prepared {
             waiting_since: None,
             passes: 0,
             recv_ranges: self.recv_ranges,
+            cache,
+            max_piece: self.max_piece,
+            rdma: Rdma::default(),
             config: self.config,
         })
     }

@@ -1,0 +1,479 @@
+//! Rendezvous by RDMA READ on verbs VCs.
+//!
+//! Over shared memory and TCP a rendezvous message travels as `RTS`, `CTS`, then `DATA` pieces
+//! (see [`crate::wire`]). Over a verbs VC the receiver fetches the data itself:
+//!
+//! | kind | method tag id | payload |
+//! | --- | --- | --- |
+//! | `RTS_READ` (7) | sender's id | context u32, tag u32, length u64, then the sender's region: address u64, length u64, remote key u32 |
+//! | `FIN` (8) | sender's id | empty: the receiver has read the data |
+//!
+//! 1. **Sender** (`announce`, when the `RTS` of a rendezvous send is written on a verbs VC,
+//!    whatever its length: synchronous sends of small messages too): takes a registered
+//!    buffer from the VC's registration cache (one per connection, so the remote key goes to
+//!    that peer only, see [`viaduct_verbs::regcache`]), copies the data into it, and sends
+//!    `RTS_READ` naming it. The buffer stays with the send until `FIN`.
+//!    When no registered buffer can be had (e.g. the memory-lock limit), the `RTS` goes
+//!    unchanged and the message takes the piecewise protocol.
+//! 2. **Receiver**: `RTS_READ` is matched like any `RTS` (posted receive or unexpected
+//!    queue). Once a receive matches, a registered buffer of the receiver's cache is taken
+//!    and an RDMA READ of the sender's region posted on the VC's endpoint (in pieces bounded
+//!    by the device's largest message, see [`viaduct_verbs::msg::Endpoint::post_read`]).
+//! 3. When the read completes, its bytes are copied into the [`RecvBuffer`], the receive
+//!    completes, the buffer goes back to the cache, and `FIN` goes to the sender, which
+//!    completes the send and gives its buffer back to its cache.
+//!
+//! Copies: the sender copies the data the send kept (the caller's bytes, copied by `isend`
+//! unless handed over owned) into the registered buffer, and the receiver copies the
+//! registered buffer into the `RecvBuffer` (whose memory belongs to the caller and cannot be
+//! registered safely: a registration must never outlive the memory it maps). The bytes cross
+//! the wire by the NIC, with no copy through send slots or a reassembly buffer (the piecewise
+//! protocol copies into send slots, into the reassembly buffer, then into the `RecvBuffer`).
+//! Buffers are registered once per size class and connection: repeated messages of one size
+//! register nothing
+//! ([`Agent::verbs_cache_stats`](crate::agent::Agent::verbs_cache_stats) counts).
+//!
+//! Failure: a failed read fails its receive and the VC; a failed VC fails the sends waiting
+//! for `FIN` and the reads in flight (the endpoint completes each once), so both requests
+//! complete once, with the peer failure.
+
+use std::collections::HashMap;
+
+use crate::engine::{State, note, peer_failed};
+use crate::error::AgentError;
+use crate::recv_buffer::RecvBuffer;
+use crate::request::CarCounter;
+#[cfg(feature = "rdma")]
+use crate::vc::Link;
+use crate::vc::Outbound;
+use crate::wire;
+
+/// An `RTS` naming the sender's registered region.
+pub(crate) const RTS_READ: u8 = 7;
+/// The receiver read the data of a rendezvous message.
+pub(crate) const FIN: u8 = 8;
+/// Set on the descriptor ids of rendezvous reads.
+pub(crate) const READ_ID: u64 = 1 << 62;
+/// Bytes of the region in an `RTS_READ`.
+pub(crate) const REGION_LEN: usize = 20;
+
+/// A peer's region: address, length, remote key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Region {
+    addr: u64,
+    len: u64,
+    rkey: u32,
+}
+
+impl Region {
+    fn read(b: &[u8]) -> Option<Region> {
+        if b.len() != REGION_LEN {
+            return None;
+        }
+        Some(Region {
+            addr: wire::u64_at(b, 0)?,
+            len: wire::u64_at(b, 8)?,
+            rkey: wire::u32_at(b, 16)?,
+        })
+    }
+
+    #[cfg(feature = "rdma")]
+    fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.addr.to_le_bytes());
+        out.extend_from_slice(&self.len.to_le_bytes());
+        out.extend_from_slice(&self.rkey.to_le_bytes());
+    }
+}
+
+/// A send whose data waits in a registered buffer for the receiver's read.
+#[derive(Debug)]
+struct ReadSend {
+    peer: u32,
+    counter: CarCounter,
+    len: u64,
+    /// Kept until `FIN` (the peer's NIC reads it), then given back to the cache.
+    #[cfg(feature = "rdma")]
+    _buf: viaduct_verbs::Pooled,
+}
+
+/// A matched receive reading its data.
+#[derive(Debug)]
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+struct ReadRecv {
+    peer: u32,
+    sender_id: u64,
+    region: Region,
+    buf: RecvBuffer,
+    counter: CarCounter,
+    len: u64,
+}
+
+/// Rendezvous-by-read bookkeeping of an agent.
+#[derive(Debug, Default)]
+pub(crate) struct ReadRndv {
+    sends: HashMap<u64, ReadSend>,
+    /// Regions of `RTS_READ`s not matched yet, by (peer, sender's id).
+    announced: HashMap<(u32, u64), Region>,
+    /// Matched receives, by read descriptor id.
+    recvs: HashMap<u64, ReadRecv>,
+    /// Receives whose read is to be posted.
+    to_post: Vec<u64>,
+    /// Reads completed, their data to be delivered.
+    landed: Vec<u64>,
+}
+
+#[cfg(feature = "rdma")]
+fn finish(counter: &CarCounter, buf: &RecvBuffer, len: u64) {
+    let cap = buf.capacity() as u64;
+    if len > cap {
+        note(counter.fail_car(AgentError::Truncated { len, capacity: cap }));
+    } else {
+        note(counter.complete_car(len));
+    }
+}
+
+impl ReadRndv {
+    /// Whether sends wait for a `FIN`.
+    pub(crate) fn sends_pending(&self) -> bool {
+        !self.sends.is_empty()
+    }
+
+    /// Records the region of an `RTS_READ` (its envelope is matched by the caller).
+    pub(crate) fn announce(&mut self, peer: u32, sender_id: u64, b: &[u8]) -> Result<(), String> {
+        let region = Region::read(b).ok_or("malformed region in RTS_READ")?;
+        self.announced.insert((peer, sender_id), region);
+        Ok(())
+    }
+
+    /// Whether the rendezvous message `sender_id` of `peer` was announced by `RTS_READ`.
+    pub(crate) fn is_announced(&self, peer: u32, sender_id: u64) -> bool {
+        self.announced.contains_key(&(peer, sender_id))
+    }
+
+    /// Starts the read of a matched rendezvous message announced by `RTS_READ` (see
+    /// [`ReadRndv::is_announced`]); `rid` is a fresh descriptor id.
+    pub(crate) fn start_recv(
+        &mut self,
+        rid: u64,
+        peer: u32,
+        sender_id: u64,
+        len: u64,
+        buf: RecvBuffer,
+        counter: CarCounter,
+    ) {
+        let region = match self.announced.remove(&(peer, sender_id)) {
+            Some(r) if r.len == len => r,
+            other => {
+                let what = other.map_or(0, |r| r.len);
+                note(counter.fail_car(peer_failed(
+                    peer,
+                    &format!(
+                        "protocol error: a region of {what} bytes announced for a message of {len}"
+                    ),
+                )));
+                return;
+            }
+        };
+        let rid = rid | READ_ID;
+        self.recvs.insert(
+            rid,
+            ReadRecv {
+                peer,
+                sender_id,
+                region,
+                buf,
+                counter,
+                len,
+            },
+        );
+        self.to_post.push(rid);
+    }
+
+    /// `FIN` for send `sender_id`: the send completes and its buffer goes back.
+    pub(crate) fn fin(&mut self, peer: u32, sender_id: u64) -> Result<(), String> {
+        match self.sends.remove(&sender_id) {
+            Some(s) if s.peer == peer => {
+                note(s.counter.complete_car(s.len));
+                Ok(())
+            }
+            Some(s) => {
+                let other = s.peer;
+                self.sends.insert(sender_id, s);
+                Err(format!("FIN for send {sender_id} to rank {other}"))
+            }
+            None => Err(format!("FIN for unknown send {sender_id}")),
+        }
+    }
+
+    /// A read descriptor completed; the reason when it failed (the VC fails).
+    pub(crate) fn read_completed(
+        &mut self,
+        peer: u32,
+        id: u64,
+        result: Result<usize, crate::method::MethodError>,
+    ) -> Option<String> {
+        match result {
+            Ok(_) => {
+                if self.recvs.contains_key(&id) {
+                    self.landed.push(id);
+                }
+                None
+            }
+            Err(e) => {
+                let reason = crate::engine::chain(&e);
+                if let Some(r) = self.recvs.remove(&id) {
+                    note(r.counter.fail_car(peer_failed(peer, &reason)));
+                }
+                Some(reason)
+            }
+        }
+    }
+
+    /// Fails what depends on `peer`.
+    pub(crate) fn peer_failed(&mut self, peer: u32, reason: &str) {
+        self.announced.retain(|(p, _), _| *p != peer);
+        let gone: Vec<u64> = self
+            .sends
+            .iter()
+            .filter(|(_, s)| s.peer == peer)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            if let Some(s) = self.sends.remove(&id) {
+                note(s.counter.fail_car(peer_failed(peer, reason)));
+            }
+        }
+        let gone: Vec<u64> = self
+            .recvs
+            .iter()
+            .filter(|(_, r)| r.peer == peer)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            if let Some(r) = self.recvs.remove(&id) {
+                note(r.counter.fail_car(peer_failed(peer, reason)));
+            }
+        }
+    }
+
+    /// Fails everything still open (at finalize).
+    pub(crate) fn fail_all(&mut self) {
+        self.announced.clear();
+        for (_, s) in self.sends.drain() {
+            note(s.counter.fail_car(AgentError::Finalized));
+        }
+        for (_, r) in self.recvs.drain() {
+            note(r.counter.fail_car(AgentError::Finalized));
+        }
+        self.to_post.clear();
+        self.landed.clear();
+    }
+}
+
+/// Turns the `RTS` of a rendezvous send on a verbs VC into an `RTS_READ` naming a registered
+/// copy of the data; any other message, or when no registered buffer can be had, goes as it
+/// is.
+pub(crate) fn announce(st: &mut State, peer: u32, out: Outbound) -> Outbound {
+    #[cfg(feature = "rdma")]
+    {
+        let (kind, sid) = wire::split_tag(out.tag);
+        if kind != wire::RTS || out.buf.len() != wire::RTS_LEN {
+            return out;
+        }
+        let State { vcs, book, .. } = st;
+        let Some(vc) = vcs.get_mut(peer as usize) else {
+            return out;
+        };
+        if vc.failed.is_some() {
+            return out;
+        }
+        let Link::Remote(crate::method::Method::Verbs(ep)) = &mut vc.link else {
+            return out;
+        };
+        let Some(chunks) = book.rndv_chunks(sid) else {
+            return out;
+        };
+        let len: usize = chunks.iter().map(Vec::len).sum();
+        let Ok(mut buf) = ep.cache().get(len) else {
+            return out;
+        };
+        let mut at = 0;
+        for c in chunks {
+            buf[at..at + c.len()].copy_from_slice(c);
+            at += c.len();
+        }
+        let Some((_, counter)) = book.take_rndv_send(sid) else {
+            return out;
+        };
+        let r = buf.remote();
+        let region = Region {
+            addr: r.addr,
+            len: r.len,
+            rkey: r.rkey,
+        };
+        book.rdma.sends.insert(
+            sid,
+            ReadSend {
+                peer,
+                counter,
+                len: len as u64,
+                _buf: buf,
+            },
+        );
+        let mut payload = out.buf;
+        region.write(&mut payload);
+        Outbound {
+            id: out.id,
+            tag: wire::method_tag(RTS_READ, sid),
+            buf: payload,
+        }
+    }
+    #[cfg(not(feature = "rdma"))]
+    {
+        let _ = (st, peer);
+        out
+    }
+}
+
+/// Posts the reads of matched receives and delivers the reads that completed (data into the
+/// receive buffer, `FIN` to the sender). Returns the work done.
+pub(crate) fn drive(st: &mut State) -> usize {
+    if st.book.rdma.to_post.is_empty() && st.book.rdma.landed.is_empty() {
+        return 0;
+    }
+    let mut work = 0;
+    #[cfg_attr(not(feature = "rdma"), allow(unused_mut))]
+    let mut failures: Vec<(u32, String)> = Vec::new();
+    #[cfg_attr(not(feature = "rdma"), allow(unused_mut))]
+    let mut fins: Vec<(u32, u64)> = Vec::new();
+    #[cfg(feature = "rdma")]
+    {
+        use viaduct_verbs::RemoteRegion;
+        use viaduct_verbs::msg::Posted;
+
+        let State { vcs, book, .. } = &mut *st;
+        let rdma = &mut book.rdma;
+        for rid in std::mem::take(&mut rdma.to_post) {
+            let Some(r) = rdma.recvs.get(&rid) else {
+                continue;
+            };
+            let peer = r.peer;
+            let Some(vc) = vcs.get_mut(peer as usize) else {
+                continue;
+            };
+            if vc.failed.is_some() {
+                continue;
+            }
+            let Link::Remote(crate::method::Method::Verbs(ep)) = &mut vc.link else {
+                failures.push((peer, "an RTS_READ arrived on a VC without verbs".to_owned()));
+                continue;
+            };
+            let buf = match ep.cache().get(r.len as usize) {
+                Ok(b) => b,
+                Err(e) => {
+                    failures.push((
+                        peer,
+                        format!(
+                            "registering {} bytes for a rendezvous read: {}",
+                            r.len,
+                            crate::engine::chain(&e)
+                        ),
+                    ));
+                    continue;
+                }
+            };
+            let remote = RemoteRegion {
+                addr: r.region.addr,
+                len: r.region.len,
+                rkey: r.region.rkey,
+            };
+            match ep.post_read(rid, buf, remote) {
+                Ok(Posted::InProgress) => work += 1,
+                Ok(Posted::NoResources(_)) => rdma.to_post.push(rid),
+                Err(e) => failures.push((peer, crate::engine::chain(&e))),
+            }
+        }
+        for rid in std::mem::take(&mut rdma.landed) {
+            let Some(r) = rdma.recvs.remove(&rid) else {
+                continue;
+            };
+            work += 1;
+            let data = match vcs.get_mut(r.peer as usize).map(|v| &mut v.link) {
+                Some(Link::Remote(crate::method::Method::Verbs(ep))) => ep.take_landed(rid),
+                _ => None,
+            };
+            match data {
+                Some(data) => {
+                    r.buf.fill(&data);
+                    drop(data);
+                    finish(&r.counter, &r.buf, r.len);
+                    fins.push((r.peer, r.sender_id));
+                }
+                None => {
+                    let why = "a rendezvous read completed without its buffer";
+                    note(r.counter.fail_car(peer_failed(r.peer, why)));
+                    failures.push((r.peer, why.to_owned()));
+                }
+            }
+        }
+    }
+    for (peer, sender_id) in fins {
+        let id = st.book.id();
+        st.write(
+            peer,
+            Outbound {
+                id,
+                tag: wire::method_tag(FIN, sender_id),
+                buf: Vec::new(),
+            },
+        );
+    }
+    for (peer, reason) in failures {
+        work += 1;
+        st.fail_vc(peer, reason);
+    }
+    work
+}
+
+#[cfg(feature = "rdma")]
+impl crate::agent::Agent {
+    /// The counters of the registration cache of the verbs connection to `peer` (registered
+    /// buffers for rendezvous by RDMA READ); `None` when `peer` is not reached over verbs.
+    pub fn verbs_cache_stats(&self, peer: u32) -> Option<viaduct_verbs::CacheStats> {
+        let st = self.shared.lock();
+        match &st.vcs.get(peer as usize)?.link {
+            Link::Remote(crate::method::Method::Verbs(ep)) => Some(ep.cache_stats()),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announcements_are_checked_and_fins_name_known_sends() {
+        let mut r = ReadRndv::default();
+        let mut b = Vec::new();
+        b.extend_from_slice(&0x1000u64.to_le_bytes());
+        b.extend_from_slice(&77u64.to_le_bytes());
+        b.extend_from_slice(&9u32.to_le_bytes());
+        assert_eq!(
+            Region::read(&b),
+            Some(Region {
+                addr: 0x1000,
+                len: 77,
+                rkey: 9
+            })
+        );
+        assert!(r.announce(1, 5, &b[..19]).is_err());
+        assert!(!r.is_announced(1, 5));
+        r.announce(1, 5, &b).unwrap();
+        assert!(r.is_announced(1, 5) && !r.is_announced(2, 5));
+        assert!(r.fin(1, 5).is_err(), "no send 5 waits for a FIN");
+        r.peer_failed(1, "gone");
+        assert!(!r.is_announced(1, 5));
+        assert!(!r.sends_pending());
+    }
+}
