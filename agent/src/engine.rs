@@ -93,8 +93,6 @@ pub(crate) struct Book {
     outbox: Vec<(u32, Outbound)>,
     /// Running xfer blocks.
     pub(crate) xfer: XferEngine,
-    /// Header and data of a fast send, gathered for the method's copy (see [`crate::fast`]).
-    pub(crate) scratch: Vec<u8>,
     /// Fast sends (see [`crate::fast`]) whose method completion has not come, per peer.
     fast_sends: Vec<u64>,
     /// Large buffers kept for the next rendezvous messages.
@@ -176,7 +174,6 @@ impl Book {
             max_unexpected,
             outbox: Vec::new(),
             xfer: XferEngine::new(xfer_chunk),
-            scratch: Vec::new(),
             fast_sends: Vec::new(),
             spare: Default::default(),
             rdma: Default::default(),

@@ -5,8 +5,8 @@
 //!
 //! A blocking [`Agent::send`] of an eager message to a peer whose VC has nothing queued is
 //! posted as a **copy**: the method gathers header and data into its own send memory (the
-//! shared-memory ring cell, the buffer of an io_uring send; verbs: through a scratch buffer
-//! the agent keeps into a registered slot) before the post returns. The caller's buffer is free at once, which is all `MPI_Send` promises,
+//! shared-memory ring cell, the buffer of an io_uring send; verbs: the owned message its
+//! endpoint copies into a registered slot) before the post returns. The caller's buffer is free at once, which is all `MPI_Send` promises,
 //! so no request is made and nothing is waited for. The method's completion for the
 //! descriptor still arrives, exactly once, and is counted off by the progress pass (its id
 //! carries [`FAST_ID`]); a failed one fails the VC like any other. `finalize` waits for these
@@ -84,13 +84,7 @@ impl Agent {
         let mut header = [0u8; EAGER_HEADER];
         header[..4].copy_from_slice(&self.context.to_le_bytes());
         header[4..].copy_from_slice(&tag.to_le_bytes());
-        match m.post_parts(
-            id,
-            wire::method_tag(EAGER, 0),
-            &header,
-            data,
-            &mut book.scratch,
-        ) {
+        match m.post_parts(id, wire::method_tag(EAGER, 0), &header, data) {
             Ok(true) => {
                 book.fast_send_posted(dest);
                 true
@@ -163,13 +157,7 @@ impl State {
         header[..4].copy_from_slice(&context.to_le_bytes());
         header[4..].copy_from_slice(&tag.to_le_bytes());
         let id = book.id();
-        match m.post_parts(
-            id,
-            wire::method_tag(EAGER, 0),
-            &header,
-            data,
-            &mut book.scratch,
-        ) {
+        match m.post_parts(id, wire::method_tag(EAGER, 0), &header, data) {
             Ok(true) => {
                 book.track_send(id, counter, data.len() as u64, dest);
                 Ok(())

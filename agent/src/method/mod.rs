@@ -179,9 +179,10 @@ impl Method {
         }
     }
 
-    /// Posts a copy of `header` followed by `data` as one message, gathered without a staging
-    /// copy where the method can (shared memory, TCP; verbs gathers in `scratch` first);
-    /// `Ok(false)` when the method has no resources now.
+    /// Posts a copy of `header` followed by `data` as one message, gathered with one copy of
+    /// each byte: straight into the method's send memory on shared memory and TCP, into the
+    /// owned message the verbs endpoint copies into its registered send slots. `Ok(false)`
+    /// when the method has no resources now.
     #[inline]
     pub(crate) fn post_parts(
         &mut self,
@@ -189,19 +190,19 @@ impl Method {
         tag: u64,
         header: &[u8],
         data: &[u8],
-        scratch: &mut Vec<u8>,
     ) -> Result<bool, MethodError> {
-        #[cfg(not(feature = "rdma"))]
-        let _ = scratch;
         match self {
             Method::Shm(ep) => Ok(ep.post_send_parts(id, tag, &[header, data])?.is_posted()),
             Method::Tcp(ep) => Ok(ep.post_send_parts(id, tag, &[header, data])?.is_posted()),
             #[cfg(feature = "rdma")]
             Method::Verbs(ep) => {
-                scratch.clear();
-                scratch.extend_from_slice(header);
-                scratch.extend_from_slice(data);
-                Ok(ep.post_send(id, tag, scratch)?.is_posted())
+                let mut owned = Vec::with_capacity(header.len() + data.len());
+                owned.extend_from_slice(header);
+                owned.extend_from_slice(data);
+                Ok(matches!(
+                    ep.post_send_buf(id, tag, owned)?,
+                    msg::Posted::InProgress
+                ))
             }
         }
     }
