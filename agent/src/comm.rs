@@ -260,24 +260,9 @@ impl Comm {
         source: Source,
         tag: TagMatch,
     ) -> Result<Status, AgentError> {
-        let world = self.source(source)?;
-        if let Some(st) = self.inner.p2p.recv_now(buf, world, tag) {
-            let from = st.source().unwrap_or(u32::MAX);
-            let from = match &self.inner.to_comm {
-                Some(map) => map.get(from as usize).copied().unwrap_or(from),
-                None => from,
-            };
-            return Ok(Status::message(
-                from,
-                st.tag().unwrap_or(u32::MAX),
-                st.count(),
-            ));
-        }
-        let (mut req, data) = self.irecv(buf.len(), source, tag)?;
-        let result = req.wait();
-        data.copy_to(buf);
-        self.inner.p2p.recycle(&data);
-        Ok(result?)
+        self.inner
+            .p2p
+            .recv_mapped(buf, self.source(source)?, tag, self.inner.to_comm.clone())
     }
 
     /// A scatter-form xfer block (`xfer_scatter_init`): at most one source `src`, any number

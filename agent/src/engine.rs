@@ -621,6 +621,26 @@ impl Book {
     }
 }
 
+/// Reaps every completion of `vc`'s method: send buffers the method hands back go to their
+/// method-buffer owner or to the kept buffers, each completion to [`Book::completed`]. Returns
+/// the completions reaped and the first failure they reported.
+pub(crate) fn reap(vc: &mut Vc, book: &mut Book) -> (usize, Option<String>) {
+    let Link::Remote(m) = &mut vc.link else {
+        return (0, None);
+    };
+    let (peer, mut n, mut failed) = (vc.peer, 0, None);
+    while let Some((id, result, buffer)) = m.poll_returning() {
+        n += 1;
+        if let Some(spare) = buffer.and_then(|b| vc.buffers.returned(id, b)) {
+            book.spare.put(spare);
+        }
+        if let Some(reason) = book.completed(peer, id, result) {
+            failed.get_or_insert(reason);
+        }
+    }
+    (n, failed)
+}
+
 /// Most inbound messages taken from one VC per progress pass (fairness between VCs).
 const INBOUND_BURST: usize = 64;
 
@@ -657,19 +677,15 @@ impl State {
         let mut failures: Vec<(u32, String)> = Vec::new();
         let State { vcs, book, .. } = self;
         for vc in vcs.iter_mut().filter(|v| only.is_none_or(|p| p == v.peer)) {
+            let peer = vc.peer;
+            let (reaped, failed) = reap(vc, book);
+            work += reaped;
+            if let Some(reason) = failed {
+                failures.push((peer, reason));
+            }
             let Link::Remote(m) = &mut vc.link else {
                 continue;
             };
-            let peer = vc.peer;
-            while let Some((id, result, buffer)) = m.poll_returning() {
-                work += 1;
-                if let Some(spare) = buffer.and_then(|b| vc.buffers.returned(id, b)) {
-                    book.spare.put(spare);
-                }
-                if let Some(reason) = book.completed(peer, id, result) {
-                    failures.push((peer, reason));
-                }
-            }
             if !vc.drained && !vc.stream_at_head && book.unexpected_bytes < book.max_unexpected {
                 for _ in 0..INBOUND_BURST {
                     let step = match m.next() {

@@ -37,7 +37,7 @@
 //! non-overtaking order.
 
 use crate::agent::Agent;
-use crate::engine::State;
+use crate::engine::{State, Unexpected};
 use crate::matching::{Envelope, Pattern, Source, TagMatch};
 use crate::request::CarCounter;
 use crate::request::Status;
@@ -72,30 +72,12 @@ impl Agent {
         if st.finalized || data.len() > st.book.eager_limit {
             return false;
         }
-        let State { vcs, book, .. } = &mut *st;
-        let vc = &mut vcs[dest as usize];
-        if vc.failed.is_some() || vc.has_queued() {
-            return false;
+        let id = st.book.id() | FAST_ID;
+        if st.post_eager(id, dest, self.context, tag, data) {
+            st.book.fast_send_posted(dest);
+            return true;
         }
-        let Link::Remote(m) = &mut vc.link else {
-            return false;
-        };
-        let id = book.id() | FAST_ID;
-        let mut header = [0u8; EAGER_HEADER];
-        header[..4].copy_from_slice(&self.context.to_le_bytes());
-        header[4..].copy_from_slice(&tag.to_le_bytes());
-        match m.post_parts(id, wire::method_tag(EAGER, 0), &header, data) {
-            Ok(true) => {
-                book.fast_send_posted(dest);
-                true
-            }
-            Ok(false) => false,
-            Err(e) => {
-                // The general path reports the failure the usual way.
-                st.fail_vc(dest, crate::engine::chain(&e));
-                false
-            }
-        }
+        false
     }
 
     /// Receives into `buf` without a request when the message comes soon and simply; `None`
@@ -145,27 +127,31 @@ impl State {
         data: &[u8],
         counter: CarCounter,
     ) -> Result<(), CarCounter> {
-        let State { vcs, book, .. } = self;
-        let vc = &mut vcs[dest as usize];
-        if vc.failed.is_some() || vc.has_queued() {
+        let id = self.book.id();
+        if !self.post_eager(id, dest, context, tag, data) {
             return Err(counter);
         }
+        self.book.track_send(id, counter, data.len() as u64, dest);
+        Ok(())
+    }
+
+    /// Posts eager message `id` to `dest` straight to the method when its VC has nothing
+    /// queued (header and data gathered by the method); `false` when the general path must
+    /// take it (a method error fails the VC first, so that path reports it).
+    fn post_eager(&mut self, id: u64, dest: u32, context: u32, tag: u32, data: &[u8]) -> bool {
+        let vc = &mut self.vcs[dest as usize];
+        if vc.failed.is_some() || vc.has_queued() {
+            return false;
+        }
         let Link::Remote(m) = &mut vc.link else {
-            return Err(counter);
+            return false;
         };
-        let mut header = [0u8; EAGER_HEADER];
-        header[..4].copy_from_slice(&context.to_le_bytes());
-        header[4..].copy_from_slice(&tag.to_le_bytes());
-        let id = book.id();
+        let header = wire::eager_header(context, tag);
         match m.post_parts(id, wire::method_tag(EAGER, 0), &header, data) {
-            Ok(true) => {
-                book.track_send(id, counter, data.len() as u64, dest);
-                Ok(())
-            }
-            Ok(false) => Err(counter),
+            Ok(posted) => posted,
             Err(e) => {
                 self.fail_vc(dest, crate::engine::chain(&e));
-                Err(counter)
+                false
             }
         }
     }
@@ -207,13 +193,11 @@ fn from_unexpected(st: &mut State, pattern: &Pattern, buf: &mut [u8]) -> Option<
     if st.book.queues.unexpected_len() == 0 {
         return None;
     }
-    let (_, u) = st.book.queues.peek_unexpected(pattern)?;
-    match u {
-        crate::engine::Unexpected::Eager { data, .. } if data.len() <= buf.len() => {}
-        _ => return Some(Turn::Fallback),
-    }
-    let (env, u) = st.book.queues.take_unexpected(pattern)?;
-    let crate::engine::Unexpected::Eager { data, sync } = u else {
+    let fits =
+        |u: &Unexpected| matches!(u, Unexpected::Eager { data, .. } if data.len() <= buf.len());
+    let Ok((env, Unexpected::Eager { data, sync })) =
+        st.book.queues.take_unexpected_if(pattern, fits)?
+    else {
         return Some(Turn::Fallback);
     };
     st.book.unexpected_bytes -= data.len();
@@ -233,32 +217,27 @@ fn in_place(st: &mut State, i: usize, pattern: &Pattern, buf: &mut [u8]) -> Turn
     let State { vcs, book, .. } = st;
     let vc = &mut vcs[i];
     let peer = vc.peer;
-    let Link::Remote(m) = &mut vc.link else {
-        return match (pattern.source, &vc.link) {
+    if !matches!(vc.link, Link::Remote(_)) {
+        return match pattern.source {
             // A receive from the own rank only ever matches the unexpected queue.
-            (Source::Rank(_), _) => Turn::Fallback,
-            _ => Turn::Nothing,
+            Source::Rank(_) => Turn::Fallback,
+            Source::Any => Turn::Nothing,
         };
-    };
+    }
     if vc.failed.is_some() || vc.drained || vc.stream_at_head {
         return match pattern.source {
             Source::Rank(_) => Turn::Fallback,
             Source::Any => Turn::Nothing,
         };
     }
-    let mut failed = None;
-    while let Some((id, result, buffer)) = m.poll_returning() {
-        if let Some(spare) = buffer.and_then(|b| vc.buffers.returned(id, b)) {
-            book.spare.put(spare);
-        }
-        if let Some(reason) = book.completed(peer, id, result) {
-            failed = Some(reason);
-        }
-    }
-    if let Some(reason) = failed {
+    if let (_, Some(reason)) = crate::engine::reap(vc, book) {
         st.fail_vc(peer, reason);
         return Turn::Fallback;
     }
+    let Link::Remote(m) = &mut st.vcs[i].link else {
+        return Turn::Fallback;
+    };
+    let book = &mut st.book;
     let head = match m.next() {
         Ok(None) => return Turn::Nothing,
         Ok(Some((tag, data))) => {

@@ -118,6 +118,24 @@ impl<R, U> MatchQueues<R, U> {
         self.unexpected.remove(at)
     }
 
+    /// Like [`MatchQueues::take_unexpected`], but takes the oldest message `pattern` accepts
+    /// only if `take` says so: `None` when none is accepted, `Some(Err(()))` when `take`
+    /// refused it (it stays where it is), else the message. One scan of the queue.
+    pub fn take_unexpected_if(
+        &mut self,
+        pattern: &Pattern,
+        take: impl FnOnce(&U) -> bool,
+    ) -> Option<Result<(Envelope, U), ()>> {
+        let at = self
+            .unexpected
+            .iter()
+            .position(|(e, _)| pattern.accepts(e))?;
+        if !take(&self.unexpected[at].1) {
+            return Some(Err(()));
+        }
+        self.unexpected.remove(at).map(Ok)
+    }
+
     /// The oldest unexpected message `pattern` accepts, left in place (for probe).
     pub fn peek_unexpected(&self, pattern: &Pattern) -> Option<(&Envelope, &U)> {
         self.unexpected

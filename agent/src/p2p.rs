@@ -343,12 +343,33 @@ impl Agent {
         source: Source,
         tag: TagMatch,
     ) -> Result<Status, AgentError> {
+        self.recv_mapped(buf, source, tag, None)
+    }
+
+    /// [`Agent::recv`] whose status reports the source through `ranks` (world rank ->
+    /// communicator rank).
+    pub(crate) fn recv_mapped(
+        &self,
+        buf: &mut [u8],
+        source: Source,
+        tag: TagMatch,
+        ranks: Option<std::sync::Arc<[u32]>>,
+    ) -> Result<Status, AgentError> {
         self.check_source(source)?;
-        if let Some(status) = self.recv_now(buf, source, tag) {
-            return Ok(status);
+        if let Some(st) = self.recv_now(buf, source, tag) {
+            let Some(map) = &ranks else {
+                return Ok(st);
+            };
+            let from = st.source().unwrap_or(u32::MAX);
+            let from = map.get(from as usize).copied().unwrap_or(from);
+            return Ok(Status::message(
+                from,
+                st.tag().unwrap_or(u32::MAX),
+                st.count(),
+            ));
         }
-        let (mut request, data) = self.irecv(buf.len(), source, tag)?;
-        let result = request.wait();
+        let data = RecvBuffer::new(buf.len());
+        let result = self.irecv_mapped(data.clone(), source, tag, ranks)?.wait();
         data.copy_to(buf);
         self.recycle(&data);
         Ok(result?)

@@ -63,11 +63,19 @@ pub(crate) fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
+/// The `EAGER` header: context and tag.
+#[inline]
+pub(crate) fn eager_header(context: u32, tag: u32) -> [u8; EAGER_HEADER] {
+    let mut h = [0u8; EAGER_HEADER];
+    h[..4].copy_from_slice(&context.to_le_bytes());
+    h[4..].copy_from_slice(&tag.to_le_bytes());
+    h
+}
+
 /// An `EAGER` payload: header and data in one buffer.
 pub(crate) fn eager(context: u32, tag: u32, data: &[u8]) -> Vec<u8> {
     let mut b = Vec::with_capacity(EAGER_HEADER + data.len());
-    b.extend_from_slice(&context.to_le_bytes());
-    b.extend_from_slice(&tag.to_le_bytes());
+    b.extend_from_slice(&eager_header(context, tag));
     b.extend_from_slice(data);
     b
 }
