@@ -10,16 +10,14 @@
 
 mod agent_common;
 
-use std::sync::mpsc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use agent_common::bodies::pattern;
+use agent_common::child::ChildJob;
 use agent_common::method::have_rdma;
-use agent_common::{LIMIT, config, job, rank_env};
+use agent_common::{LIMIT, config, job};
 use viaduct_agent::agent::Agent;
-use viaduct_agent::bootstrap::server::{Pmi1Server, ServerConfig};
-use viaduct_agent::bootstrap::{Bootstrap, JobKey};
+use viaduct_agent::bootstrap::Bootstrap;
 use viaduct_agent::config::{Config, MethodKind};
 use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
@@ -179,42 +177,15 @@ fn rndv_child_rank() {
 /// nothing hangs.
 #[test]
 fn a_killed_rank_fails_rendezvous_in_both_directions_once() {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
     if !have_rdma() {
         return;
     }
-    let server = Pmi1Server::start(ServerConfig::new(2)).unwrap();
-    let key = JobKey::generate().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "rndv_child_rank",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .envs(rank_env(&server, 1, 2, &key))
-        .env(CHILD_VAR, "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.trim() == "ready" {
-                let _ = tx.send(());
-            }
-        }
-    });
-    let boot = Bootstrap::from_vars(rank_env(&server, 0, 2, &key)).unwrap();
+    let mut job = ChildJob::spawn("rndv_child_rank", CHILD_VAR, "1");
+    let boot = job.bootstrap();
     let agent = Agent::with_bootstrap(boot, failure_config()).unwrap();
     assert_eq!(agent.method_of(1), Some("verbs"));
     agent.send(1, 1, b"ping").unwrap();
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("child ready");
+    job.wait_ready();
     // The child's announcement arrives; the child never matches ours.
     let start = Instant::now();
     while agent.unexpected().0 < 1 {
@@ -228,8 +199,7 @@ fn a_killed_rank_fails_rendezvous_in_both_directions_once() {
     for _ in 0..20 {
         agent.make_progress();
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    job.kill();
     // Matched now: the read goes to a dead rank.
     let (recv, _buf) = agent
         .irecv(3 << 20, Source::Rank(1), TagMatch::Tag(2))
@@ -254,5 +224,5 @@ fn a_killed_rank_fails_rendezvous_in_both_directions_once() {
     }
     assert!(agent.connect(1).is_err());
     drop(agent);
-    server.shutdown();
+    job.shutdown();
 }

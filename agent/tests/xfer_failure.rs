@@ -7,15 +7,12 @@
 
 mod agent_common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
-use agent_common::{config, rank_env};
+use agent_common::child::ChildJob;
+use agent_common::config;
 use viaduct_agent::agent::Agent;
-use viaduct_agent::bootstrap::server::{Pmi1Server, ServerConfig};
-use viaduct_agent::bootstrap::{Bootstrap, JobKey};
+use viaduct_agent::bootstrap::Bootstrap;
 use viaduct_agent::comm::Comm;
 use viaduct_agent::config::{Config, MethodKind};
 use viaduct_agent::error::AgentError;
@@ -61,38 +58,12 @@ fn is_peer_failure(e: &RequestError) -> bool {
 }
 
 fn killed(kind: MethodKind, name: &str) {
-    let server = Pmi1Server::start(ServerConfig::new(2)).unwrap();
-    let key = JobKey::generate().unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
-        .args([
-            "--ignored",
-            "--exact",
-            "child_rank",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .envs(rank_env(&server, 1, 2, &key))
-        .env(CHILD_VAR, name)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.trim() == "ready" {
-                let _ = tx.send(());
-            }
-        }
-    });
-    let boot = Bootstrap::from_vars(rank_env(&server, 0, 2, &key)).unwrap();
+    let mut job = ChildJob::spawn("child_rank", CHILD_VAR, name);
+    let boot = job.bootstrap();
     let agent = Agent::with_bootstrap(boot, child_config(kind)).unwrap();
     let comm = Comm::world(&agent);
     agent.send(1, 1, b"ping").unwrap();
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("child ready");
+    job.wait_ready();
 
     let len = 4 << 20;
     let mut b = comm.xfer_scatter(Some(1), 3);
@@ -105,8 +76,7 @@ fn killed(kind: MethodKind, name: &str) {
     for _ in 0..20 {
         agent.make_progress();
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    job.kill();
 
     let reqs: Vec<Request> = vec![block, coll];
     for (i, mut r) in reqs.into_iter().enumerate() {
@@ -132,7 +102,7 @@ fn killed(kind: MethodKind, name: &str) {
     assert!(is_peer_failure(&e), "{e:?}");
     drop(comm);
     drop(agent);
-    server.shutdown();
+    job.shutdown();
 }
 
 #[test]

@@ -5,21 +5,17 @@
 //! Rank 0 is the test's own thread; rank 1 is a child process running the same test binary
 //! (an ignored test that calls [`child_rank`]), killed by the test with `Child::kill`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use viaduct_agent::agent::Agent;
-use viaduct_agent::bootstrap::server::{Pmi1Server, ServerConfig};
-use viaduct_agent::bootstrap::{Bootstrap, JobKey};
+use viaduct_agent::bootstrap::Bootstrap;
 use viaduct_agent::config::Config;
 use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_agent::request::{Request, RequestError};
 
+use super::child::ChildJob;
 use super::method::Method;
-use super::rank_env;
 
 /// Names the child's method; only a process started by [`killed_mid_transfer`] has it.
 const CHILD_VAR: &str = "VIADUCT_TEST_KILLED_METHOD";
@@ -72,41 +68,12 @@ pub fn killed_mid_transfer(method: Method, child_test: &str) {
         return;
     }
     let scale = method.scale();
-    let server = Pmi1Server::start(ServerConfig::new(2)).unwrap();
-    let key = JobKey::generate().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            child_test,
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .envs(rank_env(&server, 1, 2, &key))
-        .env(CHILD_VAR, method.name())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.trim() == "ready" {
-                let _ = tx.send(());
-            }
-        }
-    });
-
-    let boot = Bootstrap::from_vars(rank_env(&server, 0, 2, &key)).unwrap();
+    let mut job = ChildJob::spawn(child_test, CHILD_VAR, method.name());
+    let boot = job.bootstrap();
     let agent = Agent::with_bootstrap(boot, settings(method)).unwrap();
     assert_eq!(agent.method_of(1), Some(method.name()));
     agent.send(1, 1, b"ping").unwrap();
-    if rx.recv_timeout(Duration::from_secs(60)).is_err() {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("the child rank did not get ready within 60 s");
-    }
+    job.wait_ready();
     let mut reqs: Vec<Request> = vec![agent.isend(1, 2, &vec![5u8; scale.killed_long]).unwrap()];
     for _ in 0..scale.killed_eager {
         reqs.push(agent.isend(1, 3, &[6u8; 16_000]).unwrap());
@@ -116,8 +83,7 @@ pub fn killed_mid_transfer(method: Method, child_test: &str) {
     for _ in 0..20 {
         agent.make_progress();
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    job.kill();
 
     let started = std::time::Instant::now();
     let mut failed = 0;
@@ -153,5 +119,5 @@ pub fn killed_mid_transfer(method: Method, child_test: &str) {
         .unwrap();
     assert_eq!(&b, b"self");
     drop(agent);
-    server.shutdown();
+    job.shutdown();
 }

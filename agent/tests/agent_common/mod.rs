@@ -7,6 +7,7 @@
 #![allow(dead_code, unused_macros)]
 
 pub mod bodies;
+pub mod child;
 pub mod killed;
 pub mod method;
 pub mod scale;
