@@ -77,6 +77,9 @@ fn wait_child(mut child: Child) {
 
 const SIZES: [usize; 9] = [0, 1, 63, 64, 4095, 4096, 65536, 1 << 20, 16 << 20];
 const SMALL: u64 = 1_000_000;
+/// Size and count of the long messages of the `long-sender` role.
+const LONG: usize = 48 << 20;
+const LONG_COUNT: u64 = 2;
 
 /// Becomes user and group `nobody`, so that `process_vm_readv` on the (root) parent fails with
 /// `EPERM` while the parent may still read this process.
@@ -136,6 +139,19 @@ fn peer_process_entry() {
                     Err(_) => return,
                 }
                 while ep.poll().is_some() {}
+            }
+        }
+        "long-sender" => {
+            // Sends long messages and keeps making progress (so it helps copy them) until killed.
+            let bufs: Vec<Vec<u8>> = (0..LONG_COUNT).map(|i| pattern(LONG, i)).collect();
+            for (i, buf) in bufs.into_iter().enumerate() {
+                send(&mut ep, i as u64, i as u64, buf).expect("send");
+            }
+            loop {
+                while ep.poll().is_some() {}
+                if ep.wait(Duration::from_millis(50)).is_err() || ep.failure().is_some() {
+                    return;
+                }
             }
         }
         "stall" => {
@@ -363,6 +379,59 @@ fn single_copy_refused_with_eperm_switches_to_ring_chunks() {
         LongMessages::RingChunks,
         LongMessages::SingleCopy,
     );
+}
+
+#[test]
+fn sender_killed_during_a_split_copy_ends_the_receive_with_an_error() {
+    // The sender helps copy its 48 MiB messages (48 chunks each); killing it at different
+    // moments lands before, during or after its own chunks. The receive either completes
+    // byte-exact or fails with a peer failure, within the liveness bound, never hangs.
+    for (round, delay_ms) in [0u64, 3, 12].into_iter().enumerate() {
+        let path = socket_path(&format!("split-kill-{round}"));
+        let listener = shm::Listener::bind(&path).expect("bind");
+        let mut child = spawn_peer("long-sender", &path);
+        let config = Config {
+            liveness_interval: Duration::from_millis(10),
+            ..Config::default()
+        };
+        let mut ep = listener.accept(config).expect("accept");
+        let deadline = Instant::now() + LIMIT;
+        // The first message is copied inside `next`, helped by the live sender.
+        let first = loop {
+            if let Some(m) = ep.next().expect("next") {
+                break m.data == pattern(LONG, 0);
+            }
+            assert!(Instant::now() < deadline, "no long message arrived");
+            ep.wait(Duration::from_millis(50)).expect("wait");
+        };
+        assert!(first, "first long message differs");
+        ep.consume(LONG).expect("consume");
+        // The second message's copy starts in the next `next`; the kill lands around it.
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(delay_ms));
+            child.kill().expect("SIGKILL");
+            child.wait().expect("reap");
+        });
+        let started = Instant::now();
+        let outcome = loop {
+            match ep.next() {
+                Ok(Some(m)) => break Ok(m.data == pattern(LONG, 1)),
+                Ok(None) => {}
+                Err(e) => break Err(e),
+            }
+            assert!(started.elapsed() < LIMIT, "the receive hung after the kill");
+            ep.wait(Duration::from_millis(10)).expect("wait");
+        };
+        killer.join().expect("killer");
+        eprintln!(
+            "split kill after {delay_ms} ms: {:?}",
+            outcome.as_ref().map_err(|e| e.to_string())
+        );
+        match outcome {
+            Ok(exact) => assert!(exact, "second long message differs"),
+            Err(e) => assert!(matches!(e, Error::PeerFailed(_)), "{e}"),
+        }
+    }
 }
 
 #[test]

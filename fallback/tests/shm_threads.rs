@@ -94,6 +94,47 @@ fn sizes_arrive_byte_exact_through_ring_chunks() {
     sizes_round_trip(config, LongMessages::RingChunks);
 }
 
+/// Sends `count` long messages of `len` bytes from `a` to `b` (sender in a thread that keeps
+/// making progress), checks each byte-exact and returns the bytes the sender copied itself.
+fn long_messages_split(sender_config: Config, receiver_config: Config, count: u64) -> u64 {
+    const LEN: usize = (8 << 20) + 5;
+    let (mut a, mut b) = shm::pair_with(sender_config, receiver_config).expect("pair");
+    let sender = thread::spawn(move || {
+        // Made before the first send, so the sender is polling while the receiver copies.
+        let bufs: Vec<Vec<u8>> = (0..count).map(|i| pattern(LEN, i)).collect();
+        for (i, buf) in bufs.into_iter().enumerate() {
+            send(&mut a, i as u64, i as u64, buf);
+        }
+        reap(&mut a, count as usize);
+        a.bytes_copied_for_peer()
+    });
+    for i in 0..count {
+        let (tag, data) = recv(&mut b);
+        assert_eq!(tag, i);
+        assert!(data == pattern(LEN, i), "long message {i} differs");
+    }
+    sender.join().expect("sender thread")
+}
+
+#[test]
+fn split_single_copy_shares_the_work_and_stays_byte_exact() {
+    // Both ends copy chunks: over 12 messages of 9 chunks each the sender, which keeps polling,
+    // takes some of them.
+    let helped = long_messages_split(Config::default(), Config::default(), 12);
+    assert!(helped > 0, "the sender never copied a chunk");
+    assert!(
+        helped < 12 * ((8 << 20) + 5),
+        "the receiver never copied a chunk"
+    );
+    // Either end can turn it off; then the receiver copies alone.
+    let off = Config {
+        split_copy: false,
+        ..Config::default()
+    };
+    assert_eq!(long_messages_split(off.clone(), Config::default(), 4), 0);
+    assert_eq!(long_messages_split(Config::default(), off, 4), 0);
+}
+
 #[test]
 fn million_small_messages_arrive_in_order() {
     const N: u64 = 1_000_000;

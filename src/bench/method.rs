@@ -90,6 +90,10 @@ pub struct Args {
     /// shm: carry long messages through the ring in chunks instead of `process_vm_readv`.
     #[arg(long)]
     pub ring_chunks: bool,
+    /// shm: the receiver copies long messages alone (no split single copy, see
+    /// `shm::Config::split_copy`).
+    #[arg(long)]
+    pub no_split_copy: bool,
     /// shm: bytes of each direction's ring (default: the method's default).
     #[arg(long)]
     pub ring_bytes: Option<usize>,
@@ -172,7 +176,10 @@ macro_rules! impl_link {
 }
 
 impl_link!(shm::Endpoint, |ep| match ep.long_messages() {
-    shm::LongMessages::SingleCopy => "long messages by process_vm_readv".to_string(),
+    shm::LongMessages::SingleCopy if ep.config().split_copy => {
+        "long messages by split single copy (process_vm_readv + process_vm_writev)".to_string()
+    }
+    shm::LongMessages::SingleCopy => "long messages by process_vm_readv alone".to_string(),
     shm::LongMessages::RingChunks => "long messages in ring chunks".to_string(),
 });
 
@@ -188,6 +195,9 @@ fn shm_config(a: &Args) -> shm::Config {
     }
     if a.ring_chunks {
         c.single_copy = false;
+    }
+    if a.no_split_copy {
+        c.split_copy = false;
     }
     if let Some(b) = a.ring_bytes {
         c.ring_bytes = b;
@@ -399,15 +409,16 @@ fn client(l: &mut dyn Link, a: &Args, transport: &str) -> Result<(), BoxError> {
             (Test::Bandwidth, true) => println!(
                 "{}",
                 serde_json::json!({"test": "bandwidth", "transport": transport, "mode": mode_name,
-                    "size": r.size, "messages": r.iters, "gbytes_per_s": r.value, "note": note})
+                    "size": r.size, "messages": r.iters, "gbytes_per_s": r.value, "window": a.window,
+                    "note": note})
             ),
             (Test::Latency, false) => println!(
                 "{transport:4} {mode_name:8} {:>9} B  median {:8.3} us  p99 {:8.3} us  ({} iters; {note})",
                 r.size, r.value, r.p99, r.iters
             ),
             (Test::Bandwidth, false) => println!(
-                "{transport:4} {mode_name:8} {:>9} B  {:8.3} GB/s  ({} messages; {note})",
-                r.size, r.value, r.iters
+                "{transport:4} {mode_name:8} {:>9} B  {:8.3} GB/s  ({} messages, window {}; {note})",
+                r.size, r.value, r.iters, a.window
             ),
         }
     }
@@ -499,6 +510,9 @@ fn spawn_end(a: &Args, role: &str, addr: &str, cpu: usize) -> Result<Child, BoxE
     }
     if a.ring_chunks {
         cmd.arg("--ring-chunks");
+    }
+    if a.no_split_copy {
+        cmd.arg("--no-split-copy");
     }
     if let Some(t) = a.zero_copy_threshold {
         cmd.args(["--zero-copy-threshold", &t.to_string()]);

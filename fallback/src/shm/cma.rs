@@ -6,20 +6,55 @@ use std::io;
 /// reads. Needs ptrace permission over `pid` (same user, no Yama restriction); without it the
 /// error is `EPERM`.
 pub(crate) fn read_from(pid: u32, src: u64, dst: &mut [u8]) -> io::Result<()> {
+    transfer(pid, src, dst.as_mut_ptr(), dst.len(), Direction::Read)
+}
+
+/// Writes `src` to address `dst` of process `pid`, looping over partial writes. Needs the same
+/// permission as [`read_from`].
+pub(crate) fn write_to(pid: u32, dst: u64, src: &[u8]) -> io::Result<()> {
+    // The kernel only reads the local buffer of a write, so the pointer's mutability is nominal.
+    transfer(
+        pid,
+        dst,
+        src.as_ptr().cast_mut(),
+        src.len(),
+        Direction::Write,
+    )
+}
+
+#[derive(Clone, Copy)]
+enum Direction {
+    Read,
+    Write,
+}
+
+fn transfer(
+    pid: u32,
+    remote_at: u64,
+    local: *mut u8,
+    len: usize,
+    dir: Direction,
+) -> io::Result<()> {
     let mut done = 0usize;
-    while done < dst.len() {
+    while done < len {
         let local = libc::iovec {
-            // SAFETY: `done < dst.len()`, so the pointer stays inside `dst`.
-            iov_base: unsafe { dst.as_mut_ptr().add(done) }.cast(),
-            iov_len: dst.len() - done,
+            // SAFETY: `done < len`, so the pointer stays inside the caller's buffer of `len`.
+            iov_base: unsafe { local.add(done) }.cast(),
+            iov_len: len - done,
         };
         let remote = libc::iovec {
-            iov_base: (src + done as u64) as *mut libc::c_void,
-            iov_len: dst.len() - done,
+            iov_base: (remote_at + done as u64) as *mut libc::c_void,
+            iov_len: len - done,
         };
-        // SAFETY: `local` describes writable memory we own; the remote iovec is only read by the
-        // kernel from the other process, which checks it against that process's mappings.
-        let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+        let pid = pid as libc::pid_t;
+        let n = match dir {
+            // SAFETY: `local` describes memory the caller lends us mutably (`read_from`); the
+            // kernel checks the remote iovec against the other process's mappings.
+            Direction::Read => unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) },
+            // SAFETY: `local` describes memory the caller lends us (`write_to`), which the kernel
+            // only reads; it checks the remote iovec against the other process's mappings.
+            Direction::Write => unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) },
+        };
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::EINTR) {

@@ -22,6 +22,13 @@ pub struct Config {
     /// Allow single copy with `process_vm_readv` (it is still only used where a probe at set-up
     /// shows it permitted).
     pub single_copy: bool,
+    /// Split the single copy of a long message between both ends: the receiver reads chunks
+    /// with `process_vm_readv` while the sender, whenever it makes progress, writes the others
+    /// with `process_vm_writev` (each byte is still copied once). Used for messages of more than
+    /// one chunk (about a quarter of the message, 64 KiB to 1 MiB) when single copy is
+    /// permitted both ways; a receiver with this off copies alone, a sender with this off never
+    /// helps.
+    pub split_copy: bool,
     /// Most spin iterations `wait` spends polling before it sleeps on the futex; the count adapts
     /// between 1/16 of this and this. 0 sleeps at once.
     pub spin: u32,
@@ -42,6 +49,7 @@ impl Default for Config {
             max_message: 64 << 20,
             chunk_bytes: 64 << 10,
             single_copy: true,
+            split_copy: true,
             spin: 20_000,
             liveness_interval: Duration::from_millis(20),
             max_outstanding: 64,

@@ -18,6 +18,7 @@ use super::ring::{Consumer, Producer, Record};
 use super::segment::{Segment, SideLine};
 
 mod receive;
+mod split;
 
 /// How long messages are carried when they exceed the eager limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +109,12 @@ pub struct Endpoint {
     regions: Regions,
     inbound: Inbound,
     assembly: Vec<u8>,
+    /// Rendezvous received so far (numbers the one published for a split copy).
+    rendezvous_seen: u32,
+    /// Whether this end copies chunks of its long sends into the peer (split single copy).
+    helps_copy: bool,
+    /// Bytes this end copied into the peer for its own long sends.
+    helped_bytes: u64,
     failed: Option<&'static str>,
     idle_polls: u32,
     last_check: Instant,
@@ -180,6 +187,7 @@ impl Endpoint {
                 LongMessages::RingChunks
             }
         };
+        let helps_copy = config.split_copy && peer_reads_me && i_read_peer;
         Ok(Endpoint {
             tx,
             rx,
@@ -202,6 +210,9 @@ impl Endpoint {
             owed: VecDeque::new(),
             inbound: Inbound::Idle,
             assembly: Vec::new(),
+            rendezvous_seen: 0,
+            helps_copy,
+            helped_bytes: 0,
             failed: None,
             idle_polls: 0,
             last_check: Instant::now(),
@@ -542,6 +553,7 @@ impl Endpoint {
             }
         }
         if !self.rendezvous_out.is_empty() {
+            self.help_copy();
             let done = self.seg.control().rings[self.side]
                 .consumer
                 .rendezvous_done

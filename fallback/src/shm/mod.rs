@@ -22,6 +22,14 @@
 //! (`EPERM` under Yama or across users), the sender copies it through the ring in chunks
 //! ([`LongMessages::RingChunks`]). [`Endpoint::long_messages`] tells which is in use.
 //!
+//! A single copy by one core is bounded by that core; the sender's core meanwhile only waits.
+//! So a long message of more than one chunk is split ([`Config::split_copy`], on by default):
+//! the receiver publishes it in the segment, and both ends claim chunks of about a quarter of
+//! the message (64 KiB to 1 MiB) from one shared word and copy them, the receiver with
+//! `process_vm_readv`, the sender with `process_vm_writev` whenever it makes progress (`poll`,
+//! `wait`). Each byte is still copied once; a sender that is busy elsewhere leaves every chunk
+//! to the receiver. [`Endpoint::bytes_copied_for_peer`] counts the sender's share.
+//!
 //! Emulated RDMA write and read carry the region key, offset and data in ring records; the
 //! target checks key and bounds against its registered regions ([`Endpoint::register`]) and
 //! replies with a status. The target serves them while it runs `next`, `poll` or `wait`.
@@ -30,7 +38,8 @@
 //!
 //! Nothing runs in the background. `next`, `poll` and `wait` make progress; only `wait` blocks.
 //! It spins adaptively, then sleeps on a futex word in the shared segment that the peer rings
-//! after publishing a record or releasing space (only when this side announced it sleeps).
+//! after publishing a record, releasing space or publishing a long message to copy together
+//! (only when this side announced it sleeps).
 //!
 //! Dropping an endpoint waits up to four `liveness_interval`s for the peer to read the long
 //! messages it still holds; a message the peer has not read by then is lost to it.
@@ -59,4 +68,4 @@ pub use config::Config;
 pub use endpoint::{Endpoint, LongMessages, Message};
 pub use error::{AccessError, Error};
 pub use region::RegionKey;
-pub use setup::{Listener, connect, pair};
+pub use setup::{Listener, connect, pair, pair_with};

@@ -14,7 +14,7 @@ use super::error::Error;
 /// Identifies a viaduct shared segment ("VIADSHM1").
 pub(crate) const MAGIC: u64 = 0x5649_4144_5348_4d31;
 /// Layout version; both ends must agree.
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 /// Size of the control page in front of the rings.
 pub(crate) const CONTROL_BYTES: usize = 4096;
 /// Cache line size the layout aligns to.
@@ -29,11 +29,32 @@ pub(crate) struct ConsumerLine {
     pub rendezvous_done: AtomicU64,
 }
 
+/// The long message of one ring being copied by both ends at once (see `endpoint/split.rs`).
+///
+/// The consumer publishes a rendezvous here; then both ends claim chunks of it through `claim`
+/// and copy them (the consumer reads, the producer writes), and add the bytes to `done`.
+#[repr(C, align(64))]
+pub(crate) struct SplitLine {
+    /// Rendezvous number (upper 32 bits, counting from 1) and next unclaimed chunk (lower 32).
+    pub claim: AtomicU64,
+    /// Bytes per chunk of the published rendezvous.
+    pub chunk: AtomicU64,
+    /// Address of the consumer's destination buffer.
+    pub dest: AtomicU64,
+    /// Bytes of the published rendezvous copied so far, by either end.
+    pub done: AtomicU64,
+    /// A chunk the producer claimed but could not write: rendezvous number (upper 32 bits) and
+    /// chunk index + 1 (lower 32); 0 when none. The consumer copies it instead.
+    pub handback: AtomicU64,
+}
+
 /// Control words of one ring.
 #[repr(C)]
 pub(crate) struct RingControl {
     /// Written by the consumer.
     pub consumer: ConsumerLine,
+    /// Written by both ends while a long message is copied in chunks.
+    pub split: SplitLine,
 }
 
 /// Words of one side: its wake-up word, whether it sleeps, whether it left.

@@ -246,10 +246,14 @@ pub fn connect(path: impl AsRef<Path>, config: Config) -> Result<Endpoint, Error
 
 /// Two connected endpoints in this process (for two threads, or a loopback).
 pub fn pair(config: Config) -> Result<(Endpoint, Endpoint), Error> {
+    pair_with(config.clone(), config)
+}
+
+/// Like [`pair`] with settings of its own for each end (the first end's `ring_bytes` wins).
+pub fn pair_with(first: Config, second: Config) -> Result<(Endpoint, Endpoint), Error> {
     let (a, b) = UnixStream::pair().map_err(sock_err("socketpair"))?;
-    let cfg = config.clone();
-    let other = std::thread::spawn(move || connect_on(b, cfg));
-    let first = accept_on(a, config);
+    let other = std::thread::spawn(move || connect_on(b, second));
+    let first = accept_on(a, first);
     let second = other
         .join()
         .map_err(|_| Error::Handshake("the connecting thread panicked".into()))?;

@@ -5,7 +5,6 @@ use std::sync::atomic::Ordering;
 
 use crate::frame::{FLAG_FIRST, Header, Kind};
 
-use super::super::cma;
 use super::super::completion::Completion;
 use super::super::error::{AccessError, Error};
 use super::super::region::RegionKey;
@@ -135,14 +134,7 @@ impl Endpoint {
         }
         let len = len as usize;
         self.assembly.resize(len, 0);
-        if let Err(source) = cma::read_from(self.peer_pid, addr, &mut self.assembly[..len]) {
-            if source.raw_os_error() == Some(libc::ESRCH) {
-                self.fail("the peer process went away");
-                return Err(Error::PeerFailed("the peer process went away"));
-            }
-            self.fail("single-copy read from the peer failed");
-            return Err(Error::SingleCopy { len, source });
-        }
+        self.copy_long(addr, len)?;
         let tag = rec.header.tag;
         self.rx.release(rec);
         self.seg.control().rings[1 - self.side]
