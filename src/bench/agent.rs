@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use viaduct_agent::agent::Agent;
 
+use super::clock;
 use super::launched::{relaunch, under_launcher};
 use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_agent::recv_buffer::RecvBuffer;
@@ -128,8 +129,7 @@ fn latency(agent: &Agent, size: usize, iters: u32) -> Result<Option<(f64, f64)>,
     let peer = 1 - me;
     let mut buf = vec![0u8; size];
     let mut samples = Vec::with_capacity(iters as usize);
-    for i in 0..WARMUP + iters {
-        let start = Instant::now();
+    let mut round_trip = || -> Result<(), BoxError> {
         if me == 0 {
             agent.send(peer, 1, &buf)?;
             agent.recv(&mut buf, Source::Rank(peer), TagMatch::Tag(1))?;
@@ -137,13 +137,26 @@ fn latency(agent: &Agent, size: usize, iters: u32) -> Result<Option<(f64, f64)>,
             agent.recv(&mut buf, Source::Rank(peer), TagMatch::Tag(1))?;
             agent.send(peer, 1, &buf)?;
         }
-        if i >= WARMUP {
-            samples.push(start.elapsed().as_secs_f64() * 1e6 / 2.0);
-        }
+        Ok(())
+    };
+    for _ in 0..WARMUP {
+        round_trip()?;
+    }
+    // One clock read per round trip, as in the method benchmark: each sample runs from the end
+    // of the previous one.
+    let probe = clock::TickRate::start();
+    let mut prev = clock::ticks();
+    for _ in 0..iters {
+        round_trip()?;
+        let now = clock::ticks();
+        samples.push(now.wrapping_sub(prev));
+        prev = now;
     }
     if me != 0 || samples.is_empty() {
         return Ok(None);
     }
+    let rate = probe.finish(std::time::Duration::from_millis(100));
+    let mut samples: Vec<f64> = samples.iter().map(|&t| rate.to_us(t) / 2.0).collect();
     let mean = samples.iter().sum::<f64>() / samples.len() as f64;
     samples.sort_by(f64::total_cmp);
     Ok(Some((samples[samples.len() / 2], mean)))

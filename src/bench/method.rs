@@ -14,6 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use viaduct_fallback::{shm, tcp};
+use super::clock;
 
 type BoxError = Box<dyn Error>;
 
@@ -295,7 +296,7 @@ struct Report {
 fn latency(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Report, BoxError> {
     let data = vec![0xA5u8; size];
     let budget = Duration::from_secs_f64(a.seconds);
-    let mut samples = Vec::with_capacity(a.iters as usize);
+    let mut samples: Vec<u64> = Vec::with_capacity(a.iters as usize);
     let mut tag = 0u64;
     let mut round_trip = |l: &mut dyn Link| -> Result<(), BoxError> {
         send_copy(l, mode, tag, &data)?;
@@ -315,18 +316,22 @@ fn latency(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Report
             break;
         }
     }
-    // One clock read per round trip: each sample runs from the end of the previous one.
+    // One clock read per round trip (see `clock`): each sample runs from the end of the
+    // previous one.
+    let probe = clock::TickRate::start();
     let start = Instant::now();
-    let mut prev = start;
-    for _ in 0..a.iters {
+    let mut prev = clock::ticks();
+    for i in 0..a.iters {
         round_trip(l)?;
-        let now = Instant::now();
-        samples.push((now - prev).as_nanos() as f64 / 2000.0);
+        let now = clock::ticks();
+        samples.push(now.wrapping_sub(prev));
         prev = now;
-        if now - start > budget {
+        if i % 256 == 255 && start.elapsed() > budget {
             break;
         }
     }
+    let rate = probe.finish(Duration::from_millis(100));
+    let mut samples: Vec<f64> = samples.iter().map(|&t| rate.to_us(t) / 2.0).collect();
     samples.sort_by(f64::total_cmp);
     let at = |p: f64| samples[((samples.len() - 1) as f64 * p) as usize];
     Ok(Report {
@@ -388,6 +393,11 @@ fn bandwidth(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Repo
     result.ok_or_else(|| "no bandwidth round ran".into())
 }
 
+/// Rounds a figure for the JSON line (a tenth of a nanosecond is below any clock's precision).
+fn round4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
 fn client(l: &mut dyn Link, a: &Args, transport: &str) -> Result<(), BoxError> {
     let mode_name = match a.mode {
         Mode::Busy => "busy",
@@ -403,7 +413,8 @@ fn client(l: &mut dyn Link, a: &Args, transport: &str) -> Result<(), BoxError> {
             (Test::Latency, true) => println!(
                 "{}",
                 serde_json::json!({"test": "latency", "transport": transport, "mode": mode_name,
-                    "size": r.size, "iters": r.iters, "median_us": r.value, "p99_us": r.p99,
+                    "size": r.size, "iters": r.iters, "median_us": round4(r.value),
+                    "p99_us": round4(r.p99),
                     "note": note})
             ),
             (Test::Bandwidth, true) => println!(

@@ -1,6 +1,7 @@
 //! `viaduct bench ...`: benchmarks, each in its own module with a clap `Args` and a `run`.
 
 pub mod agent;
+pub mod clock;
 pub mod collective;
 pub mod greq;
 pub mod io;
