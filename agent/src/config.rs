@@ -35,6 +35,10 @@ pub const CONNECT_TIMEOUT_VAR: &str = "VIADUCT_CONNECT_TIMEOUT";
 pub const XFER_CHUNK_VAR: &str = "VIADUCT_XFER_CHUNK";
 /// Environment variable naming the RDMA device of the verbs method.
 pub const RDMA_DEVICE_VAR: &str = "VIADUCT_RDMA_DEVICE";
+/// Environment variable with the fewest progress polls a blocking call spins before it sleeps.
+pub const SPIN_MIN_VAR: &str = "VIADUCT_SPIN_MIN";
+/// Environment variable with the most progress polls a blocking call spins before it sleeps.
+pub const SPIN_MAX_VAR: &str = "VIADUCT_SPIN_MAX";
 
 /// A method a peer can be reached over (the own rank always uses the self loop).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -160,6 +164,12 @@ pub fn parse_transports(raw: &str) -> Result<Vec<MethodKind>, AgentError> {
     Ok(out)
 }
 
+fn polls(var: &'static str, v: &str) -> Result<u32, AgentError> {
+    v.trim()
+        .parse()
+        .map_err(|_| bad(var, format!("{v:?} is not a number of polls")))
+}
+
 impl Config {
     /// The defaults, overridden by the `VIADUCT_*` variables of this process's environment.
     pub fn from_env() -> Result<Config, AgentError> {
@@ -194,6 +204,8 @@ impl Config {
                     let name = v.trim();
                     c.rdma_device = (!name.is_empty()).then(|| name.to_owned());
                 }
+                SPIN_MIN_VAR => c.spin_min = polls(SPIN_MIN_VAR, v)?,
+                SPIN_MAX_VAR => c.spin_max = polls(SPIN_MAX_VAR, v)?,
                 _ => {}
             }
         }
@@ -225,7 +237,13 @@ impl Config {
             ));
         }
         if self.spin_min > self.spin_max {
-            return Err(bad("spin_min", "must not exceed spin_max"));
+            return Err(bad(
+                "spin_min",
+                format!(
+                    "{} exceeds spin_max {} ({SPIN_MIN_VAR}, {SPIN_MAX_VAR})",
+                    self.spin_min, self.spin_max
+                ),
+            ));
         }
         Ok(())
     }
@@ -274,5 +292,10 @@ mod tests {
         );
         assert!(Config::from_vars([(XFER_CHUNK_VAR, "100")]).is_err());
         assert!(Config::from_vars([(XFER_CHUNK_VAR, "lots")]).is_err());
+        let c = Config::from_vars([(SPIN_MIN_VAR, "100"), (SPIN_MAX_VAR, "200")]).unwrap();
+        assert_eq!((c.spin_min, c.spin_max), (100, 200));
+        let e = Config::from_vars([(SPIN_MIN_VAR, "5000")]).unwrap_err();
+        assert!(e.to_string().contains("VIADUCT_SPIN_MIN"), "{e}");
+        assert!(Config::from_vars([(SPIN_MAX_VAR, "many")]).is_err());
     }
 }

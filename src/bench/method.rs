@@ -13,8 +13,8 @@ use std::error::Error;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use viaduct_fallback::{shm, tcp};
 use super::clock;
+use viaduct_fallback::{shm, tcp};
 
 type BoxError = Box<dyn Error>;
 

@@ -104,11 +104,16 @@ pub struct Endpoint {
     pub(crate) keepalive_src: Option<MemoryRegion>,
     pub(crate) _keepalive_dst: MemoryRegion,
     pub(crate) keepalive_count: u64,
+    /// When the last send was seen posted (by the clock pass after it: see `timers_to`).
     pub(crate) last_send: Instant,
     /// Send-queue work requests posted and not completed.
     pub(crate) sends_out: u32,
     /// Since when send work requests have been outstanding without any completing.
     pub(crate) waiting_since: Option<Instant>,
+    /// A send was posted since the last clock pass.
+    pub(crate) sent_since_clock: bool,
+    /// A send completed since the last clock pass.
+    pub(crate) acked_since_clock: bool,
     /// Progress passes made (the clock is read on some of them).
     pub(crate) passes: u32,
     pub(crate) recv_ranges: Vec<Range<usize>>,
@@ -327,6 +332,12 @@ impl Endpoint {
                 }
             }
         }
+    }
+
+    /// The next completion already reaped by an earlier `poll`, `next` or `wait`, without
+    /// polling for more (for a caller that has just made progress through `next`).
+    pub fn take_completion(&mut self) -> Option<Completion> {
+        self.completions.pop_front()
     }
 
     /// Makes progress and returns the next completion, if any. Never blocks.

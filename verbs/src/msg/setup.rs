@@ -190,6 +190,8 @@ impl Prepared {
             last_send: Instant::now(),
             sends_out: 0,
             waiting_since: None,
+            sent_since_clock: false,
+            acked_since_clock: false,
             passes: 0,
             recv_ranges: self.recv_ranges,
             cache,

@@ -14,7 +14,6 @@
 //! unposted or in flight.
 
 use std::collections::HashMap;
-use std::time::Instant;
 
 use super::super::completion::{Completion, Posted};
 use super::super::error::Error;
@@ -227,7 +226,7 @@ impl Endpoint {
                         self.rdma.queue.pop_front();
                     }
                     self.rdma.out += 1;
-                    self.posted_send(Instant::now());
+                    self.posted_send();
                 }
                 Ok(_) => {
                     self.fail("posting a one-sided operation posted nothing".to_owned());

@@ -29,7 +29,7 @@ impl Endpoint {
         let seg = Segment::new(region, 0, len).map_err(|e| e.to_string())?;
         match self.qp.post_send([SendRequest::send(u64::from(idx), seg)]) {
             Ok(()) => {
-                self.posted_send(Instant::now());
+                self.posted_send();
                 Ok(())
             }
             Err(e) => {
@@ -127,21 +127,41 @@ impl Endpoint {
         }
     }
 
-    pub(super) fn posted_send(&mut self, now: Instant) {
-        self.last_send = now;
+    /// Notes a posted send. The clock is not read here: it costs microseconds in an emulated
+    /// guest (an HPET read), once per message. The timers move on the next clock pass instead
+    /// (`timers_to`, at most 64 progress passes later), which their tenths of seconds allow.
+    pub(super) fn posted_send(&mut self) {
         self.sends_out += 1;
-        self.waiting_since.get_or_insert(now);
+        self.sent_since_clock = true;
     }
 
+    /// Notes a completed send (see [`Endpoint::posted_send`] for the clock).
     pub(super) fn send_completed(&mut self) {
         self.sends_out = self.sends_out.saturating_sub(1);
-        self.waiting_since = (self.sends_out > 0).then(Instant::now);
+        self.acked_since_clock = true;
+    }
+
+    /// Brings the send timers to `now`: a send posted since the last pass counts as sent now,
+    /// and a completion since then restarts the wait for acknowledgements.
+    pub(super) fn timers_to(&mut self, now: Instant) {
+        if self.sent_since_clock {
+            self.last_send = now;
+        }
+        if self.acked_since_clock || self.sends_out == 0 {
+            self.waiting_since = None;
+        }
+        if self.sends_out > 0 && (self.sent_since_clock || self.acked_since_clock) {
+            self.waiting_since.get_or_insert(now);
+        }
+        self.sent_since_clock = false;
+        self.acked_since_clock = false;
     }
 
     /// Fails the connection when sends have been outstanding for the peer timeout with none
     /// completing: the queue pair's own retry limit ends them at about that time, but soft-RoCE
     /// never does for a peer whose queue pair is gone or in the error state.
     pub(super) fn check_acks(&mut self, now: Instant) {
+        self.timers_to(now);
         let limit = self.config.peer_timeout;
         if let Some(since) = self.waiting_since {
             if self.failed.is_none() && now.duration_since(since) > limit {
@@ -181,7 +201,10 @@ impl Endpoint {
             .qp
             .post_send([SendRequest::write(KEEPALIVE_ID, src, to)])
         {
-            Ok(()) => self.posted_send(now),
+            Ok(()) => {
+                self.posted_send();
+                self.timers_to(now);
+            }
             Err(mut e) => {
                 if let Some(r) = e.unposted.pop() {
                     self.keepalive_src = r.into_segments().pop().map(Segment::into_region);
