@@ -212,8 +212,7 @@ fn from_unexpected(st: &mut State, pattern: &Pattern, buf: &mut [u8]) -> Option<
     )))
 }
 
-/// Looks at the next inbound message of VC `i` in place, then counts the completions the
-/// method reaped meanwhile.
+/// Reaps the completions of VC `i` and looks at its next inbound message in place.
 fn in_place(st: &mut State, i: usize, pattern: &Pattern, buf: &mut [u8]) -> Turn {
     let State { vcs, book, .. } = st;
     let vc = &mut vcs[i];
@@ -231,13 +230,16 @@ fn in_place(st: &mut State, i: usize, pattern: &Pattern, buf: &mut [u8]) -> Turn
             Source::Any => Turn::Nothing,
         };
     }
-    let Link::Remote(m) = &mut vc.link else {
+    if let (_, Some(reason)) = crate::engine::reap(vc, book) {
+        st.fail_vc(peer, reason);
+        return Turn::Fallback;
+    }
+    let Link::Remote(m) = &mut st.vcs[i].link else {
         return Turn::Fallback;
     };
-    // `next` makes the method's progress (one completion-queue poll, one io_uring reap): the
-    // completions it reaps are counted below without polling again.
+    let book = &mut st.book;
     let head = match m.next() {
-        Ok(None) => None,
+        Ok(None) => return Turn::Nothing,
         Ok(Some((tag, data))) => {
             let env = match (
                 wire::split_tag(tag).0,
@@ -259,38 +261,26 @@ fn in_place(st: &mut State, i: usize, pattern: &Pattern, buf: &mut [u8]) -> Turn
                 {
                     let body = &data[EAGER_HEADER..];
                     buf[..body.len()].copy_from_slice(body);
-                    Some(Some((env, body.len(), data.len())))
+                    Some((env, body.len(), data.len()))
                 }
-                // Not ours, or not simple.
-                _ => Some(None),
+                _ => None,
             }
         }
-        Err(_) => Some(None),
+        Err(_) => None,
     };
-    let turn = match head {
-        None => Turn::Nothing,
-        Some(Some((env, n, whole))) => {
-            let consumed = m.consume(whole);
-            let done = Turn::Done(Status::message(env.source, env.tag, n as u64));
-            if let Err(e) = consumed {
+    match head {
+        Some((env, n, whole)) => match m.consume(whole) {
+            Ok(()) => Turn::Done(Status::message(env.source, env.tag, n as u64)),
+            Err(e) => {
                 // The message was taken; the VC is broken for what follows.
                 st.fail_vc(peer, crate::engine::chain(&e));
-                return done;
+                Turn::Done(Status::message(env.source, env.tag, n as u64))
             }
-            done
-        }
-        Some(None) => {
-            // The general pass handles it (and reaps), then look again.
+        },
+        None => {
+            // Not ours, or not simple: the general pass handles it, then look again.
             st.progress_on(Some(peer));
-            return from_unexpected(st, pattern, buf).unwrap_or(Turn::Nothing);
-        }
-    };
-    let State { vcs, book, .. } = st;
-    if let (_, Some(reason)) = crate::engine::reap_taken(&mut vcs[i], book) {
-        st.fail_vc(peer, reason);
-        if matches!(turn, Turn::Nothing) {
-            return Turn::Fallback;
+            from_unexpected(st, pattern, buf).unwrap_or(Turn::Nothing)
         }
     }
-    turn
 }

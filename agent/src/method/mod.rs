@@ -243,24 +243,6 @@ impl Method {
         }
     }
 
-    /// Like [`Method::poll_returning`] for completions the method already reaped (during
-    /// `next`, `poll` or `wait`), without polling for more.
-    #[inline]
-    pub(crate) fn take_returning(&mut self) -> Option<Returned> {
-        match self {
-            Method::Shm(ep) => ep
-                .take_completion()
-                .map(|c| (c.id, c.result.map_err(MethodError::from), c.buffer)),
-            Method::Tcp(ep) => ep
-                .take_completion()
-                .map(|c| (c.id, c.result.map_err(MethodError::from), c.buffer)),
-            #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => ep
-                .take_completion()
-                .map(|c| (c.id, c.result.map_err(MethodError::from), None)),
-        }
-    }
-
     /// The current inbound message in place (as [`Method::next`]), followed by the messages
     /// queued behind it that the method holds in place at the same time, at most `max` in all:
     /// the shared-memory method shows the send records already in its ring, TCP the messages

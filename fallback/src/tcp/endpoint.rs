@@ -640,12 +640,6 @@ impl Endpoint {
 
     // ----- completions and waiting ---------------------------------------------------------
 
-    /// The next completion already reaped by an earlier `poll`, `next` or `wait`, without
-    /// polling for more (for a caller that has just made progress through `next`).
-    pub fn take_completion(&mut self) -> Option<Completion> {
-        self.completions.pop_front()
-    }
-
     /// Makes progress and returns the next completion, if any. Never blocks.
     pub fn poll(&mut self) -> Option<Completion> {
         if let Some(c) = self.completions.pop_front() {
