@@ -128,7 +128,6 @@ fn latency(agent: &Agent, size: usize, iters: u32) -> Result<Option<(f64, f64)>,
     let me = agent.rank();
     let peer = 1 - me;
     let mut buf = vec![0u8; size];
-    let mut samples = Vec::with_capacity(iters as usize);
     let mut round_trip = || -> Result<(), BoxError> {
         if me == 0 {
             agent.send(peer, 1, &buf)?;
@@ -142,21 +141,10 @@ fn latency(agent: &Agent, size: usize, iters: u32) -> Result<Option<(f64, f64)>,
     for _ in 0..WARMUP {
         round_trip()?;
     }
-    // One clock read per round trip, as in the method benchmark: each sample runs from the end
-    // of the previous one.
-    let probe = clock::TickRate::start();
-    let mut prev = clock::ticks();
-    for _ in 0..iters {
-        round_trip()?;
-        let now = clock::ticks();
-        samples.push(now.wrapping_sub(prev));
-        prev = now;
-    }
+    let mut samples = clock::half_round_trips(u64::from(iters), None, &mut round_trip)?;
     if me != 0 || samples.is_empty() {
         return Ok(None);
     }
-    let rate = probe.finish(std::time::Duration::from_millis(100));
-    let mut samples: Vec<f64> = samples.iter().map(|&t| rate.to_us(t) / 2.0).collect();
     let mean = samples.iter().sum::<f64>() / samples.len() as f64;
     samples.sort_by(f64::total_cmp);
     Ok(Some((samples[samples.len() / 2], mean)))

@@ -6,11 +6,38 @@
 //! often. Without the feature it is the OS monotonic clock. Every latency benchmark (`method`,
 //! `agent`) reads it once per round trip, so none pays more clock reads than another.
 
+use std::time::{Duration, Instant};
+
 #[cfg(feature = "rdma")]
 pub use viaduct_verbs::clock::{TickRate, ticks};
 
 #[cfg(not(feature = "rdma"))]
 pub use os::{TickRate, ticks};
+
+/// Runs `round_trip` `iters` times (fewer once `budget` has passed, checked every 256) and
+/// returns the half round trips in microseconds, in run order. The clock is read once per round
+/// trip: each sample runs from the end of the previous one.
+pub fn half_round_trips<E>(
+    iters: u64,
+    budget: Option<Duration>,
+    mut round_trip: impl FnMut() -> Result<(), E>,
+) -> Result<Vec<f64>, E> {
+    let mut ticks_each = Vec::with_capacity(iters.min(1 << 24) as usize);
+    let probe = TickRate::start();
+    let start = Instant::now();
+    let mut prev = ticks();
+    for i in 0..iters {
+        round_trip()?;
+        let now = ticks();
+        ticks_each.push(now.wrapping_sub(prev));
+        prev = now;
+        if i % 256 == 255 && budget.is_some_and(|b| start.elapsed() > b) {
+            break;
+        }
+    }
+    let rate = probe.finish(Duration::from_millis(100));
+    Ok(ticks_each.iter().map(|&t| rate.to_us(t) / 2.0).collect())
+}
 
 #[cfg(not(feature = "rdma"))]
 mod os {

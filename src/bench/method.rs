@@ -296,7 +296,6 @@ struct Report {
 fn latency(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Report, BoxError> {
     let data = vec![0xA5u8; size];
     let budget = Duration::from_secs_f64(a.seconds);
-    let mut samples: Vec<u64> = Vec::with_capacity(a.iters as usize);
     let mut tag = 0u64;
     let mut round_trip = |l: &mut dyn Link| -> Result<(), BoxError> {
         send_copy(l, mode, tag, &data)?;
@@ -316,22 +315,7 @@ fn latency(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Report
             break;
         }
     }
-    // One clock read per round trip (see `clock`): each sample runs from the end of the
-    // previous one.
-    let probe = clock::TickRate::start();
-    let start = Instant::now();
-    let mut prev = clock::ticks();
-    for i in 0..a.iters {
-        round_trip(l)?;
-        let now = clock::ticks();
-        samples.push(now.wrapping_sub(prev));
-        prev = now;
-        if i % 256 == 255 && start.elapsed() > budget {
-            break;
-        }
-    }
-    let rate = probe.finish(Duration::from_millis(100));
-    let mut samples: Vec<f64> = samples.iter().map(|&t| rate.to_us(t) / 2.0).collect();
+    let mut samples = clock::half_round_trips(a.iters, Some(budget), || round_trip(l))?;
     samples.sort_by(f64::total_cmp);
     let at = |p: f64| samples[((samples.len() - 1) as f64 * p) as usize];
     Ok(Report {

@@ -92,11 +92,7 @@ impl Endpoint {
         // A sender asleep in `wait` wakes up and helps (a wake-up costs far less than a chunk).
         self.notify_peer();
         while let Some(i) = claim(self.split_line(1 - self.side), number, chunks) {
-            let (at, n) = (i * chunk, chunk.min(len - i * chunk));
-            self.read_long(addr, at, n)?;
-            self.split_line(1 - self.side)
-                .done
-                .fetch_add(n as u64, Ordering::Release);
+            self.read_chunk(addr, len, chunk, i)?;
         }
         // Wait for the chunks the sender claimed (at most one at a time, so briefly).
         let mut spins = 0u32;
@@ -107,13 +103,8 @@ impl Endpoint {
             }
             let back = line.handback.swap(0, Ordering::AcqRel);
             let (n, index) = unpack(back);
-            if n == number && index > 0 {
-                let i = index as usize - 1;
-                let (at, size) = (i * chunk, chunk.min(len.saturating_sub(i * chunk)));
-                self.read_long(addr, at, size)?;
-                self.split_line(1 - self.side)
-                    .done
-                    .fetch_add(size as u64, Ordering::Release);
+            if n == number && index > 0 && (index as usize) <= chunks {
+                self.read_chunk(addr, len, chunk, index as usize - 1)?;
                 continue;
             }
             spins = spins.wrapping_add(1);
@@ -125,6 +116,17 @@ impl Endpoint {
                 }
             }
         }
+    }
+
+    /// Receiver: copies chunk `i` of the published message of `len` bytes and counts it done.
+    fn read_chunk(&mut self, addr: u64, len: usize, chunk: usize, i: usize) -> Result<(), Error> {
+        let at = i * chunk;
+        let n = chunk.min(len - at);
+        self.read_long(addr, at, n)?;
+        self.split_line(1 - self.side)
+            .done
+            .fetch_add(n as u64, Ordering::Release);
+        Ok(())
     }
 
     /// Receiver: reads bytes `[at, at + n)` of the peer's message at `addr` into the assembly
