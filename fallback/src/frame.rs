@@ -58,6 +58,15 @@ impl Kind {
         )
     }
 
+    /// Whether a frame of this kind counts against the receiver's window over TCP: the
+    /// messages and requests a post makes ([`Kind::Send`], [`Kind::Write`], [`Kind::Read`]).
+    /// The frames the endpoint makes itself (replies, credit, close) are not counted, so their
+    /// receiver returns no credit for them either: crediting them back would hand the peer
+    /// window it never used, and an idle pair would answer each credit frame with another.
+    pub fn counts_against_window(self) -> bool {
+        matches!(self, Kind::Send | Kind::Write | Kind::Read)
+    }
+
     /// Decodes a kind byte.
     pub fn from_u8(v: u8) -> Option<Kind> {
         Some(match v {

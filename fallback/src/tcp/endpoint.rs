@@ -90,6 +90,9 @@ pub struct Endpoint {
     config: Config,
     decoder: Decoder,
     send_seq: u32,
+    /// Frames queued for the socket, and how many of them only returned credit.
+    frames_sent: u64,
+    credit_frames: u64,
     peer_max_frame: u32,
     window: usize,
     unacked: usize,
@@ -151,6 +154,8 @@ impl Endpoint {
             stream,
             decoder: Decoder::new(config.max_frame),
             send_seq: 0,
+            frames_sent: 0,
+            credit_frames: 0,
             peer_max_frame,
             window,
             unacked: 0,
@@ -193,6 +198,17 @@ impl Endpoint {
     /// Bytes sent and not yet credited back by the receiver (bounded by its window).
     pub fn unacked(&self) -> usize {
         self.unacked
+    }
+
+    /// Frames this end has queued for its socket so far: messages, requests, replies, credit.
+    pub fn frames_sent(&self) -> u64 {
+        self.frames_sent
+    }
+
+    /// Of [`Endpoint::frames_sent`], the frames sent only to return credit, because no other
+    /// traffic was going out to carry it.
+    pub fn credit_frames_sent(&self) -> u64 {
+        self.credit_frames
     }
 
     /// Address ranges of this end's own receive buffers (the provided-buffer ring, once a
@@ -448,6 +464,7 @@ impl Endpoint {
         }
         header.seq = self.send_seq;
         self.send_seq = self.send_seq.wrapping_add(1);
+        self.frames_sent += 1;
         self.queue.push_back(OutFrame::new(&header, payload, owner));
     }
 

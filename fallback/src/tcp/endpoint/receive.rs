@@ -15,10 +15,12 @@ impl Endpoint {
         e
     }
 
-    /// Gives `n` stream bytes back to the peer's window.
+    /// Gives `n` stream bytes of frames the peer counted against its window back to it (see
+    /// [`Kind::counts_against_window`]).
     pub(super) fn credit(&mut self, n: usize) {
         self.freed += n;
         if self.freed >= self.config.window() / 8 && self.failed.is_none() {
+            self.credit_frames += 1;
             self.enqueue(Header::new(Kind::Credit, 0), Vec::new(), None);
         }
     }
@@ -27,6 +29,7 @@ impl Endpoint {
     /// waiting for its whole window (a frame larger than the window) is never left short.
     pub(super) fn credit_when_idle(&mut self) {
         if self.freed > 0 && self.queue.is_empty() && !self.in_flight && self.failed.is_none() {
+            self.credit_frames += 1;
             self.enqueue(Header::new(Kind::Credit, 0), Vec::new(), None);
         }
     }
@@ -55,7 +58,9 @@ impl Endpoint {
                         front.off += n;
                         self.pop_empty_chunks();
                         // The bytes left the receive buffers: the sender may refill them.
-                        self.credit(n);
+                        if header.kind.counts_against_window() {
+                            self.credit(n);
+                        }
                         self.current = Current::Assembling {
                             header,
                             filled: filled + n,
@@ -91,7 +96,10 @@ impl Endpoint {
                     if header.kind.carries_credit() {
                         self.unacked = self.unacked.saturating_sub(header.offset as usize);
                     }
-                    self.credit(HEADER_LEN);
+                    let counted = header.kind.counts_against_window();
+                    if counted {
+                        self.credit(HEADER_LEN);
+                    }
                     let len = header.len as usize;
                     self.pop_empty_chunks();
                     let in_front = self.rx.front().is_some_and(|c| c.left() >= len);
@@ -112,7 +120,9 @@ impl Endpoint {
                         if front.left() > 0 {
                             self.rx.push_front(front);
                         }
-                        self.credit(len);
+                        if counted {
+                            self.credit(len);
+                        }
                         r?;
                     } else {
                         // Spans receive buffers (or is empty): reassemble. The length was

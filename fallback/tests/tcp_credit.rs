@@ -1,0 +1,118 @@
+//! TCP method flow control: credit is returned for the frames a peer counted against its window
+//! (messages and requests), and only for those. Two endpoints over 127.0.0.1, driven from one
+//! thread so that every step happens in a known order.
+
+use std::time::{Duration, Instant};
+
+use viaduct_fallback::tcp::{self, Config, Endpoint, Posted};
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// Drives `ep` (`next`, which also returns idle credit) for `d`.
+fn idle_for(ep: &mut Endpoint, d: Duration) {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        assert!(ep.next().expect("next").is_none(), "no message expected");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Drives both ends until `b` holds a message; returns its length after consuming it.
+fn recv_one(a: &mut Endpoint, b: &mut Endpoint) -> usize {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let _ = a.poll();
+        if let Some(m) = b.next().expect("next") {
+            let n = m.data.len();
+            b.consume(n).expect("consume");
+            return n;
+        }
+        assert!(Instant::now() < deadline, "no message arrived");
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+#[test]
+fn an_idle_pair_returns_credit_once_and_then_falls_silent() {
+    let (mut a, mut b) = tcp::pair(Config::default()).expect("pair");
+    assert!(a.post_send(1, 7, &[0x5A; 100]).expect("post").is_posted());
+    assert_eq!(recv_one(&mut a, &mut b), 100);
+    // Both ends now poll with nothing to say. The receiver returns the message's credit once
+    // (nothing else goes out to carry it); the credit frame itself is not counted, so it must
+    // not be answered: before this rule the two ends bounced credit frames to each other for
+    // as long as they polled.
+    let end = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < end {
+        assert!(a.next().expect("next a").is_none());
+        assert!(b.next().expect("next b").is_none());
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert_eq!(a.unacked(), 0, "the message's credit came back whole");
+    assert_eq!(
+        b.credit_frames_sent(),
+        1,
+        "one credit frame for the message"
+    );
+    assert_eq!(a.credit_frames_sent(), 0, "a credit frame earns no credit");
+    assert_eq!(a.frames_sent(), 1, "only the message left a");
+    assert_eq!(b.frames_sent(), 1, "only the credit left b");
+}
+
+#[test]
+fn replies_earn_no_credit_so_the_window_keeps_counting_unconsumed_messages() {
+    let (mut a, mut b) = tcp::pair(Config::default()).expect("pair");
+    const REPLY: usize = 1 << 20;
+    const MSG: usize = 200 << 10;
+    let key = a.register(vec![0xC3; REPLY]);
+    assert!(matches!(
+        b.post_read(1, key, 0, vec![0; REPLY]).expect("post_read"),
+        Posted::InProgress
+    ));
+    // a serves the read: its 1 MiB reply is an uncounted frame.
+    let deadline = Instant::now() + LIMIT;
+    while a.frames_sent() == 0 {
+        let _ = a.poll();
+        assert!(Instant::now() < deadline, "a never served the read");
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    // A counted message follows the reply in the stream; b will not consume it yet.
+    assert!(matches!(
+        a.post_send_buf(2, 9, vec![0x11; MSG])
+            .expect("post_send_buf"),
+        Posted::InProgress
+    ));
+    let header_and_payload = a.unacked();
+    assert!(header_and_payload > MSG);
+    let read = loop {
+        if let Some(c) = b.poll() {
+            break c;
+        }
+        let _ = a.poll();
+        assert!(Instant::now() < deadline, "the read never completed");
+        std::thread::sleep(Duration::from_micros(100));
+    };
+    assert_eq!(read.id, 1);
+    assert_eq!(read.result.expect("read"), REPLY);
+    assert!(read.buffer.expect("buffer").iter().all(|&x| x == 0xC3));
+    // Let any credit b sent reach a. Crediting the reply back would have wiped out a's count
+    // of the unconsumed message, so a could overrun b's receive buffers.
+    idle_for(&mut a, Duration::from_millis(100));
+    assert!(
+        a.unacked() >= MSG,
+        "a counts {} unacknowledged bytes while b holds {MSG} unconsumed",
+        a.unacked()
+    );
+    // Once b consumes the message, all of it comes back.
+    assert_eq!(recv_one(&mut a, &mut b), MSG);
+    let deadline = Instant::now() + LIMIT;
+    while a.unacked() != 0 {
+        assert!(b.next().expect("next b").is_none());
+        assert!(a.next().expect("next a").is_none());
+        assert!(
+            Instant::now() < deadline,
+            "credit never came back: {} bytes unacknowledged",
+            a.unacked()
+        );
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
