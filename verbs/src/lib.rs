@@ -58,6 +58,7 @@ pub mod error;
 pub mod event;
 pub mod mr;
 pub mod msg;
+pub mod pacer;
 pub mod pd;
 pub mod qp;
 pub mod regcache;

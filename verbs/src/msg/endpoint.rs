@@ -114,8 +114,8 @@ pub struct Endpoint {
     pub(crate) sent_since_clock: bool,
     /// A send completed since the last clock pass.
     pub(crate) acked_since_clock: bool,
-    /// Progress passes made (the clock is read on some of them).
-    pub(crate) passes: u32,
+    /// Decides on which progress passes the clock is read (about every 2 ms of spinning).
+    pub(crate) pacer: crate::pacer::ClockPacer,
     pub(crate) recv_ranges: Vec<Range<usize>>,
     /// Registered buffers for one-sided operations, reused by size class.
     pub(crate) cache: RegCache,
@@ -270,11 +270,10 @@ impl Endpoint {
         self.pump();
         self.pump_rdma();
         self.maybe_return_credits();
-        // The clock is read on one pass in 64 (and on every pass of `wait`): timers here are
-        // tenths of seconds, and spinning callers pass through very often.
-        self.passes = self.passes.wrapping_add(1);
-        if self.passes % 64 == 0 {
-            self.maybe_keepalive();
+        // The clock is read about every 2 ms of passes (and on every round of `wait`): timers
+        // here are tenths of seconds, and spinning callers pass through very often.
+        if let Some(now) = self.pacer.pass() {
+            self.maybe_keepalive(now);
         }
         handled
     }
@@ -376,7 +375,8 @@ impl Endpoint {
             if self.progress() > 0 || self.ready() {
                 return Ok(());
             }
-            self.maybe_keepalive();
+            let now = self.pacer.now();
+            self.maybe_keepalive(now);
             let keepalive_due =
                 (self.last_send + self.config.keepalive).saturating_duration_since(now);
             let slice = (deadline - now).min(keepalive_due.max(Duration::from_millis(1)));

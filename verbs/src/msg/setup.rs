@@ -192,7 +192,7 @@ impl Prepared {
             waiting_since: None,
             sent_since_clock: false,
             acked_since_clock: false,
-            passes: 0,
+            pacer: crate::pacer::ClockPacer::new(),
             recv_ranges: self.recv_ranges,
             cache,
             max_piece: self.max_piece,

@@ -129,7 +129,8 @@ impl Endpoint {
 
     /// Notes a posted send. The clock is not read here: it costs microseconds in an emulated
     /// guest (an HPET read), once per message. The timers move on the next clock pass instead
-    /// (`timers_to`, at most 64 progress passes later), which their tenths of seconds allow.
+    /// (`timers_to`, paced by [`crate::pacer::ClockPacer`]), which their tenths of seconds
+    /// allow.
     pub(super) fn posted_send(&mut self) {
         self.sends_out += 1;
         self.sent_since_clock = true;
@@ -175,16 +176,14 @@ impl Endpoint {
     /// Writes a keepalive into the peer's region after `config.keepalive` without a send: an
     /// RDMA WRITE needs no receive buffer, so it goes even without credits, and a peer that is
     /// gone makes it fail with retry exceeded.
-    pub(super) fn maybe_keepalive(&mut self) {
+    pub(super) fn maybe_keepalive(&mut self, now: Instant) {
         if self.failed.is_some() {
             return;
         }
+        self.check_acks(now);
         if self.keepalive_src.is_none() {
-            self.check_acks(Instant::now());
             return;
         }
-        let now = Instant::now();
-        self.check_acks(now);
         if self.failed.is_some() || now.duration_since(self.last_send) < self.config.keepalive {
             return;
         }
