@@ -27,8 +27,9 @@ use viaduct_fallback::affinity;
 
 /// Environment variable naming the transport ranks should use.
 const TRANSPORT_VAR: &str = "VIADUCT_TRANSPORT";
-/// How often the launcher looks at its ranks.
-const TICK: Duration = Duration::from_millis(20);
+/// Longest time between two looks of the launcher at its ranks; a rank whose output ends
+/// (it exited, as a rule) wakes it at once.
+const TICK: Duration = Duration::from_millis(100);
 /// Longest piece of output forwarded as one line.
 const MAX_LINE: u64 = 64 * 1024;
 /// How long output of killed ranks is still drained.
@@ -280,7 +281,11 @@ impl Job {
                     };
                 }
             }
-            thread::sleep(TICK);
+            // Sleep until a rank's output ends or the tick passed: no busy polling beside ranks
+            // that may be spinning on every core.
+            if self.done_rx.recv_timeout(TICK).is_ok() {
+                self.forwarders -= 1;
+            }
         }
     }
 

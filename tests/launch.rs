@@ -336,3 +336,40 @@ int main(int argc, char **argv) {
         );
     }
 }
+
+/// Voluntary context switches of every thread of process `pid` so far (`None` once it is gone).
+fn wake_ups(pid: u32) -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let status = std::fs::read_to_string(task.ok()?.path().join("status")).ok()?;
+        total += status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+            .trim()
+            .parse::<u64>()
+            .ok()?;
+    }
+    Some(total)
+}
+
+#[test]
+fn the_launcher_sleeps_while_its_ranks_run() {
+    // Ranks that spin on every core must not share them with a launcher that polls: its PMI
+    // acceptor sleeps in accept, its watch loop on its ranks' output. Before, the acceptor
+    // woke every 10 ms and the watch loop every 20 ms: about 75 wake-ups in half a second.
+    let mut child = viaduct()
+        .args(["launch", "-n", "2", "--", "sleep", "1.5"])
+        .spawn()
+        .expect("spawn viaduct launch");
+    std::thread::sleep(Duration::from_millis(400));
+    let before = wake_ups(child.id()).expect("launcher threads");
+    std::thread::sleep(Duration::from_millis(500));
+    let after = wake_ups(child.id()).expect("launcher threads");
+    let status = child.wait().expect("wait for the launcher");
+    assert!(status.success(), "{status}");
+    let n = after - before;
+    assert!(
+        n <= 25,
+        "the launcher woke {n} times in 500 ms beside idle ranks"
+    );
+}

@@ -21,7 +21,8 @@
 //! [`Pmi1Server::rank_exited`], and when a barrier can no longer complete (a rank that has exited,
 //! closed its connection or finalized is not in it) the server raises
 //! [`ServerEvent::BarrierBroken`] for the launcher to end the job. Connection threads poll a
-//! shutdown flag, so [`Pmi1Server::shutdown`] returns promptly.
+//! shutdown flag, and the acceptor, asleep in `accept`, is woken by a connection of the server's
+//! own, so [`Pmi1Server::shutdown`] returns promptly.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{self, BufReader, Write};
@@ -166,8 +167,9 @@ impl Pmi1Server {
                 "a job has at least one rank",
             ));
         }
+        // Blocking: the acceptor sleeps in `accept` until a rank connects, and `stop` wakes
+        // it with a connection of its own.
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-        listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let size = config.size;
         let mut state = State {
@@ -235,8 +237,13 @@ impl Pmi1Server {
         self.shared.stop.store(true, Ordering::SeqCst);
         self.shared.changed.notify_all();
         if let Some(acceptor) = self.acceptor.take() {
-            // The acceptor only polls; it ends within POLL. A panic in it is already reported.
-            let _ = acceptor.join();
+            // The acceptor sleeps in `accept`: a connection of our own wakes it, and it sees
+            // the flag. Should that connection fail (it goes to our own loopback port), the
+            // acceptor is left blocked rather than waited for, so stopping never hangs; it
+            // holds nothing but the listener. A panic in it is already reported.
+            if TcpStream::connect_timeout(&self.addr, Duration::from_secs(2)).is_ok() {
+                let _ = acceptor.join();
+            }
         }
     }
 }
@@ -251,6 +258,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
     let mut workers: Vec<JoinHandle<()>> = Vec::new();
     while !shared.stop.load(Ordering::SeqCst) {
         match listener.accept() {
+            Ok(_) if shared.stop.load(Ordering::SeqCst) => break, // the wake-up from `stop`
             Ok((stream, peer)) => {
                 let conn_shared = Arc::clone(shared);
                 let spawned = thread::Builder::new()
@@ -264,7 +272,6 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
                 }
                 workers.retain(|w| !w.is_finished());
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => thread::sleep(POLL / 5),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => thread::sleep(POLL),
         }
