@@ -5,9 +5,9 @@
 //!
 //! A blocking [`Agent::send`] of an eager message to a peer whose VC has nothing queued is
 //! posted as a **copy**: the method gathers header and data into its own send memory (the
-//! shared-memory ring cell, the buffer of an io_uring send; verbs: the owned message its
-//! endpoint copies into a registered slot) before the post returns. The caller's buffer is free at once, which is all `MPI_Send` promises,
-//! so no request is made and nothing is waited for. The method's completion for the
+//! shared-memory ring cell, the buffer of an io_uring send, the registered send slot of
+//! verbs) before the post returns. The caller's buffer is free at once, which is all
+//! `MPI_Send` promises, so no request is made and nothing is waited for. The method's completion for the
 //! descriptor still arrives, exactly once, and is counted off by the progress pass (its id
 //! carries [`FAST_ID`]); a failed one fails the VC like any other. `finalize` waits for these
 //! too.

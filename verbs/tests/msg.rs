@@ -131,6 +131,78 @@ fn messages_of_every_size_arrive_byte_exact_both_ways() {
 }
 
 #[test]
+fn parts_are_gathered_into_one_message_in_post_order() {
+    let Some(ctx) = ctx() else { return };
+    let (mut a, mut b) = msg::pair(&ctx, small()).unwrap();
+    let frag = small().buffer_bytes as usize - 16;
+    let head = pattern(8, 1);
+    // Part layouts around the slot size (one slot: gathered straight into it; longer: an
+    // owned buffer), an empty message, and owned sends in between that must keep their place.
+    let plans: Vec<Vec<Vec<u8>>> = vec![
+        vec![],
+        vec![head.clone(), pattern(0, 2)],
+        vec![head.clone(), pattern(100, 3)],
+        vec![pattern(1, 4), pattern(2, 5), pattern(3, 6)],
+        vec![head.clone(), pattern(frag - 8, 7)],
+        vec![head.clone(), pattern(frag - 7, 8)],
+        vec![head.clone(), pattern(3 * frag, 9)],
+    ];
+    let mut expected = Vec::new();
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let mut done: Done = HashMap::new();
+    let mut posted = 0;
+    let total = plans.len() * 2;
+    while got.len() < total || done.len() < total {
+        check_deadline(start, "parts", &a, &b);
+        if posted < total {
+            let i = posted / 2;
+            let tag = posted as u64;
+            let ok = if posted % 2 == 0 {
+                let parts: Vec<&[u8]> = plans[i].iter().map(Vec::as_slice).collect();
+                let r = a.post_send_parts(tag, tag, &parts).expect("post_send_parts");
+                if r.is_posted() {
+                    expected.push((tag, plans[i].concat()));
+                }
+                r.is_posted()
+            } else {
+                let data = pattern(frag + 3, 100 + i as u32);
+                match a.post_send_buf(tag, tag, data.clone()).expect("post_send_buf") {
+                    Posted::InProgress => {
+                        expected.push((tag, data));
+                        true
+                    }
+                    Posted::NoResources(_) => false,
+                }
+            };
+            if ok {
+                posted += 1;
+            }
+        }
+        while let Some(c) = a.poll() {
+            assert!(done.insert(c.id, c.result).is_none(), "id {} twice", c.id);
+        }
+        if let Some(m) = b.next().expect("next") {
+            got.push((m.tag, m.data.to_vec()));
+            let n = m.data.len();
+            b.consume(n).expect("consume");
+        }
+    }
+    assert_eq!(got.len(), expected.len());
+    for ((tag, data), (etag, edata)) in got.iter().zip(&expected) {
+        assert_eq!(tag, etag, "messages out of post order");
+        assert!(data == edata, "message {tag}: {} bytes differ", data.len());
+    }
+    for (tag, data) in &expected {
+        assert_eq!(
+            done[tag].as_ref().map_err(|e| e.to_string()),
+            Ok(&data.len()),
+            "completion of {tag}"
+        );
+    }
+}
+
+#[test]
 fn partial_consume_and_reassembly_buffer() {
     let Some(ctx) = ctx() else { return };
     let (mut a, mut b) = msg::pair(&ctx, small()).unwrap();

@@ -180,9 +180,10 @@ impl Method {
     }
 
     /// Posts a copy of `header` followed by `data` as one message, gathered with one copy of
-    /// each byte: straight into the method's send memory on shared memory and TCP, into the
-    /// owned message the verbs endpoint copies into its registered send slots. `Ok(false)`
-    /// when the method has no resources now.
+    /// each byte straight into the method's send memory: the shared-memory ring cell, the
+    /// buffer of an io_uring send, the registered send slot of verbs (a verbs message longer
+    /// than one slot goes through an owned buffer, copied into slots as credits allow).
+    /// `Ok(false)` when the method has no resources now.
     #[inline]
     pub(crate) fn post_parts(
         &mut self,
@@ -195,15 +196,7 @@ impl Method {
             Method::Shm(ep) => Ok(ep.post_send_parts(id, tag, &[header, data])?.is_posted()),
             Method::Tcp(ep) => Ok(ep.post_send_parts(id, tag, &[header, data])?.is_posted()),
             #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => {
-                let mut owned = Vec::with_capacity(header.len() + data.len());
-                owned.extend_from_slice(header);
-                owned.extend_from_slice(data);
-                Ok(matches!(
-                    ep.post_send_buf(id, tag, owned)?,
-                    msg::Posted::InProgress
-                ))
-            }
+            Method::Verbs(ep) => Ok(ep.post_send_parts(id, tag, &[header, data])?.is_posted()),
         }
     }
 

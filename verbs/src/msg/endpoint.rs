@@ -45,7 +45,11 @@ pub(crate) struct OutMsg {
     seq: u64,
     id: u64,
     tag: u64,
+    /// The bytes still to be copied into send slots (empty for a message gathered straight
+    /// into its slot by `post_send_parts`).
     data: Vec<u8>,
+    /// Bytes of the message.
+    len: usize,
     /// Bytes handed to send slots so far.
     off: usize,
     started: bool,
@@ -55,7 +59,7 @@ pub(crate) struct OutMsg {
 
 impl OutMsg {
     fn posted_all(&self) -> bool {
-        self.started && self.off == self.data.len()
+        self.started && self.off == self.len
     }
 }
 
@@ -326,7 +330,7 @@ impl Endpoint {
                 if let Some(m) = self.outgoing.pop_front() {
                     self.completions.push_back(Completion {
                         id: m.id,
-                        result: Ok(m.data.len()),
+                        result: Ok(m.len),
                     });
                 }
             }

@@ -56,18 +56,18 @@ impl Endpoint {
             let Some((idx, mut region)) = self.free_slots.pop() else {
                 return;
             };
-            let n = (m.data.len() - m.off).min(frag);
+            let n = (m.len - m.off).min(frag);
             let mut flags = 0;
             if !m.started {
                 flags |= FIRST;
             }
-            if m.off + n == m.data.len() {
+            if m.off + n == m.len {
                 flags |= LAST;
             }
             let credits = self.to_return.min(u32::from(u16::MAX)) as u16;
             Header {
                 tag: m.tag,
-                total: m.data.len() as u32,
+                total: m.len as u32,
                 credits,
                 kind: KIND_DATA,
                 flags,
@@ -215,8 +215,17 @@ impl Endpoint {
 
     /// Posts `data` (copied into registered send slots) as one message with `tag`.
     pub fn post_send(&mut self, id: u64, tag: u64, data: &[u8]) -> Result<Posted, Error> {
+        self.post_send_parts(id, tag, &[data])
+    }
+
+    /// Like [`Endpoint::post_send`] for a message given in parts (say a header and a payload).
+    /// A message that fits one send slot is gathered straight into it, one copy of each byte;
+    /// a longer one is gathered into an owned buffer that is copied into slots as credits
+    /// allow.
+    pub fn post_send_parts(&mut self, id: u64, tag: u64, parts: &[&[u8]]) -> Result<Posted, Error> {
         self.check_open()?;
-        self.check_len(data.len())?;
+        let len = parts.iter().map(|p| p.len()).sum::<usize>();
+        self.check_len(len)?;
         if !self.can_accept() {
             self.progress();
             self.check_open()?;
@@ -224,10 +233,51 @@ impl Endpoint {
                 return Ok(Posted::NoResources(()));
             }
         }
-        Ok(match self.post_send_buf(id, tag, data.to_vec())? {
-            Posted::InProgress => Posted::InProgress,
-            Posted::NoResources(_) => Posted::NoResources(()),
-        })
+        if len > self.frag {
+            return Ok(match self.post_send_buf(id, tag, parts.concat())? {
+                Posted::InProgress => Posted::InProgress,
+                Posted::NoResources(_) => Posted::NoResources(()),
+            });
+        }
+        // `can_accept` holds: nothing waits before this message, a data credit and a slot
+        // are free.
+        let Some((idx, mut region)) = self.free_slots.pop() else {
+            return Ok(Posted::NoResources(()));
+        };
+        let credits = self.to_return.min(u32::from(u16::MAX)) as u16;
+        Header {
+            tag,
+            total: len as u32,
+            credits,
+            kind: KIND_DATA,
+            flags: FIRST | LAST,
+        }
+        .write(&mut region[..HEADER_LEN]);
+        let mut at = HEADER_LEN;
+        for p in parts {
+            region[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.outgoing.push_back(OutMsg {
+            seq,
+            id,
+            tag,
+            data: Vec::new(),
+            len,
+            off: len,
+            started: true,
+            unacked: 1,
+        });
+        self.slot_owner[idx as usize] = Some(seq);
+        self.to_return -= u32::from(credits);
+        self.credits -= 1;
+        if let Err(why) = self.send_slot(idx, region, HEADER_LEN + len) {
+            // The message is accepted: the failure completes it with the error (flush).
+            self.fail(why);
+        }
+        Ok(Posted::InProgress)
     }
 
     /// Posts an owned buffer as one message with `tag`. Its bytes are copied into registered
@@ -257,6 +307,7 @@ impl Endpoint {
             seq,
             id,
             tag,
+            len: buf.len(),
             data: buf,
             off: 0,
             started: false,
