@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::AgentError;
 use crate::matching::{Envelope, MatchQueues, Pattern, Source};
-use crate::method::MethodError;
 use crate::method::rndv::{FIN, READ_ID, RTS_READ};
+use crate::method::{Method, MethodError};
 use crate::recv_buffer::RecvBuffer;
 use crate::request::{CarCounter, RequestError};
 use crate::vc::{Link, Outbound, Vc};
@@ -625,11 +625,24 @@ impl Book {
 /// method-buffer owner or to the kept buffers, each completion to [`Book::completed`]. Returns
 /// the completions reaped and the first failure they reported.
 pub(crate) fn reap(vc: &mut Vc, book: &mut Book) -> (usize, Option<String>) {
+    reap_with(vc, book, Method::poll_returning)
+}
+
+/// [`reap`] right after the method's `next` made a pass (see [`Method::poll_after_next`]).
+pub(crate) fn reap_after_next(vc: &mut Vc, book: &mut Book) -> (usize, Option<String>) {
+    reap_with(vc, book, Method::poll_after_next)
+}
+
+fn reap_with(
+    vc: &mut Vc,
+    book: &mut Book,
+    mut poll: impl FnMut(&mut Method) -> Option<crate::method::Returned>,
+) -> (usize, Option<String>) {
     let Link::Remote(m) = &mut vc.link else {
         return (0, None);
     };
     let (peer, mut n, mut failed) = (vc.peer, 0, None);
-    while let Some((id, result, buffer)) = m.poll_returning() {
+    while let Some((id, result, buffer)) = poll(m) {
         n += 1;
         if let Some(spare) = buffer.and_then(|b| vc.buffers.returned(id, b)) {
             book.spare.put(spare);

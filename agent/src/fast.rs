@@ -212,7 +212,15 @@ fn from_unexpected(st: &mut State, pattern: &Pattern, buf: &mut [u8]) -> Option<
     )))
 }
 
-/// Reaps the completions of VC `i` and looks at its next inbound message in place.
+/// What a turn found at the head of a VC's inbound messages.
+enum Head {
+    /// An eager message for this receive, copied out: envelope, payload and whole length.
+    Taken(Envelope, usize, usize),
+    /// Something the general pass must handle (another message, stream bytes, an error).
+    Other,
+}
+
+/// Looks at the next inbound message of VC `i` in place, and reaps its completions.
 fn in_place(st: &mut State, i: usize, pattern: &Pattern, buf: &mut [u8]) -> Turn {
     let State { vcs, book, .. } = st;
     let vc = &mut vcs[i];
@@ -230,16 +238,21 @@ fn in_place(st: &mut State, i: usize, pattern: &Pattern, buf: &mut [u8]) -> Turn
             Source::Any => Turn::Nothing,
         };
     }
-    if let (_, Some(reason)) = crate::engine::reap(vc, book) {
-        st.fail_vc(peer, reason);
-        return Turn::Fallback;
+    // Verbs: one pass of the method per turn; `next` makes it and the completions it found
+    // are taken after it. Shared memory and TCP: completions first (a pass), then `next`, so
+    // a message found goes to the caller at once.
+    let after = matches!(&vc.link, Link::Remote(m) if m.next_finds_completions());
+    if !after {
+        if let (_, Some(reason)) = crate::engine::reap(vc, book) {
+            st.fail_vc(peer, reason);
+            return Turn::Fallback;
+        }
     }
-    let Link::Remote(m) = &mut st.vcs[i].link else {
+    let Link::Remote(m) = &mut vc.link else {
         return Turn::Fallback;
     };
-    let book = &mut st.book;
     let head = match m.next() {
-        Ok(None) => return Turn::Nothing,
+        Ok(None) => None,
         Ok(Some((tag, data))) => {
             let env = match (
                 wire::split_tag(tag).0,
@@ -261,23 +274,40 @@ fn in_place(st: &mut State, i: usize, pattern: &Pattern, buf: &mut [u8]) -> Turn
                 {
                     let body = &data[EAGER_HEADER..];
                     buf[..body.len()].copy_from_slice(body);
-                    Some((env, body.len(), data.len()))
+                    Some(Head::Taken(env, body.len(), data.len()))
                 }
-                _ => None,
+                _ => Some(Head::Other),
             }
         }
-        Err(_) => None,
+        Err(_) => Some(Head::Other),
     };
     match head {
-        Some((env, n, whole)) => match m.consume(whole) {
-            Ok(()) => Turn::Done(Status::message(env.source, env.tag, n as u64)),
-            Err(e) => {
+        None => {
+            if after {
+                if let (_, Some(reason)) = crate::engine::reap_after_next(vc, book) {
+                    st.fail_vc(peer, reason);
+                    return Turn::Fallback;
+                }
+            }
+            Turn::Nothing
+        }
+        Some(Head::Taken(env, n, whole)) => {
+            let done = Turn::Done(Status::message(env.source, env.tag, n as u64));
+            if let Err(e) = m.consume(whole) {
                 // The message was taken; the VC is broken for what follows.
                 st.fail_vc(peer, crate::engine::chain(&e));
-                Turn::Done(Status::message(env.source, env.tag, n as u64))
+                return done;
             }
-        },
-        None => {
+            // Completions are taken on every turn (here without a pass), so a rank whose
+            // receives always find their message at once still counts off its sends.
+            if after {
+                if let (_, Some(reason)) = crate::engine::reap_after_next(vc, book) {
+                    st.fail_vc(peer, reason);
+                }
+            }
+            done
+        }
+        Some(Head::Other) => {
             // Not ours, or not simple: the general pass handles it, then look again.
             st.progress_on(Some(peer));
             from_unexpected(st, pattern, buf).unwrap_or(Turn::Nothing)

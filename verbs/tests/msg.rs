@@ -160,14 +160,19 @@ fn parts_are_gathered_into_one_message_in_post_order() {
             let tag = posted as u64;
             let ok = if posted % 2 == 0 {
                 let parts: Vec<&[u8]> = plans[i].iter().map(Vec::as_slice).collect();
-                let r = a.post_send_parts(tag, tag, &parts).expect("post_send_parts");
+                let r = a
+                    .post_send_parts(tag, tag, &parts)
+                    .expect("post_send_parts");
                 if r.is_posted() {
                     expected.push((tag, plans[i].concat()));
                 }
                 r.is_posted()
             } else {
                 let data = pattern(frag + 3, 100 + i as u32);
-                match a.post_send_buf(tag, tag, data.clone()).expect("post_send_buf") {
+                match a
+                    .post_send_buf(tag, tag, data.clone())
+                    .expect("post_send_buf")
+                {
                     Posted::InProgress => {
                         expected.push((tag, data));
                         true

@@ -236,6 +236,32 @@ impl Method {
         }
     }
 
+    /// Whether the completions that `next`'s pass found can be taken without another pass
+    /// ([`Method::poll_after_next`]): true for verbs, whose pass polls the completion queue.
+    #[inline]
+    pub(crate) fn next_finds_completions(&self) -> bool {
+        match self {
+            #[cfg(feature = "rdma")]
+            Method::Verbs(_) => true,
+            _ => false,
+        }
+    }
+
+    /// Like [`Method::poll_returning`] right after a `next`: verbs hands out the completions
+    /// that `next`'s pass found without polling its completion queue again (one queue poll
+    /// per turn of a spinning receive, which counts under emulation); shared memory and TCP
+    /// poll as usual.
+    #[inline]
+    pub(crate) fn poll_after_next(&mut self) -> Option<Returned> {
+        match self {
+            #[cfg(feature = "rdma")]
+            Method::Verbs(ep) => ep
+                .poll_found()
+                .map(|c| (c.id, c.result.map_err(MethodError::from), None)),
+            _ => self.poll_returning(),
+        }
+    }
+
     /// The current inbound message in place (as [`Method::next`]), followed by the messages
     /// queued behind it that the method holds in place at the same time, at most `max` in all:
     /// the shared-memory method shows the send records already in its ring, TCP the messages

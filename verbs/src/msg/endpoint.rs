@@ -337,6 +337,13 @@ impl Endpoint {
         }
     }
 
+    /// The next completion an earlier pass of `poll`, `next` or `wait` found, without making
+    /// progress (no completion queue poll): for a caller that has just made a pass through
+    /// `next` and wants its completions too.
+    pub fn poll_found(&mut self) -> Option<Completion> {
+        self.completions.pop_front()
+    }
+
     /// Makes progress and returns the next completion, if any. Never blocks.
     pub fn poll(&mut self) -> Option<Completion> {
         if let Some(c) = self.completions.pop_front() {
