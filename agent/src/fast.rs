@@ -7,10 +7,10 @@
 //! posted as a **copy**: the method gathers header and data into its own send memory (the
 //! shared-memory ring cell, the buffer of an io_uring send, the registered send slot of
 //! verbs) before the post returns. The caller's buffer is free at once, which is all
-//! `MPI_Send` promises, so no request is made and nothing is waited for. The method's completion for the
-//! descriptor still arrives, exactly once, and is counted off by the progress pass (its id
-//! carries [`FAST_ID`]); a failed one fails the VC like any other. `finalize` waits for these
-//! too.
+//! `MPI_Send` promises, so no request is made and nothing is waited for. The method's
+//! completion for the descriptor still arrives, exactly once, and is counted off by the
+//! progress pass (its id carries [`FAST_ID`]); a failed one fails the VC like any other.
+//! `finalize` waits for these too.
 //!
 //! Anything else (a rendezvous size, a queued or reserved VC, a method without resources, a
 //! failed VC, the own rank) takes the general path: `isend` and a wait.
@@ -281,16 +281,8 @@ fn in_place(st: &mut State, i: usize, pattern: &Pattern, buf: &mut [u8]) -> Turn
         }
         Err(_) => Some(Head::Other),
     };
-    match head {
-        None => {
-            if after {
-                if let (_, Some(reason)) = crate::engine::reap_after_next(vc, book) {
-                    st.fail_vc(peer, reason);
-                    return Turn::Fallback;
-                }
-            }
-            Turn::Nothing
-        }
+    let turn = match head {
+        None => Turn::Nothing,
         Some(Head::Taken(env, n, whole)) => {
             let done = Turn::Done(Status::message(env.source, env.tag, n as u64));
             if let Err(e) = m.consume(whole) {
@@ -298,19 +290,23 @@ fn in_place(st: &mut State, i: usize, pattern: &Pattern, buf: &mut [u8]) -> Turn
                 st.fail_vc(peer, crate::engine::chain(&e));
                 return done;
             }
-            // Completions are taken on every turn (here without a pass), so a rank whose
-            // receives always find their message at once still counts off its sends.
-            if after {
-                if let (_, Some(reason)) = crate::engine::reap_after_next(vc, book) {
-                    st.fail_vc(peer, reason);
-                }
-            }
             done
         }
         Some(Head::Other) => {
             // Not ours, or not simple: the general pass handles it, then look again.
             st.progress_on(Some(peer));
-            from_unexpected(st, pattern, buf).unwrap_or(Turn::Nothing)
+            return from_unexpected(st, pattern, buf).unwrap_or(Turn::Nothing);
+        }
+    };
+    // Completions are taken on every turn (here without a pass), so a rank whose receives
+    // always find their message at once still counts off its sends.
+    if after {
+        if let (_, Some(reason)) = crate::engine::reap_after_next(vc, book) {
+            st.fail_vc(peer, reason);
+            if matches!(turn, Turn::Nothing) {
+                return Turn::Fallback;
+            }
         }
     }
+    turn
 }

@@ -15,22 +15,29 @@ impl Endpoint {
         e
     }
 
-    /// Gives `n` stream bytes of frames the peer counted against its window back to it (see
-    /// [`Kind::counts_against_window`]).
-    pub(super) fn credit(&mut self, n: usize) {
+    /// Gives `n` stream bytes of a frame of `kind` back to the peer's window, when the peer
+    /// counted that kind against it ([`Kind::counts_against_window`]).
+    pub(super) fn credit(&mut self, kind: Kind, n: usize) {
+        if !kind.counts_against_window() {
+            return;
+        }
         self.freed += n;
         if self.freed >= self.config.window() / 8 && self.failed.is_none() {
-            self.credit_frames += 1;
-            self.enqueue(Header::new(Kind::Credit, 0), Vec::new(), None);
+            self.send_credit();
         }
+    }
+
+    /// Queues a frame that only returns the freed credit.
+    fn send_credit(&mut self) {
+        self.credit_frames += 1;
+        self.enqueue(Header::new(Kind::Credit, 0), Vec::new(), None);
     }
 
     /// Returns all freed credit when nothing else is going out to carry it, so that a sender
     /// waiting for its whole window (a frame larger than the window) is never left short.
     pub(super) fn credit_when_idle(&mut self) {
         if self.freed > 0 && self.queue.is_empty() && !self.in_flight && self.failed.is_none() {
-            self.credit_frames += 1;
-            self.enqueue(Header::new(Kind::Credit, 0), Vec::new(), None);
+            self.send_credit();
         }
     }
 
@@ -58,9 +65,7 @@ impl Endpoint {
                         front.off += n;
                         self.pop_empty_chunks();
                         // The bytes left the receive buffers: the sender may refill them.
-                        if header.kind.counts_against_window() {
-                            self.credit(n);
-                        }
+                        self.credit(header.kind, n);
                         self.current = Current::Assembling {
                             header,
                             filled: filled + n,
@@ -96,10 +101,7 @@ impl Endpoint {
                     if header.kind.carries_credit() {
                         self.unacked = self.unacked.saturating_sub(header.offset as usize);
                     }
-                    let counted = header.kind.counts_against_window();
-                    if counted {
-                        self.credit(HEADER_LEN);
-                    }
+                    self.credit(header.kind, HEADER_LEN);
                     let len = header.len as usize;
                     self.pop_empty_chunks();
                     let in_front = self.rx.front().is_some_and(|c| c.left() >= len);
@@ -120,9 +122,7 @@ impl Endpoint {
                         if front.left() > 0 {
                             self.rx.push_front(front);
                         }
-                        if counted {
-                            self.credit(len);
-                        }
+                        self.credit(header.kind, len);
                         r?;
                     } else {
                         // Spans receive buffers (or is empty): reassemble. The length was
@@ -371,7 +371,7 @@ impl Endpoint {
                     }
                     self.pop_empty_chunks();
                     self.current = Current::Idle;
-                    self.credit(len);
+                    self.credit(header.kind, len);
                     self.flush_quietly();
                 } else {
                     self.current = Current::InPlace {

@@ -64,26 +64,62 @@ impl Endpoint {
             if m.off + n == m.len {
                 flags |= LAST;
             }
-            let credits = self.to_return.min(u32::from(u16::MAX)) as u16;
-            Header {
-                tag: m.tag,
-                total: m.len as u32,
-                credits,
-                kind: KIND_DATA,
-                flags,
-            }
-            .write(&mut region[..HEADER_LEN]);
             region[HEADER_LEN..HEADER_LEN + n].copy_from_slice(&m.data[m.off..m.off + n]);
             m.off += n;
             m.started = true;
             m.unacked += 1;
-            self.slot_owner[idx as usize] = Some(m.seq);
-            self.to_return -= u32::from(credits);
-            self.credits -= 1;
-            if let Err(why) = self.send_slot(idx, region, HEADER_LEN + n) {
-                self.fail(why);
-            }
+            let (seq, header) = (m.seq, Self::data_header(m.tag, m.len, flags));
+            self.send_fragment(idx, region, seq, header, n);
         }
+    }
+
+    /// Writes `header` (with the credits due) in front of the `n` payload bytes already in
+    /// slot `idx`, a fragment of message `seq`, takes a data credit and posts the slot; a
+    /// failed post fails the connection, which completes the message with the error.
+    fn send_fragment(
+        &mut self,
+        idx: u32,
+        mut region: MemoryRegion,
+        seq: u64,
+        mut header: Header,
+        n: usize,
+    ) {
+        header.credits = self.to_return.min(u32::from(u16::MAX)) as u16;
+        header.write(&mut region[..HEADER_LEN]);
+        self.slot_owner[idx as usize] = Some(seq);
+        self.to_return -= u32::from(header.credits);
+        self.credits -= 1;
+        if let Err(why) = self.send_slot(idx, region, HEADER_LEN + n) {
+            self.fail(why);
+        }
+    }
+
+    /// A data header of `total` bytes with `tag` and `flags` (credits set when it is sent).
+    fn data_header(tag: u64, total: usize, flags: u8) -> Header {
+        Header {
+            tag,
+            total: total as u32,
+            credits: 0,
+            kind: KIND_DATA,
+            flags,
+        }
+    }
+
+    /// Queues an accepted message behind the others; returns its sequence number.
+    fn accept(&mut self, id: u64, tag: u64, data: Vec<u8>, len: usize) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.outgoing.push_back(OutMsg {
+            seq,
+            id,
+            tag,
+            data,
+            len,
+            off: 0,
+            started: false,
+            unacked: 0,
+        });
+        seq
     }
 
     /// Sends a message of `kind` carrying only the credits due; false when no credit or slot
@@ -244,39 +280,20 @@ impl Endpoint {
         let Some((idx, mut region)) = self.free_slots.pop() else {
             return Ok(Posted::NoResources(()));
         };
-        let credits = self.to_return.min(u32::from(u16::MAX)) as u16;
-        Header {
-            tag,
-            total: len as u32,
-            credits,
-            kind: KIND_DATA,
-            flags: FIRST | LAST,
-        }
-        .write(&mut region[..HEADER_LEN]);
         let mut at = HEADER_LEN;
         for p in parts {
             region[at..at + p.len()].copy_from_slice(p);
             at += p.len();
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.outgoing.push_back(OutMsg {
-            seq,
-            id,
-            tag,
-            data: Vec::new(),
-            len,
-            off: len,
-            started: true,
-            unacked: 1,
-        });
-        self.slot_owner[idx as usize] = Some(seq);
-        self.to_return -= u32::from(credits);
-        self.credits -= 1;
-        if let Err(why) = self.send_slot(idx, region, HEADER_LEN + len) {
-            // The message is accepted: the failure completes it with the error (flush).
-            self.fail(why);
+        let seq = self.accept(id, tag, Vec::new(), len);
+        if let Some(m) = self.outgoing.back_mut() {
+            // Its only fragment is in the slot: nothing is left for `pump`.
+            m.off = len;
+            m.started = true;
+            m.unacked = 1;
         }
+        let header = Self::data_header(tag, len, FIRST | LAST);
+        self.send_fragment(idx, region, seq, header, len);
         Ok(Posted::InProgress)
     }
 
@@ -301,18 +318,8 @@ impl Endpoint {
                 return Ok(Posted::NoResources(buf));
             }
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.outgoing.push_back(OutMsg {
-            seq,
-            id,
-            tag,
-            len: buf.len(),
-            data: buf,
-            off: 0,
-            started: false,
-            unacked: 0,
-        });
+        let len = buf.len();
+        self.accept(id, tag, buf, len);
         self.pump();
         Ok(Posted::InProgress)
     }
