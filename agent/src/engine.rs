@@ -11,7 +11,7 @@ use crate::method::{Method, MethodError};
 use crate::recv_buffer::RecvBuffer;
 use crate::request::{CarCounter, RequestError};
 use crate::vc::{Link, Outbound, Vc};
-use crate::wire::{self, CTS, DATA, EAGER, EAGER_HEADER, RTS, RTS_LEN, STREAM, XFER};
+use crate::wire::{self, CTS, DATA, EAGER, EAGER_PACKED, RTS, RTS_LEN, STREAM, XFER};
 use crate::xfer::engine::{Ready, XferEngine};
 
 /// A receive waiting for its message.
@@ -264,10 +264,17 @@ impl Book {
     ) -> Outbound {
         let id = self.id();
         self.sends.insert(id, (counter, data.len() as u64, peer));
-        Outbound {
-            id,
-            tag: wire::method_tag(EAGER, 0),
-            buf: wire::eager(context, tag, data),
+        match wire::eager_packed_tag(context, tag) {
+            Some(packed) => Outbound {
+                id,
+                tag: packed,
+                buf: data.to_vec(),
+            },
+            None => Outbound {
+                id,
+                tag: wire::method_tag(EAGER, 0),
+                buf: wire::eager(context, tag, data),
+            },
         }
     }
 
@@ -401,9 +408,15 @@ impl Book {
             }
         };
         match kind {
-            EAGER => {
-                let env = envelope(data)?;
-                let body = &data[EAGER_HEADER..];
+            EAGER | EAGER_PACKED => {
+                let (context, t, body) = wire::eager_parts(tag, data).ok_or_else(|| {
+                    format!("message of kind {kind} too short ({} bytes)", data.len())
+                })?;
+                let env = Envelope {
+                    context,
+                    source: peer,
+                    tag: t,
+                };
                 match self.queues.arrive(&env) {
                     Some((_, r)) => deliver_eager(r, &env, body),
                     None => {

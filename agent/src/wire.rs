@@ -6,6 +6,7 @@
 //! | kind | method tag id | payload |
 //! | --- | --- | --- |
 //! | `EAGER` | 0 | context u32, tag u32, then the data |
+//! | `EAGER_PACKED` | context (below 2^24) in bits 32..56, tag in bits 0..32 | the data |
 //! | `RTS` (ready to send) | sender's id | context u32, tag u32, length u64 |
 //! | `CTS` (clear to send) | sender's id | receiver's id u64 |
 //! | `DATA` | receiver's id | a piece of the data (pieces arrive in order) |
@@ -35,6 +36,14 @@ pub(crate) const XFER: u8 = 6;
 
 /// Bytes of the `XFER` header.
 pub(crate) const XFER_HEADER: usize = 24;
+
+/// A whole small message whose envelope rides in the method tag, for contexts below
+/// [`PACKED_CONTEXTS`] (every context a job makes in practice): no header in the payload, so
+/// the data lies where the method puts a payload (in the shared-memory ring, at the same offset
+/// as a raw method message) and a send posts one part instead of two.
+pub(crate) const EAGER_PACKED: u8 = 9;
+/// Contexts below this fit an [`EAGER_PACKED`] tag (24 bits).
+pub(crate) const PACKED_CONTEXTS: u32 = 1 << 24;
 
 /// Bytes of the `EAGER` header.
 pub(crate) const EAGER_HEADER: usize = 8;
@@ -70,6 +79,29 @@ pub(crate) fn eager_header(context: u32, tag: u32) -> [u8; EAGER_HEADER] {
     h[..4].copy_from_slice(&context.to_le_bytes());
     h[4..].copy_from_slice(&tag.to_le_bytes());
     h
+}
+
+/// The method tag of an [`EAGER_PACKED`] message, when `context` fits one.
+#[inline]
+pub(crate) fn eager_packed_tag(context: u32, tag: u32) -> Option<u64> {
+    (context < PACKED_CONTEXTS)
+        .then(|| method_tag(EAGER_PACKED, u64::from(context) << 32 | u64::from(tag)))
+}
+
+/// Context, tag and data of an eager message of either form (`EAGER`, `EAGER_PACKED`), from
+/// its method tag and payload; `None` for another kind or an `EAGER` payload shorter than its
+/// header.
+#[inline]
+pub(crate) fn eager_parts(tag: u64, payload: &[u8]) -> Option<(u32, u32, &[u8])> {
+    match split_tag(tag) {
+        (EAGER_PACKED, id) => Some(((id >> 32) as u32, id as u32, payload)),
+        (EAGER, _) => Some((
+            u32_at(payload, 0)?,
+            u32_at(payload, 4)?,
+            &payload[EAGER_HEADER..],
+        )),
+        _ => None,
+    }
 }
 
 /// An `EAGER` payload: header and data in one buffer.
@@ -116,6 +148,16 @@ mod tests {
             (u32_at(&e, 0), u32_at(&e, 4), &e[8..]),
             (Some(3), Some(9), &b"abc"[..])
         );
+        let t = eager_packed_tag(PACKED_CONTEXTS - 1, u32::MAX).unwrap();
+        assert_eq!(
+            eager_parts(t, b"xyz"),
+            Some((PACKED_CONTEXTS - 1, u32::MAX, &b"xyz"[..]))
+        );
+        assert_eq!(eager_packed_tag(PACKED_CONTEXTS, 0), None);
+        let t = method_tag(EAGER, 0);
+        assert_eq!(eager_parts(t, &e), Some((3, 9, &b"abc"[..])));
+        assert_eq!(eager_parts(t, &e[..7]), None);
+        assert_eq!(eager_parts(method_tag(RTS, 0), &e), None);
         let r = rts(1, 2, 99);
         assert_eq!(u64_at(&r, 8), Some(99));
         assert_eq!(u64_at(&r, 9), None);

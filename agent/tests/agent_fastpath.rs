@@ -224,6 +224,60 @@ fn threads_block_on_one_agent(agent: Agent) {
     }
 }
 
+/// Eager messages carry their envelope in the method tag for contexts below 2^24 and in a
+/// header above: both forms match only their own context and tag, through the fast paths,
+/// posted receives and the unexpected queue alike, at the edges of both fields.
+fn contexts_on_both_sides_of_the_packed_range(agent: Agent) {
+    let packed = agent.with_context((1 << 24) - 1);
+    let wide = agent.with_context(1 << 24);
+    let tag = u32::MAX - 1;
+    if agent.rank() == 0 {
+        for (i, len) in [8usize, 4096].into_iter().enumerate() {
+            // The wide-context message goes first: the receive on the packed context must
+            // pass it over (unexpected queue) and take the second.
+            wide.send(1, tag, &msg(i as u32, len)).unwrap();
+            packed.send(1, tag, &msg(100 + i as u32, len)).unwrap();
+            let mut r = vec![
+                wide.isend(1, 3, &msg(200 + i as u32, len)).unwrap(),
+                packed.isend(1, 3, &msg(300 + i as u32, len)).unwrap(),
+            ];
+            wait_all(&mut r, None).unwrap();
+        }
+    } else {
+        for (i, len) in [8usize, 4096].into_iter().enumerate() {
+            let i = i as u32;
+            let mut b = vec![0u8; len];
+            let st = packed.recv(&mut b, Source::Any, TagMatch::Any).unwrap();
+            assert_eq!(
+                (st.source(), st.tag(), st.count()),
+                (Some(0), Some(tag), len as u64)
+            );
+            assert_eq!(b, msg(100 + i, len));
+            let st = wide
+                .recv(&mut b, Source::Rank(0), TagMatch::Tag(tag))
+                .unwrap();
+            assert_eq!(st.count(), len as u64);
+            assert_eq!(b, msg(i, len));
+            // Posted receives, the wide one first, each takes its own context's message.
+            let (mut w, wb) = wide.irecv(len, Source::Rank(0), TagMatch::Tag(3)).unwrap();
+            let (mut p, pb) = packed.irecv(len, Source::Any, TagMatch::Tag(3)).unwrap();
+            assert_eq!(p.wait().unwrap().count(), len as u64);
+            assert_eq!(w.wait().unwrap().count(), len as u64);
+            assert_eq!(
+                (wb.take(), pb.take()),
+                (msg(200 + i, len), msg(300 + i, len))
+            );
+        }
+    }
+}
+
+#[test]
+fn eager_envelopes_match_on_both_sides_of_the_packed_context_range() {
+    for m in METHODS {
+        job(2, config(m), contexts_on_both_sides_of_the_packed_range);
+    }
+}
+
 #[test]
 fn threads_run_blocking_ping_pongs_on_one_agent() {
     for m in METHODS {

@@ -295,12 +295,21 @@ struct Report {
 
 fn latency(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Report, BoxError> {
     let data = vec![0xA5u8; size];
+    // The echo is taken into the application's buffer, as the server takes the message (and
+    // as a receive of the agent, MPI or UCX delivers it): a client that only looked at the
+    // length would leave the payload's cache lines with the peer and time less than a receive.
+    let mut echo = vec![0u8; size];
     let budget = Duration::from_secs_f64(a.seconds);
     let mut tag = 0u64;
     let mut round_trip = |l: &mut dyn Link| -> Result<(), BoxError> {
         send_copy(l, mode, tag, &data)?;
         let mut got = usize::MAX;
-        recv_one(l, mode, &mut |_, d| got = d.len())?;
+        recv_one(l, mode, &mut |_, d| {
+            got = d.len();
+            if let Some(dst) = echo.get_mut(..d.len()) {
+                dst.copy_from_slice(d);
+            }
+        })?;
         if got != size {
             return Err(format!("echo of {got} bytes for {size}").into());
         }

@@ -179,8 +179,8 @@ impl Method {
         }
     }
 
-    /// Posts a copy of `header` followed by `data` as one message, gathered with one copy of
-    /// each byte straight into the method's send memory: the shared-memory ring cell, the
+    /// Posts a copy of `parts` (say a header and the data) as one message, gathered with one
+    /// copy of each byte straight into the method's send memory: the shared-memory ring cell, the
     /// buffer of an io_uring send, the registered send slot of verbs (a verbs message longer
     /// than one slot goes through an owned buffer, copied into slots as credits allow).
     /// `Ok(false)` when the method has no resources now.
@@ -189,14 +189,13 @@ impl Method {
         &mut self,
         id: u64,
         tag: u64,
-        header: &[u8],
-        data: &[u8],
+        parts: &[&[u8]],
     ) -> Result<bool, MethodError> {
         match self {
-            Method::Shm(ep) => Ok(ep.post_send_parts(id, tag, &[header, data])?.is_posted()),
-            Method::Tcp(ep) => Ok(ep.post_send_parts(id, tag, &[header, data])?.is_posted()),
+            Method::Shm(ep) => Ok(ep.post_send_parts(id, tag, parts)?.is_posted()),
+            Method::Tcp(ep) => Ok(ep.post_send_parts(id, tag, parts)?.is_posted()),
             #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => Ok(ep.post_send_parts(id, tag, &[header, data])?.is_posted()),
+            Method::Verbs(ep) => Ok(ep.post_send_parts(id, tag, parts)?.is_posted()),
         }
     }
 
