@@ -423,3 +423,61 @@ fn oversized_and_invalid_requests_are_errors() {
     assert_eq!(r.err().map(|e| e.errno()), Some(90));
     assert!(matches!(a.consume(1), Err(Error::ConsumeBeyond { .. })));
 }
+
+/// A sender asleep on a full ring is woken by the release that frees space, even when the
+/// receiver then calls nothing for a while: the release looks at the sender's sleep flag itself
+/// (the fenced check it may owe is only for a sender that falls asleep at that moment).
+/// Liveness checks are set 10 s apart, so only the release can wake the sender sooner.
+#[test]
+fn a_sender_asleep_on_a_full_ring_wakes_at_the_release() {
+    let config = Config {
+        ring_bytes: 64 << 10,
+        eager_limit: 4096,
+        chunk_bytes: 4096,
+        spin: 0,
+        liveness_interval: Duration::from_secs(10),
+        ..Config::default()
+    };
+    let (mut a, mut b) = shm::pair(config).expect("pair");
+    let mut accepted = 0u64;
+    while a
+        .post_send(accepted, accepted, &[7u8; 100])
+        .expect("post")
+        .is_posted()
+    {
+        accepted += 1;
+    }
+    reap(&mut a, accepted as usize);
+    assert!(a.poll().is_none());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let receiver = thread::spawn(move || {
+        // Let the sender fall asleep first.
+        thread::sleep(Duration::from_millis(300));
+        let n = b.next().expect("next").expect("a message").data.len();
+        b.consume(n).expect("consume");
+        tx.send(Instant::now()).expect("send");
+        thread::sleep(Duration::from_secs(3));
+        b
+    });
+    let slept = Instant::now();
+    a.wait(Duration::from_secs(10)).expect("wait");
+    let woke = Instant::now();
+    let released = rx.recv().expect("the receiver released a record");
+    assert!(
+        woke > released,
+        "the sender woke {:?} after it slept, before the release",
+        woke - slept
+    );
+    assert!(
+        woke < released + Duration::from_secs(2),
+        "the sender slept on {:?} after the release",
+        woke - released
+    );
+    assert!(
+        a.post_send(accepted, accepted, &[7u8; 100])
+            .expect("post")
+            .is_posted(),
+        "the released space takes a message"
+    );
+    let _b = receiver.join().expect("receiver");
+}

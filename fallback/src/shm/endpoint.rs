@@ -120,6 +120,9 @@ pub struct Endpoint {
     last_check: Instant,
     spin_now: u32,
     tail_at_refusal: Option<usize>,
+    /// Space was released without the fenced check whether the peer sleeps (see
+    /// [`Endpoint::release`]); [`Endpoint::settle_wake`] owes it.
+    wake_owed: bool,
     // Declared last: dropped after the ring halves that point into it.
     seg: Segment,
 }
@@ -217,6 +220,7 @@ impl Endpoint {
             idle_polls: 0,
             last_check: Instant::now(),
             tail_at_refusal: None,
+            wake_owed: false,
             seg,
         })
     }
@@ -257,12 +261,34 @@ impl Endpoint {
         &self.seg.control().sides[side]
     }
 
-    fn notify_peer(&self) {
+    /// Wakes the peer if it sleeps. The fence orders every store before it (records
+    /// published, space released) before the look at the peer's `sleeping` flag, which the
+    /// peer sets before its own fenced look at the ring: one of the two sees the other.
+    fn notify_peer(&mut self) {
+        self.wake_owed = false;
         fence(Ordering::SeqCst);
         let peer = self.side_line(1 - self.side);
         if peer.sleeping.load(Ordering::Relaxed) != 0 {
             peer.bell.fetch_add(1, Ordering::SeqCst);
             futex::wake(&peer.bell);
+        }
+    }
+
+    /// Whether the peer was seen asleep: a look without a fence, so a hint only (see
+    /// [`Endpoint::release`]).
+    fn peer_sleeping(&self) -> bool {
+        self.side_line(1 - self.side)
+            .sleeping
+            .load(Ordering::Relaxed)
+            != 0
+    }
+
+    /// Makes the wake-up check a release left owed ([`Endpoint::release`]). Runs where this
+    /// end finds nothing to do (an empty `next` or `poll`) and before it sleeps in `wait`; a
+    /// post makes it as part of its own.
+    fn settle_wake(&mut self) {
+        if self.wake_owed {
+            self.notify_peer();
         }
     }
 
@@ -659,6 +685,7 @@ impl Endpoint {
         if let Some(c) = self.completions.pop_front() {
             return Some(c);
         }
+        self.settle_wake();
         if self.outstanding() {
             // Replies and rendezvous completions may wait behind inbound records.
             let _ = self.advance_inbound();
@@ -692,6 +719,7 @@ impl Endpoint {
     /// `config.spin` iterations), then sleeps on the futex in the shared segment; checks the
     /// peer's liveness every `config.liveness_interval` while asleep.
     pub fn wait(&mut self, timeout: Duration) -> Result<(), Error> {
+        self.settle_wake();
         if self.has_work() {
             return Ok(());
         }

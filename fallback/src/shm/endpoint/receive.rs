@@ -27,9 +27,18 @@ impl Endpoint {
         });
     }
 
+    /// Releases the ring space up to `rec` to the peer. A peer seen asleep is woken at once;
+    /// otherwise the fenced check (a memory fence, which would sit between a received message
+    /// and the reply on a ping-pong's path) is owed and made by the next post, empty `next` or
+    /// `poll`, or `wait`, whichever comes first ([`Endpoint::settle_wake`]). A peer that
+    /// went to sleep in that window is woken then, or wakes by its own timed wait.
     pub(super) fn release(&mut self, rec: &Record) {
         self.rx.release(rec);
-        self.notify_peer();
+        if self.peer_sleeping() {
+            self.notify_peer();
+        } else {
+            self.wake_owed = true;
+        }
     }
 
     pub(super) fn payload(rec: &Record) -> &[u8] {
@@ -236,6 +245,7 @@ impl Endpoint {
             } else {
                 self.progress();
             }
+            self.settle_wake();
             self.check_open()?;
             return Ok(None);
         }
