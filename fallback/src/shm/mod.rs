@@ -39,7 +39,11 @@
 //! Nothing runs in the background. `next`, `poll` and `wait` make progress; only `wait` blocks.
 //! It spins adaptively, then sleeps on a futex word in the shared segment that the peer rings
 //! after publishing a record, releasing space or publishing a long message to copy together
-//! (only when this side announced it sleeps).
+//! (only when this side announced it sleeps). A release wakes a peer it sees asleep at once;
+//! otherwise the fenced look (a memory fence, which would sit between a received message and
+//! the reply) waits for this side's next post, empty `next` or `poll`, or `wait`, so a peer
+//! that fell asleep at that very moment is woken then, or by its own timed wait
+//! (`liveness_interval`).
 //!
 //! Dropping an endpoint waits up to four `liveness_interval`s for the peer to read the long
 //! messages it still holds; a message the peer has not read by then is lost to it.
