@@ -324,6 +324,15 @@ impl Agent {
         if self.send_now(dest, tag, data) {
             return Ok(());
         }
+        self.send_general(dest, tag, data)
+    }
+
+    /// The general path of [`Agent::send`]: a request and a wait. Kept out of line, so that
+    /// the fast path's frame stays small (measured by instruction counts, see
+    /// `docs/perf/agent.md`).
+    #[cold]
+    #[inline(never)]
+    fn send_general(&self, dest: u32, tag: u32, data: &[u8]) -> Result<(), AgentError> {
         self.isend(dest, tag, data)?.wait()?;
         Ok(())
     }
@@ -368,6 +377,20 @@ impl Agent {
                 st.count(),
             ));
         }
+        self.recv_general(buf, source, tag, ranks)
+    }
+
+    /// The general path of [`Agent::recv_mapped`]: a posted receive and a wait, out of line
+    /// like [`Agent::send_general`].
+    #[cold]
+    #[inline(never)]
+    fn recv_general(
+        &self,
+        buf: &mut [u8],
+        source: Source,
+        tag: TagMatch,
+        ranks: Option<std::sync::Arc<[u32]>>,
+    ) -> Result<Status, AgentError> {
         let data = RecvBuffer::new(buf.len());
         let result = self.irecv_mapped(data.clone(), source, tag, ranks)?.wait();
         data.copy_to(buf);
