@@ -10,8 +10,11 @@
 //!
 //! `--leave RANK` makes that rank exit with 0 right after start-up, without taking part in the
 //! exchange (the others then wait in a fence that cannot complete: a launcher must notice).
+//! `--hold MS` keeps every rank connected and idle for MS milliseconds before it finalizes (to
+//! watch what a launcher does meanwhile).
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use viaduct_agent::bootstrap::{Bootstrap, BootstrapError};
 
@@ -21,7 +24,7 @@ fn host() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-fn exchange(leave: Option<u32>) -> Result<String, BootstrapError> {
+fn exchange(leave: Option<u32>, hold: Duration) -> Result<String, BootstrapError> {
     let mut boot = Bootstrap::from_env()?;
     let (rank, size) = (boot.rank(), boot.size());
     if leave == Some(rank) {
@@ -53,6 +56,7 @@ fn exchange(leave: Option<u32>) -> Result<String, BootstrapError> {
     }
     let protocol = boot.protocol();
     let key_prefix: String = boot.job_key().to_hex().chars().take(8).collect();
+    std::thread::sleep(hold);
     boot.finalize()?;
     Ok(format!(
         "rank {rank} of {size}: checked {size} entries, {local_checked} on this node, \
@@ -62,6 +66,7 @@ fn exchange(leave: Option<u32>) -> Result<String, BootstrapError> {
 
 fn main() -> ExitCode {
     let mut leave = None;
+    let mut hold = Duration::ZERO;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match (
@@ -69,13 +74,14 @@ fn main() -> ExitCode {
             args.next().and_then(|v| v.parse::<u32>().ok()),
         ) {
             ("--leave", Some(rank)) => leave = Some(rank),
+            ("--hold", Some(ms)) => hold = Duration::from_millis(ms.into()),
             _ => {
-                eprintln!("usage: kvs_exchange [--leave RANK]");
+                eprintln!("usage: kvs_exchange [--leave RANK] [--hold MS]");
                 return ExitCode::from(2);
             }
         }
     }
-    match exchange(leave) {
+    match exchange(leave, hold) {
         Ok(line) => {
             println!("kvs_exchange: {line}");
             ExitCode::SUCCESS

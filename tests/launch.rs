@@ -373,3 +373,28 @@ fn the_launcher_sleeps_while_its_ranks_run() {
         "the launcher woke {n} times in 500 ms beside idle ranks"
     );
 }
+
+#[test]
+fn the_launcher_sleeps_while_its_ranks_hold_their_pmi_connections() {
+    // Ranks connected to the launcher's PMI server and quiet: the connection threads sleep in
+    // `read`. Before, each woke every 50 ms to look at a stop flag (two ranks: about 20
+    // wake-ups in half a second, besides the watch loop's 5).
+    let mut child = viaduct()
+        .args(["launch", "-n", "2", "--"])
+        .arg(kvs_exchange())
+        .args(["--hold", "1500"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn viaduct launch");
+    std::thread::sleep(Duration::from_millis(500));
+    let before = wake_ups(child.id()).expect("launcher threads");
+    std::thread::sleep(Duration::from_millis(500));
+    let after = wake_ups(child.id()).expect("launcher threads");
+    let status = child.wait().expect("wait for the launcher");
+    assert!(status.success(), "{status}");
+    let n = after - before;
+    assert!(
+        n <= 12,
+        "the launcher woke {n} times in 500 ms beside ranks holding their PMI connections"
+    );
+}

@@ -20,9 +20,12 @@
 //! The server never waits on a rank forever: the launcher reports exits with
 //! [`Pmi1Server::rank_exited`], and when a barrier can no longer complete (a rank that has exited,
 //! closed its connection or finalized is not in it) the server raises
-//! [`ServerEvent::BarrierBroken`] for the launcher to end the job. Connection threads poll a
-//! shutdown flag, and the acceptor, asleep in `accept`, is woken by a connection of the server's
-//! own, so [`Pmi1Server::shutdown`] returns promptly.
+//! [`ServerEvent::BarrierBroken`] for the launcher to end the job. Nothing polls while ranks run:
+//! a connection thread sleeps in `read` (with a timeout only until its `initack`), a barrier
+//! waits on a condition variable, and the acceptor sleeps in `accept`. Shutting down wakes them
+//! all: every connection is shut down (its reader sees the end of the stream), the condition
+//! variable is notified with the stop flag set under its lock, and a connection of the server's
+//! own wakes the acceptor, so [`Pmi1Server::shutdown`] returns promptly.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{self, BufReader, Write};
@@ -40,8 +43,8 @@ const KVSNAME_MAX: usize = 256;
 const KEYLEN_MAX: usize = 64;
 const VALLEN_MAX: usize = 1024;
 
-/// How often blocked threads look at the shutdown flag.
-const POLL: Duration = Duration::from_millis(50);
+/// Pause of the acceptor after a failed `accept` (out of file descriptors, say).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Settings of a [`Pmi1Server`].
 #[derive(Debug, Clone)]
@@ -108,6 +111,9 @@ struct State {
     gone: Vec<bool>,
     events: Vec<ServerEvent>,
     broken_reported_epoch: Option<u64>,
+    /// A handle on every open connection, by number, for shutdown to wake its reader.
+    conns: HashMap<u64, TcpStream>,
+    next_conn: u64,
 }
 
 #[derive(Debug)]
@@ -139,6 +145,19 @@ impl Shared {
             let waiting = st.waiting.iter().copied().collect();
             st.events.push(ServerEvent::BarrierBroken { waiting, gone });
         }
+    }
+
+    /// Registers an open connection for shutdown to wake; `None` once the server stops.
+    fn register(&self, conn: TcpStream) -> Option<u64> {
+        let mut st = self.lock();
+        if self.stop.load(Ordering::SeqCst) {
+            let _ = conn.shutdown(Shutdown::Both);
+            return None;
+        }
+        let id = st.next_conn;
+        st.next_conn += 1;
+        st.conns.insert(id, conn);
+        Some(id)
     }
 
     fn mark_gone(&self, rank: u32) {
@@ -234,7 +253,15 @@ impl Pmi1Server {
     }
 
     fn stop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
+        {
+            // Under the lock: a barrier that looked at the flag is asleep on `changed` by now
+            // and gets the notification; a connection registered later sees the flag.
+            let st = self.shared.lock();
+            self.shared.stop.store(true, Ordering::SeqCst);
+            for conn in st.conns.values() {
+                let _ = conn.shutdown(Shutdown::Both);
+            }
+        }
         self.shared.changed.notify_all();
         if let Some(acceptor) = self.acceptor.take() {
             // The acceptor sleeps in `accept`: a connection of our own wakes it, and it sees
@@ -273,11 +300,11 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
                 workers.retain(|w| !w.is_finished());
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => thread::sleep(POLL),
+            Err(_) => thread::sleep(ACCEPT_BACKOFF),
         }
     }
     for worker in workers {
-        // Workers poll the stop flag; a panic in one is already on stderr.
+        // `stop` shut their connections down; a panic in one is already on stderr.
         let _ = worker.join();
     }
 }
@@ -290,17 +317,22 @@ struct Session<'a> {
 }
 
 fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+    // Until its `initack` a connection has `hello_timeout` to speak; after it, reads block
+    // until the rank sends or the server shuts the connection down.
     let setup = stream
-        .set_read_timeout(Some(POLL))
+        .set_read_timeout(Some(shared.hello_timeout.max(Duration::from_millis(1))))
         .and_then(|()| stream.set_write_timeout(Some(Duration::from_secs(10))))
         .and_then(|()| stream.set_nodelay(true))
-        .and_then(|()| stream.try_clone());
-    let writer = match setup {
+        .and_then(|()| Ok((stream.try_clone()?, stream.try_clone()?)));
+    let (writer, closer) = match setup {
         Ok(w) => w,
         Err(e) => {
             refuse(shared, peer, &format!("socket setup failed: {e}"));
             return;
         }
+    };
+    let Some(conn) = shared.register(closer) else {
+        return; // the server is stopping
     };
     let mut session = Session {
         shared,
@@ -323,7 +355,7 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) =>
             {
-                if session.rank.is_none() && started.elapsed() > shared.hello_timeout {
+                if session.rank.is_none() && started.elapsed() >= shared.hello_timeout {
                     refuse(shared, peer, "no initack within the time allowed");
                     break;
                 }
@@ -341,7 +373,15 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
                 break;
             }
         };
+        let anonymous = session.rank.is_none();
         match session.handle(&msg, peer) {
+            Ok(Flow::Continue) if anonymous && session.rank.is_some() => {
+                // Identified: from now on the connection may stay quiet for the whole job.
+                if let Err(e) = reader.get_ref().set_read_timeout(None) {
+                    session.fail(peer, &format!("socket setup failed: {e}"));
+                    break;
+                }
+            }
             Ok(Flow::Continue) => {}
             Ok(Flow::Close) => break,
             Err(e) => {
@@ -354,6 +394,7 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
         shared.mark_gone(rank);
         shared.changed.notify_all();
     }
+    shared.lock().conns.remove(&conn);
     let _ = session.writer.shutdown(Shutdown::Both);
 }
 
@@ -567,15 +608,13 @@ impl Session<'_> {
             return true;
         }
         shared.check_barrier(&mut st);
+        // The flag is looked at under the lock that `stop` sets it under, so the notification
+        // that follows cannot come between the look and the wait.
         while st.epoch == my_epoch {
             if shared.stop.load(Ordering::SeqCst) {
                 return false;
             }
-            st = shared
-                .changed
-                .wait_timeout(st, POLL)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            st = shared.changed.wait(st).unwrap_or_else(|p| p.into_inner());
         }
         true
     }
