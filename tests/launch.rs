@@ -352,22 +352,28 @@ fn wake_ups(pid: u32) -> Option<u64> {
     Some(total)
 }
 
-#[test]
-fn the_launcher_sleeps_while_its_ranks_run() {
-    // Ranks that spin on every core must not share them with a launcher that polls: its PMI
-    // acceptor sleeps in accept, its watch loop on its ranks' output. Before, the acceptor
-    // woke every 10 ms and the watch loop every 20 ms: about 75 wake-ups in half a second.
-    let mut child = viaduct()
-        .args(["launch", "-n", "2", "--", "sleep", "1.5"])
-        .spawn()
-        .expect("spawn viaduct launch");
-    std::thread::sleep(Duration::from_millis(400));
+/// Voluntary context switches of the launcher started by `launch` in the 500 ms after
+/// `settle`, once it exits successfully.
+fn launcher_wake_ups(launch: &mut Command, settle: Duration) -> u64 {
+    let mut child = launch.spawn().expect("spawn viaduct launch");
+    std::thread::sleep(settle);
     let before = wake_ups(child.id()).expect("launcher threads");
     std::thread::sleep(Duration::from_millis(500));
     let after = wake_ups(child.id()).expect("launcher threads");
     let status = child.wait().expect("wait for the launcher");
     assert!(status.success(), "{status}");
-    let n = after - before;
+    after - before
+}
+
+#[test]
+fn the_launcher_sleeps_while_its_ranks_run() {
+    // Ranks that spin on every core must not share them with a launcher that polls: its PMI
+    // acceptor sleeps in accept, its watch loop on its ranks' output. Before, the acceptor
+    // woke every 10 ms and the watch loop every 20 ms: about 75 wake-ups in half a second.
+    let n = launcher_wake_ups(
+        viaduct().args(["launch", "-n", "2", "--", "sleep", "1.5"]),
+        Duration::from_millis(400),
+    );
     assert!(
         n <= 25,
         "the launcher woke {n} times in 500 ms beside idle ranks"
@@ -379,20 +385,14 @@ fn the_launcher_sleeps_while_its_ranks_hold_their_pmi_connections() {
     // Ranks connected to the launcher's PMI server and quiet: the connection threads sleep in
     // `read`. Before, each woke every 50 ms to look at a stop flag (two ranks: about 20
     // wake-ups in half a second, besides the watch loop's 5).
-    let mut child = viaduct()
-        .args(["launch", "-n", "2", "--"])
-        .arg(kvs_exchange())
-        .args(["--hold", "1500"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn viaduct launch");
-    std::thread::sleep(Duration::from_millis(500));
-    let before = wake_ups(child.id()).expect("launcher threads");
-    std::thread::sleep(Duration::from_millis(500));
-    let after = wake_ups(child.id()).expect("launcher threads");
-    let status = child.wait().expect("wait for the launcher");
-    assert!(status.success(), "{status}");
-    let n = after - before;
+    let n = launcher_wake_ups(
+        viaduct()
+            .args(["launch", "-n", "2", "--"])
+            .arg(kvs_exchange())
+            .args(["--hold", "1500"])
+            .stdout(std::process::Stdio::null()),
+        Duration::from_millis(500),
+    );
     assert!(
         n <= 12,
         "the launcher woke {n} times in 500 ms beside ranks holding their PMI connections"

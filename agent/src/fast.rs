@@ -21,9 +21,10 @@
 //! holds every matching message that arrived earlier, in order). Failing that, it spins on the
 //! VCs it can receive from: each turn **looks at the next inbound message in place** (`next`)
 //! and takes the completions of their descriptors (every turn over verbs, whose `next` finds
-//! them; every [`REAP_EVERY`] turns over shared memory and TCP, whose `next` makes the method's
-//! progress on its own, so that a turn stays short): an eager message that the receive accepts, that no posted
-//! receive accepts (those were posted first and come first), and that fits, is copied straight
+//! them; every [`REAP_EVERY`] turns over shared memory and TCP, whose `next` makes the
+//! method's progress on its own, so that a turn stays short): an eager message that the
+//! receive accepts, that no posted receive accepts (those were posted first and come first),
+//! and that fits, is copied straight
 //! from the method's receive memory into the caller's buffer and consumed; the status is built
 //! from its envelope. Any other message is handed to the general progress pass for that VC,
 //! which matches it against the posted receives or queues it as unexpected, answers rendezvous,

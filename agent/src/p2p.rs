@@ -377,20 +377,6 @@ impl Agent {
                 st.count(),
             ));
         }
-        self.recv_general(buf, source, tag, ranks)
-    }
-
-    /// The general path of [`Agent::recv_mapped`]: a posted receive and a wait, out of line
-    /// like [`Agent::send_general`].
-    #[cold]
-    #[inline(never)]
-    fn recv_general(
-        &self,
-        buf: &mut [u8],
-        source: Source,
-        tag: TagMatch,
-        ranks: Option<std::sync::Arc<[u32]>>,
-    ) -> Result<Status, AgentError> {
         let data = RecvBuffer::new(buf.len());
         let result = self.irecv_mapped(data.clone(), source, tag, ranks)?.wait();
         data.copy_to(buf);
