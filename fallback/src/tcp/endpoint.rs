@@ -22,6 +22,10 @@ mod receive;
 const RECV: u64 = 0;
 /// Buffer group of the receive buffers (one ring per connection).
 const GROUP: u16 = 0;
+/// Payload buffers of sent frames kept for later copying posts.
+const SPARE_PAYLOADS: usize = 8;
+/// Largest payload buffer kept.
+const SPARE_PAYLOAD_BYTES: usize = 64 << 10;
 
 /// What an operation in the ring holds on to.
 enum Payload {
@@ -116,6 +120,13 @@ pub struct Endpoint {
     /// A protocol error found during progress, reported by the next `next`.
     pending_error: Option<Error>,
     reaped: Vec<uring::Completion<Payload>>,
+    /// The batch of the last `sendmsg`, emptied, for the next one.
+    spare_batch: Option<Box<SendBatch>>,
+    /// Payload buffers of sent frames, for the next copying posts (at most [`SPARE_PAYLOADS`],
+    /// each at most [`SPARE_PAYLOAD_BYTES`]).
+    spare_payloads: Vec<Vec<u8>>,
+    /// Whether the socket is registered as the ring's fixed file 0.
+    fixed_socket: bool,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -148,6 +159,10 @@ impl Endpoint {
         let bufs = ring
             .register_buf_ring(GROUP, config.recv_buffers, config.recv_buffer_bytes)
             .map_err(Error::Uring)?;
+        // A registered socket spares every operation the look-up and reference count of the
+        // descriptor; where the kernel refuses (say a file-table limit), operations name the
+        // descriptor instead, with the same effect.
+        let fixed_socket = ring.register_files(&[stream.as_raw_fd()]).is_ok();
         let mut ep = Endpoint {
             ring,
             bufs,
@@ -178,6 +193,9 @@ impl Endpoint {
             failed: None,
             pending_error: None,
             reaped: Vec::new(),
+            spare_batch: None,
+            spare_payloads: Vec::new(),
+            fixed_socket,
             config,
         };
         ep.arm_recv()?;
@@ -235,8 +253,11 @@ impl Endpoint {
     // ----- ring plumbing -------------------------------------------------------------------
 
     fn arm_recv(&mut self) -> Result<(), Error> {
-        let fd = types::Fd(self.stream.as_raw_fd());
-        let entry = opcode::RecvMulti::new(fd, GROUP).build();
+        let entry = if self.fixed_socket {
+            opcode::RecvMulti::new(types::Fixed(0), GROUP).build()
+        } else {
+            opcode::RecvMulti::new(types::Fd(self.stream.as_raw_fd()), GROUP).build()
+        };
         // SAFETY: the receive writes only into the provided-buffer ring, which the ring keeps
         // registered (and alive) until it is dropped; the socket stays open while the ring lives
         // (field order).
@@ -258,23 +279,42 @@ impl Endpoint {
         if self.in_flight || self.queue.is_empty() {
             return Ok(());
         }
-        let batch = SendBatch::gather(
+        let mut batch = self.spare_batch.take().unwrap_or_else(SendBatch::empty);
+        batch.fill(
             &mut self.queue,
             self.config.max_batch,
             self.config.zero_copy_threshold,
         );
-        let fd = types::Fd(self.stream.as_raw_fd());
         let flags = (libc::MSG_WAITALL | libc::MSG_NOSIGNAL) as u32;
-        let entry = if batch.zero_copy {
-            opcode::SendMsgZc::new(fd, &batch.msg).flags(flags).build()
-        } else {
-            opcode::SendMsg::new(fd, &batch.msg).flags(flags).build()
+        let fd = self.stream.as_raw_fd();
+        // The socket as the registered file 0 where that worked, else by its descriptor.
+        macro_rules! on_socket {
+            (|$s:ident| $build:expr) => {
+                if self.fixed_socket {
+                    let $s = types::Fixed(0);
+                    $build
+                } else {
+                    let $s = types::Fd(fd);
+                    $build
+                }
+            };
+        }
+        let entry = match batch.contiguous() {
+            Some(bytes) if !batch.zero_copy => {
+                on_socket!(|s| opcode::Send::new(s, bytes.as_ptr(), bytes.len() as u32)
+                    .flags(flags as i32)
+                    .build())
+            }
+            _ if batch.zero_copy => {
+                on_socket!(|s| opcode::SendMsgZc::new(s, &batch.msg).flags(flags).build())
+            }
+            _ => on_socket!(|s| opcode::SendMsg::new(s, &batch.msg).flags(flags).build()),
         };
         let token = self.next_send_token;
         self.next_send_token += 1;
         // SAFETY: the entry points at the batch's message header, iovec array, frame headers and
-        // payloads, all in heap memory owned by the boxed batch, which the ring holds as the
-        // payload until the final completion.
+        // payloads (or, for a plain send, at the one frame's bytes), all in heap memory owned by
+        // the boxed batch, which the ring holds as the payload until the final completion.
         match unsafe { self.ring.push(entry, token, Payload::Send(batch)) } {
             Ok(_) => {
                 self.in_flight = true;
@@ -282,11 +322,11 @@ impl Endpoint {
                 Ok(())
             }
             Err(e) => {
-                if let Payload::Send(batch) = e.payload {
-                    let (_, rest) = (*batch).settle(0);
-                    for f in rest.into_iter().rev() {
+                if let Payload::Send(mut batch) = e.payload {
+                    for f in batch.settle(0).rev() {
                         self.queue.push_front(f);
                     }
+                    self.spare_batch = Some(batch);
                 }
                 Err(Error::Uring(e.error))
             }
@@ -349,42 +389,64 @@ impl Endpoint {
                     self.in_flight = false;
                     c.result
                 };
-                self.on_sent(*batch, result);
+                self.on_sent(batch, result);
             }
             Some(Payload::Recv) => self.on_recv(&c),
         }
     }
 
-    fn on_sent(&mut self, batch: SendBatch, result: i32) {
+    fn on_sent(&mut self, mut batch: Box<SendBatch>, result: i32) {
         let bytes = batch.bytes;
         let sent = if result > 0 { result as usize } else { 0 };
-        let (done, rest) = batch.settle(sent);
-        for f in done {
-            if let Some((id, op, give_back)) = f.owner {
-                let len = f.payload.len();
+        // A short or failed send leaves the stream cut inside a frame: the connection is
+        // unusable. The frames of this batch come before the queued ones in the stream, so
+        // they complete first; those not sent whole with the connection's failure (a failure
+        // found before this completion keeps its reason).
+        let cut = (sent < bytes).then(|| {
+            let errno = if result < 0 { -result } else { libc::EPIPE };
+            self.failed.unwrap_or(failure_reason(errno))
+        });
+        for f in batch.settle(sent) {
+            if f.sent < f.total() {
+                let why = cut.unwrap_or("a send stopped short");
+                self.complete_failed(f, Error::PeerFailed(why));
+                continue;
+            }
+            let len = f.data_len();
+            match f.owner {
                 // Reads and writes complete on their reply, not when the request leaves.
-                if op == Op::Send {
-                    let buffer = give_back.then_some(f.payload);
+                Some((id, Op::Send, true)) => self.completions.push_back(Completion {
+                    id,
+                    op: Op::Send,
+                    result: Ok(len),
+                    buffer: Some(f.payload),
+                }),
+                Some((id, Op::Send, false)) => {
                     self.completions.push_back(Completion {
                         id,
-                        op,
+                        op: Op::Send,
                         result: Ok(len),
-                        buffer,
+                        buffer: None,
                     });
+                    self.keep_payload(f.payload);
                 }
+                _ => self.keep_payload(f.payload),
             }
         }
-        if sent < bytes {
-            // A short or failed send leaves the stream cut inside a frame: the connection is
-            // unusable. The frames of this batch come before the queued ones in the stream, so
-            // they complete first; all with the connection's failure (a failure found before
-            // this completion keeps its reason).
-            let errno = if result < 0 { -result } else { libc::EPIPE };
-            let why = self.failed.unwrap_or(failure_reason(errno));
-            for f in rest {
-                self.complete_failed(f, Error::PeerFailed(why));
-            }
+        self.spare_batch = Some(batch);
+        if let Some(why) = cut {
             self.fail(why);
+        }
+    }
+
+    /// Keeps the buffer of a sent frame for a later copying post.
+    fn keep_payload(&mut self, mut payload: Vec<u8>) {
+        if self.spare_payloads.len() < SPARE_PAYLOADS
+            && payload.capacity() > 0
+            && payload.capacity() <= SPARE_PAYLOAD_BYTES
+        {
+            payload.clear();
+            self.spare_payloads.push(payload);
         }
     }
 
@@ -456,8 +518,19 @@ impl Endpoint {
 
     // ----- sending -------------------------------------------------------------------------
 
-    fn enqueue(&mut self, mut header: Header, payload: Vec<u8>, owner: Option<(u64, Op, bool)>) {
-        header.len = payload.len() as u32;
+    fn enqueue(&mut self, header: Header, payload: Vec<u8>, owner: Option<(u64, Op, bool)>) {
+        self.enqueue_frame(header, payload, false, owner);
+    }
+
+    /// Queues a frame; `joined`: `payload` starts with room for the header (see [`OutFrame`]).
+    fn enqueue_frame(
+        &mut self,
+        mut header: Header,
+        payload: Vec<u8>,
+        joined: bool,
+        owner: Option<(u64, Op, bool)>,
+    ) {
+        header.len = (payload.len() - if joined { HEADER_LEN } else { 0 }) as u32;
         if header.kind.carries_credit() {
             header.offset = self.freed as u64;
             self.freed = 0;
@@ -465,7 +538,8 @@ impl Endpoint {
         header.seq = self.send_seq;
         self.send_seq = self.send_seq.wrapping_add(1);
         self.frames_sent += 1;
-        self.queue.push_back(OutFrame::new(&header, payload, owner));
+        self.queue
+            .push_back(OutFrame::new(&header, payload, joined, owner));
     }
 
     /// Whether `bytes` more may be sent now under the peer's window: a frame may start while
@@ -486,16 +560,20 @@ impl Endpoint {
     /// Queues a frame that counts against the peer's window and sends it if it can; gives the
     /// payload and `rma` back when the window is full. `rma` is the operation a write or read
     /// request leaves outstanding until its reply (`header.tag` is its token).
+    ///
+    /// `joined`: `payload` starts with room for the header (see [`OutFrame`]).
     fn post_counted(
         &mut self,
         header: Header,
         payload: Vec<u8>,
+        joined: bool,
         owner: (u64, Op, bool),
         rma: Option<RmaOp>,
     ) -> Result<Option<Refused>, Error> {
         self.check_open()?;
-        self.check_len(payload.len())?;
-        let bytes = HEADER_LEN + payload.len();
+        let len = payload.len() - if joined { HEADER_LEN } else { 0 };
+        self.check_len(len)?;
+        let bytes = HEADER_LEN + len;
         if !self.credit_for() {
             self.progress();
             // The same pass may have found both the peer's last credits and its failure: the
@@ -511,7 +589,7 @@ impl Endpoint {
             self.next_token += 1;
         }
         self.unacked += bytes;
-        self.enqueue(header, payload, Some(owner));
+        self.enqueue_frame(header, payload, joined, Some(owner));
         // Goes out now unless a `sendmsg` is in flight; then it joins the next batch, which
         // leaves when `poll`, `next` or `wait` reaps the one in flight.
         self.flush_quietly();
@@ -537,10 +615,19 @@ impl Endpoint {
         }
         let mut h = Header::new(Kind::Send, 0);
         h.tag = tag;
+        // Room for the header first: the frame's bytes are contiguous (see `OutFrame`).
+        let mut payload = self.spare_payloads.pop().unwrap_or_default();
+        payload.resize(HEADER_LEN, 0);
+        for p in parts {
+            payload.extend_from_slice(p);
+        }
         Ok(
-            match self.post_counted(h, parts.concat(), (id, Op::Send, false), None)? {
+            match self.post_counted(h, payload, true, (id, Op::Send, false), None)? {
                 None => Posted::InProgress,
-                Some(_) => Posted::NoResources(()),
+                Some((payload, _)) => {
+                    self.keep_payload(payload);
+                    Posted::NoResources(())
+                }
             },
         )
     }
@@ -557,7 +644,7 @@ impl Endpoint {
         let mut h = Header::new(Kind::Send, 0);
         h.tag = tag;
         Ok(
-            match self.post_counted(h, buf, (id, Op::Send, true), None)? {
+            match self.post_counted(h, buf, false, (id, Op::Send, true), None)? {
                 None => Posted::InProgress,
                 Some((b, _)) => Posted::NoResources(b),
             },
@@ -590,7 +677,7 @@ impl Endpoint {
             buf: None,
         };
         Ok(
-            match self.post_counted(h, data.to_vec(), (id, Op::Write, false), Some(op))? {
+            match self.post_counted(h, data.to_vec(), false, (id, Op::Write, false), Some(op))? {
                 None => Posted::InProgress,
                 Some(_) => Posted::NoResources(()),
             },
@@ -626,7 +713,7 @@ impl Endpoint {
             buf: Some(buf),
         };
         Ok(
-            match self.post_counted(h, req, (id, Op::Read, false), Some(op))? {
+            match self.post_counted(h, req, false, (id, Op::Read, false), Some(op))? {
                 None => Posted::InProgress,
                 Some((_, op)) => Posted::NoResources(op.and_then(|o| o.buf).unwrap_or_default()),
             },

@@ -13,16 +13,24 @@
 //!
 //! A send is a frame: a 32-byte header and the payload, gathered by one `sendmsg` as two
 //! iovecs, so an owned buffer ([`Endpoint::post_send_buf`]) is not copied. Frames queued while a
-//! `sendmsg` is in flight go together in the next one (up to `max_batch`). Only one `sendmsg`
-//! is in flight per connection, with `MSG_WAITALL`, so the byte stream keeps frame order.
-//! Batches carrying a payload of at least [`Config::zero_copy_threshold`] bytes use
+//! `sendmsg` is in flight go together in the next one (up to `max_batch`). Only one send
+//! operation is in flight per connection, with `MSG_WAITALL`, so the byte stream keeps frame
+//! order. Batches carrying a payload of at least [`Config::zero_copy_threshold`] bytes use
 //! `IORING_OP_SENDMSG_ZC`; their buffers come back after the kernel's notification.
+//!
+//! A copying post ([`Endpoint::post_send`], [`Endpoint::post_send_parts`]) copies the data once,
+//! behind room for the header, into a buffer the endpoint recycles: the frame's bytes are
+//! contiguous, and a batch of that frame alone goes out with a plain `IORING_OP_SEND`, which
+//! has no message header or iovec array for the kernel to import (measured: 2-3 % of a 64-byte
+//! TCP ping-pong, see `docs/perf/methods.md`). Batch and payload buffers are reused, so a small
+//! send allocates nothing, and the socket is registered with the ring as a fixed file where the
+//! kernel allows it.
 //!
 //! # Progress
 //!
 //! Nothing runs in the background: `next`, `poll` and `wait` reap the ring's completions, re-arm
 //! the receive, send queued frames and serve the peer's requests; only `wait` blocks. A post
-//! sends at once when no `sendmsg` is in flight; otherwise its frame joins the next batch, which
+//! sends at once when no send is in flight; otherwise its frame joins the next batch, which
 //! leaves at the next `poll`, `next` or `wait`. Call one of them regularly, also after the last
 //! post.
 //!
