@@ -446,3 +446,41 @@ fn engines_can_move_between_threads() {
     is_send::<viaduct_fallback::file::FileOp>();
     is_send::<viaduct_fallback::uring::ProvidedBuf>();
 }
+
+#[test]
+fn a_single_issuer_ring_refuses_another_thread_by_name() {
+    let Some(mut ring) = ring::<u64>(&RingConfig::new(8).single_issuer(true)) else {
+        return;
+    };
+    if !ring.features().defer_taskrun {
+        println!(
+            "SKIPPED: kernel {} refused SINGLE_ISSUER | DEFER_TASKRUN",
+            ring.features().kernel_release
+        );
+        return;
+    }
+    // The creating thread may submit and reap.
+    // SAFETY: a NOP carries no pointers.
+    unsafe { ring.push(nop(), 1, 1) }.unwrap();
+    let mut out = Vec::new();
+    ring.wait(1, Some(Duration::from_secs(5)), &mut out)
+        .unwrap();
+    assert_eq!(out.len(), 1);
+    // Another thread may not.
+    let err = std::thread::spawn(move || {
+        // SAFETY: a NOP carries no pointers.
+        unsafe { ring.push(nop(), 2, 2) }.unwrap();
+        let e = ring.submit().expect_err("a non-issuer thread submitted");
+        drop(ring);
+        e
+    })
+    .join()
+    .unwrap();
+    assert!(matches!(err, UringError::NotIssuer(_)), "{err:?}");
+    assert_eq!(err.raw_os_error(), Some(libc::EEXIST));
+    let text = err.to_string();
+    assert!(
+        text.contains("single issuer") && text.contains("other than the one that created it"),
+        "{text}"
+    );
+}

@@ -88,6 +88,10 @@ pub struct Args {
     /// TCP: payload size from which sends use `SEND_ZC` (default: the method's default).
     #[arg(long)]
     pub zero_copy_threshold: Option<usize>,
+    /// TCP: each end's ring is single-issuer with deferred task work
+    /// (`tcp::Config::single_issuer`; here each end is set up and used by one thread).
+    #[arg(long)]
+    pub single_issuer: bool,
     /// shm: carry long messages through the ring in chunks instead of `process_vm_readv`.
     #[arg(long)]
     pub ring_chunks: bool,
@@ -184,9 +188,16 @@ impl_link!(shm::Endpoint, |ep| match ep.long_messages() {
     shm::LongMessages::RingChunks => "long messages in ring chunks".to_string(),
 });
 
-impl_link!(tcp::Endpoint, |ep| match ep.config().zero_copy_threshold {
-    usize::MAX => "copying sends".to_string(),
-    t => format!("SEND_ZC from {t} B"),
+impl_link!(tcp::Endpoint, |ep| {
+    let sends = match ep.config().zero_copy_threshold {
+        usize::MAX => "copying sends".to_string(),
+        t => format!("SEND_ZC from {t} B"),
+    };
+    if ep.ring_features().defer_taskrun {
+        format!("{sends}, single issuer")
+    } else {
+        sends
+    }
 });
 
 fn shm_config(a: &Args) -> shm::Config {
@@ -211,6 +222,7 @@ fn shm_config(a: &Args) -> shm::Config {
 fn tcp_config(a: &Args) -> tcp::Config {
     let mut c = tcp::Config {
         busy_poll: a.mode == Mode::Busy,
+        single_issuer: a.single_issuer,
         ..tcp::Config::default()
     };
     if let Some(t) = a.zero_copy_threshold {
@@ -530,6 +542,9 @@ fn spawn_end(a: &Args, role: &str, addr: &str, cpu: usize) -> Result<Child, BoxE
     }
     if a.no_split_copy {
         cmd.arg("--no-split-copy");
+    }
+    if a.single_issuer {
+        cmd.arg("--single-issuer");
     }
     if let Some(t) = a.zero_copy_threshold {
         cmd.args(["--zero-copy-threshold", &t.to_string()]);

@@ -9,7 +9,7 @@ use io_uring::{cqueue, opcode, types};
 
 use crate::frame::{Decoder, HEADER_LEN, Header, Kind};
 use crate::shm::region::{RegionKey, Regions};
-use crate::uring::{self, ProvidedBuf, ProvidedBuffers, Ring, RingConfig};
+use crate::uring::{self, ProvidedBuf, ProvidedBuffers, Ring, RingConfig, UringError};
 
 use super::completion::{Completion, Op, Posted};
 use super::config::Config;
@@ -154,7 +154,9 @@ impl Endpoint {
         peer_max_frame: u32,
         config: Config,
     ) -> Result<Endpoint, Error> {
-        let ring_config = RingConfig::new(config.ring_entries).eventfd(false);
+        let ring_config = RingConfig::new(config.ring_entries)
+            .eventfd(false)
+            .single_issuer(config.single_issuer);
         let mut ring = Ring::new(&ring_config).map_err(Error::Uring)?;
         let bufs = ring
             .register_buf_ring(GROUP, config.recv_buffers, config.recv_buffer_bytes)
@@ -206,6 +208,12 @@ impl Endpoint {
     /// The settings in force.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// What the kernel offers, as probed when this endpoint's ring was built (whether its
+    /// task work is deferred, say: [`crate::uring::Features::defer_taskrun`]).
+    pub fn ring_features(&self) -> &crate::uring::Features {
+        self.ring.features()
     }
 
     /// Why the connection failed, once it has.
@@ -336,9 +344,20 @@ impl Endpoint {
     /// Reaps completions and acts on them; re-arms the receive; sends what is queued.
     fn progress(&mut self) {
         if let Err(e) = self.try_progress() {
-            let _ = e;
-            self.fail("the io_uring engine failed");
+            self.engine_failed(&e);
         }
+    }
+
+    /// Fails the connection after an error of the engine, naming the cause where it is the
+    /// caller's (a single-issuer endpoint used from another thread).
+    pub(super) fn engine_failed(&mut self, e: &Error) {
+        self.fail(match e {
+            Error::Uring(UringError::NotIssuer(_)) => {
+                "the endpoint is single-issuer (Config::single_issuer) and was used from a \
+                 thread other than the one that set it up"
+            }
+            _ => "the io_uring engine failed",
+        });
     }
 
     fn try_progress(&mut self) -> Result<(), Error> {
@@ -796,8 +815,8 @@ impl Endpoint {
                 self.on_completion(c);
             }
             self.reaped = reaped;
-            if r.is_err() {
-                self.fail("the io_uring engine failed");
+            if let Err(e) = r {
+                self.engine_failed(&Error::Uring(e));
             }
             self.progress();
             if self.ring.in_flight() == 0 && !self.ready() {

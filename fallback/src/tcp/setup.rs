@@ -131,7 +131,17 @@ pub fn connect(addr: SocketAddr, config: Config) -> Result<Endpoint, Error> {
 }
 
 /// Two connected endpoints over 127.0.0.1 in this process (for two threads, or a loopback).
+///
+/// One of them is set up on a helper thread, so [`Config::single_issuer`] is refused: connect
+/// each end on the thread that uses it instead.
 pub fn pair(config: Config) -> Result<(Endpoint, Endpoint), Error> {
+    if config.single_issuer {
+        return Err(Error::Config(
+            "pair sets one endpoint up on a helper thread, which a single-issuer endpoint \
+             cannot leave: connect each end on the thread that uses it"
+                .into(),
+        ));
+    }
     let listener = Listener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
     let addr = listener.local_addr()?;
     let cfg = config.clone();

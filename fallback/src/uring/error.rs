@@ -71,6 +71,13 @@ pub enum UringError {
     /// `io_uring_enter` failed.
     #[error("io_uring_enter failed")]
     Enter(#[source] io::Error),
+    /// A single-issuer ring ([`crate::uring::RingConfig::single_issuer`]) was used from a
+    /// thread other than the one that created it (`EEXIST` from the kernel).
+    #[error(
+        "the io_uring ring was set up for a single issuer and was used from a thread other than \
+         the one that created it: use the endpoint on its creating thread, or turn single_issuer off"
+    )]
+    NotIssuer(#[source] io::Error),
     /// An `io_uring_register` call failed.
     #[error("io_uring_register ({what}) failed")]
     Register {
@@ -118,12 +125,23 @@ impl UringError {
             | Self::NotInKernel { source }
             | Self::Setup { source, .. }
             | Self::Enter(source)
+            | Self::NotIssuer(source)
             | Self::Register { source, .. }
             | Self::EventFd(source)
             | Self::Map { source, .. } => source,
             _ => return None,
         };
         source.raw_os_error()
+    }
+
+    /// The error of a failed `io_uring_enter`: [`UringError::NotIssuer`] for the `EEXIST` of
+    /// a single-issuer ring entered from another thread, else [`UringError::Enter`].
+    pub(crate) fn enter(source: io::Error) -> Self {
+        if source.raw_os_error() == Some(libc::EEXIST) {
+            Self::NotIssuer(source)
+        } else {
+            Self::Enter(source)
+        }
     }
 
     /// Turns a failed `io_uring_setup` into the error that names its cause.

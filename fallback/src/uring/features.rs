@@ -34,6 +34,10 @@ pub struct Features {
     pub sqpoll_nonfixed: bool,
     /// `IORING_SETUP_COOP_TASKRUN` was accepted (fewer interrupts for task work).
     pub coop_taskrun: bool,
+    /// `IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN` was asked for and accepted
+    /// (task work kept for the issuer's next enter; see
+    /// [`crate::uring::RingConfig::single_issuer`]).
+    pub defer_taskrun: bool,
     /// `IORING_OP_READ` / `IORING_OP_WRITE`.
     pub read_write: bool,
     /// `IORING_OP_READ_FIXED` / `IORING_OP_WRITE_FIXED` (registered buffers).
@@ -63,8 +67,9 @@ impl Features {
         Ok(ring.features().clone())
     }
 
-    /// Probes a live ring; `coop_taskrun` is whether that setup flag was accepted.
-    pub(crate) fn of_ring(ring: &IoUring, coop_taskrun: bool) -> Self {
+    /// Probes a live ring; `coop_taskrun` and `defer_taskrun` tell which task-work setup it
+    /// was built with.
+    pub(crate) fn of_ring(ring: &IoUring, coop_taskrun: bool, defer_taskrun: bool) -> Self {
         let params = ring.params();
         let mut probe = Probe::new();
         let probed = ring.submitter().register_probe(&mut probe).is_ok();
@@ -81,6 +86,7 @@ impl Features {
             fast_poll: params.is_feature_fast_poll(),
             sqpoll_nonfixed: params.is_feature_sqpoll_nonfixed(),
             coop_taskrun,
+            defer_taskrun,
             read_write: has(opcode::Read::CODE) && has(opcode::Write::CODE),
             fixed_buffers: has(opcode::ReadFixed::CODE) && has(opcode::WriteFixed::CODE),
             async_cancel: has(opcode::AsyncCancel::CODE),
@@ -136,6 +142,7 @@ impl fmt::Display for Features {
             ("fast_poll", self.fast_poll),
             ("sqpoll_nonfixed", self.sqpoll_nonfixed),
             ("coop_taskrun", self.coop_taskrun),
+            ("defer_taskrun (single issuer)", self.defer_taskrun),
             ("read/write", self.read_write),
             ("fixed buffers", self.fixed_buffers),
             ("async cancel", self.async_cancel),

@@ -347,8 +347,7 @@ impl Endpoint {
 
     pub(super) fn flush_quietly(&mut self) {
         if let Err(e) = self.flush() {
-            let _ = e;
-            self.fail("the io_uring engine failed");
+            self.engine_failed(&e);
         }
     }
 
