@@ -415,6 +415,23 @@ fn features_probe_reports() {
             let text = f.to_string();
             assert!(text.contains("kernel: ") && text.contains("multishot recv: "));
             assert!(f.read_write && f.async_cancel, "{text}");
+            assert!(text.contains("defer_taskrun (single issuer): "), "{text}");
+            // SINGLE_ISSUER | DEFER_TASKRUN arrived in Linux 6.1.
+            let mut v = f.kernel_release.split(|c: char| !c.is_ascii_digit());
+            let major: u32 = v.next().and_then(|x| x.parse().ok()).unwrap_or(0);
+            let minor: u32 = v.next().and_then(|x| x.parse().ok()).unwrap_or(0);
+            if (major, minor) >= (6, 1) {
+                assert!(
+                    f.defer_taskrun,
+                    "kernel {} refused a single-issuer ring",
+                    f.kernel_release
+                );
+            } else {
+                println!(
+                    "SKIPPED (in part): kernel {} predates DEFER_TASKRUN",
+                    f.kernel_release
+                );
+            }
         }
         Err(e) => println!("SKIPPED: io_uring unavailable here: {e}"),
     }

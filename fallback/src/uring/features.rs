@@ -34,9 +34,9 @@ pub struct Features {
     pub sqpoll_nonfixed: bool,
     /// `IORING_SETUP_COOP_TASKRUN` was accepted (fewer interrupts for task work).
     pub coop_taskrun: bool,
-    /// `IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN` was asked for and accepted
-    /// (task work kept for the issuer's next enter; see
-    /// [`crate::uring::RingConfig::single_issuer`]).
+    /// `IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN` (task work kept for the
+    /// issuer's next enter; see [`crate::uring::RingConfig::single_issuer`]): of a ring, whether
+    /// it was asked for and accepted; of [`Features::probe`], whether the kernel accepts it.
     pub defer_taskrun: bool,
     /// `IORING_OP_READ` / `IORING_OP_WRITE`.
     pub read_write: bool,
@@ -64,7 +64,12 @@ impl Features {
     /// [`UringError`] when io_uring cannot be used at all.
     pub fn probe() -> Result<Self, UringError> {
         let ring = super::Ring::<()>::new(&super::RingConfig::new(8).eventfd(false))?;
-        Ok(ring.features().clone())
+        let mut features = ring.features().clone();
+        // Whether the kernel would take a single-issuer ring, asked of one of its own.
+        features.defer_taskrun =
+            super::Ring::<()>::new(&super::RingConfig::new(8).eventfd(false).single_issuer(true))
+                .is_ok_and(|r| r.features().defer_taskrun);
+        Ok(features)
     }
 
     /// Probes a live ring; `coop_taskrun` and `defer_taskrun` tell which task-work setup it
