@@ -89,7 +89,8 @@ pub struct Args {
     #[arg(long)]
     pub zero_copy_threshold: Option<usize>,
     /// TCP: each end's ring is single-issuer with deferred task work
-    /// (`tcp::Config::single_issuer`; here each end is set up and used by one thread).
+    /// (`tcp::Config::single_issuer`; here each end is set up and used by one thread). The
+    /// note says whether the kernel took it. Ignored over shm.
     #[arg(long)]
     pub single_issuer: bool,
     /// shm: carry long messages through the ring in chunks instead of `process_vm_readv`.
@@ -193,10 +194,11 @@ impl_link!(tcp::Endpoint, |ep| {
         usize::MAX => "copying sends".to_string(),
         t => format!("SEND_ZC from {t} B"),
     };
-    if ep.ring_features().defer_taskrun {
-        format!("{sends}, single issuer")
-    } else {
-        sends
+    // Both forms name the request, so its rows never mix with the shared ring's.
+    match (ep.config().single_issuer, ep.ring_features().defer_taskrun) {
+        (true, true) => format!("{sends}, single issuer"),
+        (true, false) => format!("{sends}, single issuer refused by the kernel (shared ring)"),
+        _ => sends,
     }
 });
 

@@ -36,9 +36,11 @@ pub struct Config {
     /// [`connect`](super::connect) or [`Listener::accept`](super::Listener::accept)): its ring is
     /// set up single-issuer with deferred task work
     /// ([`RingConfig::single_issuer`](crate::uring::RingConfig::single_issuer)), which makes
-    /// receives cheaper to complete (measured: 3 % of a 64-byte ping-pong). Used from another
-    /// thread, the endpoint fails with an error that says so. Off by default (the agent's
-    /// endpoints serve every thread of a rank); [`pair`](super::pair) refuses it.
+    /// receives cheaper to complete (measured: 3 % of a 64-byte ping-pong). A call from another
+    /// thread is refused before it reaches the ring, with an error that says so
+    /// ([`UringError::NotIssuer`](crate::uring::UringError::NotIssuer)); the connection and its
+    /// descriptors are left as they were (`poll` there finds nothing). Off by default (the
+    /// agent's endpoints serve every thread of a rank); [`pair`](super::pair) refuses it.
     pub single_issuer: bool,
 }
 

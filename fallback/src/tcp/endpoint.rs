@@ -29,7 +29,7 @@ const SPARE_PAYLOAD_BYTES: usize = 64 << 10;
 
 /// What an operation in the ring holds on to.
 enum Payload {
-    /// A `sendmsg` batch: frames, iovecs, message header.
+    /// A send batch: frames, iovecs, message header (a plain send uses only the frame).
     Send(Box<SendBatch>),
     /// The multishot receive (its memory is the provided-buffer ring).
     Recv,
@@ -120,13 +120,16 @@ pub struct Endpoint {
     /// A protocol error found during progress, reported by the next `next`.
     pending_error: Option<Error>,
     reaped: Vec<uring::Completion<Payload>>,
-    /// The batch of the last `sendmsg`, emptied, for the next one.
+    /// The batch of the last send, emptied, for the next one.
     spare_batch: Option<Box<SendBatch>>,
     /// Payload buffers of sent frames, for the next copying posts (at most [`SPARE_PAYLOADS`],
     /// each at most [`SPARE_PAYLOAD_BYTES`]).
     spare_payloads: Vec<Vec<u8>>,
     /// Whether the socket is registered as the ring's fixed file 0.
     fixed_socket: bool,
+    /// With a single-issuer ring, the thread that set the endpoint up ([`thread_mark`]): the
+    /// only one that may enter the ring.
+    issuer: Option<usize>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -198,8 +201,12 @@ impl Endpoint {
             spare_batch: None,
             spare_payloads: Vec::new(),
             fixed_socket,
+            issuer: None,
             config,
         };
+        if ep.ring.features().defer_taskrun {
+            ep.issuer = Some(thread_mark());
+        }
         ep.arm_recv()?;
         ep.ring.submit().map_err(Error::Uring)?;
         Ok(ep)
@@ -258,6 +265,19 @@ impl Endpoint {
         }
     }
 
+    /// Refuses a call from a thread other than the issuer of a single-issuer ring, before
+    /// anything reaches the ring: the call fails, the connection and every descriptor in it
+    /// stay as they were, and the issuer thread can go on.
+    #[inline]
+    fn check_issuer(&self) -> Result<(), Error> {
+        match self.issuer {
+            Some(t) if t != thread_mark() => Err(Error::Uring(UringError::NotIssuer(
+                std::io::Error::from_raw_os_error(libc::EEXIST),
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     // ----- ring plumbing -------------------------------------------------------------------
 
     fn arm_recv(&mut self) -> Result<(), Error> {
@@ -274,7 +294,8 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Sends queued frames if no `sendmsg` is in flight. Once the connection failed, frames
+    /// Sends queued frames if no send is in flight (a lone joined frame with a plain send, else
+    /// one `sendmsg`). Once the connection failed, frames
     /// found queued complete with the failure instead (none should be: the failure drains the
     /// queue and posts are refused; this keeps the exactly-once rule whatever the path).
     fn flush(&mut self) -> Result<(), Error> {
@@ -609,7 +630,7 @@ impl Endpoint {
         }
         self.unacked += bytes;
         self.enqueue_frame(header, payload, joined, Some(owner));
-        // Goes out now unless a `sendmsg` is in flight; then it joins the next batch, which
+        // Goes out now unless a send is in flight; then it joins the next batch, which
         // leaves when `poll`, `next` or `wait` reaps the one in flight.
         self.flush_quietly();
         Ok(None)
@@ -624,10 +645,13 @@ impl Endpoint {
     /// Like [`Endpoint::post_send`] for a message given in parts (say a header and a payload),
     /// gathered into the one buffer the send owns: one copy of each byte.
     pub fn post_send_parts(&mut self, id: u64, tag: u64, parts: &[&[u8]]) -> Result<Posted, Error> {
+        self.check_issuer()?;
         self.check_open()?;
         self.check_len(parts.iter().map(|p| p.len()).sum())?;
         if !self.credit_for() {
             self.progress();
+            // A failure found by that pass wins over the full window (as in `post_counted`).
+            self.check_open()?;
             if !self.credit_for() {
                 return Ok(Posted::NoResources(()));
             }
@@ -660,6 +684,8 @@ impl Endpoint {
         tag: u64,
         buf: Vec<u8>,
     ) -> Result<Posted<Vec<u8>>, Error> {
+        self.check_issuer()?;
+
         let mut h = Header::new(Kind::Send, 0);
         h.tag = tag;
         Ok(
@@ -680,6 +706,8 @@ impl Endpoint {
         offset: u64,
         data: &[u8],
     ) -> Result<Posted, Error> {
+        self.check_issuer()?;
+
         self.check_open()?;
         if self.rma_out.len() >= self.config.max_outstanding {
             return Ok(Posted::NoResources(()));
@@ -712,6 +740,8 @@ impl Endpoint {
         offset: u64,
         buf: Vec<u8>,
     ) -> Result<Posted<Vec<u8>>, Error> {
+        self.check_issuer()?;
+
         self.check_open()?;
         self.check_len(buf.len())?;
         if self.rma_out.len() >= self.config.max_outstanding {
@@ -768,6 +798,10 @@ impl Endpoint {
         if let Some(c) = self.completions.pop_front() {
             return Some(c);
         }
+        if self.check_issuer().is_err() {
+            // Nothing may enter the ring from here; `wait` and the posts say why.
+            return None;
+        }
         self.progress();
         if self.completions.is_empty() && !self.rma_out.is_empty() {
             // Replies may wait behind inbound frames.
@@ -790,6 +824,7 @@ impl Endpoint {
     /// passed. With `config.busy_poll` it polls the completion queue first (up to
     /// `config.spin` times), then sleeps in `io_uring_enter`.
     pub fn wait(&mut self, timeout: Duration) -> Result<(), Error> {
+        self.check_issuer()?;
         self.progress();
         if self.ready() {
             return Ok(());
@@ -837,13 +872,24 @@ impl Drop for Endpoint {
             && self.failed.is_none()
             && Instant::now() < deadline
         {
-            let _ = self.wait(Duration::from_millis(10));
+            if self.wait(Duration::from_millis(10)).is_err() {
+                break;
+            }
         }
         // SAFETY: shutdown on our own open socket; it does not close the descriptor.
         unsafe {
             libc::shutdown(self.stream.as_raw_fd(), libc::SHUT_RDWR);
         }
     }
+}
+
+/// A number that tells the live threads of the process apart: the address of a thread-local
+/// byte (cheaper than `thread::current`, which counts a reference).
+fn thread_mark() -> usize {
+    thread_local! {
+        static MARK: u8 = const { 0 };
+    }
+    MARK.with(|m| m as *const u8 as usize)
 }
 
 /// The reason a connection failure with `errno` is reported with.

@@ -11,9 +11,10 @@
 //!
 //! # Sending
 //!
-//! A send is a frame: a 32-byte header and the payload, gathered by one `sendmsg` as two
-//! iovecs, so an owned buffer ([`Endpoint::post_send_buf`]) is not copied. Frames queued while a
-//! `sendmsg` is in flight go together in the next one (up to `max_batch`). Only one send
+//! A send is a frame: a 32-byte header and the payload. The frame of an owned buffer
+//! ([`Endpoint::post_send_buf`]) is gathered by `sendmsg` as two iovecs, so the buffer is not
+//! copied. Frames queued while a send is in flight go together in the next `sendmsg` (up to
+//! `max_batch`). Only one send
 //! operation is in flight per connection, with `MSG_WAITALL`, so the byte stream keeps frame
 //! order. Batches carrying a payload of at least [`Config::zero_copy_threshold`] bytes use
 //! `IORING_OP_SENDMSG_ZC`; their buffers come back after the kernel's notification.
@@ -24,7 +25,8 @@
 //! has no message header or iovec array for the kernel to import (measured: 2-3 % of a 64-byte
 //! TCP ping-pong, see `docs/perf/methods.md`). Batch and payload buffers are reused, so a small
 //! send allocates nothing, and the socket is registered with the ring as a fixed file where the
-//! kernel allows it.
+//! kernel allows it. [`Config::single_issuer`] sets the ring up for one thread (deferred task
+//! work, cheaper receive completions); calls from other threads are then refused.
 //!
 //! # Progress
 //!
@@ -65,7 +67,7 @@
 //!
 //! End of stream or a socket error fails the connection: the socket is shut down (so the
 //! operations in flight end at once), and every accepted descriptor not yet completed completes
-//! exactly once with [`Error::PeerFailed`]: frames still queued, frames inside the `sendmsg` in
+//! exactly once with [`Error::PeerFailed`]: frames still queued, frames inside the send in
 //! flight that did not leave whole, and writes and reads waiting for their reply. From then on
 //! every post fails at once with the same error, also one whose own progress (a post that finds
 //! the window full drives the endpoint) is what finds the failure; `next` returns it once the

@@ -54,7 +54,8 @@ impl OutFrame {
     }
 }
 
-/// The payload of one `sendmsg`/`sendmsg_zc` operation: the frames and the iovec array and
+/// The payload of one send operation (`sendmsg`, `sendmsg_zc`, or a plain `send` of one joined
+/// frame, see [`SendBatch::contiguous`]): the frames and the iovec array and
 /// message header that point into them. Boxed, so the kernel-visible pointers stay put.
 pub(crate) struct SendBatch {
     pub frames: Vec<OutFrame>,
@@ -239,5 +240,17 @@ mod tests {
             b.zero_copy,
             "a frame of 100 data bytes reaches the threshold"
         );
+        b.settle(b.bytes).for_each(drop);
+        // A joined frame counts its data, not the header room in front of it.
+        let mut q: VecDeque<OutFrame> = [joined(&[0u8; 99])].into();
+        b.fill(&mut q, 2, 100);
+        assert!(
+            !b.zero_copy,
+            "99 data bytes (131 with the header) stay under 100"
+        );
+        b.settle(b.bytes).for_each(drop);
+        let mut q: VecDeque<OutFrame> = [joined(&[0u8; 100])].into();
+        b.fill(&mut q, 2, 100);
+        assert!(b.zero_copy);
     }
 }

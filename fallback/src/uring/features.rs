@@ -8,7 +8,7 @@ use super::error::UringError;
 
 /// The io_uring features this engine uses, as found on the running kernel.
 ///
-/// Get one with [`Features::probe`] (creates and drops a small ring) or from a live ring with
+/// Get one with [`Features::probe`] (creates and drops two small rings) or from a live ring with
 /// [`super::Ring::features`]. `Display` prints one `name: yes/no` line per feature, which is what
 /// `viaduct info` shows. Where a feature is missing the engine degrades: no `ext_arg` means timed
 /// waits use a timeout operation instead, no `multishot_recv` means one receive per submission, no
@@ -32,7 +32,8 @@ pub struct Features {
     pub fast_poll: bool,
     /// `IORING_FEAT_SQPOLL_NONFIXED`: SQPOLL works without registered files.
     pub sqpoll_nonfixed: bool,
-    /// `IORING_SETUP_COOP_TASKRUN` was accepted (fewer interrupts for task work).
+    /// `IORING_SETUP_COOP_TASKRUN` was asked for and accepted (fewer interrupts for task work;
+    /// false on a ring with deferred task work, which replaces it).
     pub coop_taskrun: bool,
     /// `IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN` (task work kept for the
     /// issuer's next enter; see [`crate::uring::RingConfig::single_issuer`]): of a ring, whether
@@ -58,7 +59,7 @@ pub struct Features {
 }
 
 impl Features {
-    /// Probes the running kernel with a small ring.
+    /// Probes the running kernel with a small ring (and a second, single-issuer one).
     ///
     /// This is the entry point for reporting (`viaduct info`). It fails with the diagnosed
     /// [`UringError`] when io_uring cannot be used at all.

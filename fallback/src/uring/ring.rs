@@ -78,7 +78,8 @@ impl RingConfig {
     /// (`IORING_SETUP_SINGLE_ISSUER`), which lets the kernel keep task work for that thread's
     /// next `io_uring_enter` (`IORING_SETUP_DEFER_TASKRUN`): completions of socket operations
     /// cost less to deliver (measured: 3 % of a 64-byte TCP ping-pong). A ring used from another
-    /// thread then fails with [`UringError::NotIssuer`]. Off by default; ignored with SQPOLL;
+    /// thread then fails with [`UringError::NotIssuer`] (entering or registering), and dropping
+    /// it there leaks the payloads of the operations still in flight. Off by default; ignored with SQPOLL;
     /// kernels without it (before 6.1) get the default setup
     /// ([`crate::uring::Features::defer_taskrun`] tells).
     pub fn single_issuer(mut self, on: bool) -> Self {
@@ -181,7 +182,11 @@ enum TaskWork {
 /// completions; payloads whose completion never arrives within a few seconds are leaked rather
 /// than freed, since the kernel may still write them.
 ///
-/// `Send` when the payload is, never `Sync`.
+/// `Send` when the payload is, never `Sync`. A single-issuer ring
+/// ([`RingConfig::single_issuer`]) may move, but only its creating thread may enter it: elsewhere
+/// every call that enters the kernel fails with [`UringError::NotIssuer`], and a drop there
+/// cannot wait for the operations in flight, so their payloads are leaked (as for completions
+/// that never arrive).
 pub struct Ring<P> {
     ring: IoUring,
     slots: SlotTable<P>,
@@ -213,7 +218,8 @@ impl<P> Ring<P> {
     /// Creates a ring, probes the kernel's features and registers the eventfd if asked.
     ///
     /// When io_uring cannot be used the error names the cause (sysctl, seccomp, memlock limit,
-    /// kernel without io_uring). Setup flags the kernel rejects (`COOP_TASKRUN`) are dropped.
+    /// kernel without io_uring). Task-work setup flags the kernel rejects step down: from
+    /// `SINGLE_ISSUER | DEFER_TASKRUN` (when asked for) to `COOP_TASKRUN`, then to none.
     pub fn new(config: &RingConfig) -> Result<Self, UringError> {
         let build = |task_work: TaskWork| {
             let mut b = IoUring::builder();
@@ -534,12 +540,18 @@ impl<P> Ring<P> {
     /// operations that name it.
     pub unsafe fn register_buffers(&mut self, iovecs: &[libc::iovec]) -> Result<(), UringError> {
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.ring.submitter().register_buffers(iovecs) }.map_err(|source| {
-            UringError::Register {
-                what: "fixed buffers",
-                source,
-            }
-        })
+        let r = unsafe { self.ring.submitter().register_buffers(iovecs) };
+        r.map_err(|source| self.register_error("fixed buffers", source))
+    }
+
+    /// The error of a failed `io_uring_register`: on a single-issuer ring, the `EEXIST` of a
+    /// call from another thread is [`UringError::NotIssuer`].
+    fn register_error(&self, what: &'static str, source: std::io::Error) -> UringError {
+        if self.features.defer_taskrun && source.raw_os_error() == Some(libc::EEXIST) {
+            UringError::NotIssuer(source)
+        } else {
+            UringError::Register { what, source }
+        }
     }
 
     /// Registers a sparse table of `n` fixed files (fill it with [`Ring::update_files`]).
@@ -547,10 +559,7 @@ impl<P> Ring<P> {
         self.ring
             .submitter()
             .register_files_sparse(n)
-            .map_err(|source| UringError::Register {
-                what: "sparse file table",
-                source,
-            })
+            .map_err(|source| self.register_error("sparse file table", source))
     }
 
     /// Registers `fds` as the fixed-file table (`IORING_REGISTER_FILES`).
@@ -558,10 +567,7 @@ impl<P> Ring<P> {
         self.ring
             .submitter()
             .register_files(fds)
-            .map_err(|source| UringError::Register {
-                what: "fixed files",
-                source,
-            })
+            .map_err(|source| self.register_error("fixed files", source))
     }
 
     /// Replaces fixed-file entries from `offset` on (`-1` clears an entry).
@@ -570,10 +576,7 @@ impl<P> Ring<P> {
             .submitter()
             .register_files_update(offset, fds)
             .map(drop)
-            .map_err(|source| UringError::Register {
-                what: "fixed file update",
-                source,
-            })
+            .map_err(|source| self.register_error("fixed file update", source))
     }
 
     /// Registers a provided-buffer ring of `count` buffers of `size` bytes as group `group`.

@@ -260,6 +260,7 @@ impl Endpoint {
     // borrows the endpoint until `consume`).
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Message<'_>>, Error> {
+        self.check_issuer()?;
         if !matches!(
             self.current,
             Current::InPlace { .. } | Current::Assembled { .. }
@@ -355,6 +356,7 @@ impl Endpoint {
     /// empty message: `consume(0)`), its receive buffer is recycled when nothing else lies in
     /// it, and its bytes are credited back to the sender.
     pub fn consume(&mut self, n: usize) -> Result<(), Error> {
+        self.check_issuer()?;
         match self.current {
             Current::InPlace { header, consumed } => {
                 let len = header.len as usize;
