@@ -501,3 +501,22 @@ fn a_single_issuer_ring_refuses_another_thread_by_name() {
         "{text}"
     );
 }
+
+#[test]
+fn unsubmitted_counts_what_the_kernel_has_not_taken() {
+    let Some(mut ring) = ring::<u64>(&RingConfig::new(8)) else {
+        return;
+    };
+    assert_eq!(ring.unsubmitted(), 0);
+    for i in 0..3 {
+        // SAFETY: a NOP carries no pointers.
+        unsafe { ring.push(nop(), i, i) }.unwrap();
+    }
+    assert_eq!(ring.unsubmitted(), 3, "pushes alone do not submit");
+    ring.submit().unwrap();
+    assert_eq!(ring.unsubmitted(), 0);
+    let mut out = Vec::new();
+    ring.wait(3, Some(Duration::from_secs(5)), &mut out)
+        .unwrap();
+    assert_eq!(out.len(), 3);
+}

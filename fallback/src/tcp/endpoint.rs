@@ -382,6 +382,12 @@ impl Endpoint {
     }
 
     fn try_progress(&mut self) -> Result<(), Error> {
+        if self.failed.is_some() && self.ring.unsubmitted() > 0 {
+            // A submission failed after its entry was pushed (the connection failed then):
+            // the entry still has to reach the kernel, which completes it, with an error on
+            // the shut-down socket, so that its descriptors complete exactly once.
+            self.ring.submit().map_err(Error::Uring)?;
+        }
         let mut reaped = std::mem::take(&mut self.reaped);
         // Completions taken before an error still carry their batches: act on them first.
         let r = self.ring.reap(&mut reaped);

@@ -321,6 +321,12 @@ impl<P> Ring<P> {
         self.slots.busy()
     }
 
+    /// Entries in the submission queue that the kernel has not taken yet (pushed but not
+    /// submitted, or left there by a submission that failed).
+    pub fn unsubmitted(&mut self) -> usize {
+        self.ring.submission().len()
+    }
+
     /// How many `io_uring_enter` calls a signal interrupted (`EINTR`); each was made again (a
     /// timed wait with the time left).
     pub fn interrupted(&self) -> u64 {
