@@ -472,14 +472,20 @@ fn malformed_frames_fail_the_connection() {
     ));
 }
 
-#[test]
-fn single_issuer_endpoints_ping_pong_on_their_own_threads() {
+/// A listener on 127.0.0.1, its address, and a configuration asking for a single issuer.
+fn single_issuer_listener() -> (tcp::Listener, std::net::SocketAddr, Config) {
     let listener = tcp::Listener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = listener.local_addr().unwrap();
     let config = Config {
         single_issuer: true,
         ..Config::default()
     };
+    (listener, addr, config)
+}
+
+#[test]
+fn single_issuer_endpoints_ping_pong_on_their_own_threads() {
+    let (listener, addr, config) = single_issuer_listener();
     let sizes = [0usize, 1, 64, 4096, 65536, 1 << 20];
     let cfg = config.clone();
     let echo = thread::spawn(move || {
@@ -526,12 +532,7 @@ fn single_issuer_endpoints_ping_pong_on_their_own_threads() {
 
 #[test]
 fn a_single_issuer_endpoint_refuses_another_thread_and_goes_on_on_its_own() {
-    let listener = tcp::Listener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let config = Config {
-        single_issuer: true,
-        ..Config::default()
-    };
+    let (listener, addr, config) = single_issuer_listener();
     let peer = thread::spawn(move || {
         let mut ep = tcp::connect(addr, Config::default()).expect("connect");
         let got = recv(&mut ep);

@@ -461,20 +461,19 @@ impl Endpoint {
             let len = f.data_len();
             match f.owner {
                 // Reads and writes complete on their reply, not when the request leaves.
-                Some((id, Op::Send, true)) => self.completions.push_back(Completion {
-                    id,
-                    op: Op::Send,
-                    result: Ok(len),
-                    buffer: Some(f.payload),
-                }),
-                Some((id, Op::Send, false)) => {
+                Some((id, Op::Send, give_back)) => {
+                    let buffer = if give_back {
+                        Some(f.payload)
+                    } else {
+                        self.keep_payload(f.payload);
+                        None
+                    };
                     self.completions.push_back(Completion {
                         id,
                         op: Op::Send,
                         result: Ok(len),
-                        buffer: None,
+                        buffer,
                     });
-                    self.keep_payload(f.payload);
                 }
                 _ => self.keep_payload(f.payload),
             }

@@ -244,27 +244,19 @@ impl<P> Ring<P> {
             b.build(config.entries)
         };
         // The preferred setup first; each flag the kernel refuses (EINVAL) drops a step.
-        let mut steps = Vec::with_capacity(3);
-        if config.sqpoll_idle_ms.is_none() {
-            if config.single_issuer {
-                steps.push(TaskWork::Deferred);
-            }
-            steps.push(TaskWork::Cooperative);
-        }
-        steps.push(TaskWork::Plain);
-        let mut built = None;
-        for (i, &step) in steps.iter().enumerate() {
-            match build(step) {
-                Ok(r) => {
-                    built = Some((r, step));
-                    break;
-                }
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && i + 1 < steps.len() => {}
+        use TaskWork::{Cooperative, Deferred, Plain};
+        let steps: &[TaskWork] = match (config.sqpoll_idle_ms.is_some(), config.single_issuer) {
+            (true, _) => &[Plain],
+            (false, true) => &[Deferred, Cooperative, Plain],
+            (false, false) => &[Cooperative, Plain],
+        };
+        let mut i = 0;
+        let (ring, task_work) = loop {
+            match build(steps[i]) {
+                Ok(r) => break (r, steps[i]),
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && i + 1 < steps.len() => i += 1,
                 Err(e) => return Err(UringError::diagnose_setup(e, config.entries)),
             }
-        }
-        let Some((ring, task_work)) = built else {
-            unreachable!("the last setup step returns or fails");
         };
         let features = Features::of_ring(
             &ring,
