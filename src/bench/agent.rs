@@ -4,7 +4,8 @@
 //!
 //! Run without a launcher, it starts itself under `viaduct launch -n 2 --transport M`; each
 //! rank then runs the same command with the launcher's environment. Latency is half the round
-//! trip of a blocking `send`/`recv` ping-pong (median and mean over the timed round trips);
+//! trip of a blocking `send`/`recv` ping-pong (the median over batches of 16 round trips, see
+//! `clock`, and the mean over the timed round trips);
 //! bandwidth is the bytes per second rank 0 streams to rank 1 with a window of `isend`s in
 //! flight, the receiver keeping as many `irecv`s posted.
 
@@ -106,11 +107,11 @@ pub fn run_test(test: Test, args: &Common) -> Result<(), BoxError> {
             if args.json {
                 // Also under the names of the method benchmark: median_us, gbytes_per_s.
                 let named = match test {
-                    Test::Latency => format!("\"median_us\":{median:.3}"),
+                    Test::Latency => format!("\"median_us\":{median:.4}"),
                     Test::Bandwidth => format!("\"gbytes_per_s\":{:.4}", median / 1e3),
                 };
                 println!(
-                    "{{\"bench\":\"agent\",\"test\":\"{test:?}\",\"transport\":\"{method}\",\"size\":{size},\"median\":{median:.3},\"mean\":{mean:.3},\"unit\":\"{unit}\",{named}}}"
+                    "{{\"bench\":\"agent\",\"test\":\"{test:?}\",\"transport\":\"{method}\",\"size\":{size},\"median\":{median:.4},\"mean\":{mean:.4},\"unit\":\"{unit}\",{named}}}"
                 );
             } else {
                 println!(
@@ -141,13 +142,15 @@ fn latency(agent: &Agent, size: usize, iters: u32) -> Result<Option<(f64, f64)>,
     for _ in 0..WARMUP {
         round_trip()?;
     }
-    let mut samples = clock::half_round_trips(u64::from(iters), None, &mut round_trip)?;
-    if me != 0 || samples.is_empty() {
+    let samples = clock::half_round_trips(u64::from(iters), None, &mut round_trip)?;
+    if me != 0 {
         return Ok(None);
     }
+    let Some(median) = clock::median_of_batches(&samples) else {
+        return Ok(None);
+    };
     let mean = samples.iter().sum::<f64>() / samples.len() as f64;
-    samples.sort_by(f64::total_cmp);
-    Ok(Some((samples[samples.len() / 2], mean)))
+    Ok(Some((median, mean)))
 }
 
 /// Bytes per second (in MB/s, both figures the same), reported by rank 0.
