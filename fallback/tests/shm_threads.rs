@@ -481,3 +481,51 @@ fn a_sender_asleep_on_a_full_ring_wakes_at_the_release() {
     );
     let _b = receiver.join().expect("receiver");
 }
+
+/// Small records of one to five lines, in a ping-pong over the smallest ring, lap it many
+/// times: every position of the ring, those near its end included, is polled empty right
+/// after a record of each size (the consumer then prefetches the lines a record of that size
+/// would take there) and then receives one. Every payload arrives byte exact, in order.
+#[test]
+fn small_records_of_several_lines_lap_the_ring_byte_exact() {
+    let config = Config {
+        ring_bytes: 64 << 10,
+        eager_limit: 4096,
+        chunk_bytes: 4096,
+        ..Config::default()
+    };
+    // Payloads that make records of 1, 2, 2, 3, 4, 4 and 5 lines (40 header bytes in front).
+    const LENS: [usize; 7] = [24, 25, 88, 100, 150, 216, 217];
+    const ROUNDS: usize = 3000; // some 9 laps of a 64 KiB ring each way
+    let (mut a, mut b) = shm::pair(config).expect("pair");
+    let echo = thread::spawn(move || {
+        for i in 0..ROUNDS {
+            let (tag, data) = recv(&mut b);
+            assert_eq!(tag, i as u64);
+            send(&mut b, i as u64, tag, data);
+            reap(&mut b, 1);
+        }
+        b
+    });
+    for i in 0..ROUNDS {
+        let len = LENS[i % LENS.len()];
+        send(&mut a, i as u64, i as u64, pattern(len, i as u64));
+        reap(&mut a, 1);
+        // Poll empty before the echo is there (most of the time), as a spinning receiver does.
+        let deadline = Instant::now() + LIMIT;
+        let (tag, data) = loop {
+            if let Some(m) = a.next().expect("next") {
+                let out = (m.tag, m.data.to_vec());
+                a.consume(out.1.len()).expect("consume");
+                break out;
+            }
+            assert!(Instant::now() < deadline, "echo {i} did not arrive");
+        };
+        assert_eq!(tag, i as u64);
+        assert!(
+            data == pattern(len, i as u64),
+            "echo {i} of {len} bytes differs"
+        );
+    }
+    echo.join().expect("echo thread");
+}
