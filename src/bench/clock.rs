@@ -8,8 +8,8 @@
 //!
 //! # Resolution
 //!
-//! A clock read need not resolve one round trip: the time-stamp counter of the AMD EPYC guests
-//! this project runs on advances in steps of 26 ticks (10 ns), so a single half round trip of
+//! A clock read need not resolve one round trip: the time-stamp counter of the AMD EPYC virtual
+//! machines measured in `docs/PERFORMANCE.md` advances in steps of 26 ticks (10 ns), so a single half round trip of
 //! 0.09 us is one of 0.085, 0.090 or 0.095 us, and the median of such samples moves in 5 %
 //! steps. [`median_of_batches`] therefore takes the median over the means of
 //! [`BATCH`] consecutive round trips (a resolution of 0.3 ns at that step); a preemption or

@@ -9,6 +9,11 @@
 //! it has released up to; the producer re-reads that word only when its cached copy says the
 //! ring is full. A record that does not fit before the end of the data area is preceded by a
 //! padding record and placed at the start.
+//!
+//! A record longer than one line costs the consumer a transfer per line. It prefetches a
+//! record's later lines as soon as the header gives their number, and, while it polls, the
+//! later lines of a small record (2-4 lines) the size of the last one, so that those
+//! transfers run beside others instead of after them ([`Consumer::peek`]).
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
