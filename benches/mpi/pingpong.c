@@ -1,8 +1,8 @@
 /* MPICH peer of `viaduct bench latency` / `viaduct bench bandwidth`: the same two loops as
  * src/bench/agent.rs, on 2 ranks.
  *
- * latency: blocking MPI_Send/MPI_Recv ping-pong; each round trip timed with MPI_Wtime; prints the
- * median and mean half round trip. bandwidth: rank 0 streams windows of WINDOW MPI_Isends to
+ * latency: blocking MPI_Send/MPI_Recv ping-pong, timed with MPI_Wtime over batches of BATCH
+ * round trips; prints the median over the batches and the mean half round trip. bandwidth: rank 0 streams windows of WINDOW MPI_Isends to
  * rank 1 (which keeps as many MPI_Irecvs posted), then a 1-byte acknowledgement; MB/s.
  *
  * Usage: mpiexec -n 2 -bind-to core ./pingpong latency|bandwidth SIZE[,SIZE...] [ITERS] [WINDOW]
@@ -14,6 +14,9 @@
 #include <string.h>
 
 #define WARMUP 200
+/* Round trips per clock read: the median is taken over batches, as `viaduct bench` takes it
+ * (src/bench/clock.rs), and a batch reads the clock once instead of twice per round trip. */
+#define BATCH 16
 
 static int cmp(const void *a, const void *b)
 {
@@ -21,29 +24,38 @@ static int cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void latency(int rank, long size, long iters, char *buf)
+static void round_trip(int rank, long size, char *buf)
 {
     int peer = 1 - rank;
-    double *t = malloc(sizeof(double) * (size_t)iters);
-    for (long i = 0; i < WARMUP + iters; i++) {
+    if (rank == 0) {
+        MPI_Send(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+        MPI_Recv(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Recv(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+    }
+}
+
+static void latency(int rank, long size, long iters, char *buf)
+{
+    long per = iters < BATCH ? (iters > 0 ? iters : 1) : BATCH;
+    long batches = iters / per > 0 ? iters / per : 1;
+    double *t = malloc(sizeof(double) * (size_t)batches);
+    for (long i = 0; i < WARMUP; i++)
+        round_trip(rank, size, buf);
+    for (long b = 0; b < batches; b++) {
         double t0 = MPI_Wtime();
-        if (rank == 0) {
-            MPI_Send(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
-            MPI_Recv(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        } else {
-            MPI_Recv(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            MPI_Send(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
-        }
-        if (i >= WARMUP)
-            t[i - WARMUP] = (MPI_Wtime() - t0) * 1e6 / 2.0;
+        for (long k = 0; k < per; k++)
+            round_trip(rank, size, buf);
+        t[b] = (MPI_Wtime() - t0) * 1e6 / (2.0 * (double)per);
     }
     if (rank == 0) {
         double sum = 0;
-        for (long i = 0; i < iters; i++)
-            sum += t[i];
-        qsort(t, (size_t)iters, sizeof t[0], cmp);
-        printf("mpich latency size=%ld iters=%ld median=%.3f mean=%.3f unit=us\n", size, iters,
-               t[iters / 2], sum / (double)iters);
+        for (long b = 0; b < batches; b++)
+            sum += t[b];
+        qsort(t, (size_t)batches, sizeof t[0], cmp);
+        printf("mpich latency size=%ld iters=%ld median=%.4f mean=%.4f unit=us\n", size,
+               batches * per, t[(batches - 1) / 2], sum / (double)batches);
         fflush(stdout);
     }
     free(t);
