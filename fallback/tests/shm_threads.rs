@@ -329,6 +329,7 @@ fn receiver_that_does_not_consume_stops_the_sender() {
         ring_bytes: 64 << 10,
         eager_limit: 4096,
         chunk_bytes: 4096,
+        poll_prefetch: true,
         ..Config::default()
     };
     let (mut a, mut b) = shm::pair(config).expect("pair");
@@ -485,13 +486,14 @@ fn a_sender_asleep_on_a_full_ring_wakes_at_the_release() {
 /// Small records of one to five lines, in a ping-pong over the smallest ring, lap it many
 /// times: every position of the ring, those near its end included, is polled empty right
 /// after a record of each size (the consumer then prefetches the lines a record of that size
-/// would take there) and then receives one. Every payload arrives byte exact, in order.
+/// would take there: `poll_prefetch` on, whatever the processor) and then receives one. Every payload arrives byte exact, in order.
 #[test]
 fn small_records_of_several_lines_lap_the_ring_byte_exact() {
     let config = Config {
         ring_bytes: 64 << 10,
         eager_limit: 4096,
         chunk_bytes: 4096,
+        poll_prefetch: true,
         ..Config::default()
     };
     // Payloads that make records of 1, 2, 2, 3, 4, 4 and 5 lines (40 header bytes in front).
@@ -528,4 +530,23 @@ fn small_records_of_several_lines_lap_the_ring_byte_exact() {
         );
     }
     echo.join().expect("echo thread");
+}
+
+/// The poll prefetch is on by default exactly on AMD (and Hygon) processors, as the kernel's
+/// own reading of the vendor says.
+#[test]
+fn poll_prefetch_defaults_to_on_for_amd_processors() {
+    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+        eprintln!("skipped: /proc/cpuinfo cannot be read here");
+        return;
+    };
+    let Some(vendor) = info.lines().find_map(|l| {
+        l.strip_prefix("vendor_id")
+            .map(|v| v.trim_start_matches([' ', '\t', ':']))
+    }) else {
+        eprintln!("skipped: /proc/cpuinfo names no vendor_id (not an x86 processor)");
+        return;
+    };
+    let amd = vendor == "AuthenticAMD" || vendor == "HygonGenuine";
+    assert_eq!(Config::default().poll_prefetch, amd, "vendor {vendor}");
 }

@@ -180,7 +180,13 @@ impl Endpoint {
         let (tx, rx) = unsafe {
             (
                 Producer::new(seg.ring_data(side), size, salt, tx_line),
-                Consumer::new(seg.ring_data(peer), size, salt, rx_line),
+                Consumer::new(
+                    seg.ring_data(peer),
+                    size,
+                    salt,
+                    rx_line,
+                    config.poll_prefetch,
+                ),
             )
         };
         let mode = |ok: bool| {

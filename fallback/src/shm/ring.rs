@@ -11,9 +11,10 @@
 //! padding record and placed at the start.
 //!
 //! A record longer than one line costs the consumer a transfer per line. It prefetches a
-//! record's later lines as soon as the header gives their number, and, while it polls, the
-//! later lines of a small record (2-4 lines) the size of the last one, so that those
-//! transfers run beside others instead of after them ([`Consumer::peek`]).
+//! record's later lines as soon as the header gives their number, and (on AMD processors, see
+//! `Config::poll_prefetch`), while it polls, the later lines of a small record (2-4 lines) the
+//! size of the last one, so that those transfers run beside others instead of after them
+//! ([`Consumer::peek`]).
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -199,6 +200,8 @@ pub(crate) struct Consumer {
     pos: u64,
     /// Lines of the last record found (see [`Consumer::prefetch_next`]).
     last_lines: usize,
+    /// Whether [`Consumer::prefetch_next`] prefetches (`Config::poll_prefetch`).
+    poll_prefetch: bool,
     consumer: NonNull<ConsumerLine>,
 }
 
@@ -213,6 +216,8 @@ pub(crate) enum Peek {
 }
 
 impl Consumer {
+    /// `poll_prefetch`: see [`Consumer::prefetch_next`].
+    ///
     /// # Safety
     /// Same contract as [`Producer::new`], for the single consumer of the ring.
     pub(crate) unsafe fn new(
@@ -220,6 +225,7 @@ impl Consumer {
         size: usize,
         salt: u64,
         consumer: NonNull<ConsumerLine>,
+        poll_prefetch: bool,
     ) -> Consumer {
         Consumer {
             data,
@@ -227,6 +233,7 @@ impl Consumer {
             salt,
             pos: 0,
             last_lines: 1,
+            poll_prefetch,
             consumer,
         }
     }
@@ -319,8 +326,9 @@ impl Consumer {
         }
     }
 
-    /// On a poll that found nothing: when the last record was a small one of several lines
-    /// (at most [`POLL_PREFETCH_LINES`]), prefetches the lines after the first of a record of
+    /// On a poll that found nothing, where `Config::poll_prefetch` asks for it (by default
+    /// on AMD processors only): when the last record was a small one of several lines (at
+    /// most [`POLL_PREFETCH_LINES`]), prefetches the lines after the first of a record of
     /// that size at the consumer's position, so that they travel while the stamp is awaited.
     ///
     /// Such a record's lines reach the consumer one after the other otherwise: the stamp's
@@ -330,10 +338,11 @@ impl Consumer {
     /// 0.31 us; with this it is 0.31 (7 alternating pairs of builds, `docs/perf/agent.md`).
     /// A line fetched before the producer wrote it is simply fetched again. Longer records are
     /// left alone: polling their lines while the producer copies into them slowed a 4 KiB
-    /// ping-pong.
+    /// ping-pong. On an Intel Xeon guest the same prefetches made the 64 B ping-pong 15 %
+    /// slower, hence the setting.
     #[inline]
     fn prefetch_next(&self) {
-        if !(2..=POLL_PREFETCH_LINES).contains(&self.last_lines) {
+        if !self.poll_prefetch || !(2..=POLL_PREFETCH_LINES).contains(&self.last_lines) {
             return;
         }
         let off = (self.pos % self.size as u64) as usize;
