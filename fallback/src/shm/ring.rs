@@ -312,12 +312,12 @@ impl Consumer {
     /// the record is.
     ///
     /// The producer wrote those lines before the stamp, so they sit modified in its cache;
-    /// without this each is fetched only when the payload is copied. A caller that takes a
-    /// lock or fence between finding the record and copying it (the agent does: its unlock is
-    /// a locked instruction, which waits for the copy's outstanding loads) then pays the
-    /// line transfers one after the other instead of alongside that work. Measured on the agent's
-    /// 64 B and 256 B ping-pong over shm: 0.92 and 0.87 of the time without (41 alternating
-    /// pairs of builds, `docs/perf/agent.md`).
+    /// without this each is fetched only when the payload is copied. A caller with a lock or
+    /// fence right after the copy (the agent: its unlock is a locked instruction, which waits
+    /// for the copy's outstanding loads) then waits for those transfers there, after its
+    /// checks, instead of having them run during the checks. Measured on the agent's 64 B and
+    /// 256 B ping-pong over shm: 0.92 and 0.87 of the time without (41 alternating pairs of
+    /// builds, `docs/perf/agent.md`).
     #[inline]
     fn prefetch_rest(&self, off: usize, len: usize) {
         let lines = record_bytes(len) / LINE;
