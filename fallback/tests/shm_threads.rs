@@ -25,12 +25,17 @@ fn send(ep: &mut Endpoint, id: u64, tag: u64, mut buf: Vec<u8>) {
     }
 }
 
+/// The next inbound message, copied out and consumed, if one is there now.
+fn take_next(ep: &mut Endpoint) -> Option<(u64, Vec<u8>)> {
+    let out = ep.next().expect("next").map(|m| (m.tag, m.data.to_vec()))?;
+    ep.consume(out.1.len()).expect("consume");
+    Some(out)
+}
+
 fn recv(ep: &mut Endpoint) -> (u64, Vec<u8>) {
     let deadline = Instant::now() + LIMIT;
     loop {
-        if let Some(m) = ep.next().expect("next") {
-            let out = (m.tag, m.data.to_vec());
-            ep.consume(out.1.len()).expect("consume");
+        if let Some(out) = take_next(ep) {
             return out;
         }
         assert!(Instant::now() < deadline, "no message arrived");
@@ -516,9 +521,7 @@ fn small_records_of_several_lines_lap_the_ring_byte_exact() {
         // Poll empty before the echo is there (most of the time), as a spinning receiver does.
         let deadline = Instant::now() + LIMIT;
         let (tag, data) = loop {
-            if let Some(m) = a.next().expect("next") {
-                let out = (m.tag, m.data.to_vec());
-                a.consume(out.1.len()).expect("consume");
+            if let Some(out) = take_next(&mut a) {
                 break out;
             }
             assert!(Instant::now() < deadline, "echo {i} did not arrive");
