@@ -11,6 +11,7 @@ pub mod config;
 mod connect;
 mod engine;
 pub mod error;
+pub mod exclusive;
 mod fast;
 pub mod fileio;
 mod handshake;

@@ -593,3 +593,23 @@ fn pair_refuses_single_issuer() {
     assert!(matches!(err, Error::Config(_)), "{err:?}");
     assert!(err.to_string().contains("thread"), "{err}");
 }
+
+#[test]
+fn a_send_posted_while_another_is_in_flight_leaves_without_a_further_call() {
+    // The sender posts three sends back to back and is not called again until the receiver
+    // has all three: each post must take the completion of the one before (the kernel
+    // completes a send on an idle socket while it is submitted) and send its own at once,
+    // not leave it queued for a later `poll`, `next` or `wait`.
+    let (mut a, mut b) = tcp::pair(Config::default()).expect("pair");
+    for i in 0..3u64 {
+        let posted = a.post_send(i, i, &pattern(64, i)).expect("post_send");
+        assert!(posted.is_posted(), "send {i} refused");
+        // Room for a send the kernel would complete later than its submission.
+        thread::sleep(Duration::from_millis(1));
+    }
+    for i in 0..3u64 {
+        let (tag, data) = recv(&mut b);
+        assert_eq!((tag, data), (i, pattern(64, i)));
+    }
+    reap(&mut a, 3);
+}

@@ -124,7 +124,7 @@ const ACK: u64 = u64::MAX - 1;
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// The benchmark's view of a connected method.
-trait Link {
+pub(super) trait Link {
     /// Posts a copy of `data`; false when the method has no resources now.
     fn send(&mut self, tag: u64, data: &[u8]) -> Result<bool, BoxError>;
     /// Posts an owned buffer; gives it back when the method has no resources now.
@@ -237,7 +237,12 @@ fn tcp_config(a: &Args) -> tcp::Config {
 /// Posts `data` (copied), waiting for resources; reaps completions on the way. The clock is
 /// read only once a post was refused, so the ping-pong's path between a receive and the next
 /// send holds no clock read (the agent's has none either).
-fn send_copy(l: &mut dyn Link, mode: Mode, tag: u64, data: &[u8]) -> Result<(), BoxError> {
+pub(super) fn send_copy(
+    l: &mut dyn Link,
+    mode: Mode,
+    tag: u64,
+    data: &[u8],
+) -> Result<(), BoxError> {
     let mut deadline = None;
     let mut spare = Vec::new();
     while !l.send(tag, data)? {
@@ -265,7 +270,11 @@ fn idle(l: &mut dyn Link, mode: Mode) -> Result<(), BoxError> {
 const HOT_POLLS: u32 = 64;
 
 /// Waits for one message, handing it to `f`; the clock is first read after 4096 empty polls.
-fn recv_one(l: &mut dyn Link, mode: Mode, f: &mut dyn FnMut(u64, &[u8])) -> Result<(), BoxError> {
+pub(super) fn recv_one(
+    l: &mut dyn Link,
+    mode: Mode,
+    f: &mut dyn FnMut(u64, &[u8]),
+) -> Result<(), BoxError> {
     let mut deadline = None;
     let mut n = 0u32;
     while !l.recv(f)? {
@@ -283,6 +292,40 @@ fn recv_one(l: &mut dyn Link, mode: Mode, f: &mut dyn FnMut(u64, &[u8])) -> Resu
         }
     }
     Ok(())
+}
+
+/// One round trip of the client's side of a ping-pong: posts `data` with `tag`, waits for
+/// the echo and copies it into `echo` (which must be as long as `data`).
+pub(super) fn ping(
+    l: &mut dyn Link,
+    mode: Mode,
+    tag: u64,
+    data: &[u8],
+    echo: &mut [u8],
+) -> Result<(), BoxError> {
+    send_copy(l, mode, tag, data)?;
+    let mut got = usize::MAX;
+    recv_one(l, mode, &mut |_, d| {
+        got = d.len();
+        if let Some(dst) = echo.get_mut(..d.len()) {
+            dst.copy_from_slice(d);
+        }
+    })?;
+    if got != data.len() {
+        return Err(format!("echo of {got} bytes for {}", data.len()).into());
+    }
+    Ok(())
+}
+
+/// The server's side of one round trip: takes a message into `scratch` and sends it back.
+pub(super) fn pong(l: &mut dyn Link, mode: Mode, scratch: &mut Vec<u8>) -> Result<(), BoxError> {
+    let mut tag = 0;
+    recv_one(l, mode, &mut |t, d| {
+        tag = t;
+        scratch.clear();
+        scratch.extend_from_slice(d);
+    })?;
+    send_copy(l, mode, tag, scratch)
 }
 
 fn serve(l: &mut dyn Link, test: Test, mode: Mode) -> Result<(), BoxError> {
@@ -330,17 +373,7 @@ fn latency(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Report
     let budget = Duration::from_secs_f64(a.seconds);
     let mut tag = 0u64;
     let mut round_trip = |l: &mut dyn Link| -> Result<(), BoxError> {
-        send_copy(l, mode, tag, &data)?;
-        let mut got = usize::MAX;
-        recv_one(l, mode, &mut |_, d| {
-            got = d.len();
-            if let Some(dst) = echo.get_mut(..d.len()) {
-                dst.copy_from_slice(d);
-            }
-        })?;
-        if got != size {
-            return Err(format!("echo of {got} bytes for {size}").into());
-        }
+        ping(l, mode, tag, &data, &mut echo)?;
         tag += 1;
         Ok(())
     };

@@ -7,5 +7,6 @@ pub mod greq;
 pub mod io;
 pub mod launched;
 pub mod method;
+pub mod paired;
 #[cfg(feature = "rdma")]
 pub mod verbs_lat;

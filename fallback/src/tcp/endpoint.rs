@@ -635,9 +635,16 @@ impl Endpoint {
         }
         self.unacked += bytes;
         self.enqueue_frame(header, payload, joined, Some(owner));
-        // Goes out now unless a send is in flight; then it joins the next batch, which
-        // leaves when `poll`, `next` or `wait` reaps the one in flight.
-        self.flush_quietly();
+        if self.in_flight {
+            // One send is in flight at a time (the stream's order). On a socket with room the
+            // kernel completes a send while it is submitted, so the one in flight has most
+            // often completed already: take its completion now and this frame leaves at once,
+            // instead of when the next `poll`, `next` or `wait` does (a caller that posts and
+            // then stops calling the endpoint would hold it back until then).
+            self.progress();
+        } else {
+            self.flush_quietly();
+        }
         Ok(None)
     }
 

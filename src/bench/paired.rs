@@ -1,0 +1,243 @@
+//! `viaduct bench latency --against-raw`: the agent's tagged ping-pong and the raw method's
+//! ping-pong between the same two processes, interleaved in blocks, so that both see the same
+//! cores, buffers and phase of the machine.
+//!
+//! The two ranks (started by `viaduct launch`) connect a second, raw endpoint of the method
+//! their VC uses (shared memory: a `shm::Listener` socket in the temporary directory; TCP: a
+//! listener on 127.0.0.1), with the settings of `viaduct bench method --mode busy`. For each
+//! size, after a warm-up of each, rank 0 times [`BLOCKS`] rounds; each round runs one block of
+//! round trips of each variant (raw method, agent through its `Agent` handle, agent within an
+//! `Exclusive` session), in an order that rotates from round to round. Rank 1 echoes: the raw
+//! echo is the method benchmark's server (copy the message out, send it back), the agent's a
+//! blocking `recv` then `send` into and from one buffer.
+//!
+//! Reported per size: each variant's median (over batches of round trips, see `clock`) and the
+//! ratios agent / raw and session / raw, both as the ratio of the medians and as the median of
+//! the per-round ratios.
+
+use std::error::Error;
+use std::time::Duration;
+
+use viaduct_agent::agent::Agent;
+use viaduct_agent::matching::{Source, TagMatch};
+use viaduct_fallback::{shm, tcp};
+
+use super::clock::{self, TickRate, ticks};
+use super::method::{Link, Mode, ping, pong};
+
+type BoxError = Box<dyn Error>;
+
+/// Rounds of interleaved blocks per size.
+pub const BLOCKS: u32 = 21;
+/// Untimed round trips of each variant before a size's rounds.
+const WARMUP: u32 = 500;
+/// Tag of the agent's ping-pong messages.
+const TAG: u32 = 1;
+/// Tag of the set-up message carrying the raw endpoint's address.
+const SETUP_TAG: u32 = 2;
+
+/// The ping-pong variants, in the order of the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    /// The method's own ping-pong (`viaduct bench method`).
+    Raw,
+    /// The agent through its `Agent` handle.
+    Agent,
+    /// The agent within an `Exclusive` session.
+    Session,
+}
+
+const VARIANTS: [Variant; 3] = [Variant::Raw, Variant::Agent, Variant::Session];
+
+/// One size's result, half round trips in microseconds.
+#[derive(Debug, Clone)]
+pub struct Paired {
+    /// Message size in bytes.
+    pub size: usize,
+    /// Median of the raw method.
+    pub raw: f64,
+    /// Median of the agent through its handle.
+    pub agent: f64,
+    /// Median of the agent within a session.
+    pub session: f64,
+    /// Median over rounds of agent / raw.
+    pub agent_round_ratio: f64,
+    /// Median over rounds of session / raw.
+    pub session_round_ratio: f64,
+}
+
+/// Connects the raw endpoint beside the agent's VC (`method`: the VC's method name).
+fn connect_raw(agent: &Agent, method: &str) -> Result<Box<dyn Link>, BoxError> {
+    let me = agent.rank();
+    let shm_config = shm::Config::default;
+    let tcp_config = || tcp::Config {
+        busy_poll: true,
+        ..tcp::Config::default()
+    };
+    match (method, me) {
+        ("shm", 1) => {
+            let path = std::env::temp_dir().join(format!("viaduct-paired-{}", std::process::id()));
+            let listener = shm::Listener::bind(&path)?;
+            agent.send(0, SETUP_TAG, path.to_string_lossy().as_bytes())?;
+            Ok(Box::new(listener.accept(shm_config())?))
+        }
+        ("shm", _) => {
+            let path = String::from_utf8(recv_setup(agent)?)?;
+            Ok(Box::new(shm::connect(path, shm_config())?))
+        }
+        ("tcp", 1) => {
+            let listener = tcp::Listener::bind("127.0.0.1:0".parse()?)?;
+            let addr = listener.local_addr()?.to_string();
+            agent.send(0, SETUP_TAG, addr.as_bytes())?;
+            Ok(Box::new(listener.accept(tcp_config())?))
+        }
+        ("tcp", _) => {
+            let addr = String::from_utf8(recv_setup(agent)?)?;
+            Ok(Box::new(tcp::connect(addr.parse()?, tcp_config())?))
+        }
+        (other, _) => Err(format!(
+            "--against-raw needs a shm or tcp VC between the ranks, not {other} \
+             (the raw method benchmark covers shm and tcp)"
+        )
+        .into()),
+    }
+}
+
+fn recv_setup(agent: &Agent) -> Result<Vec<u8>, BoxError> {
+    let mut buf = vec![0u8; 4096];
+    let st = agent.recv(&mut buf, Source::Rank(1), TagMatch::Tag(SETUP_TAG))?;
+    buf.truncate(st.count() as usize);
+    Ok(buf)
+}
+
+/// The two ranks' state for the interleaved ping-pongs.
+struct Pair<'a> {
+    agent: &'a Agent,
+    raw: Box<dyn Link>,
+    peer: u32,
+    client: bool,
+    buf: Vec<u8>,
+    echo: Vec<u8>,
+    scratch: Vec<u8>,
+    tag: u64,
+}
+
+impl Pair<'_> {
+    /// Runs `n` round trips of `v`, returning each one's clock ticks (rank 0's are timed).
+    fn block(&mut self, v: Variant, n: u32) -> Result<Vec<u64>, BoxError> {
+        let mut out = Vec::with_capacity(n as usize);
+        let mut session = (v == Variant::Session).then(|| self.agent.exclusive());
+        let from = (Source::Rank(self.peer), TagMatch::Tag(TAG));
+        let mut prev = ticks();
+        for _ in 0..n {
+            match (v, &mut session, self.client) {
+                (Variant::Raw, _, true) => {
+                    ping(
+                        self.raw.as_mut(),
+                        Mode::Busy,
+                        self.tag,
+                        &self.buf,
+                        &mut self.echo,
+                    )?;
+                    self.tag += 1;
+                }
+                (Variant::Raw, _, false) => pong(self.raw.as_mut(), Mode::Busy, &mut self.scratch)?,
+                (_, Some(s), true) => {
+                    s.send(self.peer, TAG, &self.buf)?;
+                    s.recv(&mut self.echo, from.0, from.1)?;
+                }
+                (_, Some(s), false) => {
+                    s.recv(&mut self.scratch, from.0, from.1)?;
+                    s.send(self.peer, TAG, &self.scratch)?;
+                }
+                (_, None, true) => {
+                    self.agent.send(self.peer, TAG, &self.buf)?;
+                    self.agent.recv(&mut self.echo, from.0, from.1)?;
+                }
+                (_, None, false) => {
+                    self.agent.recv(&mut self.scratch, from.0, from.1)?;
+                    self.agent.send(self.peer, TAG, &self.scratch)?;
+                }
+            }
+            let now = ticks();
+            out.push(now.wrapping_sub(prev));
+            prev = now;
+        }
+        Ok(out)
+    }
+}
+
+/// Runs the interleaved ping-pongs for every size; rank 0 gets the results, rank 1 an empty
+/// list. `iters`: timed round trips of each variant per size.
+pub fn run(agent: &Agent, sizes: &[usize], iters: u32) -> Result<Vec<Paired>, BoxError> {
+    let peer = 1 - agent.rank();
+    let method = agent.method_of(peer).unwrap_or("none");
+    let raw = connect_raw(agent, method)?;
+    let mut pair = Pair {
+        agent,
+        raw,
+        peer,
+        client: agent.rank() == 0,
+        buf: Vec::new(),
+        echo: Vec::new(),
+        scratch: Vec::new(),
+        tag: 0,
+    };
+    let per_block = (iters / BLOCKS).max(clock::BATCH as u32);
+    let mut results = Vec::new();
+    for &size in sizes {
+        pair.buf = vec![0xA5; size];
+        pair.echo = vec![0; size];
+        pair.scratch = vec![0; size];
+        for v in VARIANTS {
+            pair.block(v, WARMUP)?;
+        }
+        let probe = TickRate::start();
+        // Per variant: every round's ticks.
+        let mut rounds: [Vec<Vec<u64>>; 3] = Default::default();
+        for round in 0..BLOCKS as usize {
+            for k in 0..VARIANTS.len() {
+                let i = (round + k) % VARIANTS.len();
+                rounds[i].push(pair.block(VARIANTS[i], per_block)?);
+            }
+        }
+        let rate = probe.finish(Duration::from_millis(100));
+        if pair.client {
+            results.push(summarize(size, &rounds, &rate));
+        }
+    }
+    Ok(results)
+}
+
+fn summarize(size: usize, rounds: &[Vec<Vec<u64>>; 3], rate: &TickRate) -> Paired {
+    let us = |t: &[u64]| -> Vec<f64> { t.iter().map(|&x| rate.to_us(x) / 2.0).collect() };
+    let median = |rs: &[Vec<u64>]| {
+        let all: Vec<f64> = rs.iter().flat_map(|r| us(r)).collect();
+        clock::median_of_batches(&all).unwrap_or(f64::NAN)
+    };
+    let per_round = |rs: &[Vec<u64>]| -> Vec<f64> {
+        rs.iter()
+            .map(|r| clock::median_of_batches(&us(r)).unwrap_or(f64::NAN))
+            .collect()
+    };
+    let raw_rounds = per_round(&rounds[0]);
+    let round_ratio = |rs: &[Vec<u64>]| {
+        let mut r: Vec<f64> = per_round(rs)
+            .iter()
+            .zip(&raw_rounds)
+            .map(|(a, b)| a / b)
+            .collect();
+        r.sort_by(f64::total_cmp);
+        r.get(r.len().saturating_sub(1) / 2)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    Paired {
+        size,
+        raw: median(&rounds[0]),
+        agent: median(&rounds[1]),
+        session: median(&rounds[2]),
+        agent_round_ratio: round_ratio(&rounds[1]),
+        session_round_ratio: round_ratio(&rounds[2]),
+    }
+}
