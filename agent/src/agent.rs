@@ -12,8 +12,8 @@
 //! which is the seed's read/write lock of a VC: each post, and each progress pass, takes it
 //! once. See [`crate::progress`] for who runs progress and what a wait blocks on.
 
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::Bootstrap;
@@ -39,50 +39,14 @@ pub(crate) struct Shared {
     /// The lowest context id no communicator of this rank uses yet (see [`crate::comm`]).
     pub(crate) next_context: AtomicU32,
     boot: Mutex<Option<Bootstrap>>,
-    /// The thread (its [`thread_token`]) whose [`Exclusive`](crate::exclusive::Exclusive)
-    /// session holds `state` between calls; 0 when none does.
-    pub(crate) holder: AtomicUsize,
 }
 
 impl Shared {
-    /// Locks the agent's state.
-    ///
-    /// # Panics
-    /// When this thread's own [`Exclusive`](crate::exclusive::Exclusive) session holds the
-    /// lock: waiting would never end.
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         // Every critical section leaves the state consistent between steps; a panic in one
         // (a bug) must not turn every later call into a second panic.
-        match self.state.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                if self.holder.load(Ordering::Relaxed) == thread_token() {
-                    self_deadlock();
-                }
-                self.state.lock().unwrap_or_else(|e| e.into_inner())
-            }
-        }
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
-
-/// A number that tells the calling thread from every other thread alive (the address of a
-/// thread-local byte; never 0).
-pub(crate) fn thread_token() -> usize {
-    thread_local! {
-        static TOKEN: u8 = const { 0 };
-    }
-    TOKEN.with(|t| std::ptr::from_ref(t) as usize)
-}
-
-#[cold]
-#[inline(never)]
-fn self_deadlock() -> ! {
-    panic!(
-        "viaduct agent: this thread called the agent through an `Agent` handle while its own \
-         `Exclusive` session holds the agent; use the session, or release it first \
-         (`Exclusive::release` or drop)"
-    )
 }
 
 /// The communication agent of one rank: VCs to every peer, tagged messaging, progress.
@@ -145,7 +109,6 @@ impl Agent {
             spin_now: AtomicU32::new(spin),
             next_context: AtomicU32::new(crate::comm::FIRST_CONTEXT),
             boot: Mutex::new(Some(boot)),
-            holder: AtomicUsize::new(0),
             config,
         });
         Ok(Agent { shared, context: 0 })

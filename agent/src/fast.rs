@@ -39,8 +39,6 @@
 //! phase were either delivered or queued in arrival order, so the fallback keeps MPI's
 //! non-overtaking order.
 
-use std::sync::MutexGuard;
-
 use crate::agent::Agent;
 use crate::engine::{State, Unexpected};
 use crate::matching::{Envelope, Pattern, Source, TagMatch};
@@ -80,20 +78,23 @@ enum Turn {
 }
 
 impl Agent {
-    /// Whether a send to `dest` with `tag` may take the fast path (the checks that need no
-    /// lock: not the own rank, a rank of the job, not the reserved tag).
-    #[inline(always)]
-    pub(crate) fn fast_target(&self, dest: u32, tag: u32) -> bool {
-        dest != self.shared.rank && dest < self.shared.size && tag != u32::MAX
-    }
-
     /// Posts an eager message to a peer as a copy when that can be done now; `false` when the
     /// general path must take it.
     pub(crate) fn send_now(&self, dest: u32, tag: u32, data: &[u8]) -> bool {
-        if !self.fast_target(dest, tag) {
+        let shared = &self.shared;
+        if dest == shared.rank || dest >= shared.size || tag == u32::MAX {
             return false;
         }
-        self.shared.lock().send_fast(self.context, dest, tag, data)
+        let mut st = shared.lock();
+        if st.finalized || data.len() > st.book.eager_limit {
+            return false;
+        }
+        let id = st.book.id() | FAST_ID;
+        if st.post_eager(id, dest, self.context, tag, data) {
+            st.book.fast_send_posted(dest);
+            return true;
+        }
+        false
     }
 
     /// Receives into `buf` without a request when the message comes soon and simply; `None`
@@ -105,23 +106,6 @@ impl Agent {
     /// side (measured by shifting the stack with the environment's size, ASLR off).
     #[inline(always)]
     pub(crate) fn recv_now(&self, buf: &mut [u8], source: Source, tag: TagMatch) -> Option<Status> {
-        let mut held = None;
-        self.recv_turns(&mut held, false, buf, source, tag)
-    }
-
-    /// The turns of a fast receive. `held` is the agent's lock, taken when a turn needs it and
-    /// not held; `hold`: keep it between turns and on return (an
-    /// [`Exclusive`](crate::exclusive::Exclusive) session), else release it after every turn
-    /// so that other threads get their turns.
-    #[inline(always)]
-    pub(crate) fn recv_turns<'a>(
-        &'a self,
-        held: &mut Option<MutexGuard<'a, State>>,
-        hold: bool,
-        buf: &mut [u8],
-        source: Source,
-        tag: TagMatch,
-    ) -> Option<Status> {
         if tag == TagMatch::Tag(u32::MAX) {
             return None;
         }
@@ -135,21 +119,19 @@ impl Agent {
             .spin_now
             .load(std::sync::atomic::Ordering::Relaxed);
         for turn in 0..spins.max(1) {
-            let st = held.get_or_insert_with(|| self.shared.lock());
+            let mut st = self.shared.lock();
             if st.finalized {
                 return None;
             }
             if turn % FULL_PASS_EVERY == FULL_PASS_EVERY - 1 {
                 st.progress();
             }
-            match recv_turn(st, &pattern, buf, turn % REAP_EVERY == 0) {
+            match recv_turn(&mut st, &pattern, buf, turn % REAP_EVERY == 0) {
                 Turn::Done(status) => return Some(status),
                 Turn::Fallback => return None,
                 Turn::Nothing => {}
             }
-            if !hold {
-                *held = None;
-            }
+            drop(st);
             if turn >= HOT_TURNS {
                 std::hint::spin_loop();
             }
@@ -159,21 +141,6 @@ impl Agent {
 }
 
 impl State {
-    /// The fast send of [`Agent::send_now`] with the state locked, for a `dest` that passed
-    /// [`Agent::fast_target`]: posts the eager message as a copy, `false` when the general
-    /// path must take it.
-    pub(crate) fn send_fast(&mut self, context: u32, dest: u32, tag: u32, data: &[u8]) -> bool {
-        if self.finalized || data.len() > self.book.eager_limit {
-            return false;
-        }
-        let id = self.book.id() | FAST_ID;
-        if self.post_eager(id, dest, context, tag, data) {
-            self.book.fast_send_posted(dest);
-            return true;
-        }
-        false
-    }
-
     /// Posts an eager message with a request (`isend`) straight to the method when the VC of
     /// `dest` has nothing queued, gathering header and data without a staging `Vec`; gives the
     /// counter back when the general path must take it.

@@ -11,7 +11,6 @@ pub mod config;
 mod connect;
 mod engine;
 pub mod error;
-pub mod exclusive;
 mod fast;
 pub mod fileio;
 mod handshake;

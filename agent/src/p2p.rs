@@ -332,7 +332,7 @@ impl Agent {
     /// `docs/perf/agent.md`).
     #[cold]
     #[inline(never)]
-    pub(crate) fn send_general(&self, dest: u32, tag: u32, data: &[u8]) -> Result<(), AgentError> {
+    fn send_general(&self, dest: u32, tag: u32, data: &[u8]) -> Result<(), AgentError> {
         self.isend(dest, tag, data)?.wait()?;
         Ok(())
     }
@@ -377,17 +377,6 @@ impl Agent {
                 st.count(),
             ));
         }
-        self.recv_general(buf, source, tag, ranks)
-    }
-
-    /// The general path of a blocking receive: a posted receive and a wait.
-    pub(crate) fn recv_general(
-        &self,
-        buf: &mut [u8],
-        source: Source,
-        tag: TagMatch,
-        ranks: Option<std::sync::Arc<[u32]>>,
-    ) -> Result<Status, AgentError> {
         let data = RecvBuffer::new(buf.len());
         let result = self.irecv_mapped(data.clone(), source, tag, ranks)?.wait();
         data.copy_to(buf);

@@ -66,13 +66,9 @@ pub struct Common {
     /// Print one JSON object per result line instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Latency: ping-pong within an `Exclusive` session (the rank's thread holds the agent
-    /// between calls) instead of through the `Agent` handle.
-    #[arg(long)]
-    pub exclusive: bool,
     /// Latency over shm or tcp: interleave, between the same two ranks, blocks of the raw
-    /// method's ping-pong, the agent's and the agent's within an `Exclusive` session, and
-    /// print each with the ratios to the raw method (see `bench::paired`).
+    /// method's ping-pong and the agent's, and print both with their ratio (see
+    /// `bench::paired`).
     #[arg(long)]
     pub against_raw: bool,
 }
@@ -94,6 +90,9 @@ pub fn run_test(test: Test, args: &Common) -> Result<(), BoxError> {
     } else {
         args.sizes.clone()
     };
+    if args.against_raw && test != Test::Latency {
+        return Err("--against-raw is for the latency test (the raw method's ping-pong)".into());
+    }
     if !under_launcher() {
         let what = format!("bench {}", format!("{test:?}").to_lowercase());
         return relaunch(2, &args.transport, sizes.len(), &what);
@@ -104,18 +103,15 @@ pub fn run_test(test: Test, args: &Common) -> Result<(), BoxError> {
     }
     let method = agent.method_of(1 - agent.rank()).unwrap_or("none");
     if args.against_raw {
-        if test != Test::Latency {
-            return Err("--against-raw is for the latency test".into());
-        }
         for p in super::paired::run(&agent, &sizes, args.iters)? {
-            print_paired(&p, method, args.json);
+            p.print(method, args.json);
         }
         agent.finalize()?;
         return Ok(());
     }
     for size in sizes {
         let line = match test {
-            Test::Latency => latency(&agent, size, args.iters, args.exclusive)?,
+            Test::Latency => latency(&agent, size, args.iters)?,
             Test::Bandwidth => bandwidth(&agent, size, args.iters, args.window)?,
         };
         if let Some((median, mean)) = line {
@@ -143,52 +139,18 @@ pub fn run_test(test: Test, args: &Common) -> Result<(), BoxError> {
     Ok(())
 }
 
-fn print_paired(p: &super::paired::Paired, method: &str, json: bool) {
-    let (ar, sr) = (p.agent / p.raw, p.session / p.raw);
-    if json {
-        println!(
-            "{{\"bench\":\"agent-vs-raw\",\"transport\":\"{method}\",\"size\":{},\"raw_us\":{:.4},\"agent_us\":{:.4},\"session_us\":{:.4},\"agent_ratio\":{ar:.4},\"agent_round_ratio\":{:.4},\"session_ratio\":{sr:.4},\"session_round_ratio\":{:.4}}}",
-            p.size, p.raw, p.agent, p.session, p.agent_round_ratio, p.session_round_ratio
-        );
-    } else {
-        println!(
-            "agent vs raw over {method}: {:>7} B  raw {:.4} us  agent {:.4} us ({ar:.3}, per round {:.3})  session {:.4} us ({sr:.3}, per round {:.3})",
-            p.size, p.raw, p.agent, p.agent_round_ratio, p.session, p.session_round_ratio
-        );
-    }
-}
-
-/// Half round trips in microseconds (median, mean), reported by rank 0; `exclusive`: within
-/// an [`viaduct_agent::exclusive::Exclusive`] session.
-fn latency(
-    agent: &Agent,
-    size: usize,
-    iters: u32,
-    exclusive: bool,
-) -> Result<Option<(f64, f64)>, BoxError> {
+/// Half round trips in microseconds (median, mean), reported by rank 0.
+fn latency(agent: &Agent, size: usize, iters: u32) -> Result<Option<(f64, f64)>, BoxError> {
     let me = agent.rank();
     let peer = 1 - me;
     let mut buf = vec![0u8; size];
-    let mut session = exclusive.then(|| agent.exclusive());
-    let from = (Source::Rank(peer), TagMatch::Tag(1));
     let mut round_trip = || -> Result<(), BoxError> {
-        match (&mut session, me) {
-            (None, 0) => {
-                agent.send(peer, 1, &buf)?;
-                agent.recv(&mut buf, from.0, from.1)?;
-            }
-            (None, _) => {
-                agent.recv(&mut buf, from.0, from.1)?;
-                agent.send(peer, 1, &buf)?;
-            }
-            (Some(s), 0) => {
-                s.send(peer, 1, &buf)?;
-                s.recv(&mut buf, from.0, from.1)?;
-            }
-            (Some(s), _) => {
-                s.recv(&mut buf, from.0, from.1)?;
-                s.send(peer, 1, &buf)?;
-            }
+        if me == 0 {
+            agent.send(peer, 1, &buf)?;
+            agent.recv(&mut buf, Source::Rank(peer), TagMatch::Tag(1))?;
+        } else {
+            agent.recv(&mut buf, Source::Rank(peer), TagMatch::Tag(1))?;
+            agent.send(peer, 1, &buf)?;
         }
         Ok(())
     };

@@ -6,14 +6,15 @@
 //! their VC uses (shared memory: a `shm::Listener` socket in the temporary directory; TCP: a
 //! listener on 127.0.0.1), with the settings of `viaduct bench method --mode busy`. For each
 //! size, after a warm-up of each, rank 0 times [`BLOCKS`] rounds; each round runs one block of
-//! round trips of each variant (raw method, agent through its `Agent` handle, agent within an
-//! `Exclusive` session), in an order that rotates from round to round. Rank 1 echoes: the raw
-//! echo is the method benchmark's server (copy the message out, send it back), the agent's a
-//! blocking `recv` then `send` into and from one buffer.
+//! round trips of the raw method and one of the agent, the order alternating from round to
+//! round. Both use the same buffers in the same roles, as `viaduct bench method` does: rank 0
+//! sends from one buffer and takes the echo into another; rank 1 takes the message into a
+//! third and sends it back from there (raw: copied out of the method's memory; agent: a
+//! blocking `recv`, then a blocking `send`). Where a buffer starts within a cache line moves a
+//! 4 KiB figure by about 5 %, so sharing them keeps that out of the ratio.
 //!
-//! Reported per size: each variant's median (over batches of round trips, see `clock`) and the
-//! ratios agent / raw and session / raw, both as the ratio of the medians and as the median of
-//! the per-round ratios.
+//! Reported per size: both medians (over batches of round trips, see `clock`) and the ratio
+//! agent / raw, as the ratio of the medians and as the median of the per-round ratios.
 
 use std::error::Error;
 use std::time::Duration;
@@ -41,13 +42,11 @@ const SETUP_TAG: u32 = 2;
 enum Variant {
     /// The method's own ping-pong (`viaduct bench method`).
     Raw,
-    /// The agent through its `Agent` handle.
+    /// The agent's blocking `send` and `recv`.
     Agent,
-    /// The agent within an `Exclusive` session.
-    Session,
 }
 
-const VARIANTS: [Variant; 3] = [Variant::Raw, Variant::Agent, Variant::Session];
+const VARIANTS: [Variant; 2] = [Variant::Raw, Variant::Agent];
 
 /// One size's result, half round trips in microseconds.
 #[derive(Debug, Clone)]
@@ -56,14 +55,35 @@ pub struct Paired {
     pub size: usize,
     /// Median of the raw method.
     pub raw: f64,
-    /// Median of the agent through its handle.
+    /// Median of the agent.
     pub agent: f64,
-    /// Median of the agent within a session.
-    pub session: f64,
     /// Median over rounds of agent / raw.
-    pub agent_round_ratio: f64,
-    /// Median over rounds of session / raw.
-    pub session_round_ratio: f64,
+    pub round_ratio: f64,
+}
+
+impl Paired {
+    /// Prints the result: a line of text, or one JSON object.
+    pub fn print(&self, method: &str, json: bool) {
+        let ratio = self.agent / self.raw;
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"bench": "agent-vs-raw", "transport": method,
+                    "size": self.size, "raw_us": round4(self.raw),
+                    "agent_us": round4(self.agent), "ratio": round4(ratio),
+                    "round_ratio": round4(self.round_ratio)})
+            );
+        } else {
+            println!(
+                "agent vs raw over {method}: {:>7} B  raw {:.4} us  agent {:.4} us  agent / raw {ratio:.3} (per round {:.3})",
+                self.size, self.raw, self.agent, self.round_ratio
+            );
+        }
+    }
+}
+
+fn round4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
 }
 
 /// Connects the raw endpoint beside the agent's VC (`method`: the VC's method name).
@@ -126,12 +146,11 @@ impl Pair<'_> {
     /// Runs `n` round trips of `v`, returning each one's clock ticks (rank 0's are timed).
     fn block(&mut self, v: Variant, n: u32) -> Result<Vec<u64>, BoxError> {
         let mut out = Vec::with_capacity(n as usize);
-        let mut session = (v == Variant::Session).then(|| self.agent.exclusive());
         let from = (Source::Rank(self.peer), TagMatch::Tag(TAG));
         let mut prev = ticks();
         for _ in 0..n {
-            match (v, &mut session, self.client) {
-                (Variant::Raw, _, true) => {
+            match (v, self.client) {
+                (Variant::Raw, true) => {
                     ping(
                         self.raw.as_mut(),
                         Mode::Busy,
@@ -141,20 +160,12 @@ impl Pair<'_> {
                     )?;
                     self.tag += 1;
                 }
-                (Variant::Raw, _, false) => pong(self.raw.as_mut(), Mode::Busy, &mut self.scratch)?,
-                (_, Some(s), true) => {
-                    s.send(self.peer, TAG, &self.buf)?;
-                    s.recv(&mut self.echo, from.0, from.1)?;
-                }
-                (_, Some(s), false) => {
-                    s.recv(&mut self.scratch, from.0, from.1)?;
-                    s.send(self.peer, TAG, &self.scratch)?;
-                }
-                (_, None, true) => {
+                (Variant::Raw, false) => pong(self.raw.as_mut(), Mode::Busy, &mut self.scratch)?,
+                (Variant::Agent, true) => {
                     self.agent.send(self.peer, TAG, &self.buf)?;
                     self.agent.recv(&mut self.echo, from.0, from.1)?;
                 }
-                (_, None, false) => {
+                (Variant::Agent, false) => {
                     self.agent.recv(&mut self.scratch, from.0, from.1)?;
                     self.agent.send(self.peer, TAG, &self.scratch)?;
                 }
@@ -194,7 +205,7 @@ pub fn run(agent: &Agent, sizes: &[usize], iters: u32) -> Result<Vec<Paired>, Bo
         }
         let probe = TickRate::start();
         // Per variant: every round's ticks.
-        let mut rounds: [Vec<Vec<u64>>; 3] = Default::default();
+        let mut rounds: [Vec<Vec<u64>>; 2] = Default::default();
         for round in 0..BLOCKS as usize {
             for k in 0..VARIANTS.len() {
                 let i = (round + k) % VARIANTS.len();
@@ -209,7 +220,7 @@ pub fn run(agent: &Agent, sizes: &[usize], iters: u32) -> Result<Vec<Paired>, Bo
     Ok(results)
 }
 
-fn summarize(size: usize, rounds: &[Vec<Vec<u64>>; 3], rate: &TickRate) -> Paired {
+fn summarize(size: usize, rounds: &[Vec<Vec<u64>>; 2], rate: &TickRate) -> Paired {
     let us = |t: &[u64]| -> Vec<f64> { t.iter().map(|&x| rate.to_us(x) / 2.0).collect() };
     let median = |rs: &[Vec<u64>]| {
         let all: Vec<f64> = rs.iter().flat_map(|r| us(r)).collect();
@@ -220,24 +231,19 @@ fn summarize(size: usize, rounds: &[Vec<Vec<u64>>; 3], rate: &TickRate) -> Paire
             .map(|r| clock::median_of_batches(&us(r)).unwrap_or(f64::NAN))
             .collect()
     };
-    let raw_rounds = per_round(&rounds[0]);
-    let round_ratio = |rs: &[Vec<u64>]| {
-        let mut r: Vec<f64> = per_round(rs)
-            .iter()
-            .zip(&raw_rounds)
-            .map(|(a, b)| a / b)
-            .collect();
-        r.sort_by(f64::total_cmp);
-        r.get(r.len().saturating_sub(1) / 2)
-            .copied()
-            .unwrap_or(f64::NAN)
-    };
+    let mut ratios: Vec<f64> = per_round(&rounds[1])
+        .iter()
+        .zip(per_round(&rounds[0]))
+        .map(|(a, b)| a / b)
+        .collect();
+    ratios.sort_by(f64::total_cmp);
     Paired {
         size,
         raw: median(&rounds[0]),
         agent: median(&rounds[1]),
-        session: median(&rounds[2]),
-        agent_round_ratio: round_ratio(&rounds[1]),
-        session_round_ratio: round_ratio(&rounds[2]),
+        round_ratio: ratios
+            .get(ratios.len().saturating_sub(1) / 2)
+            .copied()
+            .unwrap_or(f64::NAN),
     }
 }
