@@ -4,7 +4,8 @@
 //!
 //! The two ranks (started by `viaduct launch`) connect a second, raw endpoint of the method
 //! their VC uses (shared memory: a `shm::Listener` socket in the temporary directory; TCP: a
-//! listener on 127.0.0.1), with the settings of `viaduct bench method --mode busy`. For each
+//! listener on 127.0.0.1, both with the settings of `viaduct bench method --mode busy`; verbs:
+//! a `viaduct_verbs::msg` endpoint, the agent's verbs method, on the agent's device). For each
 //! size, after a warm-up of each, rank 0 times [`BLOCKS`] rounds; each round runs one block of
 //! round trips of the raw method and one of the agent, the order alternating from round to
 //! round. Both use the same buffers in the same roles, as `viaduct bench method` does: rank 0
@@ -102,7 +103,7 @@ fn connect_raw(agent: &Agent, method: &str) -> Result<Box<dyn Link>, BoxError> {
             Ok(Box::new(listener.accept(shm_config())?))
         }
         ("shm", _) => {
-            let path = String::from_utf8(recv_setup(agent)?)?;
+            let path = String::from_utf8(recv_setup(agent, 1)?)?;
             Ok(Box::new(shm::connect(path, shm_config())?))
         }
         ("tcp", 1) => {
@@ -112,20 +113,108 @@ fn connect_raw(agent: &Agent, method: &str) -> Result<Box<dyn Link>, BoxError> {
             Ok(Box::new(listener.accept(tcp_config())?))
         }
         ("tcp", _) => {
-            let addr = String::from_utf8(recv_setup(agent)?)?;
+            let addr = String::from_utf8(recv_setup(agent, 1)?)?;
             Ok(Box::new(tcp::connect(addr.parse()?, tcp_config())?))
         }
+        #[cfg(feature = "rdma")]
+        ("verbs", _) => verbs::connect(agent),
         (other, _) => Err(format!(
-            "--against-raw needs a shm or tcp VC between the ranks, not {other} \
-             (the raw method benchmark covers shm and tcp)"
+            "--against-raw needs a shm, tcp or verbs VC between the ranks, not {other}"
         )
         .into()),
     }
 }
 
-fn recv_setup(agent: &Agent) -> Result<Vec<u8>, BoxError> {
+/// The raw verbs method: the message endpoint (`viaduct_verbs::msg`) the agent's verbs VCs
+/// use, on the agent's device, connected by a card exchange over the agent.
+#[cfg(feature = "rdma")]
+mod verbs {
+    use super::{BoxError, Link, recv_setup};
+    use std::time::Duration;
+    use viaduct_agent::agent::Agent;
+    use viaduct_verbs::PortState;
+    use viaduct_verbs::device::{self, Context};
+    use viaduct_verbs::msg::{self, Card, Posted, Prepared};
+
+    impl Link for msg::Endpoint {
+        fn send(&mut self, tag: u64, data: &[u8]) -> Result<bool, BoxError> {
+            Ok(self.post_send(0, tag, data)?.is_posted())
+        }
+        fn send_buf(&mut self, tag: u64, buf: Vec<u8>) -> Result<Option<Vec<u8>>, BoxError> {
+            Ok(match self.post_send_buf(0, tag, buf)? {
+                Posted::InProgress => None,
+                Posted::NoResources(b) => Some(b),
+            })
+        }
+        fn reap(&mut self, _spare: &mut Vec<Vec<u8>>) -> Result<(), BoxError> {
+            while let Some(c) = self.poll() {
+                c.result?;
+            }
+            Ok(())
+        }
+        fn recv(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> Result<bool, BoxError> {
+            let n = match self.next()? {
+                Some(m) => {
+                    f(m.tag, m.data);
+                    m.data.len()
+                }
+                None => return Ok(false),
+            };
+            self.consume(n)?;
+            Ok(true)
+        }
+        fn wait(&mut self) -> Result<(), BoxError> {
+            Ok(msg::Endpoint::wait(self, Duration::from_millis(100))?)
+        }
+        fn note(&self) -> String {
+            "verbs message endpoint".to_owned()
+        }
+    }
+
+    /// Opens the agent's device (`VIADUCT_RDMA_DEVICE`, else the first with an active port),
+    /// prepares an endpoint on its first active port, swaps cards with the peer and connects.
+    pub(super) fn connect(agent: &Agent) -> Result<Box<dyn Link>, BoxError> {
+        let devices = device::list()?;
+        let info = devices
+            .iter()
+            .filter(|d| {
+                agent
+                    .config()
+                    .rdma_device
+                    .as_ref()
+                    .is_none_or(|n| *n == d.name)
+            })
+            .find(|d| {
+                d.ports
+                    .iter()
+                    .any(|p| p.attributes.state == PortState::Active)
+            })
+            .ok_or("no RDMA device with an active port for the raw endpoint")?;
+        let port = info
+            .ports
+            .iter()
+            .find(|p| p.attributes.state == PortState::Active)
+            .map(|p| p.attributes.number)
+            .ok_or("no active port")?;
+        let ctx = Context::open(&info.name)?;
+        let prepared = Prepared::new(
+            &ctx,
+            msg::Config {
+                port,
+                ..msg::Config::default()
+            },
+        )?;
+        let peer = 1 - agent.rank();
+        agent.send(peer, super::SETUP_TAG, &prepared.card().to_bytes())?;
+        let card = Card::from_bytes(&recv_setup(agent, peer)?)?;
+        Ok(Box::new(prepared.connect(&card)?))
+    }
+}
+
+/// The set-up message from `from`.
+fn recv_setup(agent: &Agent, from: u32) -> Result<Vec<u8>, BoxError> {
     let mut buf = vec![0u8; 4096];
-    let st = agent.recv(&mut buf, Source::Rank(1), TagMatch::Tag(SETUP_TAG))?;
+    let st = agent.recv(&mut buf, Source::Rank(from), TagMatch::Tag(SETUP_TAG))?;
     buf.truncate(st.count() as usize);
     Ok(buf)
 }
