@@ -139,24 +139,25 @@ pub(super) trait Link {
     fn note(&self) -> String;
 }
 
-/// `Link` for a method endpoint: both methods share the post/poll/next/consume shape (and
-/// `Posted` type); only the note differs.
+/// `Link` for a method endpoint: the methods share the post/poll/next/consume shape; what
+/// differs is the module of their `Posted` type, what a completion hands back (`$keep`, with
+/// the completion `$c` and the spare list `$spare`) and the note.
 macro_rules! impl_link {
-    ($endpoint:ty, |$ep:ident| $note:expr) => {
+    ($endpoint:ty, $m:ident, |$c:ident, $spare:ident| $keep:block, |$ep:ident| $note:expr) => {
         impl Link for $endpoint {
             fn send(&mut self, tag: u64, data: &[u8]) -> Result<bool, BoxError> {
                 Ok(self.post_send(0, tag, data)?.is_posted())
             }
             fn send_buf(&mut self, tag: u64, buf: Vec<u8>) -> Result<Option<Vec<u8>>, BoxError> {
                 Ok(match self.post_send_buf(0, tag, buf)? {
-                    shm::Posted::InProgress => None,
-                    shm::Posted::NoResources(b) => Some(b),
+                    $m::Posted::InProgress => None,
+                    $m::Posted::NoResources(b) => Some(b),
                 })
             }
-            fn reap(&mut self, spare: &mut Vec<Vec<u8>>) -> Result<(), BoxError> {
-                while let Some(c) = self.poll() {
-                    c.result?;
-                    spare.extend(c.buffer);
+            fn reap(&mut self, $spare: &mut Vec<Vec<u8>>) -> Result<(), BoxError> {
+                while let Some($c) = self.poll() {
+                    $c.result?;
+                    $keep
                 }
                 Ok(())
             }
@@ -182,25 +183,44 @@ macro_rules! impl_link {
     };
 }
 
-impl_link!(shm::Endpoint, |ep| match ep.long_messages() {
-    shm::LongMessages::SingleCopy if ep.config().split_copy => {
-        "long messages by split single copy (process_vm_readv + process_vm_writev)".to_string()
+impl_link!(
+    shm::Endpoint,
+    shm,
+    |c, spare| { spare.extend(c.buffer) },
+    |ep| match ep.long_messages() {
+        shm::LongMessages::SingleCopy if ep.config().split_copy => {
+            "long messages by split single copy (process_vm_readv + process_vm_writev)".to_string()
+        }
+        shm::LongMessages::SingleCopy => "long messages by process_vm_readv alone".to_string(),
+        shm::LongMessages::RingChunks => "long messages in ring chunks".to_string(),
     }
-    shm::LongMessages::SingleCopy => "long messages by process_vm_readv alone".to_string(),
-    shm::LongMessages::RingChunks => "long messages in ring chunks".to_string(),
-});
+);
 
-impl_link!(tcp::Endpoint, |ep| {
-    let sends = match ep.config().zero_copy_threshold {
-        usize::MAX => "copying sends".to_string(),
-        t => format!("SEND_ZC from {t} B"),
-    };
-    // Both forms name the request, so its rows never mix with the shared ring's.
-    match (ep.config().single_issuer, ep.ring_features().defer_taskrun) {
-        (true, true) => format!("{sends}, single issuer"),
-        (true, false) => format!("{sends}, single issuer refused by the kernel (shared ring)"),
-        _ => sends,
+impl_link!(
+    tcp::Endpoint,
+    shm,
+    |c, spare| { spare.extend(c.buffer) },
+    |ep| {
+        let sends = match ep.config().zero_copy_threshold {
+            usize::MAX => "copying sends".to_string(),
+            t => format!("SEND_ZC from {t} B"),
+        };
+        // Both forms name the request, so its rows never mix with the shared ring's.
+        match (ep.config().single_issuer, ep.ring_features().defer_taskrun) {
+            (true, true) => format!("{sends}, single issuer"),
+            (true, false) => format!("{sends}, single issuer refused by the kernel (shared ring)"),
+            _ => sends,
+        }
     }
+);
+
+// The verbs method's message endpoint (`bench latency --against-raw` over verbs); its
+// completions hand nothing back.
+#[cfg(feature = "rdma")]
+use viaduct_verbs::msg;
+#[cfg(feature = "rdma")]
+impl_link!(msg::Endpoint, msg, |c, _spare| {}, |_ep| {
+    "verbs message endpoint".to_string()
 });
 
 fn shm_config(a: &Args) -> shm::Config {

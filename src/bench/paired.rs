@@ -130,46 +130,10 @@ fn connect_raw(agent: &Agent, method: &str) -> Result<Box<dyn Link>, BoxError> {
 #[cfg(feature = "rdma")]
 mod verbs {
     use super::{BoxError, Link, recv_setup};
-    use std::time::Duration;
     use viaduct_agent::agent::Agent;
     use viaduct_verbs::PortState;
     use viaduct_verbs::device::{self, Context};
-    use viaduct_verbs::msg::{self, Card, Posted, Prepared};
-
-    impl Link for msg::Endpoint {
-        fn send(&mut self, tag: u64, data: &[u8]) -> Result<bool, BoxError> {
-            Ok(self.post_send(0, tag, data)?.is_posted())
-        }
-        fn send_buf(&mut self, tag: u64, buf: Vec<u8>) -> Result<Option<Vec<u8>>, BoxError> {
-            Ok(match self.post_send_buf(0, tag, buf)? {
-                Posted::InProgress => None,
-                Posted::NoResources(b) => Some(b),
-            })
-        }
-        fn reap(&mut self, _spare: &mut Vec<Vec<u8>>) -> Result<(), BoxError> {
-            while let Some(c) = self.poll() {
-                c.result?;
-            }
-            Ok(())
-        }
-        fn recv(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> Result<bool, BoxError> {
-            let n = match self.next()? {
-                Some(m) => {
-                    f(m.tag, m.data);
-                    m.data.len()
-                }
-                None => return Ok(false),
-            };
-            self.consume(n)?;
-            Ok(true)
-        }
-        fn wait(&mut self) -> Result<(), BoxError> {
-            Ok(msg::Endpoint::wait(self, Duration::from_millis(100))?)
-        }
-        fn note(&self) -> String {
-            "verbs message endpoint".to_owned()
-        }
-    }
+    use viaduct_verbs::msg::{self, Card, Prepared};
 
     /// Opens the agent's device (`VIADUCT_RDMA_DEVICE`, else the first with an active port),
     /// prepares an endpoint on its first active port, swaps cards with the peer and connects.
