@@ -801,3 +801,17 @@ fn async_events_report_port_down_and_up() {
     assert!(up.is_some(), "no PORT_ACTIVE event after lo came back up");
     assert_eq!(ctx.port(1).unwrap().state, viaduct_verbs::PortState::Active);
 }
+
+/// The suite's hang switch: with `VIADUCT_TEST_HANG=deliberate_hang` this test sleeps for ever,
+/// so `scripts/rxe-vm-check` can show that `scripts/rxe-suite` bounds every test, names the one
+/// that hung, still runs the rest, and leaves no process behind. Without the switch it returns
+/// at once.
+#[test]
+fn deliberate_hang() {
+    if std::env::var("VIADUCT_TEST_HANG").as_deref() == Ok("deliberate_hang") {
+        eprintln!("deliberate_hang: VIADUCT_TEST_HANG is set: sleeping for ever");
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+}
