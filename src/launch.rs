@@ -9,8 +9,10 @@
 //! killed and the launcher names the cause and exits non-zero.
 //!
 //! Ranks stay in the launcher's process group, so Ctrl-C in a terminal reaches all of them. A
-//! signal sent to the launcher alone (e.g. `kill PID`) ends only the launcher: std offers no safe
-//! way to catch it. Its ranks then lose their PMI connection, and a rank waiting on PMI fails.
+//! signal sent to the launcher alone (e.g. `kill PID`, even `kill -9`) ends the launcher, and the
+//! kernel then ends each rank with `SIGKILL` (a parent-death signal set in the rank before its
+//! program starts), so no rank is left running on its own. Processes a rank starts itself are
+//! not covered: they see their parent end.
 
 use std::error::Error;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -24,6 +26,7 @@ use viaduct_agent::bootstrap::env::{DIALECT_VAR, PMI_VARS};
 use viaduct_agent::bootstrap::server::{Pmi1Server, ServerConfig, ServerEvent};
 use viaduct_agent::bootstrap::{JOB_KEY_VAR, JobKey};
 use viaduct_fallback::affinity;
+use viaduct_fallback::process::kill_when_parent_dies;
 
 /// Environment variable naming the transport ranks should use.
 const TRANSPORT_VAR: &str = "VIADUCT_TRANSPORT";
@@ -135,6 +138,10 @@ pub fn run(args: &Args) -> Result<i32, Box<dyn Error>> {
         if let Some(t) = &args.transport {
             cmd.env(TRANSPORT_VAR, t);
         }
+        // A launcher killed outright (SIGKILL, the OOM killer) takes its ranks with it instead
+        // of leaving them running on their own. Ranks are spawned from this thread, which lives
+        // as long as the launcher.
+        kill_when_parent_dies(&mut cmd);
         if !cpus.is_empty() {
             let cpu = cpus[rank as usize % cpus.len()];
             if let Err(e) = affinity::bind_command(&mut cmd, cpu) {

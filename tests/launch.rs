@@ -398,3 +398,71 @@ fn the_launcher_sleeps_while_its_ranks_hold_their_pmi_connections() {
         "the launcher woke {n} times in 500 ms beside ranks holding their PMI connections"
     );
 }
+
+/// True once process `pid` has ended: gone from /proc, or a zombie nobody reaped yet.
+fn ended(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X"),
+    }
+}
+
+/// Reads lines from `reader` until `n` of them held `pid N`, within `limit`.
+fn read_pids(reader: impl std::io::Read + Send + 'static, n: usize, limit: Duration) -> Vec<u32> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(reader).lines() {
+            let Ok(line) = line else { break };
+            if let Some(pid) = line.split("pid ").nth(1).and_then(|p| p.trim().parse().ok())
+                && tx.send(pid).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + limit;
+    (0..n)
+        .map(|_| {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            rx.recv_timeout(left)
+                .expect("the ranks did not print their pids in time")
+        })
+        .collect()
+}
+
+#[test]
+fn killing_the_launcher_ends_its_ranks() {
+    let mut launcher = viaduct()
+        .args([
+            "launch", "-n", "2", "--", "sh", "-c",
+            // `exec`: the rank process is the long-running program itself.
+            "echo pid $$; exec sleep 60",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn viaduct launch");
+    let out = launcher.stdout.take().unwrap();
+    let pids = read_pids(out, 2, LIMIT);
+    // SIGKILL: the launcher gets no chance to clean up.
+    launcher.kill().unwrap();
+    launcher.wait().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !pids.iter().all(|p| ended(*p)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<u32> = pids.iter().copied().filter(|p| !ended(*p)).collect();
+    for pid in &left {
+        // Do not leave them behind for the next test run.
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    assert!(
+        left.is_empty(),
+        "ranks {left:?} still run 10 s after their launcher was killed"
+    );
+}
