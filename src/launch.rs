@@ -8,6 +8,12 @@
 //! PMI abort, a barrier that can no longer complete, or the `--timeout`. Then the other ranks are
 //! killed and the launcher names the cause and exits non-zero.
 //!
+//! The PMI server bounds what ranks and other local processes can make it hold (see
+//! `viaduct_agent::bootstrap::server`): `VIADUCT_PMI_MAX_PENDING` connections waiting to
+//! identify themselves (default: the number of ranks plus 64), `VIADUCT_PMI_MAX_KEYS` keys
+//! (default 1024) and `VIADUCT_PMI_MAX_BYTES` bytes (default 1 MiB) put per rank. Refusals are
+//! written to standard error, also when a rank's failure ends the job at the same moment.
+//!
 //! Ranks stay in the launcher's process group, so Ctrl-C in a terminal reaches all of them. A
 //! signal sent to the launcher alone (e.g. `kill PID`, even `kill -9`) ends the launcher, and the
 //! kernel then ends each rank with `SIGKILL` (a parent-death signal set in the rank before its
@@ -23,7 +29,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use viaduct_agent::bootstrap::env::{DIALECT_VAR, PMI_VARS};
-use viaduct_agent::bootstrap::server::{Pmi1Server, ServerConfig, ServerEvent};
+use viaduct_agent::bootstrap::server::{MAX_PENDING_VAR, Pmi1Server, ServerConfig, ServerEvent};
 use viaduct_agent::bootstrap::{JOB_KEY_VAR, JobKey};
 use viaduct_fallback::affinity;
 use viaduct_fallback::process::kill_when_parent_dies;
@@ -111,9 +117,10 @@ pub fn run(args: &Args) -> Result<i32, Box<dyn Error>> {
         Bind::Core => affinity::allowed_cpus()
             .map_err(|e| format!("--bind-to core: cannot read this process's CPU set: {e}"))?,
     };
+    let config = ServerConfig::from_env(args.ranks)?;
     let key = JobKey::generate().map_err(|e| format!("cannot make a job key: {e}"))?;
-    let server = Pmi1Server::start(ServerConfig::new(args.ranks))
-        .map_err(|e| format!("cannot start the PMI server: {e}"))?;
+    let server =
+        Pmi1Server::start(config).map_err(|e| format!("cannot start the PMI server: {e}"))?;
     let mut job = Job::new(args.ranks);
     for rank in 0..args.ranks {
         let mut cmd = Command::new(program);
@@ -261,6 +268,9 @@ impl Job {
                 let rank = rank as u32;
                 server.rank_exited(rank);
                 if !status.success() {
+                    // What the server saw before the exit (a refused connection, an abort) is
+                    // often why the rank failed: say it before ending the job.
+                    report_pending(server);
                     return Outcome::Failed {
                         message: format!("rank {rank} {}", describe(status)),
                         code: exit_code_for(status),
@@ -325,6 +335,16 @@ impl Job {
     }
 }
 
+/// Reports the server's pending events when the job already ends for another reason: those
+/// that would have ended it are written out too.
+fn report_pending(server: &Pmi1Server) {
+    for event in server.take_events() {
+        if let Some(Outcome::Failed { message, .. }) = judge(event) {
+            eprintln!("viaduct launch: {message}");
+        }
+    }
+}
+
 /// Turns a server event into the job's end, or reports it and goes on.
 fn judge(event: ServerEvent) -> Option<Outcome> {
     match event {
@@ -360,6 +380,18 @@ fn judge(event: ServerEvent) -> Option<Outcome> {
         }),
         ServerEvent::Refused { peer, reason } => {
             eprintln!("viaduct launch: refused a PMI connection from {peer}: {reason}");
+            None
+        }
+        ServerEvent::Overloaded { refused, limit } => {
+            eprintln!(
+                "viaduct launch: closed {refused} PMI connection{} on arrival: {limit} others \
+                 were already waiting to identify themselves ({MAX_PENDING_VAR})",
+                if refused == 1 { "" } else { "s" }
+            );
+            None
+        }
+        ServerEvent::LimitReached { rank, detail } => {
+            eprintln!("viaduct launch: rank {rank}: {detail}");
             None
         }
     }
