@@ -71,8 +71,7 @@ fn run(dir: Option<PathBuf>, keep: bool) -> Result<String, BoxError> {
         })
         .collect();
     let engine = FileEngine::new(32)?;
-    let file = File::open(&engine, &path, &OpenOptions::create_rw())
-        .map_err(|e| format!("{}", chain(&e)))?;
+    let file = File::open(&engine, &path, &OpenOptions::create_rw()).map_err(|e| chain(&e))?;
 
     // Start the checkpoint: one write request per chunk, all in flight at once.
     let image = encode(&u);
