@@ -12,15 +12,16 @@
 //! mpiexec -n 2 target/debug/examples/checkpoint [DIR]
 //! ```
 //!
-//! Files go to `DIR/ckpt-RANK.bin` (default: the temporary folder, with the job key in the
-//! name so concurrent jobs do not collide); each rank removes its file after the check unless
-//! `--keep` is given.
+//! Files go to `DIR/ckpt-RANDOM-RANK.bin` (default: the temporary folder), where RANDOM is 16
+//! fresh random hex digits, so concurrent jobs do not collide and the name tells nothing about
+//! the job (in particular not its key); each rank removes its file after the check unless
+//! `--keep` is given. Every file error names the file and its cause.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use viaduct_agent::bootstrap::Bootstrap;
+use viaduct_agent::bootstrap::{Bootstrap, JobKey};
 use viaduct_agent::fileio::{File, FileEngine, IoBuffer, OpenOptions};
 use viaduct_agent::request::{BoxError, Request, Status, test_all};
 
@@ -48,8 +49,16 @@ fn run(dir: Option<PathBuf>, keep: bool) -> Result<String, BoxError> {
     let mut boot = Bootstrap::from_env()?;
     let (rank, size) = (boot.rank(), boot.size());
     let dir = dir.unwrap_or_else(std::env::temp_dir);
-    let tag: String = boot.job_key().to_hex().chars().take(8).collect();
+    // Random, not derived from the job key: the name is visible to every user of the machine.
+    let tag: String = JobKey::generate()
+        .map_err(|e| format!("cannot draw a random file name: {e}"))?
+        .to_hex()
+        .chars()
+        .take(16)
+        .collect();
     let path = dir.join(format!("ckpt-{tag}-{rank}.bin"));
+    let shown = path.display().to_string();
+    let on_file = |what: &str, e: &dyn std::fmt::Display| format!("{shown}: {what}: {e}");
 
     // The slab: a hot spot whose place depends on the rank.
     let mut u: Vec<f64> = (0..CELLS)
@@ -62,7 +71,7 @@ fn run(dir: Option<PathBuf>, keep: bool) -> Result<String, BoxError> {
         })
         .collect();
     let engine = FileEngine::new(32)?;
-    let file = File::open(&engine, &path, &OpenOptions::create_rw())?;
+    let file = File::open(&engine, &path, &OpenOptions::create_rw()).map_err(|e| chain(&e))?;
 
     // Start the checkpoint: one write request per chunk, all in flight at once.
     let image = encode(&u);
@@ -85,34 +94,41 @@ fn run(dir: Option<PathBuf>, keep: bool) -> Result<String, BoxError> {
     while !done && started.elapsed() < LIMIT {
         step(&mut u, &mut scratch);
         steps += 1;
-        done = test_all(&mut requests, Some(&mut statuses))?;
+        done = test_all(&mut requests, Some(&mut statuses)).map_err(|e| on_file("writing", &e))?;
     }
     if !done {
         // Out of time for overlap: wait for each write, still with a limit.
         for (r, s) in requests.iter_mut().zip(statuses.iter_mut()) {
             *s = r
-                .wait_timeout(LIMIT)?
-                .ok_or("a checkpoint write did not finish within 30 s")?;
+                .wait_timeout(LIMIT)
+                .map_err(|e| on_file("writing", &e))?
+                .ok_or_else(|| on_file("writing", &"a write did not finish within 30 s"))?;
         }
     }
     let overlap_ms = started.elapsed().as_secs_f64() * 1e3;
     let written: u64 = statuses.iter().map(Status::count).sum();
     if written != image.len() as u64 {
-        return Err(format!("wrote {written} bytes of {}", image.len()).into());
+        return Err(on_file(
+            "writing",
+            &format!("wrote {written} bytes of {}", image.len()),
+        )
+        .into());
     }
     for claim in &claims {
         // The buffers came back with the completions; dropping them here frees them.
         drop(claim.take());
     }
     let sync = file.isync();
-    sync.wait().map_err(|(e, _)| e)?;
+    sync.wait().map_err(|(e, _)| on_file("syncing", &e))?;
 
     // Read the checkpoint back and compare with the image taken at the start.
     let (status, buffers) = file
         .iread_at(IoBuffer::from(vec![0u8; image.len()]), 0)
         .wait()
-        .map_err(|(e, _)| e)?;
-    let back = buffers.into_one().ok_or("the read gave no buffer back")?;
+        .map_err(|(e, _)| on_file("reading back", &e))?;
+    let back = buffers
+        .into_one()
+        .ok_or_else(|| on_file("reading back", &"the read gave no buffer back"))?;
     if status.count() != image.len() as u64 || back[..] != image[..] {
         return Err(format!(
             "checkpoint {} does not read back as written",
@@ -121,7 +137,7 @@ fn run(dir: Option<PathBuf>, keep: bool) -> Result<String, BoxError> {
         .into());
     }
     if !keep {
-        std::fs::remove_file(&path)?;
+        std::fs::remove_file(&path).map_err(|e| on_file("removing", &e))?;
     }
     boot.fence()?;
     boot.finalize()?;
@@ -133,6 +149,17 @@ fn run(dir: Option<PathBuf>, keep: bool) -> Result<String, BoxError> {
         path.display(),
         if keep { "" } else { "; removed" }
     ))
+}
+
+/// An error and its causes, "outer: inner: innermost".
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
 }
 
 fn main() -> ExitCode {
@@ -154,7 +181,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("checkpoint: error: {e}");
+            eprintln!("checkpoint: error: {}", chain(e.as_ref()));
             ExitCode::FAILURE
         }
     }

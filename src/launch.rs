@@ -8,9 +8,17 @@
 //! PMI abort, a barrier that can no longer complete, or the `--timeout`. Then the other ranks are
 //! killed and the launcher names the cause and exits non-zero.
 //!
+//! The PMI server bounds what ranks and other local processes can make it hold (see
+//! `viaduct_agent::bootstrap::server`): `VIADUCT_PMI_MAX_PENDING` connections waiting to
+//! identify themselves (default: the number of ranks plus 64), `VIADUCT_PMI_MAX_KEYS` keys
+//! (default 1024) and `VIADUCT_PMI_MAX_BYTES` bytes (default 1 MiB) put per rank. Refusals are
+//! written to standard error, also when a rank's failure ends the job at the same moment.
+//!
 //! Ranks stay in the launcher's process group, so Ctrl-C in a terminal reaches all of them. A
-//! signal sent to the launcher alone (e.g. `kill PID`) ends only the launcher: std offers no safe
-//! way to catch it. Its ranks then lose their PMI connection, and a rank waiting on PMI fails.
+//! signal sent to the launcher alone (e.g. `kill PID`, even `kill -9`) ends the launcher, and the
+//! kernel then ends each rank with `SIGKILL` (a parent-death signal set in the rank before its
+//! program starts), so no rank is left running on its own. Processes a rank starts itself are
+//! not covered: they see their parent end.
 
 use std::error::Error;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -21,9 +29,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use viaduct_agent::bootstrap::env::{DIALECT_VAR, PMI_VARS};
-use viaduct_agent::bootstrap::server::{Pmi1Server, ServerConfig, ServerEvent};
+use viaduct_agent::bootstrap::server::{MAX_PENDING_VAR, Pmi1Server, ServerConfig, ServerEvent};
 use viaduct_agent::bootstrap::{JOB_KEY_VAR, JobKey};
 use viaduct_fallback::affinity;
+use viaduct_fallback::process::kill_when_parent_dies;
 
 /// Environment variable naming the transport ranks should use.
 const TRANSPORT_VAR: &str = "VIADUCT_TRANSPORT";
@@ -108,9 +117,10 @@ pub fn run(args: &Args) -> Result<i32, Box<dyn Error>> {
         Bind::Core => affinity::allowed_cpus()
             .map_err(|e| format!("--bind-to core: cannot read this process's CPU set: {e}"))?,
     };
+    let config = ServerConfig::from_env(args.ranks)?;
     let key = JobKey::generate().map_err(|e| format!("cannot make a job key: {e}"))?;
-    let server = Pmi1Server::start(ServerConfig::new(args.ranks))
-        .map_err(|e| format!("cannot start the PMI server: {e}"))?;
+    let server =
+        Pmi1Server::start(config).map_err(|e| format!("cannot start the PMI server: {e}"))?;
     let mut job = Job::new(args.ranks);
     for rank in 0..args.ranks {
         let mut cmd = Command::new(program);
@@ -135,6 +145,10 @@ pub fn run(args: &Args) -> Result<i32, Box<dyn Error>> {
         if let Some(t) = &args.transport {
             cmd.env(TRANSPORT_VAR, t);
         }
+        // A launcher killed outright (SIGKILL, the OOM killer) takes its ranks with it instead
+        // of leaving them running on their own. Ranks are spawned from this thread, which lives
+        // as long as the launcher.
+        kill_when_parent_dies(&mut cmd);
         if !cpus.is_empty() {
             let cpu = cpus[rank as usize % cpus.len()];
             if let Err(e) = affinity::bind_command(&mut cmd, cpu) {
@@ -254,6 +268,9 @@ impl Job {
                 let rank = rank as u32;
                 server.rank_exited(rank);
                 if !status.success() {
+                    // What the server saw before the exit (a refused connection, an abort) is
+                    // often why the rank failed: say it before ending the job.
+                    report_pending(server);
                     return Outcome::Failed {
                         message: format!("rank {rank} {}", describe(status)),
                         code: exit_code_for(status),
@@ -318,6 +335,16 @@ impl Job {
     }
 }
 
+/// Reports the server's pending events when the job already ends for another reason: those
+/// that would have ended it are written out too.
+fn report_pending(server: &Pmi1Server) {
+    for event in server.take_events() {
+        if let Some(Outcome::Failed { message, .. }) = judge(event) {
+            eprintln!("viaduct launch: {message}");
+        }
+    }
+}
+
 /// Turns a server event into the job's end, or reports it and goes on.
 fn judge(event: ServerEvent) -> Option<Outcome> {
     match event {
@@ -353,6 +380,18 @@ fn judge(event: ServerEvent) -> Option<Outcome> {
         }),
         ServerEvent::Refused { peer, reason } => {
             eprintln!("viaduct launch: refused a PMI connection from {peer}: {reason}");
+            None
+        }
+        ServerEvent::Overloaded { refused, limit } => {
+            eprintln!(
+                "viaduct launch: closed {refused} PMI connection{} on arrival: {limit} others \
+                 were already waiting to identify themselves ({MAX_PENDING_VAR})",
+                if refused == 1 { "" } else { "s" }
+            );
+            None
+        }
+        ServerEvent::LimitReached { rank, detail } => {
+            eprintln!("viaduct launch: rank {rank}: {detail}");
             None
         }
     }

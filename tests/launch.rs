@@ -398,3 +398,173 @@ fn the_launcher_sleeps_while_its_ranks_hold_their_pmi_connections() {
         "the launcher woke {n} times in 500 ms beside ranks holding their PMI connections"
     );
 }
+
+/// True once process `pid` has ended: gone from /proc, or a zombie nobody reaped yet.
+fn ended(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X"),
+    }
+}
+
+/// Reads lines from `reader` until `n` of them held `pid N`, within `limit`.
+fn read_pids(reader: impl std::io::Read + Send + 'static, n: usize, limit: Duration) -> Vec<u32> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(reader).lines() {
+            let Ok(line) = line else { break };
+            if let Some(pid) = line
+                .split("pid ")
+                .nth(1)
+                .and_then(|p| p.trim().parse().ok())
+                && tx.send(pid).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + limit;
+    (0..n)
+        .map(|_| {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            rx.recv_timeout(left)
+                .expect("the ranks did not print their pids in time")
+        })
+        .collect()
+}
+
+#[test]
+fn killing_the_launcher_ends_its_ranks() {
+    let mut launcher = viaduct()
+        .args([
+            "launch",
+            "-n",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            // `exec`: the rank process is the long-running program itself.
+            "echo pid $$; exec sleep 60",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn viaduct launch");
+    let out = launcher.stdout.take().unwrap();
+    let pids = read_pids(out, 2, LIMIT);
+    // SIGKILL: the launcher gets no chance to clean up.
+    launcher.kill().unwrap();
+    launcher.wait().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !pids.iter().all(|p| ended(*p)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<u32> = pids.iter().copied().filter(|p| !ended(*p)).collect();
+    for pid in &left {
+        // Do not leave them behind for the next test run.
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    assert!(
+        left.is_empty(),
+        "ranks {left:?} still run 10 s after their launcher was killed"
+    );
+}
+
+#[test]
+fn a_stranger_taking_a_ranks_id_is_reported_when_the_rank_fails() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let go = std::env::temp_dir().join(format!("viaduct-launch-stranger-{}", std::process::id()));
+    let _ = std::fs::remove_file(&go);
+    // Rank 1 closes its output before it connects, so the launcher does not wake on the end of
+    // that output: it sees the refusal and rank 1's exit at its next look, in one go.
+    let script = format!(
+        "if [ \"$PMI_RANK\" = 1 ]; then while [ ! -e '{}' ]; do sleep 0.05; done; \
+         exec \"$0\" >/dev/null 2>&1; fi; echo port $PMI_PORT; exec \"$0\"",
+        go.display()
+    );
+    let mut launcher = viaduct()
+        .args([
+            "launch",
+            "-n",
+            "2",
+            "--timeout",
+            "50",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .arg(kvs_exchange())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn viaduct launch");
+    let mut err = launcher.stderr.take().unwrap();
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = launcher.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if let Some(port) = line.strip_prefix("[0] port ") {
+                let _ = tx.send(port.to_owned());
+            }
+        }
+    });
+    let port = rx
+        .recv_timeout(LIMIT)
+        .expect("rank 0 did not print PMI_PORT");
+    // The stranger claims rank 1's id before rank 1 connects.
+    let stranger = std::net::TcpStream::connect(port.trim()).unwrap();
+    stranger.set_read_timeout(Some(LIMIT)).unwrap();
+    (&stranger).write_all(b"cmd=initack pmiid=1\n").unwrap();
+    let mut answer = String::new();
+    BufReader::new(&stranger).read_line(&mut answer).unwrap();
+    assert_eq!(answer, "cmd=initack\n");
+    std::fs::write(&go, b"").unwrap();
+    let deadline = std::time::Instant::now() + LIMIT;
+    let status = loop {
+        if let Some(status) = launcher.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = launcher.kill();
+            let _ = launcher.wait();
+            panic!("the launcher did not finish within {LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let _ = std::fs::remove_file(&go);
+    drop(stranger);
+    let stderr = err_reader.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("rank 1 exited with code 1"), "{stderr}");
+    assert!(
+        stderr.contains("refused a PMI connection")
+            && stderr.contains("pmiid 1 is already connected"),
+        "the refusal that made rank 1 fail is not reported:\n{stderr}"
+    );
+}
+
+#[test]
+fn bad_pmi_bounds_in_the_environment_are_clear_errors() {
+    let r = run(viaduct()
+        .env("VIADUCT_PMI_MAX_KEYS", "0")
+        .args(["launch", "-n", "1", "--", "true"]));
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("VIADUCT_PMI_MAX_KEYS=\"0\""),
+        "{}",
+        r.stderr
+    );
+}

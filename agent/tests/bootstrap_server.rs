@@ -264,3 +264,181 @@ fn connecting_to_nothing_is_a_clear_error() {
     .unwrap_err();
     assert!(matches!(err, BootstrapError::Connect { .. }), "{err}");
 }
+
+/// Threads of this process named like the server's connection threads.
+fn connection_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim_end() == "pmi-conn")
+        .count()
+}
+
+/// Writes one byte every 200 ms (never a newline) until the server closes the connection;
+/// returns how long that took, or `None` if it is still open after `limit`.
+fn trickle_until_closed(server: &Pmi1Server, limit: Duration) -> Option<Duration> {
+    let s = TcpStream::connect(server.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let started = Instant::now();
+    let mut byte = [0u8; 1];
+    while started.elapsed() < limit {
+        if (&s).write_all(b"c").is_err() {
+            return Some(started.elapsed());
+        }
+        // Waits up to 200 ms: the end of the stream (or a reset) means the server closed it.
+        match s.peek(&mut byte) {
+            Ok(0) => return Some(started.elapsed()),
+            Ok(_) => thread::sleep(Duration::from_millis(200)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return Some(started.elapsed()),
+        }
+    }
+    None
+}
+
+#[test]
+fn a_trickling_stranger_is_cut_off_at_the_hello_deadline() {
+    // One byte every 200 ms never lets a read time out; the hello deadline is for the whole
+    // first line all the same.
+    let mut config = ServerConfig::new(2);
+    config.hello_timeout = Duration::from_millis(800);
+    let server = Pmi1Server::start(config).unwrap();
+    let closed = trickle_until_closed(&server, Duration::from_secs(10));
+    assert!(
+        closed.is_some(),
+        "a connection trickling bytes is still open after 10 s (hello deadline 0.8 s)"
+    );
+    let ServerEvent::Refused { reason, .. } =
+        wait_event(&server, |e| matches!(e, ServerEvent::Refused { .. }))
+    else {
+        unreachable!()
+    };
+    assert!(reason.contains("initack"), "{reason}");
+    server.shutdown();
+}
+
+#[test]
+fn idle_strangers_do_not_grow_the_server_without_bound() {
+    let mut config = ServerConfig::new(1);
+    config.hello_timeout = Duration::from_secs(60);
+    let limit = config.max_pending;
+    let server = Pmi1Server::start(config).unwrap();
+    let conns: Vec<TcpStream> = (0..limit + 100)
+        .map(|_| TcpStream::connect(server.addr()).unwrap())
+        .collect();
+    // The connections past the bound are closed at once (the hello deadline is a minute away).
+    let last = conns.last().unwrap();
+    last.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut byte = [0u8; 1];
+    let closed = match last.peek(&mut byte) {
+        Ok(n) => n == 0,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    };
+    assert!(closed, "a connection past the bound was kept open");
+    // Other tests of this binary run servers beside this one: allow for their ranks.
+    let threads = connection_threads();
+    assert!(
+        threads <= limit + 16,
+        "{threads} connection threads for {} idle connections (bound {limit})",
+        conns.len()
+    );
+    let event = wait_event(&server, |e| matches!(e, ServerEvent::Overloaded { .. }));
+    assert!(
+        matches!(event, ServerEvent::Overloaded { refused, limit: l } if refused >= 1 && l == limit),
+        "{event:?}"
+    );
+    // The rank itself is still served once the strangers are gone.
+    drop(conns);
+    let deadline = Instant::now() + TIMEOUT;
+    let mut client = loop {
+        match Pmi1Client::connect(&server.port_env(), 0, None, None, TIMEOUT) {
+            Ok(c) => break c,
+            Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("rank 0 cannot connect: {e}"),
+        }
+    };
+    client.finalize().unwrap();
+    server.shutdown();
+}
+
+#[test]
+fn a_rank_cannot_put_without_bound() {
+    let config = ServerConfig::new(1);
+    let (max_keys, max_bytes) = (config.max_keys, config.max_bytes);
+    let server = Pmi1Server::start(config).unwrap();
+    let mut client = Pmi1Client::connect(&server.port_env(), 0, None, None, TIMEOUT).unwrap();
+    for i in 0..max_keys {
+        client.put(&format!("k{i}"), "v").unwrap();
+    }
+    let err = client.put("one-too-many", "v").unwrap_err();
+    assert!(
+        matches!(&err, BootstrapError::Refused { msg, .. } if msg.contains("too_many_keys")),
+        "{err}"
+    );
+    let event = wait_event(&server, |e| matches!(e, ServerEvent::LimitReached { .. }));
+    assert!(
+        matches!(&event, ServerEvent::LimitReached { rank: 0, detail } if detail.contains("VIADUCT_PMI_MAX_KEYS")),
+        "{event:?}"
+    );
+    // The rank is still served: gets work, and the server did not hang up.
+    assert!(client.get("PMI_process_mapping").unwrap().is_some());
+    client.finalize().unwrap();
+    server.shutdown();
+
+    // Bytes: a few big values reach the byte bound long before the key bound.
+    let mut config = ServerConfig::new(1);
+    config.max_bytes = 4096;
+    let server = Pmi1Server::start(config).unwrap();
+    let mut client = Pmi1Client::connect(&server.port_env(), 0, None, None, TIMEOUT).unwrap();
+    let value = "x".repeat(1000);
+    for i in 0..4 {
+        client.put(&format!("big{i}"), &value).unwrap();
+    }
+    let err = client.put("big4", &value).unwrap_err();
+    assert!(
+        matches!(&err, BootstrapError::Refused { msg, .. } if msg.contains("too_many_bytes")),
+        "{err}"
+    );
+    client.finalize().unwrap();
+    server.shutdown();
+    assert!(max_bytes >= max_keys, "{max_bytes} {max_keys}");
+}
+
+#[test]
+fn bounds_come_from_the_environment_and_bad_values_are_named() {
+    let vars = |pairs: &'static [(&'static str, &'static str)]| {
+        move |var: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == var)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    };
+    let config = ServerConfig::from_vars(
+        4,
+        vars(&[
+            ("VIADUCT_PMI_MAX_PENDING", "7"),
+            ("VIADUCT_PMI_MAX_KEYS", "9"),
+            ("VIADUCT_PMI_MAX_BYTES", "4096"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(
+        (config.max_pending, config.max_keys, config.max_bytes),
+        (7, 9, 4096)
+    );
+    let defaults = ServerConfig::from_vars(4, vars(&[])).unwrap();
+    assert_eq!(defaults.max_pending, 4 + 64);
+    let err = ServerConfig::from_vars(4, vars(&[("VIADUCT_PMI_MAX_KEYS", "0")])).unwrap_err();
+    assert!(err.contains("VIADUCT_PMI_MAX_KEYS"), "{err}");
+    let err = ServerConfig::from_vars(4, vars(&[("VIADUCT_PMI_MAX_BYTES", "lots")])).unwrap_err();
+    assert!(err.contains("VIADUCT_PMI_MAX_BYTES"), "{err}");
+}

@@ -9,7 +9,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -102,33 +102,74 @@ impl Offsets {
     }
 }
 
+/// Opens `path` with `opts`, refusing anything but a regular file. `O_NONBLOCK` keeps the open
+/// itself from waiting (a FIFO with no peer would block it for ever); it means nothing for the
+/// regular file that is then all this accepts.
+fn open_regular(opts: &mut OpenOptions, path: &Path, extra_flags: i32) -> Result<File, String> {
+    let file = opts
+        .custom_flags(libc::O_NONBLOCK | extra_flags)
+        .open(path)
+        .map_err(|e| format!("{}: cannot open: {e}", path.display()))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("{}: cannot look at it: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(not_regular(path, &meta));
+    }
+    Ok(file)
+}
+
+fn not_regular(path: &Path, meta: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    let kind = if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "not a plain file"
+    };
+    format!(
+        "{}: not a regular file ({kind}); --file needs a regular file",
+        path.display()
+    )
+}
+
 /// Makes sure `path` holds at least `size` bytes of data (not a hole).
-fn lay_out(path: &PathBuf, size: u64) -> Result<(), Box<dyn std::error::Error>> {
+fn lay_out(path: &Path, size: u64) -> Result<(), String> {
     let have = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     if have >= size {
         return Ok(());
     }
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)?;
+    let mut f = open_regular(
+        OpenOptions::new().write(true).create(true).truncate(false),
+        path,
+        0,
+    )?;
+    let write_err = |e: std::io::Error| format!("{}: cannot write: {e}", path.display());
     let chunk: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
     let mut written = 0;
     while written < size {
         let n = (size - written).min(chunk.len() as u64) as usize;
-        f.write_all(&chunk[..n])?;
+        f.write_all(&chunk[..n]).map_err(write_err)?;
         written += n as u64;
     }
-    f.sync_all()?;
+    f.sync_all().map_err(write_err)?;
     Ok(())
 }
 
 /// Reads the file once so page-cache runs start warm (fio with `--invalidate=0` does the same
 /// after laying out its file).
-fn warm(path: &PathBuf) -> Result<(), Box<dyn std::error::Error>> {
-    let mut f = File::open(path)?;
-    std::io::copy(&mut f, &mut std::io::sink())?;
+fn warm(path: &Path) -> Result<(), String> {
+    let mut f = open_regular(OpenOptions::new().read(true), path, 0)?;
+    std::io::copy(&mut f, &mut std::io::sink())
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     Ok(())
 }
 
@@ -255,8 +296,15 @@ fn drive(args: &Args, file: &Arc<File>) -> Result<Outcome, Box<dyn std::error::E
 
 /// Runs the benchmark and prints its results.
 pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
-    if args.bs == 0 || args.bs > u16::MAX as usize * 4096 || args.depth > u16::MAX as usize {
-        return Err("--bs must be in 1..=256 MiB and --depth at most 65535".into());
+    if args.bs == 0 || args.bs > u16::MAX as usize * 4096 {
+        return Err(format!("--bs must be in 1..=256 MiB, got {}", args.bs).into());
+    }
+    if args.depth == 0 || args.depth > u16::MAX as usize {
+        return Err(format!(
+            "--depth (operations kept in flight) must be in 1..=65535, got {}",
+            args.depth
+        )
+        .into());
     }
     if args.size < args.bs as u64 {
         return Err("--size must hold at least one block".into());
@@ -265,18 +313,22 @@ pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let path = args.file.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("viaduct-bench-io-{}", std::process::id()))
     });
-    let result = (|| {
+    // Refused up front: laying out or opening a FIFO, say, would wait for a peer for ever.
+    if let Ok(meta) = std::fs::metadata(&path)
+        && !meta.is_file()
+    {
+        return Err(not_regular(&path, &meta).into());
+    }
+    let result = (|| -> Result<Outcome, String> {
         lay_out(&path, args.size)?;
         if !args.direct {
             warm(&path)?;
         }
         let mut opts = OpenOptions::new();
         opts.read(true).write(args.pattern != Pattern::Randread);
-        if args.direct {
-            opts.custom_flags(libc::O_DIRECT);
-        }
-        let file = Arc::new(opts.open(&path)?);
-        drive(args, &file)
+        let direct = if args.direct { libc::O_DIRECT } else { 0 };
+        let file = Arc::new(open_regular(&mut opts, &path, direct)?);
+        drive(args, &file).map_err(|e| format!("{}: {e}", path.display()))
     })();
     if temp {
         let _ = std::fs::remove_file(&path);

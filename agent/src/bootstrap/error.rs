@@ -63,7 +63,10 @@ pub enum BootstrapError {
         secs: f64,
     },
     /// The PMI server closed the connection.
-    #[error("PMI {op}: the PMI server closed the connection")]
+    #[error(
+        "PMI {op}: the PMI server closed the connection (the launcher has ended, or it refused \
+         this rank: see its output)"
+    )]
     Closed {
         /// The PMI operation in progress.
         op: &'static str,

@@ -10,12 +10,21 @@
 //!
 //! Any local process can reach a TCP port on `127.0.0.1`. The server therefore takes each
 //! `PMI_ID` exactly once, and the first line of a connection must be a valid `initack` within
-//! [`ServerConfig::hello_timeout`]; anything else is refused and reported as
-//! [`ServerEvent::Refused`]. A local stranger that races a rank to its id makes that rank's
+//! [`ServerConfig::hello_timeout`] of its arrival (a deadline for the whole line, however slowly
+//! its bytes come); anything else is refused and reported as [`ServerEvent::Refused`]. A local stranger that races a rank to its id makes that rank's
 //! connection fail (the job then ends with an error); it cannot take part unnoticed. The job key
 //! is handed to ranks in their environment and never passes through this server.
 //!
 //! # Boundedness
+//!
+//! What others can make the server hold is bounded: at most [`ServerConfig::max_pending`]
+//! connections (and their threads) may wait to identify themselves at once, each for at most the
+//! hello deadline; more are closed at once and counted in [`ServerEvent::Overloaded`]. Identified
+//! connections are at most one per rank. Each rank may put at most [`ServerConfig::max_keys`]
+//! keys holding [`ServerConfig::max_bytes`] bytes (keys and values) in all; a put past either is
+//! answered `rc=-1` (`too_many_keys`, `too_many_bytes`) and reported once per rank as
+//! [`ServerEvent::LimitReached`]. [`ServerConfig::from_env`] reads the bounds from
+//! `VIADUCT_PMI_MAX_PENDING`, `VIADUCT_PMI_MAX_KEYS` and `VIADUCT_PMI_MAX_BYTES`.
 //!
 //! The server never waits on a rank forever: the launcher reports exits with
 //! [`Pmi1Server::rank_exited`], and when a barrier can no longer complete (a rank that has exited,
@@ -28,9 +37,9 @@
 //! own wakes the acceptor, so [`Pmi1Server::shutdown`] returns promptly.
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::{self, BufReader, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -46,13 +55,35 @@ const VALLEN_MAX: usize = 1024;
 /// Pause of the acceptor after a failed `accept` (out of file descriptors, say).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
+/// Environment variable bounding the connections that may wait to identify themselves at once.
+pub const MAX_PENDING_VAR: &str = "VIADUCT_PMI_MAX_PENDING";
+/// Environment variable bounding the keys each rank may put.
+pub const MAX_KEYS_VAR: &str = "VIADUCT_PMI_MAX_KEYS";
+/// Environment variable bounding the bytes (keys and values) each rank may put.
+pub const MAX_BYTES_VAR: &str = "VIADUCT_PMI_MAX_BYTES";
+
+/// Default of [`ServerConfig::max_pending`] beyond the job's size.
+pub const DEFAULT_EXTRA_PENDING: usize = 64;
+/// Default of [`ServerConfig::max_keys`].
+pub const DEFAULT_MAX_KEYS: usize = 1024;
+/// Default of [`ServerConfig::max_bytes`] (1 MiB).
+pub const DEFAULT_MAX_BYTES: usize = 1 << 20;
+
 /// Settings of a [`Pmi1Server`].
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// Number of ranks in the job.
     pub size: u32,
-    /// Time a new connection has to send its `initack`.
+    /// Time a new connection has to send its whole `initack` line, from its arrival.
     pub hello_timeout: Duration,
+    /// Most connections (each with its thread) that may wait to identify themselves at once;
+    /// more are closed at once. Default: the job's size plus [`DEFAULT_EXTRA_PENDING`], so
+    /// every rank can connect at the same moment.
+    pub max_pending: usize,
+    /// Most keys one rank may put. Default [`DEFAULT_MAX_KEYS`].
+    pub max_keys: usize,
+    /// Most bytes (keys plus values) one rank may put. Default [`DEFAULT_MAX_BYTES`].
+    pub max_bytes: usize,
 }
 
 impl ServerConfig {
@@ -61,7 +92,37 @@ impl ServerConfig {
         Self {
             size,
             hello_timeout: Duration::from_secs(10),
+            max_pending: size as usize + DEFAULT_EXTRA_PENDING,
+            max_keys: DEFAULT_MAX_KEYS,
+            max_bytes: DEFAULT_MAX_BYTES,
         }
+    }
+
+    /// Defaults for a job of `size` ranks, with the bounds [`MAX_PENDING_VAR`],
+    /// [`MAX_KEYS_VAR`] and [`MAX_BYTES_VAR`] set in this process's environment; a value that
+    /// is not a positive integer is an error naming the variable.
+    pub fn from_env(size: u32) -> Result<Self, String> {
+        Self::from_vars(size, |var| std::env::var(var).ok())
+    }
+
+    /// Like [`ServerConfig::from_env`], with the variables looked up by `lookup`.
+    pub fn from_vars(size: u32, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let mut config = Self::new(size);
+        for (var, field) in [
+            (MAX_PENDING_VAR, &mut config.max_pending),
+            (MAX_KEYS_VAR, &mut config.max_keys),
+            (MAX_BYTES_VAR, &mut config.max_bytes),
+        ] {
+            if let Some(raw) = lookup(var) {
+                *field = raw
+                    .trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("{var}={raw:?}: expected a positive integer"))?;
+            }
+        }
+        Ok(config)
     }
 }
 
@@ -99,6 +160,22 @@ pub enum ServerEvent {
         /// Why.
         reason: String,
     },
+    /// Connections were closed on arrival because [`ServerConfig::max_pending`] others were
+    /// already waiting to identify themselves (reported once per look at the events).
+    Overloaded {
+        /// Connections closed since the last report.
+        refused: u64,
+        /// The bound.
+        limit: usize,
+    },
+    /// A rank reached a bound on what it may put; it got an error answer (reported once per
+    /// rank).
+    LimitReached {
+        /// The rank.
+        rank: u32,
+        /// Which bound, and its setting.
+        detail: String,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -114,6 +191,13 @@ struct State {
     /// A handle on every open connection, by number, for shutdown to wake its reader.
     conns: HashMap<u64, TcpStream>,
     next_conn: u64,
+    /// Keys and bytes each rank has put.
+    put_keys: Vec<usize>,
+    put_bytes: Vec<usize>,
+    /// Ranks already reported as past a put bound.
+    limit_reported: Vec<bool>,
+    /// Connections closed on arrival since the last [`Pmi1Server::take_events`].
+    overloaded: u64,
 }
 
 #[derive(Debug)]
@@ -121,6 +205,11 @@ struct Shared {
     size: u32,
     kvsname: String,
     hello_timeout: Duration,
+    max_pending: usize,
+    max_keys: usize,
+    max_bytes: usize,
+    /// Connections accepted that have not identified themselves yet (or ended).
+    pending: AtomicUsize,
     state: Mutex<State>,
     changed: Condvar,
     stop: AtomicBool,
@@ -194,6 +283,9 @@ impl Pmi1Server {
         let mut state = State {
             claimed: vec![false; size as usize],
             gone: vec![false; size as usize],
+            put_keys: vec![0; size as usize],
+            put_bytes: vec![0; size as usize],
+            limit_reported: vec![false; size as usize],
             ..State::default()
         };
         state.committed.insert(
@@ -204,6 +296,10 @@ impl Pmi1Server {
             size,
             kvsname: format!("viaduct_{}_{}", std::process::id(), addr.port()),
             hello_timeout: config.hello_timeout,
+            max_pending: config.max_pending.max(1),
+            max_keys: config.max_keys,
+            max_bytes: config.max_bytes,
+            pending: AtomicUsize::new(0),
             state: Mutex::new(state),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -244,7 +340,16 @@ impl Pmi1Server {
 
     /// Takes the events raised since the last call.
     pub fn take_events(&self) -> Vec<ServerEvent> {
-        std::mem::take(&mut self.shared.lock().events)
+        let mut st = self.shared.lock();
+        let mut events = std::mem::take(&mut st.events);
+        let refused = std::mem::take(&mut st.overloaded);
+        if refused > 0 {
+            events.push(ServerEvent::Overloaded {
+                refused,
+                limit: self.shared.max_pending,
+            });
+        }
+        events
     }
 
     /// Stops accepting, ends every connection thread and waits for the acceptor.
@@ -287,6 +392,15 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         match listener.accept() {
             Ok(_) if shared.stop.load(Ordering::SeqCst) => break, // the wake-up from `stop`
             Ok((stream, peer)) => {
+                workers.retain(|w| !w.is_finished());
+                // Only the acceptor adds to `pending`, so the look and the add cannot race.
+                if shared.pending.load(Ordering::SeqCst) >= shared.max_pending {
+                    // Closed without a thread; counted, and reported in one event per look.
+                    drop(stream);
+                    shared.lock().overloaded += 1;
+                    continue;
+                }
+                shared.pending.fetch_add(1, Ordering::SeqCst);
                 let conn_shared = Arc::clone(shared);
                 let spawned = thread::Builder::new()
                     .name("pmi-conn".into())
@@ -295,9 +409,11 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
                     Ok(handle) => workers.push(handle),
                     // The stream went with the failed closure and is closed: the rank sees its
                     // connection end, and the launcher sees why.
-                    Err(e) => refuse(shared, peer, &format!("cannot start a thread: {e}")),
+                    Err(e) => {
+                        shared.pending.fetch_sub(1, Ordering::SeqCst);
+                        refuse(shared, peer, &format!("cannot start a thread: {e}"));
+                    }
                 }
-                workers.retain(|w| !w.is_finished());
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => thread::sleep(ACCEPT_BACKOFF),
@@ -309,6 +425,46 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
     }
 }
 
+/// A connection's place among those waiting to identify themselves; given back when dropped.
+struct PendingSlot<'a>(&'a AtomicUsize);
+
+impl Drop for PendingSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A socket whose reads end with `TimedOut` at an absolute deadline (while one is set), however
+/// the bytes trickle in: each read waits at most the time left.
+struct DeadlineReader {
+    stream: TcpStream,
+    deadline: Option<Instant>,
+}
+
+impl DeadlineReader {
+    /// Drops the deadline: reads block until data, the end of the stream or a shutdown.
+    fn clear_deadline(&mut self) -> io::Result<()> {
+        self.deadline = None;
+        self.stream.set_read_timeout(None)
+    }
+}
+
+impl Read for DeadlineReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(deadline) = self.deadline {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the deadline has passed",
+                ));
+            }
+            self.stream.set_read_timeout(Some(left))?;
+        }
+        self.stream.read(buf)
+    }
+}
+
 /// Per-connection state.
 struct Session<'a> {
     shared: &'a Shared,
@@ -317,11 +473,12 @@ struct Session<'a> {
 }
 
 fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
-    // Until its `initack` a connection has `hello_timeout` to speak; after it, reads block
-    // until the rank sends or the server shuts the connection down.
+    // Until its `initack` a connection has until `hello_deadline` to send the whole line; after
+    // it, reads block until the rank sends or the server shuts the connection down.
+    let mut pending = Some(PendingSlot(&shared.pending));
+    let hello_deadline = Instant::now() + shared.hello_timeout.max(Duration::from_millis(1));
     let setup = stream
-        .set_read_timeout(Some(shared.hello_timeout.max(Duration::from_millis(1))))
-        .and_then(|()| stream.set_write_timeout(Some(Duration::from_secs(10))))
+        .set_write_timeout(Some(Duration::from_secs(10)))
         .and_then(|()| stream.set_nodelay(true))
         .and_then(|()| Ok((stream.try_clone()?, stream.try_clone()?)));
     let (writer, closer) = match setup {
@@ -339,9 +496,11 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
         writer,
         rank: None,
     };
-    let mut reader = BufReader::new(stream);
+    let mut reader = BufReader::new(DeadlineReader {
+        stream,
+        deadline: Some(hello_deadline),
+    });
     let mut partial = Vec::new();
-    let started = Instant::now();
     loop {
         if shared.stop.load(Ordering::SeqCst) {
             break;
@@ -355,8 +514,15 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) =>
             {
-                if session.rank.is_none() && started.elapsed() >= shared.hello_timeout {
-                    refuse(shared, peer, "no initack within the time allowed");
+                if session.rank.is_none() && Instant::now() >= hello_deadline {
+                    refuse(
+                        shared,
+                        peer,
+                        &format!(
+                            "no complete initack line within {:.1} s of connecting",
+                            shared.hello_timeout.as_secs_f64()
+                        ),
+                    );
                     break;
                 }
                 continue;
@@ -376,8 +542,10 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
         let anonymous = session.rank.is_none();
         match session.handle(&msg, peer) {
             Ok(Flow::Continue) if anonymous && session.rank.is_some() => {
-                // Identified: from now on the connection may stay quiet for the whole job.
-                if let Err(e) = reader.get_ref().set_read_timeout(None) {
+                // Identified: from now on the connection may stay quiet for the whole job, and
+                // it no longer counts among those waiting to identify themselves.
+                pending = None;
+                if let Err(e) = reader.get_mut().clear_deadline() {
                     session.fail(peer, &format!("socket setup failed: {e}"));
                     break;
                 }
@@ -396,6 +564,7 @@ fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     }
     shared.lock().conns.remove(&conn);
     let _ = session.writer.shutdown(Shutdown::Both);
+    drop(pending);
 }
 
 fn refuse(shared: &Shared, peer: SocketAddr, reason: &str) {
@@ -525,7 +694,14 @@ impl Session<'_> {
             let mut st = shared.lock();
             if st.claimed[id as usize] {
                 drop(st);
-                refuse(shared, peer, &format!("pmiid {id} is already connected"));
+                refuse(
+                    shared,
+                    peer,
+                    &format!(
+                        "pmiid {id} is already connected: another process took rank {id}'s id \
+                         (a stranger, or the rank connecting twice)"
+                    ),
+                );
                 return Ok(Flow::Close);
             }
             st.claimed[id as usize] = true;
@@ -563,10 +739,43 @@ impl Session<'_> {
         if value.len() > VALLEN_MAX {
             return refuse("value_too_long");
         }
-        let mut st = self.shared.lock();
+        let Some(rank) = self.rank else {
+            return refuse("not_identified");
+        };
+        let shared = self.shared;
+        let r = rank as usize;
+        let mut st = shared.lock();
         if st.committed.contains_key(key) || st.pending.contains_key(key) {
             return refuse("duplicate_key");
         }
+        let bytes = key.len() + value.len();
+        let over = if st.put_keys[r] >= shared.max_keys {
+            Some((
+                "too_many_keys",
+                format!(
+                    "put refused: more than {} keys ({MAX_KEYS_VAR})",
+                    shared.max_keys
+                ),
+            ))
+        } else if st.put_bytes[r] + bytes > shared.max_bytes {
+            Some((
+                "too_many_bytes",
+                format!(
+                    "put refused: more than {} bytes of keys and values ({MAX_BYTES_VAR})",
+                    shared.max_bytes
+                ),
+            ))
+        } else {
+            None
+        };
+        if let Some((why, detail)) = over {
+            if !std::mem::replace(&mut st.limit_reported[r], true) {
+                st.events.push(ServerEvent::LimitReached { rank, detail });
+            }
+            return refuse(why);
+        }
+        st.put_keys[r] += 1;
+        st.put_bytes[r] += bytes;
         st.pending.insert(key.to_owned(), value.to_owned());
         Message::new("put_result")
             .with("rc", 0)
