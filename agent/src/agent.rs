@@ -74,8 +74,11 @@ impl Agent {
     /// Every rank of the job must call it.
     pub fn init() -> Result<Agent, AgentError> {
         let config = Config::from_env()?;
+        let report = crate::report::Report::from_env()?;
         let boot = Bootstrap::from_env()?;
-        Agent::with_bootstrap(boot, config)
+        let agent = Agent::with_bootstrap(boot, config)?;
+        report.print(&agent);
+        Ok(agent)
     }
 
     /// Starts the agent over an existing bootstrap with explicit settings. Every rank of the

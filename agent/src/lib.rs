@@ -19,6 +19,7 @@ pub mod method;
 pub mod p2p;
 pub mod progress;
 pub mod recv_buffer;
+pub mod report;
 pub mod request;
 mod spare;
 pub mod stream;

@@ -1,0 +1,98 @@
+//! `VIADUCT_REPORT`: what a rank tells about itself at start, on stderr.
+//!
+//! `VIADUCT_REPORT=methods` makes every rank print, once its VCs are connected, one line naming
+//! its node and the method serving each peer:
+//!
+//! ```text
+//! viaduct: rank 0 of 4 on node1: methods 0:self 1:shm 2:tcp 3:tcp
+//! ```
+//!
+//! Tests and users read it to check which method each pair of ranks uses (shared memory within
+//! a node, verbs or TCP between nodes).
+
+use crate::agent::Agent;
+use crate::error::AgentError;
+
+/// What `VIADUCT_REPORT` asks for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Print the method of every peer.
+    pub methods: bool,
+}
+
+impl Report {
+    /// Parses `VIADUCT_REPORT`: a comma-separated list of `methods` (empty: nothing). An unknown
+    /// word is an error naming it.
+    pub fn parse(value: &str) -> Result<Report, AgentError> {
+        let mut report = Report::default();
+        for word in value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            match word {
+                "methods" => report.methods = true,
+                other => {
+                    return Err(AgentError::Config {
+                        setting: "VIADUCT_REPORT",
+                        reason: format!("unknown report '{other}' (known: methods)"),
+                    });
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// From the environment (`VIADUCT_REPORT`, absent: nothing).
+    pub fn from_env() -> Result<Report, AgentError> {
+        match std::env::var("VIADUCT_REPORT") {
+            Ok(v) => Report::parse(&v),
+            Err(std::env::VarError::NotPresent) => Ok(Report::default()),
+            Err(std::env::VarError::NotUnicode(_)) => Err(AgentError::Config {
+                setting: "VIADUCT_REPORT",
+                reason: "not valid UTF-8".to_owned(),
+            }),
+        }
+    }
+
+    /// Prints what was asked for about `agent` on stderr.
+    pub fn print(&self, agent: &Agent) {
+        if self.methods {
+            eprintln!("{}", methods_line(agent));
+        }
+    }
+}
+
+/// `viaduct: rank R of N on HOST: methods 0:self 1:shm ...`.
+pub fn methods_line(agent: &Agent) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "?".to_owned());
+    let methods: Vec<String> = (0..agent.size())
+        .map(|p| format!("{p}:{}", agent.method_of(p).unwrap_or("?")))
+        .collect();
+    format!(
+        "viaduct: rank {} of {} on {host}: methods {}",
+        agent.rank(),
+        agent.size(),
+        methods.join(" ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_known_words_and_names_unknown_ones() {
+        assert_eq!(Report::parse("").unwrap(), Report::default());
+        assert!(Report::parse("methods").unwrap().methods);
+        assert!(Report::parse(" methods , ").unwrap().methods);
+        let err = Report::parse("methods,speed").unwrap_err().to_string();
+        assert!(err.contains("speed"), "{err}");
+    }
+
+    #[test]
+    fn a_singleton_reports_its_self_loop() {
+        let agent = Agent::singleton().unwrap();
+        let line = methods_line(&agent);
+        assert!(line.starts_with("viaduct: rank 0 of 1 on "), "{line}");
+        assert!(line.ends_with("methods 0:self"), "{line}");
+    }
+}
