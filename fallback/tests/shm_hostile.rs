@@ -239,3 +239,78 @@ fn the_peer_pid_is_the_kernels_not_the_claimed_one() {
     drop(listener);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const OTHER_USER_PATH: &str = "VIADUCT_SHM_HOSTILE_CONNECT";
+
+/// The peer of [`a_peer_of_another_user_is_refused`]: connects to the socket and waits for it
+/// to close (does nothing unless started by that test).
+#[test]
+fn other_user_child() {
+    let Ok(path) = std::env::var(OTHER_USER_PATH) else {
+        return;
+    };
+    let mut s = UnixStream::connect(&path).expect("connect as another user");
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    assert!(buf.is_empty(), "a peer of another user was sent {buf:?}");
+}
+
+/// A process of another user that reaches the socket (here: one made world-writable) is
+/// refused when accepted, naming its pid and user, before anything is sent to it. Needs root
+/// to start that process; skipped otherwise.
+#[test]
+fn a_peer_of_another_user_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: starting a process of another user needs root");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("viaduct-other-user-{}", std::process::id()));
+    let _ = std::fs::create_dir(&dir);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = dir.join("l.sock");
+    let _ = std::fs::remove_file(&path);
+    let listener = shm::Listener::bind(&path).expect("bind");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600,
+        "the socket is open to other users"
+    );
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "other_user_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(OTHER_USER_PATH, &path)
+        .uid(65534)
+        .gid(65534)
+        .spawn()
+        .expect("start a process of another user");
+    let refused = listener.accept(Config {
+        connect_timeout: Duration::from_secs(5),
+        ..Config::default()
+    });
+    let e = refused.expect_err("a peer of another user was accepted");
+    let text = e.to_string() + &format!(" {e:?}");
+    assert!(
+        text.contains(&format!("process {}", child.id())) && text.contains("user 65534"),
+        "the refusal does not name the peer: {text}"
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "the child hung");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(status.success(), "the other user's process saw data");
+    drop(listener);
+    let _ = std::fs::remove_dir_all(&dir);
+}
