@@ -291,6 +291,10 @@ fn authenticate(incoming: Incoming, ctx: &AcceptCtx) {
     };
     let accepted = match incoming {
         Incoming::Shm(mut pending) => {
+            if let Err(e) = pending.require_same_user() {
+                eprintln!("viaduct: {e}");
+                return;
+            }
             let what = format!("a shm peer (process {})", pending.peer_pid());
             // Logged by the handshake on refusal; nothing was handed over.
             let Ok(rank) = handshake::acceptor_socket(pending.stream(), &ctx.key, &what, left())
@@ -550,6 +554,20 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
             source: e.into(),
         })?;
         guard.shm_path = Some(path.clone());
+        // Only this user may connect (a peer of another user that gets in before this is
+        // refused by its credentials).
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(
+                |e| AgentError::Listen {
+                    method: "shm",
+                    source: MethodError::from(shm::Error::Socket {
+                        step: "set permissions",
+                        source: e,
+                    }),
+                },
+            )?;
+        }
         boot.publish(SHM_CARD, &hex(&path.to_string_lossy()))?;
         listeners.push((Listening::Shm(l), MethodKind::Shm));
     }
@@ -651,6 +669,7 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
                 };
                 // Authenticated on the set-up socket, before the segment is handed over.
                 let mut pending = shm::connect_pending(&path).map_err(connect_err)?;
+                pending.require_same_user().map_err(connect_err)?;
                 handshake::connector_socket(pending.stream(), &key, me, config.connect_timeout)
                     .map_err(|e| AgentError::Auth {
                         peer: p,

@@ -197,7 +197,15 @@ fn strangers_do_not_block_set_up(method: MethodKind) {
 
     let connect = || match method {
         MethodKind::Shm => {
-            let path = wait_for("rank 0's shm socket", || shm_sockets(0).pop());
+            // Rank 0 restricts the socket to its user right after binding it.
+            let mode = |p: &PathBuf| {
+                std::fs::metadata(p)
+                    .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
+                    .unwrap_or(0)
+            };
+            let path = wait_for("rank 0's shm socket, open to its user only", || {
+                shm_sockets(0).into_iter().find(|p| mode(p) == 0o600)
+            });
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
             let hex = key.to_hex();
             for at in 0..=hex.len() - 8 {

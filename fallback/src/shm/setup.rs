@@ -2,11 +2,11 @@
 //! side probes whether it may read the other's memory with `process_vm_readv`.
 //!
 //! Set-up runs in two steps. Accepting or connecting yields a [`Pending`] connection: the
-//! socket and the peer process as the kernel reports it (`SO_PEERCRED`); a peer of another
-//! user is refused there. Nothing has been sent yet, so the caller can authenticate the peer
-//! over [`Pending::stream`] first; only [`Pending::establish`] creates (or receives) the
-//! segment. The peer's pid used for `process_vm_readv`/`writev` is the kernel's, never one
-//! the peer claims.
+//! socket and the peer process as the kernel reports it (`SO_PEERCRED`). Nothing has been
+//! sent yet, so the caller can refuse a peer of another user ([`Pending::require_same_user`])
+//! and authenticate the peer over [`Pending::stream`] first; only [`Pending::establish`]
+//! creates (or receives) the segment. The peer's pid used for `process_vm_readv`/`writev` is
+//! the kernel's, never one the peer claims.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -192,18 +192,10 @@ fn peer_cred(sock: &UnixStream) -> Result<(u32, u32), Error> {
     Ok((cred.pid.max(0) as u32, cred.uid))
 }
 
-/// Checks the peer of `sock` (same user as this process, else refused); returns its pid.
-fn check_peer(sock: &UnixStream) -> Result<u32, Error> {
-    let (pid, uid) = peer_cred(sock)?;
+/// This process's effective user id.
+fn my_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    if uid != me {
-        return Err(Error::Handshake(format!(
-            "refused the connection of process {pid}: it runs as user {uid}, this process as \
-             user {me}"
-        )));
-    }
-    Ok(pid)
+    unsafe { libc::geteuid() }
 }
 
 /// Whether this side may read `pid`'s memory, probing `addr` for `value` (never for an
@@ -220,7 +212,7 @@ fn prepare(sock: &UnixStream, config: &Config) -> Result<(), Error> {
         .map_err(sock_err("set timeout"))
 }
 
-/// Side 0: creates the segment and sends it. `peer_pid` is the kernel's ([`check_peer`]).
+/// Side 0: creates the segment and sends it. `peer_pid` is the kernel's ([`peer_cred`]).
 fn accept_on(mut sock: UnixStream, peer_pid: u32, config: Config) -> Result<Endpoint, Error> {
     prepare(&sock, &config)?;
     let probe = Box::new(probe_value());
@@ -246,7 +238,7 @@ fn accept_on(mut sock: UnixStream, peer_pid: u32, config: Config) -> Result<Endp
 }
 
 /// Side 1: receives the segment and attaches to it. `peer_pid` is the kernel's
-/// ([`check_peer`]).
+/// ([`peer_cred`]).
 fn connect_on(mut sock: UnixStream, peer_pid: u32, config: Config) -> Result<Endpoint, Error> {
     prepare(&sock, &config)?;
     let mut b = [0u8; HELLO_LEN];
@@ -274,6 +266,7 @@ fn connect_on(mut sock: UnixStream, peer_pid: u32, config: Config) -> Result<End
 pub struct Pending {
     sock: UnixStream,
     peer_pid: u32,
+    peer_uid: u32,
     /// Side 0 creates the segment (the accepting end), side 1 attaches.
     side: usize,
 }
@@ -283,6 +276,25 @@ impl Pending {
     /// visible in this pid namespace, which rules out single copy).
     pub fn peer_pid(&self) -> u32 {
         self.peer_pid
+    }
+
+    /// The peer's user id as the kernel reports it (`SO_PEERCRED`).
+    pub fn peer_uid(&self) -> u32 {
+        self.peer_uid
+    }
+
+    /// Refuses a peer that runs as another user than this process (an error naming its pid
+    /// and user); drop the connection then.
+    pub fn require_same_user(&self) -> Result<(), Error> {
+        let me = my_uid();
+        if self.peer_uid != me {
+            return Err(Error::Handshake(format!(
+                "refused the connection of process {}: it runs as user {}, this process as \
+                 user {me}",
+                self.peer_pid, self.peer_uid
+            )));
+        }
+        Ok(())
     }
 
     /// The set-up socket, for an exchange (such as an authentication) before the segment is
@@ -312,16 +324,11 @@ pub struct Listener {
 }
 
 impl Listener {
-    /// Binds a unix socket at `path` (removed again when the listener drops), readable and
-    /// writable by this user only.
+    /// Binds a unix socket at `path` (removed again when the listener drops).
     pub fn bind(path: impl AsRef<Path>) -> Result<Listener, Error> {
-        use std::os::unix::fs::PermissionsExt;
         let path = path.as_ref().to_path_buf();
         let inner = UnixListener::bind(&path).map_err(sock_err("bind"))?;
-        let listener = Listener { inner, path };
-        std::fs::set_permissions(&listener.path, std::fs::Permissions::from_mode(0o600))
-            .map_err(sock_err("set permissions"))?;
-        Ok(listener)
+        Ok(Listener { inner, path })
     }
 
     /// The socket path peers connect to (the method's business-card entry).
@@ -335,14 +342,14 @@ impl Listener {
         self.accept_pending()?.establish(config)
     }
 
-    /// Waits for one peer and checks it (same user, else refused, see [`Pending`]); sends it
-    /// nothing.
+    /// Waits for one peer and learns who it is (see [`Pending`]); sends it nothing.
     pub fn accept_pending(&self) -> Result<Pending, Error> {
         let (sock, _) = self.inner.accept().map_err(sock_err("accept"))?;
-        let peer_pid = check_peer(&sock)?;
+        let (peer_pid, peer_uid) = peer_cred(&sock)?;
         Ok(Pending {
             sock,
             peer_pid,
+            peer_uid,
             side: 0,
         })
     }
@@ -359,14 +366,15 @@ pub fn connect(path: impl AsRef<Path>, config: Config) -> Result<Endpoint, Error
     connect_pending(path)?.establish(config)
 }
 
-/// Connects to a [`Listener`] at `path` and checks the listening process (same user, else
-/// refused, see [`Pending`]); nothing is exchanged yet.
+/// Connects to a [`Listener`] at `path` and learns who listens there (see [`Pending`]);
+/// nothing is exchanged yet.
 pub fn connect_pending(path: impl AsRef<Path>) -> Result<Pending, Error> {
     let sock = UnixStream::connect(path).map_err(sock_err("connect"))?;
-    let peer_pid = check_peer(&sock)?;
+    let (peer_pid, peer_uid) = peer_cred(&sock)?;
     Ok(Pending {
         sock,
         peer_pid,
+        peer_uid,
         side: 1,
     })
 }
@@ -379,7 +387,7 @@ pub fn pair(config: Config) -> Result<(Endpoint, Endpoint), Error> {
 /// Like [`pair`] with settings of its own for each end (the first end's `ring_bytes` wins).
 pub fn pair_with(first: Config, second: Config) -> Result<(Endpoint, Endpoint), Error> {
     let (a, b) = UnixStream::pair().map_err(sock_err("socketpair"))?;
-    let (pa, pb) = (check_peer(&a)?, check_peer(&b)?);
+    let (pa, pb) = (peer_cred(&a)?.0, peer_cred(&b)?.0);
     let other = std::thread::spawn(move || connect_on(b, pb, second));
     let first = accept_on(a, pa, first);
     let second = other
