@@ -11,8 +11,16 @@
 //! next listed method, or fail with every reason when none is left. Then a rank connects to
 //! every lower rank and accepts every higher one over the socket methods; each new connection
 //! first runs the job-key handshake ([`crate::handshake`]); a stranger is refused, logged, and
-//! does not count. Listeners close when set-up ends, so no connection is accepted
-//! afterwards.
+//! does not count. Listeners close when set-up ends (on every path: success, error or
+//! unwinding), so no connection is accepted afterwards, and the shm socket file is removed.
+//!
+//! Inbound connections are set up concurrently, each on a thread of its own, and each must
+//! finish the method's hello and prove the job key within the pre-authentication deadline
+//! ([`PREAUTH_TIMEOUT_VAR`], 2 s by default): a local process that connects and stays silent,
+//! or speaks another protocol, is dropped then and delays nobody. Over shm the peer must run
+//! as the same user (its credentials, `SO_PEERCRED`), the key is proved on the set-up socket
+//! before the segment exists, and the socket (mode 0600) has a random name that tells nothing
+//! about the job key.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -145,21 +153,31 @@ const MAX_PENDING: usize = 32;
 
 /// The pre-authentication deadline: [`PREAUTH_TIMEOUT_VAR`], or its default.
 fn preauth_timeout(connect_timeout: Duration) -> Result<Duration, AgentError> {
-    let bad = |reason: String| AgentError::Config {
-        setting: PREAUTH_TIMEOUT_VAR,
-        reason,
-    };
     match std::env::var(PREAUTH_TIMEOUT_VAR) {
-        Err(std::env::VarError::NotPresent) => Ok(PREAUTH_DEFAULT.min(connect_timeout)),
-        Err(std::env::VarError::NotUnicode(raw)) => Err(bad(format!("{raw:?} is not text"))),
-        Ok(raw) => raw
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e7)
-            .map(Duration::from_secs_f64)
-            .ok_or_else(|| bad(format!("{raw:?} is not a positive number of seconds"))),
+        Err(std::env::VarError::NotPresent) => parse_preauth(None, connect_timeout),
+        Err(std::env::VarError::NotUnicode(raw)) => Err(AgentError::Config {
+            setting: PREAUTH_TIMEOUT_VAR,
+            reason: format!("{raw:?} is not text"),
+        }),
+        Ok(raw) => parse_preauth(Some(&raw), connect_timeout),
     }
+}
+
+/// The pre-authentication deadline from the setting's value (`None`: not set, the default,
+/// at most `connect_timeout`).
+fn parse_preauth(raw: Option<&str>, connect_timeout: Duration) -> Result<Duration, AgentError> {
+    let Some(raw) = raw else {
+        return Ok(PREAUTH_DEFAULT.min(connect_timeout));
+    };
+    raw.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e7)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| AgentError::Config {
+            setting: PREAUTH_TIMEOUT_VAR,
+            reason: format!("{raw:?} is not a positive number of seconds"),
+        })
 }
 
 /// A name for the shm set-up socket that tells nothing about the job key: the pid, the rank
@@ -780,6 +798,27 @@ mod tests {
             e.contains("shm: the peer is on another node; verbs: rank 2 does not list verbs"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn preauth_deadline_setting() {
+        let ct = Duration::from_secs(30);
+        assert_eq!(parse_preauth(None, ct).unwrap(), Duration::from_secs(2));
+        assert_eq!(
+            parse_preauth(None, Duration::from_secs(1)).unwrap(),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            parse_preauth(Some(" 0.5 "), ct).unwrap(),
+            Duration::from_millis(500)
+        );
+        for bad in ["0", "-1", "soon", "", "inf", "NaN"] {
+            let e = parse_preauth(Some(bad), ct).unwrap_err().to_string();
+            assert!(
+                e.contains(PREAUTH_TIMEOUT_VAR) && e.contains("positive number of seconds"),
+                "{bad:?}: {e}"
+            );
+        }
     }
 
     #[test]
