@@ -11,11 +11,20 @@
 //! next listed method, or fail with every reason when none is left. Then a rank connects to
 //! every lower rank and accepts every higher one over the socket methods; each new connection
 //! first runs the job-key handshake ([`crate::handshake`]); a stranger is refused, logged, and
-//! does not count. Listeners close when set-up ends, so no connection is accepted
-//! afterwards.
+//! does not count. Listeners close when set-up ends (on every path: success, error or
+//! unwinding), so no connection is accepted afterwards, and the shm socket file is removed.
+//!
+//! Inbound connections are set up concurrently, each on a thread of its own, and each must
+//! finish the method's hello and prove the job key within the pre-authentication deadline
+//! ([`PREAUTH_TIMEOUT_VAR`], 2 s by default): a local process that connects and stays silent,
+//! or speaks another protocol, is dropped then and delays nobody. Over shm the peer must run
+//! as the same user (its credentials, `SO_PEERCRED`), the key is proved on the set-up socket
+//! before the segment exists, and the socket (mode 0600) has a random name that tells nothing
+//! about the job key.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use viaduct_fallback::{shm, tcp};
@@ -133,66 +142,213 @@ fn node_ip() -> IpAddr {
     probe().unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
 }
 
+/// Default of the pre-authentication deadline ([`PREAUTH_TIMEOUT_VAR`]).
+const PREAUTH_DEFAULT: Duration = Duration::from_secs(2);
+/// How long a fresh inbound connection may take, from its accept, to set up the method's
+/// hello and prove it holds the job key (seconds; default 2, at most the connect timeout).
+pub(crate) const PREAUTH_TIMEOUT_VAR: &str = "VIADUCT_PREAUTH_TIMEOUT";
+/// Inbound connections authenticated at once per listener; more wait in the listen queue
+/// until one of these is done (each within the pre-authentication deadline).
+const MAX_PENDING: usize = 32;
+
+/// The pre-authentication deadline: [`PREAUTH_TIMEOUT_VAR`], or its default.
+fn preauth_timeout(connect_timeout: Duration) -> Result<Duration, AgentError> {
+    match std::env::var(PREAUTH_TIMEOUT_VAR) {
+        Err(std::env::VarError::NotPresent) => parse_preauth(None, connect_timeout),
+        Err(std::env::VarError::NotUnicode(raw)) => Err(AgentError::Config {
+            setting: PREAUTH_TIMEOUT_VAR,
+            reason: format!("{raw:?} is not text"),
+        }),
+        Ok(raw) => parse_preauth(Some(&raw), connect_timeout),
+    }
+}
+
+/// The pre-authentication deadline from the setting's value (`None`: not set, the default,
+/// at most `connect_timeout`).
+fn parse_preauth(raw: Option<&str>, connect_timeout: Duration) -> Result<Duration, AgentError> {
+    let Some(raw) = raw else {
+        return Ok(PREAUTH_DEFAULT.min(connect_timeout));
+    };
+    raw.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e7)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| AgentError::Config {
+            setting: PREAUTH_TIMEOUT_VAR,
+            reason: format!("{raw:?} is not a positive number of seconds"),
+        })
+}
+
+/// A name for the shm set-up socket that tells nothing about the job key: the pid, the rank
+/// and 64 random bits.
+fn socket_path(me: u32) -> Result<std::path::PathBuf, AgentError> {
+    let mut nonce = [0u8; 8];
+    crate::bootstrap::jobkey::random_bytes(&mut nonce).map_err(|e| AgentError::Listen {
+        method: "shm",
+        source: MethodError::from(viaduct_fallback::shm::Error::Socket {
+            step: "name (reading /dev/urandom)",
+            source: e,
+        }),
+    })?;
+    Ok(std::env::temp_dir().join(format!(
+        "viaduct-{}-{}-{:016x}.sock",
+        std::process::id(),
+        me,
+        u64::from_le_bytes(nonce)
+    )))
+}
+
 enum Listening {
     Shm(shm::Listener),
     Tcp(tcp::Listener),
 }
 
-type Accepted = Result<(u32, Method), AgentError>;
+/// An inbound connection, authenticated: its method, the rank it proved to be, the link.
+type Accepted = (MethodKind, u32, Method);
 
-fn accept_loop(
-    listener: Listening,
-    expect: Vec<u32>,
+/// What the accept threads share with set-up.
+#[derive(Clone)]
+struct AcceptCtx {
     key: JobKey,
     config: Config,
+    preauth: Duration,
     tx: mpsc::Sender<Accepted>,
-) {
-    let mut left = expect;
-    let (kind, name) = match &listener {
-        Listening::Shm(_) => (MethodKind::Shm, "shm"),
-        Listening::Tcp(_) => (MethodKind::Tcp, "tcp"),
+    stop: Arc<AtomicBool>,
+}
+
+/// Closes the set-up listeners when set-up ends, on every path (success, error, unwinding):
+/// tells the accept threads to stop, wakes them with a connection of its own, and removes the
+/// shm socket file.
+struct ListenGuard {
+    stop: Arc<AtomicBool>,
+    shm_path: Option<std::path::PathBuf>,
+    tcp_port: Option<u16>,
+}
+
+impl Drop for ListenGuard {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(path) = self.shm_path.take() {
+            // An accept thread blocked in `accept` takes this, sees `stop` and ends.
+            let _ = std::os::unix::net::UnixStream::connect(&path);
+            let _ = std::fs::remove_file(&path);
+        }
+        if let Some(port) = self.tcp_port.take() {
+            let to = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+            let _ = std::net::TcpStream::connect_timeout(&to, Duration::from_millis(500));
+        }
+    }
+}
+
+/// One inbound connection, not authenticated yet.
+enum Incoming {
+    Shm(shm::Pending),
+    Tcp(std::net::TcpStream),
+}
+
+/// Accepts connections until set-up ends and hands each to a thread of its own, which
+/// authenticates it within the pre-authentication deadline; so a peer that stays silent or
+/// speaks another protocol delays nobody else, and is dropped when its deadline passes.
+fn accept_loop(listener: Listening, ctx: AcceptCtx) {
+    let name = match &listener {
+        Listening::Shm(_) => "shm",
+        Listening::Tcp(_) => "tcp",
     };
-    while !left.is_empty() {
-        let got: Result<Method, MethodError> = match &listener {
+    let busy = Arc::new(AtomicUsize::new(0));
+    loop {
+        while busy.load(Ordering::Acquire) >= MAX_PENDING && !ctx.stop.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let got = match &listener {
             Listening::Shm(l) => l
-                .accept(method::shm_config(&config))
-                .map(|e| Method::Shm(Box::new(e)))
+                .accept_pending()
+                .map(Incoming::Shm)
                 .map_err(MethodError::from),
             Listening::Tcp(l) => l
-                .accept(method::tcp_config(&config))
-                .map(|e| Method::Tcp(Box::new(e)))
+                .accept_socket()
+                .map(Incoming::Tcp)
                 .map_err(MethodError::from),
         };
-        let mut m = match got {
-            Ok(m) => m,
+        if ctx.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let incoming = match got {
+            Ok(i) => i,
             Err(e) => {
-                // A peer that broke off its set-up (or a stranger speaking another protocol).
-                eprintln!("viaduct: {name} connection set-up failed: {e}");
+                // A peer of another user (shm), or the accept itself failed (e.g. out of
+                // descriptors: wait a little before the next try).
+                eprintln!("viaduct: refused a {name} connection: {e}");
+                std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
         };
-        match handshake::acceptor(
-            &mut m,
-            &key,
-            &format!("a {name} peer"),
-            config.connect_timeout,
-        ) {
-            Ok(rank) if left.contains(&rank) => {
-                left.retain(|r| *r != rank);
-                if tx.send(Ok((rank, m))).is_err() {
+        busy.fetch_add(1, Ordering::AcqRel);
+        let (ctx2, busy2) = (ctx.clone(), Arc::clone(&busy));
+        let spawned = std::thread::Builder::new()
+            .name("viaduct-preauth".into())
+            .spawn(move || {
+                authenticate(incoming, &ctx2);
+                busy2.fetch_sub(1, Ordering::AcqRel);
+            });
+        if let Err(e) = spawned {
+            busy.fetch_sub(1, Ordering::AcqRel);
+            eprintln!("viaduct: dropped a {name} connection: no thread to set it up: {e}");
+        }
+    }
+}
+
+/// Sets up and authenticates one inbound connection within the pre-authentication deadline
+/// and hands it to set-up; refusals are logged naming the peer (process or address).
+fn authenticate(incoming: Incoming, ctx: &AcceptCtx) {
+    let deadline = Instant::now() + ctx.preauth;
+    let left = || {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    };
+    let accepted = match incoming {
+        Incoming::Shm(mut pending) => {
+            if let Err(e) = pending.require_same_user() {
+                eprintln!("viaduct: {e}");
+                return;
+            }
+            let what = format!("a shm peer (process {})", pending.peer_pid());
+            // Logged by the handshake on refusal; nothing was handed over.
+            let Ok(rank) = handshake::acceptor_socket(pending.stream(), &ctx.key, &what, left())
+            else {
+                return;
+            };
+            match pending.establish(method::shm_config(&ctx.config)) {
+                Ok(ep) => (MethodKind::Shm, rank, Method::Shm(Box::new(ep))),
+                Err(e) => {
+                    eprintln!("viaduct: shm connection set-up with rank {rank} failed: {e}");
                     return;
                 }
             }
-            Ok(rank) => {
-                eprintln!(
-                    "viaduct: refused {name} connection from rank {rank}: not expected over {} here",
-                    kind.name()
-                );
-            }
-            // Logged by the handshake; the connection drops here.
-            Err(_) => {}
         }
-    }
+        Incoming::Tcp(stream) => {
+            let peer = stream
+                .peer_addr()
+                .map_or_else(|_| "an unknown address".to_owned(), |a| a.to_string());
+            let mut cfg = method::tcp_config(&ctx.config);
+            cfg.connect_timeout = left();
+            let mut m = match tcp::accept_on(stream, cfg) {
+                Ok(ep) => Method::Tcp(Box::new(ep)),
+                Err(e) => {
+                    eprintln!("viaduct: refused tcp connection from {peer}: {e}");
+                    return;
+                }
+            };
+            let what = format!("a tcp peer ({peer})");
+            // Logged by the handshake on refusal; the connection drops here.
+            let Ok(rank) = handshake::acceptor(&mut m, &ctx.key, &what, left()) else {
+                return;
+            };
+            (MethodKind::Tcp, rank, m)
+        }
+    };
+    let _ = ctx.tx.send(accepted);
 }
 
 /// The verbs side of set-up before the fence: the device, and one prepared endpoint per peer
@@ -400,20 +556,36 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
     let fallback_used =
         |k: MethodKind| (0..size).any(|p| p != me && plans[p as usize].fallback == Some(k));
     let key = boot.job_key().clone();
+    let preauth = preauth_timeout(config.connect_timeout)?;
     let (tx, rx) = mpsc::channel::<Accepted>();
+    // Declared before the listeners, so dropped after them, on every path out of here.
+    let mut guard = ListenGuard {
+        stop: Arc::new(AtomicBool::new(false)),
+        shm_path: None,
+        tcp_port: None,
+    };
     let mut listeners = Vec::new();
     if fallback_used(MethodKind::Shm) {
-        let path = std::env::temp_dir().join(format!(
-            "viaduct-{}-{}-{}.sock",
-            std::process::id(),
-            me,
-            &key.to_hex()[..8]
-        ));
-        let _ = std::fs::remove_file(&path);
+        let path = socket_path(me)?;
         let l = shm::Listener::bind(&path).map_err(|e| AgentError::Listen {
             method: "shm",
             source: e.into(),
         })?;
+        guard.shm_path = Some(path.clone());
+        // Only this user may connect (a peer of another user that gets in before this is
+        // refused by its credentials).
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(
+                |e| AgentError::Listen {
+                    method: "shm",
+                    source: MethodError::from(shm::Error::Socket {
+                        step: "set permissions",
+                        source: e,
+                    }),
+                },
+            )?;
+        }
         boot.publish(SHM_CARD, &hex(&path.to_string_lossy()))?;
         listeners.push((Listening::Shm(l), MethodKind::Shm));
     }
@@ -442,6 +614,7 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
                 source: e.into(),
             })?
             .port();
+        guard.tcp_port = Some(port);
         boot.publish(TCP_CARD, &SocketAddr::new(ip, port).to_string())?;
         listeners.push((Listening::Tcp(l), MethodKind::Tcp));
     }
@@ -475,17 +648,23 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
     }
     drop(offer);
 
-    let mut expected = 0;
+    let mut expected: Vec<u32> = Vec::new();
     for (l, kind) in listeners {
         let expect = higher(kind);
-        expected += expect.len();
         if expect.is_empty() {
             continue; // dropped now: nobody may connect to it
         }
-        let (tx, key, config) = (tx.clone(), key.clone(), config.clone());
+        expected.extend(expect);
+        let ctx = AcceptCtx {
+            key: key.clone(),
+            config: config.clone(),
+            preauth,
+            tx: tx.clone(),
+            stop: Arc::clone(&guard.stop),
+        };
         std::thread::Builder::new()
             .name("viaduct-accept".into())
-            .spawn(move || accept_loop(l, expect, key, config, tx))
+            .spawn(move || accept_loop(l, ctx))
             .map_err(AgentError::Thread)?;
     }
     drop(tx);
@@ -501,13 +680,25 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
                     method: "shm",
                     card: card.clone(),
                 })?;
-                shm::connect(&path, method::shm_config(config))
-                    .map(|e| Method::Shm(Box::new(e)))
-                    .map_err(|e| AgentError::Connect {
+                let connect_err = |e: shm::Error| AgentError::Connect {
+                    peer: p,
+                    method: "shm",
+                    source: e.into(),
+                };
+                // Authenticated on the set-up socket, before the segment is handed over.
+                let mut pending = shm::connect_pending(&path).map_err(connect_err)?;
+                pending.require_same_user().map_err(connect_err)?;
+                handshake::connector_socket(pending.stream(), &key, me, config.connect_timeout)
+                    .map_err(|e| AgentError::Auth {
                         peer: p,
                         method: "shm",
-                        source: e.into(),
-                    })?
+                        source: e,
+                    })?;
+                let ep = pending
+                    .establish(method::shm_config(config))
+                    .map_err(connect_err)?;
+                links[p as usize] = Some(Method::Shm(Box::new(ep)));
+                continue;
             }
             MethodKind::Tcp => {
                 let card = boot.lookup(TCP_CARD, p)?;
@@ -536,16 +727,23 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
     }
 
     let deadline = Instant::now() + config.connect_timeout;
-    for _ in 0..expected {
+    while !expected.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left.max(Duration::from_millis(1))) {
-            Ok(Ok((rank, m))) => links[rank as usize] = Some(m),
-            Ok(Err(e)) => return Err(e),
+            Ok((kind, rank, m)) => {
+                if expected.contains(&rank) && kinds[rank as usize] == Some(kind) {
+                    expected.retain(|r| *r != rank);
+                    links[rank as usize] = Some(m);
+                } else {
+                    eprintln!(
+                        "viaduct: refused {} connection from rank {rank}: not expected over {} here",
+                        kind.name(),
+                        kind.name()
+                    );
+                }
+            }
             Err(_) => {
-                let missing: Vec<String> = (me + 1..size)
-                    .filter(|p| links[*p as usize].is_none())
-                    .map(|p| p.to_string())
-                    .collect();
+                let missing: Vec<String> = expected.iter().map(|p| p.to_string()).collect();
                 return Err(AgentError::SetupTimeout {
                     seconds: config.connect_timeout.as_secs(),
                     what: format!("no connection from rank(s) {}", missing.join(", ")),
@@ -553,6 +751,7 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
             }
         }
     }
+    drop(guard);
     Ok(links
         .into_iter()
         .enumerate()
@@ -599,6 +798,27 @@ mod tests {
             e.contains("shm: the peer is on another node; verbs: rank 2 does not list verbs"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn preauth_deadline_setting() {
+        let ct = Duration::from_secs(30);
+        assert_eq!(parse_preauth(None, ct).unwrap(), Duration::from_secs(2));
+        assert_eq!(
+            parse_preauth(None, Duration::from_secs(1)).unwrap(),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            parse_preauth(Some(" 0.5 "), ct).unwrap(),
+            Duration::from_millis(500)
+        );
+        for bad in ["0", "-1", "soon", "", "inf", "NaN"] {
+            let e = parse_preauth(Some(bad), ct).unwrap_err().to_string();
+            assert!(
+                e.contains(PREAUTH_TIMEOUT_VAR) && e.contains("positive number of seconds"),
+                "{bad:?}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -4,8 +4,13 @@
 //! job-key challenge of [`crate::bootstrap::auth`] runs over the new connection as its first
 //! messages, before the agent sends anything else on it. A peer that fails it is dropped (its
 //! connection closed) and the refusal is logged with the claimed rank.
+//!
+//! Over shared memory the handshake runs on the set-up socket instead, before the segment
+//! exists ([`connector_socket`], [`acceptor_socket`]), so nothing is handed to a peer that has
+//! not proved it holds the key.
 
 use std::io::{self, Read, Write};
+use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::JobKey;
@@ -94,6 +99,78 @@ impl Write for MethodStream<'_> {
     fn flush(&mut self) -> io::Result<()> {
         self.reap()
     }
+}
+
+/// A set-up socket with one deadline for the whole handshake (a peer that sends a byte now
+/// and then still has to finish by it).
+struct SocketStream<'a> {
+    sock: &'a mut UnixStream,
+    deadline: Instant,
+}
+
+impl SocketStream<'_> {
+    fn left(&self) -> io::Result<Duration> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(timeout_err());
+        }
+        Ok(left)
+    }
+}
+
+fn timed_out(e: io::Error) -> io::Error {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => timeout_err(),
+        _ => e,
+    }
+}
+
+impl Read for SocketStream<'_> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let left = self.left()?;
+        self.sock.set_read_timeout(Some(left))?;
+        self.sock.read(out).map_err(timed_out)
+    }
+}
+
+impl Write for SocketStream<'_> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let left = self.left()?;
+        self.sock.set_write_timeout(Some(left))?;
+        self.sock.write(data).map_err(timed_out)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// [`connector`] over a set-up socket, before the method connection exists.
+pub(crate) fn connector_socket(
+    sock: &mut UnixStream,
+    key: &JobKey,
+    my_rank: u32,
+    limit: Duration,
+) -> Result<(), AuthError> {
+    let mut s = SocketStream {
+        sock,
+        deadline: Instant::now() + limit,
+    };
+    auth::connect(&mut s, key, my_rank)
+}
+
+/// [`acceptor`] over a set-up socket, before the method connection exists.
+pub(crate) fn acceptor_socket(
+    sock: &mut UnixStream,
+    key: &JobKey,
+    what: &str,
+    limit: Duration,
+) -> Result<u32, AuthError> {
+    let mut s = SocketStream {
+        sock,
+        deadline: Instant::now() + limit,
+    };
+    auth::accept(&mut s, key, what)
 }
 
 /// Proves to the accepting peer that this rank holds `key` (connector side).

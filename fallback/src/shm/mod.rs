@@ -72,4 +72,4 @@ pub use config::Config;
 pub use endpoint::{Endpoint, LongMessages, Message};
 pub use error::{AccessError, Error};
 pub use region::RegionKey;
-pub use setup::{Listener, connect, pair, pair_with};
+pub use setup::{Listener, Pending, connect, connect_pending, pair, pair_with};

@@ -19,6 +19,8 @@ pub(crate) const VERSION: u32 = 2;
 pub(crate) const CONTROL_BYTES: usize = 4096;
 /// Cache line size the layout aligns to.
 pub(crate) const LINE: usize = 64;
+/// Seals of a segment: its size is fixed for good.
+const SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
 
 /// Words written by the consumer of one ring.
 #[repr(C, align(64))]
@@ -106,7 +108,9 @@ impl Segment {
     pub(crate) fn create(ring_bytes: usize, salt: u64) -> Result<Segment, Error> {
         let name = c"viaduct-shm";
         // SAFETY: `name` is a valid NUL-terminated string; the flags are valid.
-        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+        let fd = unsafe {
+            libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+        };
         if fd < 0 {
             return Err(Error::CreateSegment(io::Error::last_os_error()));
         }
@@ -115,6 +119,12 @@ impl Segment {
         let len = CONTROL_BYTES + 2 * ring_bytes;
         // SAFETY: `fd` is a valid memfd; ftruncate only sizes it.
         if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+            return Err(Error::CreateSegment(io::Error::last_os_error()));
+        }
+        // Sealed at its size: a peer holding the descriptor cannot shrink the segment under
+        // this side's mapping (which would make this side's next access fault).
+        // SAFETY: `fd` is a valid memfd created with MFD_ALLOW_SEALING; F_ADD_SEALS takes an int.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } != 0 {
             return Err(Error::CreateSegment(io::Error::last_os_error()));
         }
         let seg = Segment::map(fd, len, ring_bytes)?;
@@ -133,6 +143,13 @@ impl Segment {
         // SAFETY: see above.
         if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
             return Err(Error::MapSegment(io::Error::last_os_error()));
+        }
+        // SAFETY: F_GET_SEALS only reads the descriptor's seals.
+        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+        if seals < 0 || seals & SEALS != SEALS {
+            return Err(Error::Handshake(
+                "the segment is not sealed at its size (the peer could shrink it)".into(),
+            ));
         }
         let len = st.st_size as usize;
         if len < CONTROL_BYTES + 2 * LINE {

@@ -1,5 +1,12 @@
 //! Connection set-up: the segment's memfd travels over a unix socket (`SCM_RIGHTS`), then each
 //! side probes whether it may read the other's memory with `process_vm_readv`.
+//!
+//! Set-up runs in two steps. Accepting or connecting yields a [`Pending`] connection: the
+//! socket and the peer process as the kernel reports it (`SO_PEERCRED`). Nothing has been
+//! sent yet, so the caller can refuse a peer of another user ([`Pending::require_same_user`])
+//! and authenticate the peer over [`Pending::stream`] first; only [`Pending::establish`]
+//! creates (or receives) the segment. The peer's pid used for `process_vm_readv`/`writev` is
+//! the kernel's, never one the peer claims.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -18,8 +25,9 @@ fn sock_err(step: &'static str) -> impl FnOnce(io::Error) -> Error {
     move |source| Error::Socket { step, source }
 }
 
-/// What each side tells the other: its pid, where to probe its memory, and (in the second and
-/// third message) whether the probe of the other side worked.
+/// What each side tells the other: its pid (informational only: the peer's pid is taken from
+/// `SO_PEERCRED`), where to probe its memory, and (in the second and third message) whether
+/// the probe of the other side worked.
 struct Hello {
     pid: u32,
     can_read_you: bool,
@@ -150,6 +158,52 @@ fn read_hello(sock: &mut UnixStream) -> Result<Hello, Error> {
     Hello::decode(&b)
 }
 
+/// The process at the other end of `sock` as the kernel recorded it when the socket was
+/// connected (`SO_PEERCRED`): its pid (0 when it is not visible in this pid namespace) and uid.
+fn peer_cred(sock: &UnixStream) -> Result<(u32, u32), Error> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes for the duration of the call and `len`
+    // holds the size of `cred`; the descriptor is open.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(Error::Socket {
+            step: "peer credentials",
+            source: io::Error::last_os_error(),
+        });
+    }
+    if len as usize != std::mem::size_of::<libc::ucred>() {
+        return Err(Error::Handshake(
+            "the kernel gave no peer credentials".into(),
+        ));
+    }
+    Ok((cred.pid.max(0) as u32, cred.uid))
+}
+
+/// This process's effective user id.
+fn my_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether this side may read `pid`'s memory, probing `addr` for `value` (never for an
+/// unknown pid).
+fn may_read(config: &Config, pid: u32, addr: u64, value: u64) -> bool {
+    config.single_copy && pid != 0 && cma::probe(pid, addr, value)
+}
+
 fn prepare(sock: &UnixStream, config: &Config) -> Result<(), Error> {
     config.validate()?;
     sock.set_read_timeout(Some(config.connect_timeout))
@@ -158,8 +212,8 @@ fn prepare(sock: &UnixStream, config: &Config) -> Result<(), Error> {
         .map_err(sock_err("set timeout"))
 }
 
-/// Side 0: creates the segment and sends it.
-pub(crate) fn accept_on(mut sock: UnixStream, config: Config) -> Result<Endpoint, Error> {
+/// Side 0: creates the segment and sends it. `peer_pid` is the kernel's ([`peer_cred`]).
+fn accept_on(mut sock: UnixStream, peer_pid: u32, config: Config) -> Result<Endpoint, Error> {
     prepare(&sock, &config)?;
     let probe = Box::new(probe_value());
     let seg = Segment::create(config.ring_bytes, probe_value())?;
@@ -171,7 +225,7 @@ pub(crate) fn accept_on(mut sock: UnixStream, config: Config) -> Result<Endpoint
     };
     send_with_fd(&sock, &hello.encode(), seg.fd())?;
     let peer = read_hello(&mut sock)?;
-    let can_read = config.single_copy && cma::probe(peer.pid, peer.probe_addr, peer.probe_value);
+    let can_read = may_read(&config, peer_pid, peer.probe_addr, peer.probe_value);
     let reply = Hello {
         can_read_you: can_read,
         probe_addr: 0,
@@ -180,18 +234,19 @@ pub(crate) fn accept_on(mut sock: UnixStream, config: Config) -> Result<Endpoint
     };
     sock.write_all(&reply.encode()).map_err(sock_err("send"))?;
     drop(probe);
-    Endpoint::new(seg, 0, sock, peer.pid, peer.can_read_you, can_read, config)
+    Endpoint::new(seg, 0, sock, peer_pid, peer.can_read_you, can_read, config)
 }
 
-/// Side 1: receives the segment and attaches to it.
-pub(crate) fn connect_on(mut sock: UnixStream, config: Config) -> Result<Endpoint, Error> {
+/// Side 1: receives the segment and attaches to it. `peer_pid` is the kernel's
+/// ([`peer_cred`]).
+fn connect_on(mut sock: UnixStream, peer_pid: u32, config: Config) -> Result<Endpoint, Error> {
     prepare(&sock, &config)?;
     let mut b = [0u8; HELLO_LEN];
     let fd = recv_with_fd(&sock, &mut b)?;
     let peer = Hello::decode(&b)?;
     let seg = Segment::attach(fd)?;
     let probe = Box::new(probe_value());
-    let can_read = config.single_copy && cma::probe(peer.pid, peer.probe_addr, peer.probe_value);
+    let can_read = may_read(&config, peer_pid, peer.probe_addr, peer.probe_value);
     let hello = Hello {
         pid: std::process::id(),
         can_read_you: can_read,
@@ -201,7 +256,64 @@ pub(crate) fn connect_on(mut sock: UnixStream, config: Config) -> Result<Endpoin
     sock.write_all(&hello.encode()).map_err(sock_err("send"))?;
     let last = read_hello(&mut sock)?;
     drop(probe);
-    Endpoint::new(seg, 1, sock, peer.pid, last.can_read_you, can_read, config)
+    Endpoint::new(seg, 1, sock, peer_pid, last.can_read_you, can_read, config)
+}
+
+/// A connection whose peer is known (by the kernel) but to which nothing was sent yet: no
+/// segment exists for it. Authenticate the peer over [`Pending::stream`] if needed, then
+/// [`Pending::establish`] the connection; dropping it closes the socket.
+#[derive(Debug)]
+pub struct Pending {
+    sock: UnixStream,
+    peer_pid: u32,
+    peer_uid: u32,
+    /// Side 0 creates the segment (the accepting end), side 1 attaches.
+    side: usize,
+}
+
+impl Pending {
+    /// The peer's process id as the kernel reports it (`SO_PEERCRED`; 0 when the peer is not
+    /// visible in this pid namespace, which rules out single copy).
+    pub fn peer_pid(&self) -> u32 {
+        self.peer_pid
+    }
+
+    /// The peer's user id as the kernel reports it (`SO_PEERCRED`).
+    pub fn peer_uid(&self) -> u32 {
+        self.peer_uid
+    }
+
+    /// Refuses a peer that runs as another user than this process (an error naming its pid
+    /// and user); drop the connection then.
+    pub fn require_same_user(&self) -> Result<(), Error> {
+        let me = my_uid();
+        if self.peer_uid != me {
+            return Err(Error::Handshake(format!(
+                "refused the connection of process {}: it runs as user {}, this process as \
+                 user {me}",
+                self.peer_pid, self.peer_uid
+            )));
+        }
+        Ok(())
+    }
+
+    /// The set-up socket, for an exchange (such as an authentication) before the segment is
+    /// set up. Whatever is read or written here must be complete when
+    /// [`Pending::establish`] is called on both ends.
+    pub fn stream(&mut self) -> &mut UnixStream {
+        &mut self.sock
+    }
+
+    /// Sets the connection up: the accepting end creates the segment and hands it over, the
+    /// connecting end receives and maps it; then both probe single copy.
+    pub fn establish(self, config: Config) -> Result<Endpoint, Error> {
+        // An exchange over `stream` may have left timeouts; set-up sets its own.
+        if self.side == 0 {
+            accept_on(self.sock, self.peer_pid, config)
+        } else {
+            connect_on(self.sock, self.peer_pid, config)
+        }
+    }
 }
 
 /// Accepts shared-memory connections on a unix socket path.
@@ -227,8 +339,19 @@ impl Listener {
     /// Waits for one peer and sets up a connection with it. The segment is created here, so
     /// this side's `ring_bytes` applies.
     pub fn accept(&self, config: Config) -> Result<Endpoint, Error> {
+        self.accept_pending()?.establish(config)
+    }
+
+    /// Waits for one peer and learns who it is (see [`Pending`]); sends it nothing.
+    pub fn accept_pending(&self) -> Result<Pending, Error> {
         let (sock, _) = self.inner.accept().map_err(sock_err("accept"))?;
-        accept_on(sock, config)
+        let (peer_pid, peer_uid) = peer_cred(&sock)?;
+        Ok(Pending {
+            sock,
+            peer_pid,
+            peer_uid,
+            side: 0,
+        })
     }
 }
 
@@ -240,8 +363,20 @@ impl Drop for Listener {
 
 /// Connects to a [`Listener`] at `path`.
 pub fn connect(path: impl AsRef<Path>, config: Config) -> Result<Endpoint, Error> {
+    connect_pending(path)?.establish(config)
+}
+
+/// Connects to a [`Listener`] at `path` and learns who listens there (see [`Pending`]);
+/// nothing is exchanged yet.
+pub fn connect_pending(path: impl AsRef<Path>) -> Result<Pending, Error> {
     let sock = UnixStream::connect(path).map_err(sock_err("connect"))?;
-    connect_on(sock, config)
+    let (peer_pid, peer_uid) = peer_cred(&sock)?;
+    Ok(Pending {
+        sock,
+        peer_pid,
+        peer_uid,
+        side: 1,
+    })
 }
 
 /// Two connected endpoints in this process (for two threads, or a loopback).
@@ -252,8 +387,9 @@ pub fn pair(config: Config) -> Result<(Endpoint, Endpoint), Error> {
 /// Like [`pair`] with settings of its own for each end (the first end's `ring_bytes` wins).
 pub fn pair_with(first: Config, second: Config) -> Result<(Endpoint, Endpoint), Error> {
     let (a, b) = UnixStream::pair().map_err(sock_err("socketpair"))?;
-    let other = std::thread::spawn(move || connect_on(b, second));
-    let first = accept_on(a, first);
+    let (pa, pb) = (peer_cred(&a)?.0, peer_cred(&b)?.0);
+    let other = std::thread::spawn(move || connect_on(b, pb, second));
+    let first = accept_on(a, pa, first);
     let second = other
         .join()
         .map_err(|_| Error::Handshake("the connecting thread panicked".into()))?;

@@ -88,4 +88,4 @@ pub use completion::{Completion, Op, Posted};
 pub use config::Config;
 pub use endpoint::{Endpoint, Message};
 pub use error::Error;
-pub use setup::{Listener, connect, pair};
+pub use setup::{Listener, accept_on, connect, pair};

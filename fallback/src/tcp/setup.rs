@@ -121,6 +121,19 @@ impl Listener {
         let (stream, _) = self.inner.accept().map_err(sock_err("accept"))?;
         establish(stream, config)
     }
+
+    /// Takes one connection off the queue without setting it up, so that a caller can set
+    /// several up at once, each on its own thread and deadline ([`accept_on`]).
+    pub fn accept_socket(&self) -> Result<TcpStream, Error> {
+        let (stream, _) = self.inner.accept().map_err(sock_err("accept"))?;
+        Ok(stream)
+    }
+}
+
+/// Sets a connection up on a socket from [`Listener::accept_socket`]; the handshake waits at
+/// most `config.connect_timeout` for the peer.
+pub fn accept_on(stream: TcpStream, config: Config) -> Result<Endpoint, Error> {
+    establish(stream, config)
 }
 
 /// Connects to a [`Listener`] at `addr`.

@@ -12,9 +12,11 @@ use super::super::ring::{Peek, Record};
 use super::{Endpoint, Inbound, Message, OwedReply, u64_le};
 
 impl Endpoint {
+    /// Fails the connection on a record that breaks the protocol; the error names the peer
+    /// process.
     pub(super) fn protocol_error(&mut self, what: String) -> Error {
         self.fail("the peer broke the ring protocol");
-        Error::Protocol(what)
+        Error::Protocol(format!("from peer process {}: {what}", self.peer_pid))
     }
 
     pub(super) fn reply(&mut self, header: Header, data: &[u8]) {
