@@ -125,6 +125,9 @@ impl Request {
 
     /// The status of a complete request without freeing it (`None`: not complete yet). The query
     /// callback runs at each call on a complete request; the handle stays valid.
+    /// (`MPI_Request_get_status`.) A request that completed with a failure reports it here as
+    /// [`Request::wait`] would (the query's error, else the operation's) at every call, and stays
+    /// valid.
     pub fn get_status(&self) -> Result<Option<Status>, RequestError> {
         let Some(core) = &self.core else {
             return Ok(Some(Status::empty()));
@@ -135,7 +138,7 @@ impl Request {
                 return Ok(None);
             }
         }
-        core.query().into_result().map(Some)
+        core.current_status().into_result().map(Some)
     }
 
     /// Gives the handle back without waiting (`MPI_Request_free`). The free callback runs now if

@@ -9,7 +9,9 @@
 //! (and may make their deadlines fail). The agent never holds an internal lock while it runs a
 //! handler, so a handler may call any agent function: start requests, post handlers, complete,
 //! cancel, wait (a wait on a request only another handler can complete would wait for ever).
-//! A panicking handler is caught; the thread goes on with the next one.
+//! A panicking handler is caught; the thread goes on with the next one. So is a query or free
+//! callback that panics on the handler thread: a panicking query makes the status the handler
+//! gets report [`RequestError::Query`] (the request failed), a panicking free counts as run.
 //!
 //! # Deadlines
 //!
@@ -17,7 +19,10 @@
 //! the condition was reached (or the post, if it was reached already); [`Deadline::At`] is an
 //! instant: if it passes before the condition is reached, the failure function runs at that
 //! instant. [`Deadline::Asap`] and [`Deadline::Ignore`] never fail. Exactly one of handler and
-//! failure runs per posting, unless the posting is replaced or removed before it ran.
+//! failure runs per posting, unless the posting is replaced or removed before it ran. A pending
+//! deadline holds the request only while its posting waits: once the handler ran (or the
+//! posting was replaced or removed) the request and its state are freed as usual, however far
+//! the deadline.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, VecDeque};
@@ -101,7 +106,8 @@ impl RequestRef {
         self.core.is_complete()
     }
 
-    /// The status of the complete request (query runs); `None` if not complete.
+    /// The status of the complete request (query runs); `None` if not complete. Like
+    /// [`Request::get_status`], a failed request reports its error.
     /// [`RequestError::Freed`] once the free callback ran.
     pub fn get_status(&self) -> Result<Option<Status>, RequestError> {
         if self.core.load() & FREE_CLAIMED != 0 {
@@ -110,7 +116,7 @@ impl RequestRef {
         if !self.core.is_complete() {
             return Ok(None);
         }
-        self.core.query().into_result().map(Some)
+        self.core.current_status().into_result().map(Some)
     }
 
     /// Asks for cancellation, like [`Request::cancel`].
@@ -254,6 +260,22 @@ impl Engine {
         self.cv.notify_one();
     }
 
+    /// Takes the timer of a posting that ran, or was replaced or removed, out of the queue, so
+    /// that it does not keep the request (and the user's state) alive until its instant.
+    fn cancel_timer(&self, core: &CoreRef, condition: Condition, id: u64) {
+        let removed: Vec<_> = {
+            let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            let timers = std::mem::take(&mut q.timers).into_vec();
+            let (removed, kept): (Vec<_>, Vec<_>) = timers.into_iter().partition(|Reverse(t)| {
+                t.id == id && t.condition == condition && Arc::ptr_eq(&t.core, core)
+            });
+            q.timers = BinaryHeap::from(kept);
+            removed
+        };
+        // The requests are let go with no lock held: dropping the last one drops user state.
+        drop(removed);
+    }
+
     fn add_timer(&self, at: Instant, core: CoreRef, condition: Condition, id: u64) {
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         let seq = q.next_seq;
@@ -303,37 +325,69 @@ fn run_engine(engine: &'static Engine) {
             continue;
         };
         drop(q);
-        match work {
+        // A last guard: whatever user code panics (a destructor of the user's state dropped
+        // with the request, say), the thread goes on serving.
+        let _ = catch_unwind(AssertUnwindSafe(|| match work {
             Work::Job(job) => run_job(job),
             Work::Timer(t) => fire_timer(t),
-        }
+        }));
         q = engine.queue.lock().unwrap_or_else(PoisonError::into_inner);
     }
 }
 
 fn run_job(job: Job) {
+    let Job {
+        core,
+        posting,
+        reached_at,
+        missed,
+    } = job;
     let now = Instant::now();
-    let on_time = !job.missed
-        && match job.posting.deadline {
+    let on_time = !missed
+        && match posting.deadline {
             Deadline::Asap | Deadline::Ignore => true,
-            Deadline::After(d) => job.reached_at.checked_add(d).is_none_or(|end| now <= end),
+            Deadline::After(d) => reached_at.checked_add(d).is_none_or(|end| now <= end),
             Deadline::At(t) => now <= t,
         };
+    // User code runs at each step below; a panic in any of them must not take the handler
+    // thread (and every later handler) down, nor keep the request pinned for ever.
+    let status = catch_unwind(AssertUnwindSafe(|| core.handler_status()))
+        .unwrap_or_else(|panic| panicked_query(panic.as_ref()));
     let request = RequestRef {
-        core: Shared::new(Arc::clone(&job.core)),
+        core: Shared::new(Arc::clone(&core)),
     };
-    let status = job.core.handler_status();
-    let f = if on_time {
-        Some(job.posting.handler)
-    } else {
-        job.posting.failure
-    };
-    if let Some(f) = f {
-        // A panic in user code must not take the handler thread (and every later handler) down.
-        let _ = catch_unwind(AssertUnwindSafe(|| (f.0)(&request, &status)));
-    }
-    drop(request);
-    job.core.unpin();
+    let Posting {
+        handler, failure, ..
+    } = posting;
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let (run, unused) = if on_time {
+            (Some(handler), failure)
+        } else {
+            (failure, Some(handler))
+        };
+        drop(unused);
+        if let Some(f) = run {
+            (f.0)(&request, &status);
+        }
+    }));
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(request)));
+    // The free callback may run here (the request is unpinned); its panic counts as a free.
+    let _ = catch_unwind(AssertUnwindSafe(|| core.unpin()));
+}
+
+/// The status of a request whose query callback panicked on the handler thread: the request
+/// failed with [`RequestError::Query`].
+fn panicked_query(panic: &(dyn std::any::Any + Send)) -> Status {
+    let what = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)");
+    let mut status = Status::empty();
+    status.set_error(Some(RequestError::Query(Cause::new(format!(
+        "query callback panicked: {what}"
+    )))));
+    status
 }
 
 fn fire_timer(t: Timer) {
@@ -367,6 +421,9 @@ pub(crate) fn fire(core: &CoreRef, condition: Condition) {
     let Some(posting) = posting else {
         return;
     };
+    if let Deadline::At(_) = posting.deadline {
+        ENGINE.cancel_timer(core, condition, posting.id);
+    }
     // A posting exists, so `post` started the handler thread.
     ENGINE.schedule(Job {
         core: Arc::clone(core),
@@ -457,6 +514,14 @@ pub(crate) fn post(
         }
     }
     drop(guard);
+    if let Some(Posting {
+        id,
+        deadline: Deadline::At(_),
+        ..
+    }) = &old
+    {
+        engine.cancel_timer(core, condition, *id);
+    }
     // User closures are dropped outside the lock: their destructors may call the agent.
     drop(old);
     match then {

@@ -64,7 +64,7 @@ mod status;
 mod waiter;
 
 pub use car::{CarCounter, ProgressDriver};
-pub use class::{ClassOps, ClassRequest, RequestClass};
+pub use class::{ClassOps, ClassRequest, MAX_DEFAULT_WAIT_SLEEP, RequestClass};
 pub use error::{BoxError, Cause, RequestError};
 pub use greq::{CompleteHandle, GrequestOps};
 pub use handle::Request;

@@ -1,0 +1,621 @@
+//! Hardening of the request layer: every request completes exactly once (also on failure), the
+//! first completion decides its outcome, `get_status` agrees with `wait`, waits stay within their
+//! bounds, and the handler thread survives user callbacks that panic.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use viaduct_agent::request::{
+    BoxError, ClassOps, ClassRequest, CompleteHandle, Condition, Deadline, GrequestOps, HandlerFn,
+    QueryStatus, Request, RequestClass, RequestError, wait_any,
+};
+
+/// Aborts the test process if the test runs longer than `secs` (no test may hang).
+struct Watchdog(Arc<AtomicBool>);
+
+fn watchdog(secs: u64) -> Watchdog {
+    let done = Arc::new(AtomicBool::new(false));
+    let d = Arc::clone(&done);
+    thread::spawn(move || {
+        for _ in 0..secs * 10 {
+            if d.load(Ordering::Acquire) {
+                return;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("test ran past {secs} s: aborting");
+        std::process::abort();
+    });
+    Watchdog(done)
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Waits up to `limit` for `cond` to hold; returns whether it did.
+fn eventually(limit: Duration, cond: impl Fn() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    cond()
+}
+
+/// A handler that reports, through a channel, that it ran and what its status said.
+fn reporting_handler(tx: mpsc::Sender<bool>) -> HandlerFn {
+    HandlerFn::new(move |_, status| {
+        let _ = tx.send(status.error().is_some());
+    })
+}
+
+// ---- 10: get_status agrees with wait on a failed request -------------------------------------
+
+#[test]
+fn get_status_reports_the_error_of_a_failed_generalized_request() {
+    let _w = watchdog(30);
+    let (mut req, handle) = Request::generalized(());
+    handle.fail("device lost").unwrap();
+    // Reported at every call, and the request stays valid.
+    for _ in 0..2 {
+        assert!(matches!(req.get_status(), Err(RequestError::Operation(_))));
+        assert!(!req.is_null());
+    }
+    assert!(matches!(req.wait(), Err(RequestError::Operation(_))));
+    assert!(req.is_null());
+}
+
+#[test]
+fn get_status_reports_the_error_of_a_failed_car() {
+    let _w = watchdog(30);
+    let (mut req, cars) = Request::message(2);
+    cars.complete_car(8).unwrap();
+    assert!(req.get_status().unwrap().is_none());
+    cars.fail_car("link down").unwrap();
+    assert!(matches!(req.get_status(), Err(RequestError::Operation(_))));
+    assert!(matches!(req.wait(), Err(RequestError::Operation(_))));
+}
+
+#[test]
+fn a_handler_sees_the_error_through_get_status_too() {
+    let _w = watchdog(30);
+    let (req, handle) = Request::generalized(());
+    let (tx, rx) = mpsc::channel();
+    req.post_handler(
+        Condition::Complete,
+        Some(HandlerFn::new(move |r, status| {
+            let _ = tx.send((status.error().is_some(), r.get_status().is_err()));
+        })),
+        None,
+        Deadline::Ignore,
+    )
+    .unwrap();
+    handle.fail("boom").unwrap();
+    let (in_status, in_get_status) = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(in_status && in_get_status);
+    drop(req);
+}
+
+// ---- 11: the first completion decides ----------------------------------------------------------
+
+#[test]
+fn complete_then_fail_gives_already_complete_and_the_wait_succeeds() {
+    let _w = watchdog(30);
+    let (mut req, handle) = Request::generalized(());
+    handle.complete().unwrap();
+    assert!(matches!(
+        handle.fail("late"),
+        Err(RequestError::AlreadyComplete)
+    ));
+    assert!(req.wait().is_ok());
+
+    let (mut req, cars) = Request::message(1);
+    cars.complete_car(4).unwrap();
+    assert!(matches!(
+        cars.fail_car("late"),
+        Err(RequestError::AlreadyComplete)
+    ));
+    assert_eq!(req.wait().unwrap().count(), 4);
+}
+
+#[test]
+fn a_completion_during_fail_does_not_make_both_win() {
+    let _w = watchdog(30);
+    let slot: Arc<Mutex<Option<CompleteHandle>>> = Arc::new(Mutex::new(None));
+    let completed: Arc<Mutex<Option<Result<(), RequestError>>>> = Arc::new(Mutex::new(None));
+    /// Its cancel callback completes the request: a completion that lands while `fail` runs.
+    struct CompletesInCancel {
+        slot: Arc<Mutex<Option<CompleteHandle>>>,
+        completed: Arc<Mutex<Option<Result<(), RequestError>>>>,
+    }
+    impl GrequestOps for CompletesInCancel {
+        fn cancel(&self, _complete: bool) -> Result<(), BoxError> {
+            if let Some(h) = self.slot.lock().unwrap().take() {
+                *self.completed.lock().unwrap() = Some(h.complete());
+            }
+            Ok(())
+        }
+    }
+    let (mut req, handle) = Request::generalized(CompletesInCancel {
+        slot: Arc::clone(&slot),
+        completed: Arc::clone(&completed),
+    });
+    *slot.lock().unwrap() = Some(handle.clone());
+    let failed = handle.fail("boom");
+    let completed = completed.lock().unwrap().take().unwrap();
+    // Exactly one of them completed the request, and the wait reports that one's outcome.
+    assert_ne!(
+        failed.is_ok(),
+        completed.is_ok(),
+        "{failed:?} {completed:?}"
+    );
+    let waited = req.wait();
+    if completed.is_ok() {
+        assert!(
+            waited.is_ok(),
+            "complete() won but the wait reports {waited:?}"
+        );
+    } else {
+        assert!(matches!(waited, Err(RequestError::Operation(_))));
+    }
+}
+
+/// A cancel callback that takes a little time, so that a completion from another thread can
+/// land while `fail` runs.
+struct SlowCancel;
+
+impl GrequestOps for SlowCancel {
+    fn cancel(&self, _complete: bool) -> Result<(), BoxError> {
+        for _ in 0..200 {
+            std::hint::spin_loop();
+        }
+        thread::yield_now();
+        Ok(())
+    }
+}
+
+/// Runs `rounds` rounds of `a` and `b` racing on two threads; `check` gets both results.
+fn race<S: Send + Sync + 'static, A, B>(
+    rounds: usize,
+    setup: impl Fn() -> S,
+    a: A,
+    b: B,
+    mut check: impl FnMut(S, bool, bool),
+) where
+    A: Fn(&S) -> bool + Send + Sync + 'static,
+    B: Fn(&S) -> bool + Send + Sync + 'static,
+{
+    let barrier = Arc::new(Barrier::new(2));
+    let (to_b, b_rx) = mpsc::channel::<Option<Arc<S>>>();
+    let (b_tx, from_b) = mpsc::channel::<bool>();
+    let bb = Arc::clone(&barrier);
+    let worker = thread::spawn(move || {
+        while let Ok(Some(s)) = b_rx.recv() {
+            bb.wait();
+            let result = b(&s);
+            // Given back before the answer, so that the main thread owns the state again.
+            drop(s);
+            let _ = b_tx.send(result);
+        }
+    });
+    for _ in 0..rounds {
+        let s = Arc::new(setup());
+        to_b.send(Some(Arc::clone(&s))).unwrap();
+        barrier.wait();
+        let ra = a(&s);
+        let rb = from_b.recv_timeout(Duration::from_secs(20)).unwrap();
+        let s = Arc::into_inner(s).unwrap_or_else(|| panic!("state still shared"));
+        check(s, ra, rb);
+    }
+    to_b.send(None).unwrap();
+    worker.join().unwrap();
+}
+
+#[test]
+fn fail_racing_complete_never_taints_the_winner() {
+    let _w = watchdog(60);
+    let mut fail_won = 0;
+    race(
+        20_000,
+        || {
+            let (req, handle) = Request::generalized(SlowCancel);
+            (Mutex::new(req), handle)
+        },
+        |(_, h)| h.complete().is_ok(),
+        |(_, h)| h.fail("lost").is_ok(),
+        |(req, _), completed, failed| {
+            assert_ne!(completed, failed, "exactly one completion must succeed");
+            let waited = req.into_inner().unwrap().wait();
+            if completed {
+                assert!(waited.is_ok(), "complete() won, the wait says {waited:?}");
+            } else {
+                fail_won += 1;
+                assert!(matches!(waited, Err(RequestError::Operation(_))));
+            }
+        },
+    );
+    eprintln!("fail won {fail_won} of 2000 rounds");
+}
+
+#[test]
+fn fail_car_racing_complete_car_never_taints_the_winner() {
+    let _w = watchdog(60);
+    race(
+        20_000,
+        || {
+            let (req, cars) = Request::message(1);
+            (Mutex::new(req), cars)
+        },
+        |(_, c)| c.complete_car(16).is_ok(),
+        |(_, c)| c.fail_car("lost").is_ok(),
+        |(req, _), completed, failed| {
+            assert_ne!(completed, failed, "exactly one CAR completion must succeed");
+            let waited = req.into_inner().unwrap().wait();
+            if completed {
+                assert_eq!(waited.unwrap().count(), 16);
+            } else {
+                assert!(matches!(waited, Err(RequestError::Operation(_))));
+            }
+        },
+    );
+}
+
+#[test]
+fn complete_cancelled_racing_complete_car_reports_only_the_winner() {
+    let _w = watchdog(60);
+    race(
+        20_000,
+        || {
+            let (req, cars) = Request::message(1);
+            (Mutex::new(req), cars)
+        },
+        |(_, c)| c.complete_car(16).is_ok(),
+        |(_, c)| c.complete_cancelled().is_ok(),
+        |(req, _), completed, cancelled| {
+            assert_ne!(completed, cancelled, "exactly one completion must succeed");
+            let status = req.into_inner().unwrap().wait().unwrap();
+            if completed {
+                assert!(!status.test_cancelled());
+                assert_eq!(status.count(), 16);
+            } else {
+                assert!(status.test_cancelled());
+                assert_eq!(status.count(), 0, "a losing CAR's bytes were counted");
+            }
+        },
+    );
+}
+
+/// A class whose poll hook always fails: the failure races a completion through the handle.
+struct FailingPoll;
+
+impl ClassOps for FailingPoll {
+    type State = ();
+    fn cancel(&self, _: &(), _complete: bool) -> Result<(), BoxError> {
+        thread::yield_now();
+        Ok(())
+    }
+    fn poll(&self, _: &ClassRequest<'_, ()>) -> Result<(), BoxError> {
+        Err("device error".into())
+    }
+}
+
+#[test]
+fn hook_failure_racing_an_outside_completion_never_taints_the_winner() {
+    let _w = watchdog(60);
+    let class = RequestClass::new(FailingPoll);
+    race(
+        20_000,
+        || {
+            let (req, handle) = class.start(());
+            (Mutex::new(req), handle)
+        },
+        |(_, h)| h.complete().is_ok(),
+        |(req, _)| {
+            // One poll pass: the hook fails, and fails the request unless it is complete.
+            let _ = req.lock().unwrap().get_status();
+            true
+        },
+        |(req, _), completed, _| {
+            let waited = req.into_inner().unwrap().wait();
+            if completed {
+                assert!(waited.is_ok(), "complete() won, the wait says {waited:?}");
+            } else {
+                assert!(matches!(waited, Err(RequestError::Poll(_))));
+            }
+        },
+    );
+}
+
+// ---- 12: the default wait hook polls at adaptive intervals ----------------------------------
+
+#[derive(Default)]
+struct CountingPoll {
+    polls: AtomicUsize,
+}
+
+impl ClassOps for CountingPoll {
+    type State = ();
+    fn poll(&self, _: &ClassRequest<'_, ()>) -> Result<(), BoxError> {
+        self.polls.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[test]
+fn the_default_wait_hook_backs_off_instead_of_spinning() {
+    let _w = watchdog(30);
+    let class = RequestClass::new(CountingPoll::default());
+    let (mut req, handle) = class.start(());
+    let t0 = Instant::now();
+    assert!(
+        req.wait_timeout(Duration::from_millis(300))
+            .unwrap()
+            .is_none()
+    );
+    assert!(t0.elapsed() >= Duration::from_millis(300));
+    let polls = class.ops().polls.load(Ordering::Relaxed);
+    assert!(polls > 1, "the wait must poll ({polls} polls)");
+    assert!(polls < 5_000, "a 300 ms wait made {polls} poll calls");
+
+    // A completion by another thread still ends the wait promptly.
+    let completer = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(50));
+        let at = Instant::now();
+        handle.complete().unwrap();
+        at
+    });
+    req.wait().unwrap();
+    let done = Instant::now();
+    let completed_at = completer.join().unwrap();
+    assert!(
+        done.duration_since(completed_at) < Duration::from_secs(2),
+        "the wait saw the completion {:?} late",
+        done.duration_since(completed_at)
+    );
+}
+
+#[test]
+fn a_mixed_array_with_a_default_wait_hook_does_not_spin_either() {
+    let _w = watchdog(30);
+    let class = RequestClass::new(CountingPoll::default());
+    let (req, _handle) = class.start(());
+    let (other, done) = Request::generalized(());
+    let mut reqs = [req, other];
+    let completer = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(300));
+        done.complete().unwrap();
+    });
+    let (index, result) = wait_any(&mut reqs).unwrap();
+    completer.join().unwrap();
+    assert_eq!(index, 1);
+    result.unwrap();
+    let polls = class.ops().polls.load(Ordering::Relaxed);
+    assert!(polls < 5_000, "a 300 ms wait_any made {polls} poll calls");
+}
+
+// ---- 13: a far deadline does not keep a finished request alive ------------------------------
+
+static FAR_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+struct CountsDrops(&'static AtomicUsize);
+
+impl Drop for CountsDrops {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl GrequestOps for CountsDrops {}
+
+#[test]
+fn a_far_deadline_frees_the_request_once_its_handler_ran() {
+    let _w = watchdog(30);
+    let (req, handle) = Request::generalized(CountsDrops(&FAR_DROPS));
+    let (tx, rx) = mpsc::channel();
+    req.post_handler(
+        Condition::Complete,
+        Some(reporting_handler(tx)),
+        None,
+        Deadline::At(Instant::now() + Duration::from_secs(3600)),
+    )
+    .unwrap();
+    handle.complete().unwrap();
+    assert!(!rx.recv_timeout(Duration::from_secs(20)).unwrap());
+    drop(req);
+    drop(handle);
+    assert!(
+        eventually(Duration::from_secs(10), || FAR_DROPS.load(Ordering::SeqCst)
+            == 1),
+        "the request's state is still alive after its handler ran"
+    );
+}
+
+static REMOVED_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+#[test]
+fn a_removed_posting_with_a_far_deadline_does_not_keep_the_request_alive() {
+    let _w = watchdog(30);
+    let (req, handle) = Request::generalized(CountsDrops(&REMOVED_DROPS));
+    let (tx, _rx) = mpsc::channel();
+    let far = Deadline::At(Instant::now() + Duration::from_secs(3600));
+    req.post_handler(Condition::Release, Some(reporting_handler(tx)), None, far)
+        .unwrap();
+    // Removed before it ran: it never runs, and its timer must not hold the request.
+    req.post_handler(Condition::Release, None, None, far)
+        .unwrap();
+    handle.complete().unwrap();
+    drop(req);
+    drop(handle);
+    assert!(
+        eventually(Duration::from_secs(10), || REMOVED_DROPS
+            .load(Ordering::SeqCst)
+            == 1),
+        "the request's state is still alive after its posting was removed"
+    );
+}
+
+// ---- 14: a panicking callback on the handler thread ----------------------------------------
+
+struct PanickingQuery;
+
+impl GrequestOps for PanickingQuery {
+    fn query(&self, _: &mut QueryStatus<'_>) -> Result<(), BoxError> {
+        panic!("query callback panics (on purpose)");
+    }
+}
+
+struct PanickingFree;
+
+impl GrequestOps for PanickingFree {
+    fn free(&self) -> Result<(), BoxError> {
+        panic!("free callback panics (on purpose)");
+    }
+}
+
+/// Posts an ASAP handler on a fresh request, completes it, and waits for the handler.
+fn handler_still_runs() -> bool {
+    let (req, handle) = Request::generalized(());
+    let (tx, rx) = mpsc::channel();
+    req.post_handler(
+        Condition::Complete,
+        Some(reporting_handler(tx)),
+        None,
+        Deadline::Asap,
+    )
+    .unwrap();
+    handle.complete().unwrap();
+    let ran = rx.recv_timeout(Duration::from_secs(10)).is_ok();
+    drop(req);
+    ran
+}
+
+#[test]
+fn a_panicking_query_fails_its_request_and_later_handlers_still_run() {
+    let _w = watchdog(60);
+    let (req, handle) = Request::generalized(PanickingQuery);
+    let (tx, rx) = mpsc::channel();
+    req.post_handler(
+        Condition::Complete,
+        Some(reporting_handler(tx)),
+        None,
+        Deadline::Asap,
+    )
+    .unwrap();
+    handle.complete().unwrap();
+    // The handler runs with the request failed.
+    assert!(rx.recv_timeout(Duration::from_secs(10)).unwrap());
+    // Given back without a wait (a wait would run the query on this thread).
+    req.free().unwrap();
+    assert!(handler_still_runs(), "the handler thread stopped");
+}
+
+static PANIC_FREE_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+/// A panicking free callback on state whose drop is counted.
+struct PanickingFreeCounted {
+    _drops: CountsDrops,
+}
+
+impl GrequestOps for PanickingFreeCounted {
+    fn free(&self) -> Result<(), BoxError> {
+        PanickingFree.free()
+    }
+}
+
+#[test]
+fn a_panicking_free_on_the_handler_thread_does_not_stop_it() {
+    let _w = watchdog(60);
+    let (req, handle) = Request::generalized(PanickingFreeCounted {
+        _drops: CountsDrops(&PANIC_FREE_DROPS),
+    });
+    let (tx, rx) = mpsc::channel();
+    req.post_handler(
+        Condition::Complete,
+        Some(reporting_handler(tx)),
+        None,
+        Deadline::Asap,
+    )
+    .unwrap();
+    // Freed before completion: the free callback runs on the handler thread, after the handler.
+    req.free().unwrap();
+    handle.complete().unwrap();
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    drop(handle);
+    assert!(handler_still_runs(), "the handler thread stopped");
+    assert!(
+        eventually(Duration::from_secs(10), || PANIC_FREE_DROPS
+            .load(Ordering::SeqCst)
+            == 1),
+        "the request's state was never dropped"
+    );
+}
+
+// ---- 15: an abandoned generalized request ----------------------------------------------------
+
+#[derive(Default)]
+struct Frees(AtomicUsize);
+
+struct CountsFrees(Arc<Frees>);
+
+impl GrequestOps for CountsFrees {
+    fn free(&self) -> Result<(), BoxError> {
+        self.0.0.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[test]
+fn dropping_the_last_complete_handle_completes_with_abandoned() {
+    let _w = watchdog(30);
+    let frees = Arc::new(Frees::default());
+    let (mut req, handle) = Request::generalized(CountsFrees(Arc::clone(&frees)));
+    let copy = handle.clone();
+    drop(handle);
+    // Another handle is left: the request is still in progress.
+    assert!(req.test().unwrap().is_none());
+    let dropper = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(20));
+        drop(copy);
+    });
+    let got = req.wait_timeout(Duration::from_secs(10));
+    dropper.join().unwrap();
+    assert!(
+        matches!(got, Err(RequestError::Abandoned)),
+        "the wait gave {got:?}"
+    );
+    assert_eq!(frees.0.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn an_abandoned_request_runs_its_handlers_and_reports_to_get_status() {
+    let _w = watchdog(30);
+    let (req, handle) = Request::generalized(());
+    let (tx, rx) = mpsc::channel();
+    req.post_handler(
+        Condition::Complete,
+        Some(reporting_handler(tx)),
+        None,
+        Deadline::Ignore,
+    )
+    .unwrap();
+    drop(handle);
+    assert!(rx.recv_timeout(Duration::from_secs(10)).unwrap());
+    assert!(matches!(req.get_status(), Err(RequestError::Abandoned)));
+}
+
+#[test]
+fn dropping_a_handle_of_a_complete_request_changes_nothing() {
+    let _w = watchdog(30);
+    let (mut req, handle) = Request::generalized(());
+    handle.complete().unwrap();
+    drop(handle);
+    assert!(req.wait().is_ok());
+}
