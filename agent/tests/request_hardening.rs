@@ -619,3 +619,61 @@ fn dropping_a_handle_of_a_complete_request_changes_nothing() {
     drop(handle);
     assert!(req.wait().is_ok());
 }
+
+// ---- panics in callbacks on the caller's thread --------------------------------------------
+
+/// A class whose poll hook fails and whose cancel callback (run before the failure completes the
+/// request) panics.
+struct PanickingCancel;
+
+impl ClassOps for PanickingCancel {
+    type State = ();
+    fn cancel(&self, _: &(), _complete: bool) -> Result<(), BoxError> {
+        panic!("cancel callback panics (on purpose)");
+    }
+    fn poll(&self, _: &ClassRequest<'_, ()>) -> Result<(), BoxError> {
+        Err("device error".into())
+    }
+}
+
+#[test]
+fn a_panicking_cancel_during_a_hook_failure_still_completes_the_request() {
+    let _w = watchdog(30);
+    let class = RequestClass::new(PanickingCancel);
+    let (mut req, _handle) = class.start(());
+    // The panic reaches the caller whose test ran the hook...
+    let tested = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| req.test()));
+    assert!(tested.is_err());
+    // ...and the request is complete all the same, with the hook's error: no wait hangs on it.
+    assert!(req.is_complete());
+    let got = req.wait_timeout(Duration::from_secs(5));
+    assert!(matches!(got, Err(RequestError::Poll(_))), "{got:?}");
+}
+
+#[test]
+fn a_query_panicking_in_a_wait_still_frees_the_request_once() {
+    let _w = watchdog(30);
+    struct Ops(Arc<Frees>);
+    impl GrequestOps for Ops {
+        fn query(&self, _: &mut QueryStatus<'_>) -> Result<(), BoxError> {
+            panic!("query callback panics (on purpose)");
+        }
+        fn free(&self) -> Result<(), BoxError> {
+            self.0.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+    let frees = Arc::new(Frees::default());
+    let (mut req, handle) = Request::generalized(Ops(Arc::clone(&frees)));
+    handle.complete().unwrap();
+    let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| req.wait()));
+    assert!(waited.is_err());
+    assert!(req.is_null());
+    assert_eq!(
+        frees.0.load(Ordering::SeqCst),
+        1,
+        "free must run exactly once"
+    );
+    drop(handle);
+    assert_eq!(frees.0.load(Ordering::SeqCst), 1);
+}

@@ -1,5 +1,6 @@
 //! [`Request`]: the one request handle of the agent.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -191,10 +192,26 @@ impl Request {
         match self.core.take() {
             None => Status::empty(),
             Some(core) => {
+                let guard = ReleaseOnUnwind(&core);
                 let result = core.finalize();
+                std::mem::forget(guard);
                 core::recycle(core);
                 result
             }
+        }
+    }
+}
+
+/// Gives the user's handle back if a callback run by a completing wait or test panics (the query,
+/// say), so that the free callback still runs exactly once; forgotten on the normal path, where it
+/// costs nothing.
+struct ReleaseOnUnwind<'a>(&'a CoreRef);
+
+impl Drop for ReleaseOnUnwind<'_> {
+    fn drop(&mut self) {
+        if self.0.release_handle() {
+            // Already unwinding: a panic of the free callback too would abort the process.
+            let _ = catch_unwind(AssertUnwindSafe(|| self.0.run_free()));
         }
     }
 }
