@@ -677,3 +677,30 @@ fn a_query_panicking_in_a_wait_still_frees_the_request_once() {
     drop(handle);
     assert_eq!(frees.0.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn dropping_the_last_handle_reaches_a_held_release() {
+    let _w = watchdog(30);
+    let frees = Arc::new(Frees::default());
+    let (req, handle) = Request::generalized(CountsFrees(Arc::clone(&frees)));
+    handle.hold_release().unwrap();
+    let (tx, rx) = mpsc::channel();
+    req.post_handler(
+        Condition::Release,
+        Some(reporting_handler(tx)),
+        None,
+        Deadline::Ignore,
+    )
+    .unwrap();
+    handle.complete().unwrap();
+    req.free().unwrap();
+    // Completed, the user's handle given back, but the owner never signalled release: when its
+    // last handle goes nobody can, so the RELEASE handler runs then and the request is freed.
+    drop(handle);
+    assert!(!rx.recv_timeout(Duration::from_secs(10)).unwrap());
+    assert!(
+        eventually(Duration::from_secs(10), || frees.0.load(Ordering::SeqCst)
+            == 1),
+        "the request was never freed"
+    );
+}
