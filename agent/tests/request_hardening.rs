@@ -704,3 +704,36 @@ fn dropping_the_last_handle_reaches_a_held_release() {
         "the request was never freed"
     );
 }
+
+#[test]
+fn dropping_the_last_car_counter_completes_with_abandoned() {
+    let _w = watchdog(30);
+    let (mut req, cars) = Request::message(2);
+    let copy = cars.clone();
+    cars.complete_car(3).unwrap();
+    drop(cars);
+    assert!(req.test().unwrap().is_none());
+    drop(copy);
+    let got = req.wait_timeout(Duration::from_secs(10));
+    assert!(
+        matches!(got, Err(RequestError::Abandoned)),
+        "the wait gave {got:?}"
+    );
+}
+
+#[test]
+fn a_class_request_is_not_abandoned_while_its_hooks_can_complete_it() {
+    let _w = watchdog(30);
+    struct CompletesOnPoll;
+    impl ClassOps for CompletesOnPoll {
+        type State = ();
+        fn poll(&self, r: &ClassRequest<'_, ()>) -> Result<(), BoxError> {
+            r.complete().map_err(Into::into)
+        }
+    }
+    let class = RequestClass::new(CompletesOnPoll);
+    let (mut req, handle) = class.start(());
+    drop(handle);
+    assert!(!req.is_complete());
+    assert!(req.wait_timeout(Duration::from_secs(10)).unwrap().is_some());
+}

@@ -537,14 +537,22 @@ impl Core {
         }
     }
 
-    /// Completes an incomplete request with [`RequestError::Abandoned`] when nothing can
-    /// complete it any more (the last of its completing handles was dropped).
+    /// The last of the request's completing handles is gone. If only they could complete it
+    /// (not a class-driven request, whose hooks still can), an incomplete request completes with
+    /// [`RequestError::Abandoned`], and a held RELEASE condition is reached (nobody is left to
+    /// signal it, and its handlers would otherwise pin the request for ever).
     fn abandon(self: &Arc<Self>) {
-        if self.is_complete() || !self.body.abandonable() {
+        if !self.body.abandonable() {
             return;
         }
-        // Nobody can receive an error of the free callback here.
-        let _ = self.fail_with(RequestError::Abandoned, false);
+        if !self.is_complete() {
+            // Nobody can receive an error of the free callback here.
+            let _ = self.fail_with(RequestError::Abandoned, false);
+        }
+        let s = self.load();
+        if s & RELEASE_HELD != 0 && s & RELEASE_SIGNALLED == 0 {
+            self.release();
+        }
     }
 
     /// Completes the request as cancelled by its operation's owner.
