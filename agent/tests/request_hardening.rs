@@ -737,3 +737,43 @@ fn a_class_request_is_not_abandoned_while_its_hooks_can_complete_it() {
     assert!(!req.is_complete());
     assert!(req.wait_timeout(Duration::from_secs(10)).unwrap().is_some());
 }
+
+/// An error whose destructor completes another CAR of its own request (user code that runs when
+/// a later error is dropped because the request already has one).
+#[derive(Debug)]
+struct FailsAgainOnDrop(Mutex<Option<viaduct_agent::request::CarCounter>>);
+
+impl std::fmt::Display for FailsAgainOnDrop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("second failure")
+    }
+}
+
+impl std::error::Error for FailsAgainOnDrop {}
+
+impl Drop for FailsAgainOnDrop {
+    fn drop(&mut self) {
+        if let Some(cars) = self.0.lock().unwrap().take() {
+            let _ = cars.fail_car("third failure");
+        }
+    }
+}
+
+#[test]
+fn a_dropped_later_error_may_call_back_into_its_request() {
+    let _w = watchdog(30);
+    let (mut req, cars) = Request::message(2);
+    cars.fail_car("first failure").unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let again = FailsAgainOnDrop(Mutex::new(Some(cars.clone())));
+        let _ = tx.send(cars.fail_car(again));
+    });
+    let done = rx.recv_timeout(Duration::from_secs(10));
+    assert!(
+        matches!(done, Ok(Ok(true))),
+        "the second failure gave {done:?}"
+    );
+    let got = req.wait_timeout(Duration::from_secs(10));
+    assert!(matches!(got, Err(RequestError::Operation(_))), "{got:?}");
+}

@@ -472,13 +472,16 @@ impl Core {
     /// race for the last count records nothing.
     pub(crate) fn fail_car(self: &Arc<Self>, error: RequestError) -> Result<bool, RequestError> {
         self.reserve_car()?;
-        self.record_error(error);
-        self.settle_car()
+        let rejected = self.record_error(error);
+        let result = self.settle_car();
+        drop(rejected);
+        result
     }
 
-    /// Records the first error of the operation (later ones are dropped).
-    fn record_error(&self, error: RequestError) {
-        let _ = self.error.set(error);
+    /// Records the first error of the operation; a later one is handed back, for the caller to
+    /// drop once its step on the state word is done (dropping it runs user code).
+    fn record_error(&self, error: RequestError) -> Option<RequestError> {
+        self.error.set(error).err()
     }
 
     /// The error the operation completed with, if any.
@@ -523,11 +526,12 @@ impl Core {
         } else {
             Ok(Ok(()))
         };
-        self.record_error(error);
+        let rejected = self.record_error(error);
         let prev = self
             .state
             .fetch_and(!(COUNT_MASK | FAILING), Ordering::AcqRel);
         let freed = self.counted(prev & !(COUNT_MASK | FAILING));
+        drop(rejected);
         match cancelled {
             Err(panic) => resume_unwind(panic),
             Ok(cancelled) => {
