@@ -777,3 +777,53 @@ fn a_dropped_later_error_may_call_back_into_its_request() {
     let got = req.wait_timeout(Duration::from_secs(10));
     assert!(matches!(got, Err(RequestError::Operation(_))), "{got:?}");
 }
+
+static MANY_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+#[test]
+fn many_far_deadlines_free_their_requests_and_a_near_one_still_fails_on_time() {
+    let _w = watchdog(60);
+    const N: usize = 300;
+    let far = Deadline::At(Instant::now() + Duration::from_secs(3600));
+    let (tx, rx) = mpsc::channel();
+    let mut handles = Vec::new();
+    for _ in 0..N {
+        let (req, handle) = Request::generalized(CountsDrops(&MANY_DROPS));
+        req.post_handler(
+            Condition::Complete,
+            Some(reporting_handler(tx.clone())),
+            None,
+            far,
+        )
+        .unwrap();
+        req.free().unwrap();
+        handles.push(handle);
+    }
+    // A near deadline queued behind the far ones still fails at its instant.
+    let (late, late_handle) = Request::generalized(());
+    let (ftx, frx) = mpsc::channel();
+    late.post_handler(
+        Condition::Complete,
+        Some(HandlerFn::new(|_, _| {})),
+        Some(HandlerFn::new(move |_, _| {
+            let _ = ftx.send(());
+        })),
+        Deadline::At(Instant::now() + Duration::from_millis(50)),
+    )
+    .unwrap();
+    for handle in handles {
+        handle.complete().unwrap();
+    }
+    for _ in 0..N {
+        rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    }
+    assert!(
+        eventually(Duration::from_secs(20), || MANY_DROPS
+            .load(Ordering::SeqCst)
+            == N),
+        "{} of {N} requests freed",
+        MANY_DROPS.load(Ordering::SeqCst)
+    );
+    frx.recv_timeout(Duration::from_secs(20)).unwrap();
+    drop((late, late_handle));
+}

@@ -163,7 +163,18 @@ struct Posting {
     handler: HandlerFn,
     failure: Option<HandlerFn>,
     deadline: Deadline,
+    /// The timer of a [`Deadline::At`] not reached yet, to empty when the posting runs or goes.
+    timer: Option<Arc<TimerSlot>>,
 }
+
+/// What a pending deadline holds: the request, until the deadline comes or the posting runs,
+/// is replaced or is removed (then it is emptied, so that a far deadline does not keep the
+/// request and the user's state alive; the empty timer is dropped when it comes due, or when
+/// empty timers outnumber live ones).
+type TimerSlot = Mutex<Option<CoreRef>>;
+
+/// Empty timers tolerated in the queue before it is compacted (when they also are half of it).
+const HOLLOW_TIMERS_KEPT: usize = 64;
 
 /// The handler postings of one request.
 #[derive(Default)]
@@ -193,9 +204,18 @@ struct Job {
 struct Timer {
     at: Instant,
     seq: u64,
-    core: CoreRef,
+    slot: Arc<TimerSlot>,
     condition: Condition,
     id: u64,
+}
+
+impl Timer {
+    fn is_hollow(&self) -> bool {
+        self.slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
+    }
 }
 
 impl PartialEq for Timer {
@@ -218,6 +238,8 @@ impl Ord for Timer {
 struct Queue {
     ready: VecDeque<Job>,
     timers: BinaryHeap<Reverse<Timer>>,
+    /// Timers emptied since the last compaction (an upper bound).
+    hollow: usize,
     next_seq: u64,
 }
 
@@ -230,6 +252,7 @@ static ENGINE: Engine = Engine {
     queue: Mutex::new(Queue {
         ready: VecDeque::new(),
         timers: BinaryHeap::new(),
+        hollow: 0,
         next_seq: 0,
     }),
     cv: Condvar::new(),
@@ -260,30 +283,35 @@ impl Engine {
         self.cv.notify_one();
     }
 
-    /// Takes the timer of a posting that ran, or was replaced or removed, out of the queue, so
-    /// that it does not keep the request (and the user's state) alive until its instant.
-    fn cancel_timer(&self, core: &CoreRef, condition: Condition, id: u64) {
-        let removed: Vec<_> = {
+    /// Empties the timer of a posting that ran, or was replaced or removed, so that it does not
+    /// keep the request (and the user's state) alive until its instant: O(1), plus a compaction
+    /// of the queue once empty timers are half of it.
+    fn cancel_timer(&self, slot: &TimerSlot) {
+        let core = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if core.is_none() {
+            return;
+        }
+        {
             let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            let timers = std::mem::take(&mut q.timers).into_vec();
-            let (removed, kept): (Vec<_>, Vec<_>) = timers.into_iter().partition(|Reverse(t)| {
-                t.id == id && t.condition == condition && Arc::ptr_eq(&t.core, core)
-            });
-            q.timers = BinaryHeap::from(kept);
-            removed
-        };
-        // The requests are let go with no lock held: dropping the last one drops user state.
-        drop(removed);
+            q.hollow += 1;
+            if q.hollow > HOLLOW_TIMERS_KEPT && q.hollow * 2 > q.timers.len() {
+                // Empty timers hold no request: dropping them here runs no user code.
+                q.timers.retain(|Reverse(t)| !t.is_hollow());
+                q.hollow = 0;
+            }
+        }
+        // The request is let go with no lock held: dropping the last handle drops user state.
+        drop(core);
     }
 
-    fn add_timer(&self, at: Instant, core: CoreRef, condition: Condition, id: u64) {
+    fn add_timer(&self, at: Instant, slot: Arc<TimerSlot>, condition: Condition, id: u64) {
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         let seq = q.next_seq;
         q.next_seq += 1;
         q.timers.push(Reverse(Timer {
             at,
             seq,
-            core,
+            slot,
             condition,
             id,
         }));
@@ -391,12 +419,12 @@ fn panicked_query(panic: &(dyn std::any::Any + Send)) -> Status {
 }
 
 fn fire_timer(t: Timer) {
+    // Empty: the posting ran, or was replaced or removed, before its deadline.
+    let Some(core) = t.slot.lock().unwrap_or_else(PoisonError::into_inner).take() else {
+        return;
+    };
     let posting = {
-        let mut slots = t
-            .core
-            .handlers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut slots = core.handlers.lock().unwrap_or_else(PoisonError::into_inner);
         match slots.as_mut().map(|s| s.slot(t.condition)) {
             Some(slot) if slot.as_ref().is_some_and(|p| p.id == t.id) => slot.take(),
             _ => None,
@@ -404,7 +432,7 @@ fn fire_timer(t: Timer) {
     };
     if let Some(posting) = posting {
         run_job(Job {
-            core: t.core,
+            core,
             posting,
             reached_at: t.at,
             missed: true,
@@ -418,11 +446,11 @@ pub(crate) fn fire(core: &CoreRef, condition: Condition) {
         let mut slots = core.handlers.lock().unwrap_or_else(PoisonError::into_inner);
         slots.as_mut().and_then(|s| s.slot(condition).take())
     };
-    let Some(posting) = posting else {
+    let Some(mut posting) = posting else {
         return;
     };
-    if let Deadline::At(_) = posting.deadline {
-        ENGINE.cancel_timer(core, condition, posting.id);
+    if let Some(slot) = posting.timer.take() {
+        ENGINE.cancel_timer(&slot);
     }
     // A posting exists, so `post` started the handler thread.
     ENGINE.schedule(Job {
@@ -444,7 +472,7 @@ fn reached(condition: Condition, s: u64) -> bool {
 enum Then {
     Nothing,
     Schedule(Job),
-    Timer(Instant, u64),
+    Timer(Instant, Arc<TimerSlot>, u64),
 }
 
 pub(crate) fn post(
@@ -475,6 +503,7 @@ pub(crate) fn post(
                 handler,
                 failure,
                 deadline,
+                timer: None,
             };
             // The pin is taken (or kept, when replacing) before the condition is looked at: a
             // completion after this point sees the pin and takes the posting from the slot.
@@ -505,8 +534,12 @@ pub(crate) fn post(
                         missed,
                     });
                 } else {
-                    *slots.slot(condition) = Some(posting);
-                    then = Then::Timer(at, id);
+                    let slot = Arc::new(Mutex::new(Some(Arc::clone(core))));
+                    then = Then::Timer(at, Arc::clone(&slot), id);
+                    *slots.slot(condition) = Some(Posting {
+                        timer: Some(slot),
+                        ..posting
+                    });
                 }
             } else {
                 *slots.slot(condition) = Some(posting);
@@ -514,20 +547,15 @@ pub(crate) fn post(
         }
     }
     drop(guard);
-    if let Some(Posting {
-        id,
-        deadline: Deadline::At(_),
-        ..
-    }) = &old
-    {
-        engine.cancel_timer(core, condition, *id);
+    if let Some(slot) = old.as_ref().and_then(|p| p.timer.as_ref()) {
+        engine.cancel_timer(slot);
     }
     // User closures are dropped outside the lock: their destructors may call the agent.
     drop(old);
     match then {
         Then::Nothing => {}
         Then::Schedule(job) => engine.schedule(job),
-        Then::Timer(at, id) => engine.add_timer(at, Arc::clone(core), condition, id),
+        Then::Timer(at, slot, id) => engine.add_timer(at, slot, condition, id),
     }
     if unpin {
         core.unpin();
