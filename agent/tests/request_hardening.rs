@@ -827,3 +827,59 @@ fn many_far_deadlines_free_their_requests_and_a_near_one_still_fails_on_time() {
     frx.recv_timeout(Duration::from_secs(20)).unwrap();
     drop((late, late_handle));
 }
+
+// ---- a mixed wait sees a completion within one hook round ------------------------------------
+
+/// Class A: its wait hook completes a generalized request of the same wait (as a device that
+/// finishes another operation would), then returns.
+struct CompletesOther(Mutex<Option<CompleteHandle>>);
+
+impl ClassOps for CompletesOther {
+    type State = ();
+    fn poll(&self, _: &ClassRequest<'_, ()>) -> Result<(), BoxError> {
+        Ok(())
+    }
+    fn wait(&self, _: &[ClassRequest<'_, ()>], _: Duration) -> Result<(), BoxError> {
+        if let Some(h) = self.0.lock().unwrap().take() {
+            h.complete()?;
+        }
+        Ok(())
+    }
+}
+
+/// Class B: its wait hook blocks for its whole timeout, and counts the calls made after the
+/// generalized request (seen through a handle of it) completed.
+struct BlocksFully(CompleteHandle, AtomicUsize);
+
+impl ClassOps for BlocksFully {
+    type State = ();
+    fn poll(&self, _: &ClassRequest<'_, ()>) -> Result<(), BoxError> {
+        Ok(())
+    }
+    fn wait(&self, _: &[ClassRequest<'_, ()>], timeout: Duration) -> Result<(), BoxError> {
+        if self.0.is_complete() {
+            self.1.fetch_add(1, Ordering::SeqCst);
+        }
+        thread::sleep(timeout);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_mixed_wait_enters_no_further_hook_once_satisfied() {
+    let _w = watchdog(30);
+    let (greq, done) = Request::generalized(());
+    let b = RequestClass::new(BlocksFully(done.clone(), AtomicUsize::new(0)));
+    let a = RequestClass::new(CompletesOther(Mutex::new(Some(done))));
+    let (ra, _ha) = a.start(());
+    let (rb, _hb) = b.start(());
+    let mut reqs = [ra, rb, greq];
+    let (index, result) = wait_any(&mut reqs).unwrap();
+    assert_eq!(index, 2);
+    result.unwrap();
+    assert_eq!(
+        b.ops().1.load(Ordering::SeqCst),
+        0,
+        "a wait hook was entered after the wait was satisfied"
+    );
+}
