@@ -139,9 +139,10 @@ impl std::fmt::Debug for CarCounter {
 }
 
 impl CarCounter {
+    /// The counter of a request just started.
     fn new(core: CoreRef) -> Self {
         CarCounter {
-            core: Completer::new(core),
+            core: Completer::first(core),
         }
     }
 

@@ -136,7 +136,7 @@ impl<S> ClassRequest<'_, S> {
     /// A handle that completes this request from anywhere (to keep in a table of operations in
     /// flight, for example).
     pub fn complete_handle(&self) -> CompleteHandle {
-        CompleteHandle::new(Arc::clone(self.core))
+        CompleteHandle::another(Arc::clone(self.core))
     }
 }
 
@@ -178,7 +178,7 @@ impl<C: ClassOps> RequestClass<C> {
             state,
         };
         let (request, core) = Request::from_body(1, body);
-        (request, CompleteHandle::new(core))
+        (request, CompleteHandle::first(core))
     }
 }
 

@@ -141,7 +141,16 @@ impl Backoff {
 pub(crate) struct Completer(Shared);
 
 impl Completer {
-    pub(crate) fn new(core: CoreRef) -> Self {
+    /// The first completing handle of a request just started (nobody else holds one, so a
+    /// plain store sets the count).
+    #[inline]
+    pub(crate) fn first(core: CoreRef) -> Self {
+        core.completers.store(1, Ordering::Relaxed);
+        Completer(Shared::new(core))
+    }
+
+    /// Another completing handle of a request that may have some already.
+    pub(crate) fn another(core: CoreRef) -> Self {
         core.completers.fetch_add(1, Ordering::Relaxed);
         Completer(Shared::new(core))
     }
@@ -157,13 +166,20 @@ impl std::ops::Deref for Completer {
 
 impl Clone for Completer {
     fn clone(&self) -> Self {
-        self.0.completers.fetch_add(1, Ordering::Relaxed);
-        Completer(self.0.clone())
+        Completer::another(Arc::clone(&self.0))
     }
 }
 
 impl Drop for Completer {
+    #[inline]
     fn drop(&mut self) {
+        // Once the request is complete and its RELEASE condition not held back, the last handle
+        // has nothing left to do, and the count no longer matters (it is set afresh when the
+        // request is reused): no atomic read-modify-write on this common path.
+        let s = self.0.load();
+        if state::is_complete(s) && (s & RELEASE_HELD == 0 || s & RELEASE_SIGNALLED != 0) {
+            return;
+        }
         if self.0.completers.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.0.abandon();
         }
@@ -229,7 +245,8 @@ pub(crate) struct Core {
     waiters: Mutex<Vec<Arc<Waiter>>>,
     pub(crate) handlers: Mutex<Option<Box<HandlerSlots>>>,
     error: OnceLock<RequestError>,
-    /// Live completing handles (see [`Completer`]); 0 whenever the request is pooled.
+    /// Live completing handles (see [`Completer`]) while the request can still be abandoned;
+    /// stale once it is complete (and its RELEASE condition not held back).
     completers: AtomicUsize,
     pub(crate) body: Box<dyn Body>,
     /// The concrete type of `body`.

@@ -75,7 +75,7 @@ impl Request {
     #[inline]
     pub fn generalized<T: GrequestOps>(ops: T) -> (Request, CompleteHandle) {
         let (request, core) = Request::from_body(1, GreqBody(ops));
-        (request, CompleteHandle::new(core))
+        (request, CompleteHandle::first(core))
     }
 }
 
@@ -101,9 +101,17 @@ impl std::fmt::Debug for CompleteHandle {
 }
 
 impl CompleteHandle {
-    pub(crate) fn new(core: CoreRef) -> Self {
+    /// The first handle of a request just started.
+    pub(crate) fn first(core: CoreRef) -> Self {
         CompleteHandle {
-            core: Completer::new(core),
+            core: Completer::first(core),
+        }
+    }
+
+    /// Another handle of a request that may have some already.
+    pub(crate) fn another(core: CoreRef) -> Self {
+        CompleteHandle {
+            core: Completer::another(core),
         }
     }
 
