@@ -22,6 +22,10 @@ use super::status::QueryStatus;
 ///   request given back with [`Request::free`] (or dropped), in whichever of `free` and `complete`
 ///   comes last; for a request with handlers posted, after the last handler ran.
 /// - `cancel` in [`Request::cancel`], with `complete` telling whether `complete` was called.
+///
+/// A request whose last [`CompleteHandle`] is dropped before it completed can never complete:
+/// it completes then with [`RequestError::Abandoned`] (no `cancel` runs; `query` and `free` run
+/// as after `complete`).
 pub trait GrequestOps: Send + Sync + 'static {
     /// Fills the status of the complete request (source, tag, count, cancelled). The error field
     /// is out of reach: the agent sets it from the call's context.
