@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::core::{Body, Core, CoreRef, Shared};
+use super::core::{Body, Completer, Core, CoreRef};
 use super::error::{BoxError, Cause, RequestError};
 use super::handle::Request;
 use super::status::QueryStatus;
@@ -49,6 +49,9 @@ impl Body for Message {
         // The owner of the operation sees the request's cancel flag and decides.
         Ok(())
     }
+    fn abandonable(&self) -> bool {
+        true
+    }
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -80,6 +83,9 @@ impl Body for DrivenMessage {
         if let Err(e) = self.0.progress(Some(timeout)) {
             fail_all(members, e);
         }
+    }
+    fn abandonable(&self) -> bool {
+        true
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -116,9 +122,12 @@ impl Request {
 ///
 /// The request completes when the count reaches 0; its status reports the envelope set with
 /// [`CarCounter::set_envelope`], the sum of the bytes of all CARs, and the first CAR error.
+///
+/// Dropping the last counter of an incomplete request completes it with
+/// [`RequestError::Abandoned`]: no CAR of it can complete any more.
 #[derive(Clone)]
 pub struct CarCounter {
-    core: Shared,
+    core: Completer,
 }
 
 impl std::fmt::Debug for CarCounter {
@@ -130,9 +139,10 @@ impl std::fmt::Debug for CarCounter {
 }
 
 impl CarCounter {
+    /// The counter of a request just started.
     fn new(core: CoreRef) -> Self {
         CarCounter {
-            core: Shared::new(core),
+            core: Completer::first(core),
         }
     }
 
@@ -158,23 +168,19 @@ impl CarCounter {
     }
 
     /// Completes one CAR that moved `bytes` bytes. Returns whether the request is now complete.
+    /// A CAR that finds the request complete (or losing its last CAR to a cancellation or a
+    /// failure) gives [`RequestError::AlreadyComplete`] and its bytes are not counted.
+    #[inline]
     pub fn complete_car(&self, bytes: u64) -> Result<bool, RequestError> {
-        if self.core.is_complete() {
-            return Err(RequestError::AlreadyComplete);
-        }
-        self.core.bytes.fetch_add(bytes, Ordering::Relaxed);
-        self.core.complete_cars(false, 0)
+        self.core.complete_car(bytes)
     }
 
     /// Completes one CAR with an error; the first error is the request's. Returns whether the
-    /// request is now complete.
+    /// request is now complete. On a complete request (or one whose last CAR another call took)
+    /// it gives [`RequestError::AlreadyComplete`] and the request's outcome is unchanged.
     pub fn fail_car(&self, error: impl Into<BoxError>) -> Result<bool, RequestError> {
-        if self.core.is_complete() {
-            return Err(RequestError::AlreadyComplete);
-        }
         self.core
-            .record_error(RequestError::Operation(Cause::new(error)));
-        self.core.complete_cars(false, 0)
+            .fail_car(RequestError::Operation(Cause::new(error)))
     }
 
     /// Whether the user called [`Request::cancel`].

@@ -6,7 +6,7 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::core::{Body, Core, CoreRef, Shared};
+use super::core::{Body, Core, CoreRef};
 use super::error::{BoxError, Cause, RequestError};
 use super::greq::CompleteHandle;
 use super::handle::Request;
@@ -54,15 +54,41 @@ pub trait ClassOps: Send + Sync + 'static {
 
     /// Blocks at most `timeout` until some request of `requests` (every incomplete request of
     /// this class in the caller's wait) may have progressed, completing what it can. Returning
-    /// early is always allowed. The default blocks not at all: the wait then polls at adaptive
-    /// intervals.
+    /// early is always allowed, but a hook that always returns at once makes the wait spin.
+    ///
+    /// The default only paces the wait's polling (adaptive intervals): it yields while the
+    /// wait's timeouts are short (its first rounds), then sleeps for the timeout, at most
+    /// [`MAX_DEFAULT_WAIT_SLEEP`]; the wait never gives it more than what is left of its own
+    /// deadline. A completion through a [`CompleteHandle`] is then seen within about one
+    /// sleep.
     fn wait(
         &self,
         requests: &[ClassRequest<'_, Self::State>],
         timeout: Duration,
     ) -> Result<(), BoxError> {
-        let _ = (requests, timeout);
+        let _ = requests;
+        pace(timeout);
         Ok(())
+    }
+}
+
+/// Longest sleep of the default [`ClassOps::wait`]: the longest a completion by another thread
+/// goes unseen by a wait that polls a class without its own wait hook.
+pub const MAX_DEFAULT_WAIT_SLEEP: Duration = Duration::from_millis(1);
+
+/// Timeouts up to this long are the first rounds of a wait: the default wait hook yields instead
+/// of sleeping, so that an operation about to finish is seen at once.
+const DEFAULT_WAIT_SPIN_BELOW: Duration = Duration::from_micros(200);
+
+/// The default wait hook's pacing for one round of `timeout`.
+fn pace(timeout: Duration) {
+    if timeout.is_zero() {
+        return;
+    }
+    if timeout <= DEFAULT_WAIT_SPIN_BELOW {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(timeout.min(MAX_DEFAULT_WAIT_SLEEP));
     }
 }
 
@@ -110,9 +136,7 @@ impl<S> ClassRequest<'_, S> {
     /// A handle that completes this request from anywhere (to keep in a table of operations in
     /// flight, for example).
     pub fn complete_handle(&self) -> CompleteHandle {
-        CompleteHandle {
-            core: Shared::new(Arc::clone(self.core)),
-        }
+        CompleteHandle::another(Arc::clone(self.core))
     }
 }
 
@@ -154,12 +178,7 @@ impl<C: ClassOps> RequestClass<C> {
             state,
         };
         let (request, core) = Request::from_body(1, body);
-        (
-            request,
-            CompleteHandle {
-                core: Shared::new(core),
-            },
-        )
+        (request, CompleteHandle::first(core))
     }
 }
 

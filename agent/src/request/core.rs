@@ -3,13 +3,15 @@
 
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use super::error::{BoxError, Cause, RequestError};
 use super::handler::{self, Condition, HandlerSlots};
 use super::state::{self, CANCEL_REQUESTED, CANCELLED, COUNT_MASK, FREE_CLAIMED, HANDLE_RELEASED};
+use super::state::{FAILING, SETTLING};
 use super::state::{HANDLERS_POSTED, PIN_ONE, RELEASE_HELD, RELEASE_SIGNALLED, WAITING};
 use super::status::{QueryFields, QueryStatus, Status};
 use super::waiter::Waiter;
@@ -116,6 +118,74 @@ impl Drop for Shared {
     }
 }
 
+/// Waiting for another thread's short critical step on the state word (a reserved CAR being
+/// counted: a few stores, no user code): spins a little, then yields.
+#[derive(Default)]
+struct Backoff(u32);
+
+impl Backoff {
+    fn snooze(&mut self) {
+        if self.0 < 64 {
+            self.0 += 1;
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// A handle that can complete the request ([`CompleteHandle`](super::CompleteHandle),
+/// [`CarCounter`](super::CarCounter)). The request counts them: when the last one goes while the
+/// request is incomplete, and nothing else can complete it (a generalized or message request;
+/// a class's hooks still can), it completes with [`RequestError::Abandoned`].
+pub(crate) struct Completer(Shared);
+
+impl Completer {
+    /// The first completing handle of a request just started (nobody else holds one, so a
+    /// plain store sets the count).
+    #[inline]
+    pub(crate) fn first(core: CoreRef) -> Self {
+        core.completers.store(1, Ordering::Relaxed);
+        Completer(Shared::new(core))
+    }
+
+    /// Another completing handle of a request that may have some already.
+    pub(crate) fn another(core: CoreRef) -> Self {
+        core.completers.fetch_add(1, Ordering::Relaxed);
+        Completer(Shared::new(core))
+    }
+}
+
+impl std::ops::Deref for Completer {
+    type Target = CoreRef;
+    #[inline]
+    fn deref(&self) -> &CoreRef {
+        &self.0
+    }
+}
+
+impl Clone for Completer {
+    fn clone(&self) -> Self {
+        Completer::another(Arc::clone(&self.0))
+    }
+}
+
+impl Drop for Completer {
+    #[inline]
+    fn drop(&mut self) {
+        // Once the request is complete and its RELEASE condition not held back, the last handle
+        // has nothing left to do, and the count no longer matters (it is set afresh when the
+        // request is reused): no atomic read-modify-write on this common path.
+        let s = self.0.load();
+        if state::is_complete(s) && (s & RELEASE_HELD == 0 || s & RELEASE_SIGNALLED != 0) {
+            return;
+        }
+        if self.0.completers.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.abandon();
+        }
+    }
+}
+
 /// The body of a pooled request.
 struct Recycled;
 
@@ -153,6 +223,11 @@ pub(crate) trait Body: Send + Sync + 'static {
     fn poll_group(&self, _members: &[&CoreRef]) {}
     /// Blocks at most `timeout` until some request of `members` may have progressed.
     fn wait_group(&self, _members: &[&CoreRef], _timeout: Duration) {}
+    /// Whether only its completing handles can complete a request of this body (so that it is
+    /// abandoned when the last of them goes).
+    fn abandonable(&self) -> bool {
+        false
+    }
     /// The concrete body, for downcasting inside a hook group.
     fn as_any(&self) -> &dyn Any;
 }
@@ -170,6 +245,9 @@ pub(crate) struct Core {
     waiters: Mutex<Vec<Arc<Waiter>>>,
     pub(crate) handlers: Mutex<Option<Box<HandlerSlots>>>,
     error: OnceLock<RequestError>,
+    /// Live completing handles (see [`Completer`]) while the request can still be abandoned;
+    /// stale once it is complete (and its RELEASE condition not held back).
+    completers: AtomicUsize,
     pub(crate) body: Box<dyn Body>,
     /// The concrete type of `body`.
     body_type: TypeId,
@@ -188,6 +266,7 @@ impl Core {
             waiters: Mutex::new(Vec::new()),
             handlers: Mutex::new(None),
             error: OnceLock::new(),
+            completers: AtomicUsize::new(0),
             body,
             body_type,
             trivial_body,
@@ -288,7 +367,7 @@ impl Core {
         let mut s = self.load();
         loop {
             let c = state::count(s);
-            if c == 0 {
+            if c == 0 || s & FAILING != 0 {
                 return Err(RequestError::AlreadyComplete);
             }
             let new_count = c + u64::from(n);
@@ -311,7 +390,8 @@ impl Core {
     }
 
     /// Completes one CAR (`all`: every outstanding CAR) and sets `flags`. Returns whether this
-    /// call completed the request; a complete request gives [`RequestError::AlreadyComplete`].
+    /// call completed the request; a complete request gives [`RequestError::AlreadyComplete`],
+    /// and so does a request a failure is completing, or whose last CAR another call reserved.
     /// The error, if any, is the free callback's (it runs here when the user already freed the
     /// request).
     #[inline]
@@ -321,9 +401,26 @@ impl Core {
         flags: u64,
     ) -> Result<bool, RequestError> {
         let mut s = self.load();
+        let mut backoff = Backoff::default();
         let new = loop {
             if state::count(s) == 0 {
                 return Err(RequestError::AlreadyComplete);
+            }
+            if s & (FAILING | SETTLING) != 0 {
+                if s & FAILING != 0 {
+                    // The failure completes every CAR: it came first.
+                    return Err(RequestError::AlreadyComplete);
+                }
+                if all {
+                    // Let the reserved CAR be counted first (no user code runs meanwhile).
+                    backoff.snooze();
+                    s = self.load();
+                    continue;
+                }
+                if state::count(s) == 1 {
+                    // The last CAR is reserved by another call, which completes the request.
+                    return Err(RequestError::AlreadyComplete);
+                }
             }
             let new = (if all { s & !COUNT_MASK } else { s - 1 }) | flags;
             match self.cas(s, new) {
@@ -331,6 +428,12 @@ impl Core {
                 Err(now) => s = now,
             }
         };
+        self.counted(new)
+    }
+
+    /// After a CAS that left `new` in the state word: the completion's work if it reached 0.
+    #[inline]
+    fn counted(self: &Arc<Self>, new: u64) -> Result<bool, RequestError> {
         if state::count(new) != 0 {
             return Ok(false);
         }
@@ -340,9 +443,62 @@ impl Core {
         Ok(true)
     }
 
-    /// Records the first error of the operation (later ones are dropped).
-    pub(crate) fn record_error(&self, error: RequestError) {
-        let _ = self.error.set(error);
+    /// Reserves one outstanding CAR so that its result can be written before it is counted
+    /// (by [`Core::settle_car`], which the caller must call next).
+    fn reserve_car(&self) -> Result<(), RequestError> {
+        let mut s = self.load();
+        let mut backoff = Backoff::default();
+        loop {
+            if state::count(s) == 0 || s & FAILING != 0 {
+                return Err(RequestError::AlreadyComplete);
+            }
+            if s & SETTLING != 0 {
+                backoff.snooze();
+                s = self.load();
+                continue;
+            }
+            match self.cas(s, s | SETTLING) {
+                Ok(()) => return Ok(()),
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// Counts the CAR reserved by [`Core::reserve_car`]. Returns whether the request is now
+    /// complete.
+    fn settle_car(self: &Arc<Self>) -> Result<bool, RequestError> {
+        // The reservation keeps the count at 1 or more and the SETTLING bit ours: one
+        // subtraction clears both without a borrow.
+        let new = self.state.fetch_sub(SETTLING + 1, Ordering::AcqRel) - (SETTLING + 1);
+        self.counted(new)
+    }
+
+    /// Completes one CAR that moved `bytes` bytes; the bytes count only if this CAR is counted
+    /// (a CAR that loses a race to a cancellation or a failure adds nothing).
+    #[inline]
+    pub(crate) fn complete_car(self: &Arc<Self>, bytes: u64) -> Result<bool, RequestError> {
+        if bytes == 0 {
+            return self.complete_cars(false, 0);
+        }
+        self.reserve_car()?;
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.settle_car()
+    }
+
+    /// Completes one CAR with `error`; the first error is the request's. A CAR that loses the
+    /// race for the last count records nothing.
+    pub(crate) fn fail_car(self: &Arc<Self>, error: RequestError) -> Result<bool, RequestError> {
+        self.reserve_car()?;
+        let rejected = self.record_error(error);
+        let result = self.settle_car();
+        drop(rejected);
+        result
+    }
+
+    /// Records the first error of the operation; a later one is handed back, for the caller to
+    /// drop once its step on the state word is done (dropping it runs user code).
+    fn record_error(&self, error: RequestError) -> Option<RequestError> {
+        self.error.set(error).err()
     }
 
     /// The error the operation completed with, if any.
@@ -353,14 +509,71 @@ impl Core {
 
     /// Fails an incomplete request (seed 001): the cancel callback runs, then the request
     /// completes with `error`. Returns the cancel callback's error, if any.
+    ///
+    /// The failure is decided before the cancel callback runs: a completion that comes later
+    /// (from another thread, or from the cancel callback itself) gets
+    /// [`RequestError::AlreadyComplete`]; a failure that comes after a completion gets it and
+    /// leaves the request's outcome alone.
     pub(crate) fn fail(self: &Arc<Self>, error: RequestError) -> Result<(), RequestError> {
-        if self.is_complete() {
-            return Err(RequestError::AlreadyComplete);
+        self.fail_with(error, true)
+    }
+
+    /// [`Core::fail`], with or without the cancel callback.
+    fn fail_with(self: &Arc<Self>, error: RequestError, cancel: bool) -> Result<(), RequestError> {
+        let mut s = self.load();
+        let mut backoff = Backoff::default();
+        loop {
+            if state::count(s) == 0 || s & FAILING != 0 {
+                return Err(RequestError::AlreadyComplete);
+            }
+            if s & SETTLING != 0 {
+                backoff.snooze();
+                s = self.load();
+                continue;
+            }
+            match self.cas(s, s | FAILING) {
+                Ok(()) => break,
+                Err(now) => s = now,
+            }
         }
-        let cancel = self.body.cancel(false);
-        self.record_error(error);
-        self.complete_cars(true, 0)?;
-        cancel.map_err(|e| RequestError::Cancel(Cause::from(e)))
+        // A panicking cancel callback still lets the request complete (else every wait on it
+        // would block for ever); the panic goes on to the caller afterwards.
+        let cancelled = if cancel {
+            catch_unwind(AssertUnwindSafe(|| self.body.cancel(false)))
+        } else {
+            Ok(Ok(()))
+        };
+        let rejected = self.record_error(error);
+        let prev = self
+            .state
+            .fetch_and(!(COUNT_MASK | FAILING), Ordering::AcqRel);
+        let freed = self.counted(prev & !(COUNT_MASK | FAILING));
+        drop(rejected);
+        match cancelled {
+            Err(panic) => resume_unwind(panic),
+            Ok(cancelled) => {
+                freed?;
+                cancelled.map_err(|e| RequestError::Cancel(Cause::from(e)))
+            }
+        }
+    }
+
+    /// The last of the request's completing handles is gone. If only they could complete it
+    /// (not a class-driven request, whose hooks still can), an incomplete request completes with
+    /// [`RequestError::Abandoned`], and a held RELEASE condition is reached (nobody is left to
+    /// signal it, and its handlers would otherwise pin the request for ever).
+    fn abandon(self: &Arc<Self>) {
+        if !self.body.abandonable() {
+            return;
+        }
+        if !self.is_complete() {
+            // Nobody can receive an error of the free callback here.
+            let _ = self.fail_with(RequestError::Abandoned, false);
+        }
+        let s = self.load();
+        if s & RELEASE_HELD != 0 && s & RELEASE_SIGNALLED == 0 {
+            self.release();
+        }
     }
 
     /// Completes the request as cancelled by its operation's owner.
@@ -506,16 +719,22 @@ impl Core {
         status
     }
 
-    /// The status a handler sees: the query's, with the request's error in the error field.
-    pub(crate) fn handler_status(&self) -> Status {
-        if !self.is_complete() {
-            return Status::empty();
-        }
+    /// The status of a complete request that is not given back (`get_status`, handlers): the
+    /// query's, with the query's error, else the operation's, in the error field.
+    pub(crate) fn current_status(&self) -> Status {
         let mut status = self.query();
         if status.error().is_none() {
             status.set_error(self.completion_error().cloned());
         }
         status
+    }
+
+    /// The status a handler sees: [`Core::current_status`], or an empty one if not complete.
+    pub(crate) fn handler_status(&self) -> Status {
+        if !self.is_complete() {
+            return Status::empty();
+        }
+        self.current_status()
     }
 
     /// Calls the cancel callback with whether the request already completed.

@@ -98,6 +98,12 @@ pub enum RequestError {
     /// The request was already complete (completed twice, or CARs added to a complete request).
     #[error("the request is already complete")]
     AlreadyComplete,
+    /// Every handle that could complete the request ([`CompleteHandle`](super::CompleteHandle)
+    /// of a generalized request, [`CarCounter`](super::CarCounter) of a message request) was
+    /// dropped before completing it: nothing can complete it any more, so it completed with this
+    /// error instead of leaving its waits blocked for ever.
+    #[error("the request was abandoned: every handle that could complete it was dropped")]
+    Abandoned,
     /// More CARs were added than a request can count.
     #[error("too many outstanding CARs on one request (at most {max})")]
     TooManyCars {

@@ -3,7 +3,7 @@
 
 use std::any::Any;
 
-use super::core::{Body, Core, Shared};
+use super::core::{Body, Completer, Core, CoreRef};
 use super::error::{BoxError, Cause, RequestError};
 use super::handle::Request;
 use super::status::QueryStatus;
@@ -22,6 +22,10 @@ use super::status::QueryStatus;
 ///   request given back with [`Request::free`] (or dropped), in whichever of `free` and `complete`
 ///   comes last; for a request with handlers posted, after the last handler ran.
 /// - `cancel` in [`Request::cancel`], with `complete` telling whether `complete` was called.
+///
+/// A request whose last [`CompleteHandle`] is dropped before it completed can never complete:
+/// it completes then with [`RequestError::Abandoned`] (no `cancel` runs; `query` and `free` run
+/// as after `complete`).
 pub trait GrequestOps: Send + Sync + 'static {
     /// Fills the status of the complete request (source, tag, count, cancelled). The error field
     /// is out of reach: the agent sets it from the call's context.
@@ -59,6 +63,9 @@ impl<T: GrequestOps> Body for GreqBody<T> {
     fn cancel(&self, complete: bool) -> Result<(), BoxError> {
         self.0.cancel(complete)
     }
+    fn abandonable(&self) -> bool {
+        true
+    }
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -72,12 +79,7 @@ impl Request {
     #[inline]
     pub fn generalized<T: GrequestOps>(ops: T) -> (Request, CompleteHandle) {
         let (request, core) = Request::from_body(1, GreqBody(ops));
-        (
-            request,
-            CompleteHandle {
-                core: Shared::new(core),
-            },
-        )
+        (request, CompleteHandle::first(core))
     }
 }
 
@@ -85,9 +87,13 @@ impl Request {
 ///
 /// Cloneable, `Send` and `Sync`; it stays valid after the user's [`Request`] was waited on or
 /// freed (the request's memory lives as long as any handle to it).
+///
+/// Dropping the last handle of an incomplete generalized request completes it with
+/// [`RequestError::Abandoned`] (nothing else could complete it: its waits would block for ever).
+/// A class-driven request is left alone, since its hooks can still complete it.
 #[derive(Clone)]
 pub struct CompleteHandle {
-    pub(crate) core: Shared,
+    core: Completer,
 }
 
 impl std::fmt::Debug for CompleteHandle {
@@ -99,6 +105,20 @@ impl std::fmt::Debug for CompleteHandle {
 }
 
 impl CompleteHandle {
+    /// The first handle of a request just started.
+    pub(crate) fn first(core: CoreRef) -> Self {
+        CompleteHandle {
+            core: Completer::first(core),
+        }
+    }
+
+    /// Another handle of a request that may have some already.
+    pub(crate) fn another(core: CoreRef) -> Self {
+        CompleteHandle {
+            core: Completer::another(core),
+        }
+    }
+
     /// Marks the request complete (`MPI_Grequest_complete`): waiters wake, handlers for the
     /// COMPLETE condition are scheduled, and if the user already freed the request its free
     /// callback runs here (its error is returned). Completing twice gives
@@ -111,6 +131,11 @@ impl CompleteHandle {
     /// Fails the operation: the cancel callback runs (with `complete == false`), then the request
     /// completes and its wait/test reports [`RequestError::Operation`] with `error` (unless a
     /// query or free callback fails too). Returns the cancel callback's error, if any.
+    ///
+    /// The first completion decides: on a complete request this gives
+    /// [`RequestError::AlreadyComplete`] and changes nothing; once `fail` started, a
+    /// [`CompleteHandle::complete`] (from another thread, or from the cancel callback) gives
+    /// [`RequestError::AlreadyComplete`].
     pub fn fail(&self, error: impl Into<BoxError>) -> Result<(), RequestError> {
         self.core.fail(RequestError::Operation(Cause::new(error)))
     }

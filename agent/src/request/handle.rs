@@ -1,5 +1,6 @@
 //! [`Request`]: the one request handle of the agent.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -125,6 +126,9 @@ impl Request {
 
     /// The status of a complete request without freeing it (`None`: not complete yet). The query
     /// callback runs at each call on a complete request; the handle stays valid.
+    /// (`MPI_Request_get_status`.) A request that completed with a failure reports it here as
+    /// [`Request::wait`] would (the query's error, else the operation's) at every call, and stays
+    /// valid.
     pub fn get_status(&self) -> Result<Option<Status>, RequestError> {
         let Some(core) = &self.core else {
             return Ok(Some(Status::empty()));
@@ -135,7 +139,7 @@ impl Request {
                 return Ok(None);
             }
         }
-        core.query().into_result().map(Some)
+        core.current_status().into_result().map(Some)
     }
 
     /// Gives the handle back without waiting (`MPI_Request_free`). The free callback runs now if
@@ -188,10 +192,26 @@ impl Request {
         match self.core.take() {
             None => Status::empty(),
             Some(core) => {
+                let guard = ReleaseOnUnwind(&core);
                 let result = core.finalize();
+                std::mem::forget(guard);
                 core::recycle(core);
                 result
             }
+        }
+    }
+}
+
+/// Gives the user's handle back if a callback run by a completing wait or test panics (the query,
+/// say), so that the free callback still runs exactly once; forgotten on the normal path, where it
+/// costs nothing.
+struct ReleaseOnUnwind<'a>(&'a CoreRef);
+
+impl Drop for ReleaseOnUnwind<'_> {
+    fn drop(&mut self) {
+        if self.0.release_handle() {
+            // Already unwinding: a panic of the free callback too would abort the process.
+            let _ = catch_unwind(AssertUnwindSafe(|| self.0.run_free()));
         }
     }
 }

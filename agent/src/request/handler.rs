@@ -9,7 +9,9 @@
 //! (and may make their deadlines fail). The agent never holds an internal lock while it runs a
 //! handler, so a handler may call any agent function: start requests, post handlers, complete,
 //! cancel, wait (a wait on a request only another handler can complete would wait for ever).
-//! A panicking handler is caught; the thread goes on with the next one.
+//! A panicking handler is caught; the thread goes on with the next one. So is a query or free
+//! callback that panics on the handler thread: a panicking query makes the status the handler
+//! gets report [`RequestError::Query`] (the request failed), a panicking free counts as run.
 //!
 //! # Deadlines
 //!
@@ -17,7 +19,10 @@
 //! the condition was reached (or the post, if it was reached already); [`Deadline::At`] is an
 //! instant: if it passes before the condition is reached, the failure function runs at that
 //! instant. [`Deadline::Asap`] and [`Deadline::Ignore`] never fail. Exactly one of handler and
-//! failure runs per posting, unless the posting is replaced or removed before it ran.
+//! failure runs per posting, unless the posting is replaced or removed before it ran. A pending
+//! deadline holds the request only while its posting waits: once the handler ran (or the
+//! posting was replaced or removed) the request and its state are freed as usual, however far
+//! the deadline.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, VecDeque};
@@ -101,7 +106,8 @@ impl RequestRef {
         self.core.is_complete()
     }
 
-    /// The status of the complete request (query runs); `None` if not complete.
+    /// The status of the complete request (query runs); `None` if not complete. Like
+    /// [`Request::get_status`], a failed request reports its error.
     /// [`RequestError::Freed`] once the free callback ran.
     pub fn get_status(&self) -> Result<Option<Status>, RequestError> {
         if self.core.load() & FREE_CLAIMED != 0 {
@@ -110,7 +116,7 @@ impl RequestRef {
         if !self.core.is_complete() {
             return Ok(None);
         }
-        self.core.query().into_result().map(Some)
+        self.core.current_status().into_result().map(Some)
     }
 
     /// Asks for cancellation, like [`Request::cancel`].
@@ -157,7 +163,18 @@ struct Posting {
     handler: HandlerFn,
     failure: Option<HandlerFn>,
     deadline: Deadline,
+    /// The timer of a [`Deadline::At`] not reached yet, to empty when the posting runs or goes.
+    timer: Option<Arc<TimerSlot>>,
 }
+
+/// What a pending deadline holds: the request, until the deadline comes or the posting runs,
+/// is replaced or is removed (then it is emptied, so that a far deadline does not keep the
+/// request and the user's state alive; the empty timer is dropped when it comes due, or when
+/// empty timers outnumber live ones).
+type TimerSlot = Mutex<Option<CoreRef>>;
+
+/// Empty timers tolerated in the queue before it is compacted (when they also are half of it).
+const HOLLOW_TIMERS_KEPT: usize = 64;
 
 /// The handler postings of one request.
 #[derive(Default)]
@@ -187,9 +204,18 @@ struct Job {
 struct Timer {
     at: Instant,
     seq: u64,
-    core: CoreRef,
+    slot: Arc<TimerSlot>,
     condition: Condition,
     id: u64,
+}
+
+impl Timer {
+    fn is_hollow(&self) -> bool {
+        self.slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
+    }
 }
 
 impl PartialEq for Timer {
@@ -212,6 +238,8 @@ impl Ord for Timer {
 struct Queue {
     ready: VecDeque<Job>,
     timers: BinaryHeap<Reverse<Timer>>,
+    /// Timers emptied since the last compaction (an upper bound).
+    hollow: usize,
     next_seq: u64,
 }
 
@@ -224,6 +252,7 @@ static ENGINE: Engine = Engine {
     queue: Mutex::new(Queue {
         ready: VecDeque::new(),
         timers: BinaryHeap::new(),
+        hollow: 0,
         next_seq: 0,
     }),
     cv: Condvar::new(),
@@ -254,14 +283,35 @@ impl Engine {
         self.cv.notify_one();
     }
 
-    fn add_timer(&self, at: Instant, core: CoreRef, condition: Condition, id: u64) {
+    /// Empties the timer of a posting that ran, or was replaced or removed, so that it does not
+    /// keep the request (and the user's state) alive until its instant: O(1), plus a compaction
+    /// of the queue once empty timers are half of it.
+    fn cancel_timer(&self, slot: &TimerSlot) {
+        let core = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if core.is_none() {
+            return;
+        }
+        {
+            let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            q.hollow += 1;
+            if q.hollow > HOLLOW_TIMERS_KEPT && q.hollow * 2 > q.timers.len() {
+                // Empty timers hold no request: dropping them here runs no user code.
+                q.timers.retain(|Reverse(t)| !t.is_hollow());
+                q.hollow = 0;
+            }
+        }
+        // The request is let go with no lock held: dropping the last handle drops user state.
+        drop(core);
+    }
+
+    fn add_timer(&self, at: Instant, slot: Arc<TimerSlot>, condition: Condition, id: u64) {
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         let seq = q.next_seq;
         q.next_seq += 1;
         q.timers.push(Reverse(Timer {
             at,
             seq,
-            core,
+            slot,
             condition,
             id,
         }));
@@ -303,46 +353,78 @@ fn run_engine(engine: &'static Engine) {
             continue;
         };
         drop(q);
-        match work {
+        // A last guard: whatever user code panics (a destructor of the user's state dropped
+        // with the request, say), the thread goes on serving.
+        let _ = catch_unwind(AssertUnwindSafe(|| match work {
             Work::Job(job) => run_job(job),
             Work::Timer(t) => fire_timer(t),
-        }
+        }));
         q = engine.queue.lock().unwrap_or_else(PoisonError::into_inner);
     }
 }
 
 fn run_job(job: Job) {
+    let Job {
+        core,
+        posting,
+        reached_at,
+        missed,
+    } = job;
     let now = Instant::now();
-    let on_time = !job.missed
-        && match job.posting.deadline {
+    let on_time = !missed
+        && match posting.deadline {
             Deadline::Asap | Deadline::Ignore => true,
-            Deadline::After(d) => job.reached_at.checked_add(d).is_none_or(|end| now <= end),
+            Deadline::After(d) => reached_at.checked_add(d).is_none_or(|end| now <= end),
             Deadline::At(t) => now <= t,
         };
+    // User code runs at each step below; a panic in any of them must not take the handler
+    // thread (and every later handler) down, nor keep the request pinned for ever.
+    let status = catch_unwind(AssertUnwindSafe(|| core.handler_status()))
+        .unwrap_or_else(|panic| panicked_query(panic.as_ref()));
     let request = RequestRef {
-        core: Shared::new(Arc::clone(&job.core)),
+        core: Shared::new(Arc::clone(&core)),
     };
-    let status = job.core.handler_status();
-    let f = if on_time {
-        Some(job.posting.handler)
-    } else {
-        job.posting.failure
-    };
-    if let Some(f) = f {
-        // A panic in user code must not take the handler thread (and every later handler) down.
-        let _ = catch_unwind(AssertUnwindSafe(|| (f.0)(&request, &status)));
-    }
-    drop(request);
-    job.core.unpin();
+    let Posting {
+        handler, failure, ..
+    } = posting;
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let (run, unused) = if on_time {
+            (Some(handler), failure)
+        } else {
+            (failure, Some(handler))
+        };
+        drop(unused);
+        if let Some(f) = run {
+            (f.0)(&request, &status);
+        }
+    }));
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(request)));
+    // The free callback may run here (the request is unpinned); its panic counts as a free.
+    let _ = catch_unwind(AssertUnwindSafe(|| core.unpin()));
+}
+
+/// The status of a request whose query callback panicked on the handler thread: the request
+/// failed with [`RequestError::Query`].
+fn panicked_query(panic: &(dyn std::any::Any + Send)) -> Status {
+    let what = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)");
+    let mut status = Status::empty();
+    status.set_error(Some(RequestError::Query(Cause::new(format!(
+        "query callback panicked: {what}"
+    )))));
+    status
 }
 
 fn fire_timer(t: Timer) {
+    // Empty: the posting ran, or was replaced or removed, before its deadline.
+    let Some(core) = t.slot.lock().unwrap_or_else(PoisonError::into_inner).take() else {
+        return;
+    };
     let posting = {
-        let mut slots = t
-            .core
-            .handlers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut slots = core.handlers.lock().unwrap_or_else(PoisonError::into_inner);
         match slots.as_mut().map(|s| s.slot(t.condition)) {
             Some(slot) if slot.as_ref().is_some_and(|p| p.id == t.id) => slot.take(),
             _ => None,
@@ -350,7 +432,7 @@ fn fire_timer(t: Timer) {
     };
     if let Some(posting) = posting {
         run_job(Job {
-            core: t.core,
+            core,
             posting,
             reached_at: t.at,
             missed: true,
@@ -364,9 +446,12 @@ pub(crate) fn fire(core: &CoreRef, condition: Condition) {
         let mut slots = core.handlers.lock().unwrap_or_else(PoisonError::into_inner);
         slots.as_mut().and_then(|s| s.slot(condition).take())
     };
-    let Some(posting) = posting else {
+    let Some(mut posting) = posting else {
         return;
     };
+    if let Some(slot) = posting.timer.take() {
+        ENGINE.cancel_timer(&slot);
+    }
     // A posting exists, so `post` started the handler thread.
     ENGINE.schedule(Job {
         core: Arc::clone(core),
@@ -387,7 +472,7 @@ fn reached(condition: Condition, s: u64) -> bool {
 enum Then {
     Nothing,
     Schedule(Job),
-    Timer(Instant, u64),
+    Timer(Instant, Arc<TimerSlot>, u64),
 }
 
 pub(crate) fn post(
@@ -418,6 +503,7 @@ pub(crate) fn post(
                 handler,
                 failure,
                 deadline,
+                timer: None,
             };
             // The pin is taken (or kept, when replacing) before the condition is looked at: a
             // completion after this point sees the pin and takes the posting from the slot.
@@ -448,8 +534,12 @@ pub(crate) fn post(
                         missed,
                     });
                 } else {
-                    *slots.slot(condition) = Some(posting);
-                    then = Then::Timer(at, id);
+                    let slot = Arc::new(Mutex::new(Some(Arc::clone(core))));
+                    then = Then::Timer(at, Arc::clone(&slot), id);
+                    *slots.slot(condition) = Some(Posting {
+                        timer: Some(slot),
+                        ..posting
+                    });
                 }
             } else {
                 *slots.slot(condition) = Some(posting);
@@ -457,12 +547,15 @@ pub(crate) fn post(
         }
     }
     drop(guard);
+    if let Some(slot) = old.as_ref().and_then(|p| p.timer.as_ref()) {
+        engine.cancel_timer(slot);
+    }
     // User closures are dropped outside the lock: their destructors may call the agent.
     drop(old);
     match then {
         Then::Nothing => {}
         Then::Schedule(job) => engine.schedule(job),
-        Then::Timer(at, id) => engine.add_timer(at, Arc::clone(core), condition, id),
+        Then::Timer(at, slot, id) => engine.add_timer(at, slot, condition, id),
     }
     if unpin {
         core.unpin();

@@ -20,6 +20,13 @@
 //!
 //! # Progress contract
 //!
+//! - Every request completes exactly once, also on failure, and the first completion decides
+//!   its outcome: `complete`, the last CAR, a cancellation by the owner, a failure (`fail`,
+//!   `fail_car`, a failing hook or driver), or abandonment ([`RequestError::Abandoned`], when the
+//!   last [`CompleteHandle`] or [`CarCounter`] of an incomplete generalized or message request is
+//!   dropped). A later completion gets [`RequestError::AlreadyComplete`] and changes nothing: no
+//!   error, byte count or cancellation of it shows in the status. [`Request::get_status`] and
+//!   [`Request::wait`] report the same outcome.
 //! - Who completes a request: a method (through [`CarCounter`]), the user (through
 //!   [`CompleteHandle`], from any thread), or a class's hooks, which run only inside
 //!   `test*`/`wait*`/[`Request::get_status`] calls on that request's thread. A class-driven
@@ -64,7 +71,7 @@ mod status;
 mod waiter;
 
 pub use car::{CarCounter, ProgressDriver};
-pub use class::{ClassOps, ClassRequest, RequestClass};
+pub use class::{ClassOps, ClassRequest, MAX_DEFAULT_WAIT_SLEEP, RequestClass};
 pub use error::{BoxError, Cause, RequestError};
 pub use greq::{CompleteHandle, GrequestOps};
 pub use handle::Request;

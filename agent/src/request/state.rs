@@ -28,6 +28,14 @@ pub(crate) const RELEASE_SIGNALLED: u64 = 1 << 46;
 /// A handler was posted at some point: the request's handler slots need clearing before reuse.
 pub(crate) const HANDLERS_POSTED: u64 = 1 << 47;
 
+/// A failure is being committed ([`fail`](super::core::Core::fail)): it completes every CAR, so
+/// every other completion loses. Set before the cancel callback runs, cleared with the count.
+pub(crate) const FAILING: u64 = 1 << 48;
+/// One CAR is reserved while its result (bytes, error) is written, before it is counted: other
+/// completions may not take that CAR, and whole-request completions wait (a few stores, no user
+/// code) until it is counted.
+pub(crate) const SETTLING: u64 = 1 << 49;
+
 /// Outstanding CAR count of a state word.
 pub(crate) const fn count(s: u64) -> u64 {
     s & COUNT_MASK
