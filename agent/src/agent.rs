@@ -84,6 +84,7 @@ impl Agent {
         config.validate()?;
         let rank = boot.rank();
         let size = boot.size();
+        crate::config::check_agreement(&mut boot, &config)?;
         let vcs = if size == 1 {
             vec![Vc::new(0, Link::SelfLoop)]
         } else {
