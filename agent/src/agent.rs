@@ -98,6 +98,7 @@ impl Agent {
             config.xfer_chunk,
         );
         let spin = config.spin_min;
+        let liveness = crate::engine::Liveness::new(vcs.len());
         let shared = Arc::new_cyclic(|weak: &Weak<Shared>| Shared {
             rank,
             size,
@@ -105,6 +106,7 @@ impl Agent {
                 vcs,
                 book,
                 finalized: false,
+                liveness,
             }),
             driver: Arc::new(Driver::new(weak.clone())),
             spin_now: AtomicU32::new(spin),

@@ -123,6 +123,10 @@ pub struct Endpoint {
     /// Space was released without the fenced check whether the peer sleeps (see
     /// [`Endpoint::release`]); [`Endpoint::settle_wake`] owes it.
     wake_owed: bool,
+    /// This side's heartbeat count (see [`Endpoint::beat`]).
+    beats: u64,
+    /// The peer's heartbeat count and inbound sequence last seen, and when they last changed.
+    peer_seen: (u64, u32, Instant),
     // Declared last: dropped after the ring halves that point into it.
     seg: Segment,
 }
@@ -227,6 +231,8 @@ impl Endpoint {
             last_check: Instant::now(),
             tail_at_refusal: None,
             wake_owed: false,
+            beats: 0,
+            peer_seen: (0, 0, Instant::now()),
             seg,
         })
     }
@@ -261,6 +267,30 @@ impl Endpoint {
     /// Why the connection failed, once it has.
     pub fn failure(&self) -> Option<&'static str> {
         self.failed
+    }
+
+    /// Bumps this side's heartbeat: a relaxed store to a line only this side writes.
+    #[inline]
+    fn beat(&mut self) {
+        self.beats = self.beats.wrapping_add(1);
+        self.seg.control().beats[self.side]
+            .count
+            .store(self.beats, Ordering::Relaxed);
+    }
+
+    /// The last time this end saw a sign of life from the peer: its heartbeat (bumped by each
+    /// of its polls, posts and sleeping waits) or a record from it advanced since the previous
+    /// call (the first call compares with the state at set-up). A peer whose progress engine
+    /// runs is alive; one stopped, or blocked outside the library, shows no change. Cheap (two
+    /// loads); the caller decides what silence means.
+    pub fn peer_heard(&mut self) -> Instant {
+        let beat = self.seg.control().beats[1 - self.side]
+            .count
+            .load(Ordering::Relaxed);
+        if beat != self.peer_seen.0 || self.recv_seq != self.peer_seen.1 {
+            self.peer_seen = (beat, self.recv_seq, Instant::now());
+        }
+        self.peer_seen.2
     }
 
     fn side_line(&self, side: usize) -> &SideLine {
@@ -324,6 +354,7 @@ impl Endpoint {
         self.send_seq = self.send_seq.wrapping_add(1);
         self.tx.publish(r, &header);
         self.notify_peer();
+        self.beat();
         true
     }
 
@@ -687,6 +718,7 @@ impl Endpoint {
 
     /// Makes progress and returns the next completion, if any. Never blocks.
     pub fn poll(&mut self) -> Option<Completion> {
+        self.beat();
         self.progress();
         if let Some(c) = self.completions.pop_front() {
             return Some(c);
@@ -725,6 +757,7 @@ impl Endpoint {
     /// `config.spin` iterations), then sleeps on the futex in the shared segment; checks the
     /// peer's liveness every `config.liveness_interval` while asleep.
     pub fn wait(&mut self, timeout: Duration) -> Result<(), Error> {
+        self.beat();
         self.settle_wake();
         if self.has_work() {
             return Ok(());
@@ -762,6 +795,8 @@ impl Endpoint {
                 .sleeping
                 .store(0, Ordering::Relaxed);
             r.map_err(Error::Wait)?;
+            // Asleep or not, this side's progress engine runs: the peer must see it alive.
+            self.beat();
             if self.has_work() {
                 return Ok(());
             }

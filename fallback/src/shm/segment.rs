@@ -14,7 +14,7 @@ use super::error::Error;
 /// Identifies a viaduct shared segment ("VIADSHM1").
 pub(crate) const MAGIC: u64 = 0x5649_4144_5348_4d31;
 /// Layout version; both ends must agree.
-pub(crate) const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 3;
 /// Size of the control page in front of the rings.
 pub(crate) const CONTROL_BYTES: usize = 4096;
 /// Cache line size the layout aligns to.
@@ -70,6 +70,14 @@ pub(crate) struct SideLine {
     pub pid: AtomicU32,
 }
 
+/// The heartbeat of one side, on a line of its own (the peer reads it only now and then).
+#[repr(C, align(64))]
+pub(crate) struct BeatLine {
+    /// Bumped by its side at each poll, post and sleeping wait: while it changes, that side's
+    /// progress engine runs.
+    pub count: AtomicU64,
+}
+
 /// The control page. Only atomics and set-once values: both processes access it concurrently.
 #[repr(C)]
 pub(crate) struct Control {
@@ -85,6 +93,8 @@ pub(crate) struct Control {
     pub sides: [SideLine; 2],
     /// Per ring words, indexed by the sending side.
     pub rings: [RingControl; 2],
+    /// Per side heartbeats, indexed by side.
+    pub beats: [BeatLine; 2],
 }
 
 const _: () = assert!(std::mem::size_of::<Control>() <= CONTROL_BYTES);

@@ -1,0 +1,183 @@
+//! Peer liveness over shared memory and TCP: a peer whose progress engine stops (the process
+//! is sent `SIGSTOP`) fails the requests waiting on it within about the peer timeout, with an
+//! error naming it; a peer that is alive but idle in a wait, or slow (one message every half
+//! timeout, computing in between without calling the library), is never declared failed.
+//!
+//! Rank 0 is the test's own thread; rank 1 is a child process running this test binary's
+//! ignored test `child_rank`.
+
+mod agent_common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use viaduct_agent::agent::Agent;
+use viaduct_agent::bootstrap::Bootstrap;
+use viaduct_agent::config::Config;
+use viaduct_agent::error::AgentError;
+use viaduct_agent::matching::{Source, TagMatch};
+use viaduct_agent::request::RequestError;
+
+use agent_common::child::ChildJob;
+use agent_common::method::Method;
+
+/// `METHOD:MODE` of the child; only a process started by these tests has it.
+const CHILD_VAR: &str = "VIADUCT_TEST_LIVENESS";
+
+/// Messages the slow child sends, one every half peer timeout.
+const SLOW_MESSAGES: u32 = 4;
+
+fn settings(method: Method, peer_timeout: Duration) -> Config {
+    Config {
+        peer_timeout,
+        ..method.config()
+    }
+}
+
+fn timeout_of(mode: &str) -> Duration {
+    match mode {
+        "slow" => Duration::from_secs(2),
+        _ => Duration::from_secs(1),
+    }
+}
+
+/// The child's side. `idle`: waits in a blocking receive that never matches (its progress
+/// engine runs) until it is stopped and killed. `slow`: sends [`SLOW_MESSAGES`] messages,
+/// sleeping half the peer timeout before each without calling the library, then waits like
+/// `idle`.
+#[test]
+#[ignore = "child process of the liveness tests"]
+fn child_rank() {
+    let Ok(what) = std::env::var(CHILD_VAR) else {
+        return;
+    };
+    let (name, mode) = what.split_once(':').expect("METHOD:MODE");
+    let method = [Method::Shm, Method::Tcp]
+        .into_iter()
+        .find(|m| m.name() == name)
+        .expect("method");
+    let boot = Bootstrap::from_env().unwrap();
+    let t = timeout_of(mode);
+    let agent = Agent::with_bootstrap(boot, settings(method, t)).unwrap();
+    let mut b = [0u8; 4];
+    agent
+        .recv(&mut b, Source::Rank(0), TagMatch::Tag(1))
+        .unwrap();
+    eprintln!("ready");
+    if mode == "slow" {
+        for i in 0..SLOW_MESSAGES {
+            std::thread::sleep(t / 2);
+            agent.send(0, 6, &i.to_le_bytes()).unwrap();
+        }
+    }
+    let _ = agent.recv(&mut b, Source::Rank(0), TagMatch::Tag(99));
+}
+
+fn start(method: Method, mode: &str) -> (ChildJob, Agent) {
+    let mut job = ChildJob::spawn(
+        "child_rank",
+        CHILD_VAR,
+        &format!("{}:{mode}", method.name()),
+    );
+    let agent = Agent::with_bootstrap(job.bootstrap(), settings(method, timeout_of(mode))).unwrap();
+    assert_eq!(agent.method_of(1), Some(method.name()));
+    agent.send(1, 1, b"ping").unwrap();
+    job.wait_ready();
+    (job, agent)
+}
+
+fn signal(job: &ChildJob, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &job.child.id().to_string()])
+        .status()
+        .expect("running kill")
+        .success();
+    assert!(ok, "kill {sig} failed");
+}
+
+fn stopped_peer_fails_pending_receive(method: Method) {
+    if !method.available() {
+        return;
+    }
+    let t = timeout_of("idle");
+    let (mut job, agent) = start(method, "idle");
+    let (mut recv, _buf) = agent.irecv(8, Source::Rank(1), TagMatch::Tag(5)).unwrap();
+    // Alive and waiting itself: three timeouts pass without a failure.
+    match recv.wait_timeout(t * 3) {
+        Ok(None) => {}
+        other => panic!("a live, idle peer was judged: {other:?}"),
+    }
+    signal(&job, "-STOP");
+    let stopped = Instant::now();
+    let e = recv
+        .wait_timeout(Duration::from_secs(60))
+        .expect_err("a receive from a stopped peer must fail");
+    let after = stopped.elapsed();
+    let failure = match &e {
+        RequestError::Operation(c) => match c.downcast_ref::<AgentError>() {
+            Some(f @ AgentError::PeerFailed { peer: 1, .. }) => f.to_string(),
+            _ => panic!("unexpected error: {e:?}"),
+        },
+        _ => panic!("unexpected error: {e:?}"),
+    };
+    println!(
+        "{}: failed {after:?} after SIGSTOP: {failure}",
+        method.name()
+    );
+    assert!(failure.contains("VIADUCT_PEER_TIMEOUT"), "{failure}");
+    assert!(failure.contains("rank 1"), "{failure}");
+    // Silence counts from the peer's last heartbeat, which may come up to a quarter timeout
+    // before the stop.
+    assert!(
+        after >= t / 2,
+        "failed {after:?} after the stop, long before the timeout"
+    );
+    assert!(
+        after < t + Duration::from_secs(9),
+        "failed only {after:?} after the stop"
+    );
+    // Later sends to it fail at once.
+    assert!(agent.connect(1).is_err());
+    drop(agent);
+    job.kill();
+    job.shutdown();
+}
+
+fn slow_peer_is_alive(method: Method) {
+    if !method.available() {
+        return;
+    }
+    let (mut job, agent) = start(method, "slow");
+    for i in 0..SLOW_MESSAGES {
+        let (mut r, buf) = agent.irecv(4, Source::Rank(1), TagMatch::Tag(6)).unwrap();
+        match r.wait_timeout(Duration::from_secs(60)) {
+            Ok(Some(_)) => {}
+            other => panic!("message {i} of a slow peer: {other:?}"),
+        }
+        assert_eq!(buf.take(), i.to_le_bytes());
+    }
+    assert!(agent.connect(1).is_ok());
+    drop(agent);
+    job.kill();
+    job.shutdown();
+}
+
+#[test]
+fn stopped_peer_over_shm() {
+    stopped_peer_fails_pending_receive(Method::Shm);
+}
+
+#[test]
+fn stopped_peer_over_tcp() {
+    stopped_peer_fails_pending_receive(Method::Tcp);
+}
+
+#[test]
+fn slow_peer_over_shm() {
+    slow_peer_is_alive(Method::Shm);
+}
+
+#[test]
+fn slow_peer_over_tcp() {
+    slow_peer_is_alive(Method::Tcp);
+}
