@@ -55,6 +55,12 @@
 //! outstanding descriptor completes with [`Error::PeerFailed`], later posts fail with it, and
 //! `next` returns it once the messages that arrived before are read. A record that breaks the
 //! protocol fails the connection with [`Error::Protocol`]; nothing panics.
+//!
+//! A process that is stopped, or blocked outside the library, keeps its end of the socket
+//! open: for it, each side bumps a heartbeat counter in the segment at every `poll`, post and
+//! sleeping `wait` (every `liveness_interval` while asleep), and
+//! [`Endpoint::peer_heard`] tells when the peer's counter (or its records) last advanced; what
+//! silence means is the caller's rule (the agent's peer timeout).
 
 mod cma;
 mod completion;
