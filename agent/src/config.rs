@@ -7,7 +7,7 @@
 //! | --- | --- | --- |
 //! | `VIADUCT_TRANSPORT` | comma-separated methods in order of preference (`shm`, `tcp`, `verbs`; `self` is always used for the own rank) | `shm,tcp` |
 //! | `VIADUCT_EAGER_LIMIT` | messages up to this many bytes go eagerly, longer ones by rendezvous | 16320 |
-//! | `VIADUCT_PEER_TIMEOUT` | seconds after which a silent or dead peer fails every request on its VC | 5 |
+//! | `VIADUCT_PEER_TIMEOUT` | seconds after which a peer whose process shows no sign of life (stopped, dead, unreachable; never one that only computes) fails every request waiting on it; heartbeats go every quarter of it | 5 |
 //! | `VIADUCT_CONNECT_TIMEOUT` | seconds allowed for connection set-up at start | 30 |
 //! | `VIADUCT_XFER_CHUNK` | bytes of each piece of an xfer block's message (4096 to 4 MiB) | 16360 |
 //! | `VIADUCT_RDMA_DEVICE` | the RDMA device the verbs method uses (e.g. `mlx5_0`, `rxe0`) | the first device with an active port |
@@ -30,19 +30,28 @@
 //!
 //! # Peer liveness
 //!
-//! A rank is *alive* while its progress engine runs: every call into the agent that makes
-//! progress (a post, a test, a wait, `make_progress`) and every blocking wait, also while it
-//! sleeps, sends a heartbeat on each VC (shared memory: a counter in the segment bumped by each
-//! poll and by the sleeping wait every 20 ms at most; TCP: a keepalive frame after
-//! `VIADUCT_PEER_TIMEOUT / 4` without a frame sent; verbs: its keepalive RDMA write). A peer
-//! from which nothing arrived (no heartbeat, no message) for `VIADUCT_PEER_TIMEOUT` *while this
-//! rank waits on it* fails every request on its VC with [`AgentError::PeerFailed`] naming it:
-//! a rank waits on a peer while it has a send to it in flight, a receive naming it posted,
-//! a rendezvous with it, a stream read from it or an xfer block or collective running (a
-//! receive from any source waits on no peer in particular). A process stopped (`SIGSTOP`) or
-//! blocked in a long computation without calling the library cannot answer: raise
-//! `VIADUCT_PEER_TIMEOUT` above the longest time a rank spends outside the library while
-//! others wait on it. Verbs keeps its own detection (acknowledgements of the RC queue pair).
+//! A rank is *alive* while its process runs, whether it is inside a call of the agent or
+//! computing outside the library for any length of time. Each agent runs one heartbeat thread
+//! ([`crate::liveness`]) that, every heartbeat interval (`VIADUCT_PEER_TIMEOUT / 4`, at least
+//! 10 ms), proves this process alive to each connected peer, independently of the user's
+//! calls: on shared memory it bumps a counter in the VC's segment; to TCP peers it sends an
+//! authenticated UDP datagram (sender rank, receiver rank, sequence number, HMAC-SHA256 tag
+//! under the job key) to the peer's *liveness socket*, a UDP socket each rank with TCP peers
+//! binds to the address of its TCP listener (kernel-chosen port) and publishes with its
+//! business cards (`vd-live`), and on which the same thread receives its peers' datagrams.
+//! The methods' own heartbeats count too (shared memory: a counter bumped by each poll and by
+//! the sleeping wait every 20 ms at most; TCP: a keepalive frame after
+//! `VIADUCT_PEER_TIMEOUT / 4` without a frame sent, from polls and waits; verbs: its keepalive
+//! RDMA write). A peer from which nothing arrived (no heartbeat, no datagram, no message) for
+//! `VIADUCT_PEER_TIMEOUT` *while this rank waits on it* fails every request on its VC with
+//! [`AgentError::PeerFailed`] naming it: a rank waits on a peer while it has a send to it in
+//! flight, a receive naming it posted, a rendezvous with it, a stream read from it or an xfer
+//! block or collective running (a receive from any source waits on no peer in particular).
+//! Only a process that does not run can be silent that long: one stopped (`SIGSTOP`), dead,
+//! hung so that its heartbeat thread cannot run, or cut off from this rank (over TCP, the
+//! liveness port must be reachable by UDP wherever the TCP port is). A busy or slow rank is
+//! never declared failed. Verbs keeps its own detection (acknowledgements of the RC queue
+//! pair).
 //!
 //! For each peer the agent takes the first listed method that can reach it: `shm` only on the
 //! same node, `tcp` always, `verbs` where both sides have an active RDMA device (a rank learns

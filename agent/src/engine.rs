@@ -2,10 +2,12 @@
 //! (eager, rendezvous) that the progress engine drives.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::AgentError;
+use crate::liveness::Heard;
 use crate::matching::{Envelope, MatchQueues, Pattern, Source};
 use crate::method::rndv::{FIN, READ_ID, RTS_READ};
 use crate::method::{Method, MethodError};
@@ -120,6 +122,9 @@ pub(crate) struct Liveness {
     last: Instant,
     /// Per VC: since when this rank waits on the peer (`None`: it does not).
     since: Vec<Option<Instant>>,
+    /// When each peer's liveness datagrams last arrived (the heartbeat thread's, see
+    /// [`crate::liveness`]).
+    heard: Arc<Heard>,
 }
 
 /// A non-blocking progress pass looks at the clock for a silence check every this many passes
@@ -127,11 +132,12 @@ pub(crate) struct Liveness {
 const PASSES_PER_LOOK: u32 = 32;
 
 impl Liveness {
-    pub(crate) fn new(vcs: usize) -> Liveness {
+    pub(crate) fn new(vcs: usize, heard: Arc<Heard>) -> Liveness {
         Liveness {
             passes: 0,
             last: Instant::now(),
             since: vec![None; vcs],
+            heard,
         }
     }
 }
@@ -875,8 +881,9 @@ impl State {
     }
 
     /// Fails the VC of every peer that this rank waits on ([`Book::waits_on`], or a queued
-    /// message or stream read on the VC) and from which its method saw no sign of life
-    /// (heartbeat or data, [`Method::peer_heard`]) for `timeout`, counted from when the
+    /// message or stream read on the VC) and from which neither its method
+    /// ([`Method::peer_heard`]: heartbeats or data) nor the liveness socket
+    /// ([`crate::liveness`]) saw a sign of life for `timeout`, counted from when the
     /// waiting began at the earliest. Runs at most every `timeout / 8` (at most every 100 ms);
     /// returns the VCs failed.
     pub(crate) fn check_liveness(&mut self, timeout: Duration) -> usize {
@@ -902,6 +909,8 @@ impl State {
                 Link::Remote(m) if watched => m.peer_heard(),
                 _ => None,
             };
+            // The method's signs of life, or the peer's liveness datagrams, whichever is later.
+            let heard = heard.map(|h| liveness.heard.last(vc.peer).map_or(h, |d| h.max(d)));
             let Some(heard) = heard else {
                 *since = None;
                 continue;
@@ -922,7 +931,7 @@ impl State {
                 format!(
                     "no sign of life (heartbeat or data) for {:.1} s while this rank waited on \
                      it, more than the peer timeout of {:.1} s (VIADUCT_PEER_TIMEOUT): the \
-                     process is stopped, hangs outside the library, or is unreachable",
+                     process is stopped, dead or hung, or is unreachable",
                     quiet.as_secs_f64(),
                     timeout.as_secs_f64()
                 ),

@@ -41,9 +41,10 @@
 //! - **Failure.** A peer that dies is noticed by its method within a bounded time (see
 //!   `Config::peer_timeout`); the pass that sees it fails every request on that VC. Waits
 //!   therefore end, with an error, instead of hanging.
-//! - **Liveness.** Every pass polls every VC, and every sleep in a method's wait keeps that
-//!   method's heartbeat going (see [`crate::config`], "Peer liveness"), so a rank inside any
-//!   call of the agent is alive to its peers. Blocking waits, and every 32nd non-blocking
+//! - **Liveness.** The agent's heartbeat thread ([`crate::liveness`]) keeps the rank alive to
+//!   its peers whatever its user does, computing outside the library included; every pass
+//!   that polls a VC, and every sleep in a method's wait, beats too (see [`crate::config`],
+//!   "Peer liveness"). Blocking waits, and every 32nd non-blocking
 //!   pass, check (at most every `peer_timeout / 8`, at most every 100 ms) that each peer this
 //!   rank waits on has shown a sign of life within `peer_timeout`, and fail its VC otherwise.
 

@@ -1,7 +1,9 @@
-//! Peer liveness over shared memory and TCP: a peer whose progress engine stops (the process
-//! is sent `SIGSTOP`) fails the requests waiting on it within about the peer timeout, with an
-//! error naming it; a peer that is alive but idle in a wait, or slow (one message every half
-//! timeout, computing in between without calling the library), is never declared failed.
+//! Peer liveness over shared memory and TCP: a peer whose process stops (it is sent
+//! `SIGSTOP`) fails the requests waiting on it within about the peer timeout, with an error
+//! naming it; a peer that is alive is never declared failed, whether it is idle in a wait,
+//! slow (one message every half timeout, computing in between without calling the library),
+//! or computes outside the library for several peer timeouts before it sends (its agent's
+//! heartbeat thread keeps it alive to its peers).
 //!
 //! Rank 0 is the test's own thread; rank 1 is a child process running this test binary's
 //! ignored test `child_rank`.
@@ -27,6 +29,10 @@ const CHILD_VAR: &str = "VIADUCT_TEST_LIVENESS";
 /// Messages the slow child sends, one every half peer timeout.
 const SLOW_MESSAGES: u32 = 4;
 
+/// How long the computing child computes, without calling the library, before it sends: four
+/// peer timeouts.
+const COMPUTE: Duration = Duration::from_secs(4);
+
 fn settings(method: Method, peer_timeout: Duration) -> Config {
     Config {
         peer_timeout,
@@ -44,7 +50,8 @@ fn timeout_of(mode: &str) -> Duration {
 /// The child's side. `idle`: waits in a blocking receive that never matches (its progress
 /// engine runs) until it is stopped and killed. `slow`: sends [`SLOW_MESSAGES`] messages,
 /// sleeping half the peer timeout before each without calling the library, then waits like
-/// `idle`.
+/// `idle`. `compute`: computes for [`COMPUTE`] without calling the library, then sends one
+/// message and waits like `idle`.
 #[test]
 #[ignore = "child process of the liveness tests"]
 fn child_rank() {
@@ -70,7 +77,24 @@ fn child_rank() {
             agent.send(0, 6, &i.to_le_bytes()).unwrap();
         }
     }
+    if mode == "compute" {
+        let sum = compute(COMPUTE);
+        agent.send(0, 7, &sum.to_le_bytes()).unwrap();
+    }
     let _ = agent.recv(&mut b, Source::Rank(0), TagMatch::Tag(99));
+}
+
+/// Keeps a core busy for `how_long` (no sleep, no library call); returns a value that depends on
+/// every step, so the loop cannot be optimised away.
+fn compute(how_long: Duration) -> u64 {
+    let start = Instant::now();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    while start.elapsed() < how_long {
+        for _ in 0..100_000 {
+            x = std::hint::black_box(x ^ (x << 13) ^ (x >> 7) ^ (x << 17));
+        }
+    }
+    x
 }
 
 fn start(method: Method, mode: &str) -> (ChildJob, Agent) {
@@ -160,6 +184,46 @@ fn slow_peer_is_alive(method: Method) {
     drop(agent);
     job.kill();
     job.shutdown();
+}
+
+/// Rank 0 waits in a blocking receive while the peer computes for four peer timeouts without
+/// calling the library: the receive completes with the peer's message and the VC stays usable.
+fn computing_peer_is_alive(method: Method) {
+    if !method.available() {
+        return;
+    }
+    let t = timeout_of("compute");
+    let (mut job, agent) = start(method, "compute");
+    let began = Instant::now();
+    let mut b = [0u8; 8];
+    let got = agent.recv(&mut b, Source::Rank(1), TagMatch::Tag(7));
+    let waited = began.elapsed();
+    println!(
+        "{}: waited {waited:?} on a peer computing for {COMPUTE:?} (peer timeout {t:?}): {got:?}",
+        method.name()
+    );
+    let status = got.unwrap_or_else(|e| {
+        panic!("a peer computing outside the library was judged after {waited:?}: {e}")
+    });
+    assert_eq!(status.count(), 8);
+    assert!(
+        waited >= COMPUTE - Duration::from_millis(500),
+        "the message came after {waited:?}, before the computation ended"
+    );
+    assert!(agent.connect(1).is_ok());
+    drop(agent);
+    job.kill();
+    job.shutdown();
+}
+
+#[test]
+fn computing_peer_over_shm() {
+    computing_peer_is_alive(Method::Shm);
+}
+
+#[test]
+fn computing_peer_over_tcp() {
+    computing_peer_is_alive(Method::Tcp);
 }
 
 #[test]

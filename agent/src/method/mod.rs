@@ -26,12 +26,13 @@
 //!   for a silent peer; for verbs a keepalive RDMA WRITE when idle, so a dead peer shows as
 //!   transport retry exceeded), after which every outstanding descriptor completes with an
 //!   error.
-//! - **heartbeat**: shared memory and TCP show whether the peer's progress engine runs
-//!   (`peer_heard`: the last time its heartbeat counter in the segment, or its keepalive frames
-//!   and data on the connection, advanced); the agent fails a VC whose peer stays silent for
-//!   `Config::peer_timeout` while it waits on that peer (see [`crate::config`], "Peer
-//!   liveness"). A stopped process's kernel still acknowledges TCP and its memory still
-//!   holds the segment, so only this catches it.
+//! - **heartbeat**: shared memory and TCP show whether the peer is alive (`peer_heard`: the
+//!   last time its heartbeat counters in the segment, bumped by its progress engine and by its
+//!   agent's heartbeat thread, or its keepalive frames and data on the connection, advanced);
+//!   for TCP the agent adds the peer's liveness datagrams ([`crate::liveness`]). The agent
+//!   fails a VC whose peer stays silent for `Config::peer_timeout` while it waits on that peer
+//!   (see [`crate::config`], "Peer liveness"). A stopped process's kernel still acknowledges
+//!   TCP and its memory still holds the segment, so only this catches it.
 //!
 //! The self loop (a rank sending to itself) has no connection: the agent matches such messages
 //! directly (one copy, from the send buffer into the receive buffer or the unexpected queue).
@@ -122,8 +123,9 @@ pub(crate) fn shm_config(config: &Config) -> shm::Config {
     }
 }
 
-/// How often an idle TCP end sends a keepalive frame: a quarter of the peer timeout (at
-/// least 10 ms), so three may be late before the peer gives up on this rank.
+/// How often the heartbeat thread proves this rank alive to each peer, and how often an idle
+/// TCP end sends a keepalive frame: a quarter of the peer timeout (at least 10 ms), so three
+/// may be late or lost before the peer gives up on this rank.
 pub(crate) fn heartbeat_interval(config: &Config) -> Duration {
     (config.peer_timeout / 4).max(Duration::from_millis(10))
 }

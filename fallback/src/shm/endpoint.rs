@@ -4,6 +4,7 @@ use std::collections::{HashMap, VecDeque};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::ptr::NonNull;
+use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,7 @@ use super::completion::{Completion, Op, Posted};
 use super::config::Config;
 use super::error::Error;
 use super::futex;
+use super::heartbeat::Heartbeat;
 use super::region::{RegionKey, Regions};
 use super::ring::{Consumer, Producer, Record};
 use super::segment::{Segment, SideLine};
@@ -125,10 +127,12 @@ pub struct Endpoint {
     wake_owed: bool,
     /// This side's heartbeat count (see [`Endpoint::beat`]).
     beats: u64,
-    /// The peer's heartbeat count and inbound sequence last seen, and when they last changed.
-    peer_seen: (u64, u32, Instant),
-    // Declared last: dropped after the ring halves that point into it.
-    seg: Segment,
+    /// The peer's heartbeat counts (its endpoint's and its background one's) and the inbound
+    /// sequence last seen, and when they last changed.
+    peer_seen: (u64, u64, u32, Instant),
+    // Declared last: dropped after the ring halves that point into it (heartbeat handles may
+    // keep the mapping alive longer).
+    seg: Arc<Segment>,
 }
 
 // SAFETY: the endpoint owns its mapping and its halves of the rings; the raw pointers inside
@@ -169,6 +173,7 @@ impl Endpoint {
             step: "set non-blocking",
             source,
         })?;
+        let seg = Arc::new(seg);
         let c = seg.control();
         c.sides[side]
             .pid
@@ -232,7 +237,7 @@ impl Endpoint {
             tail_at_refusal: None,
             wake_owed: false,
             beats: 0,
-            peer_seen: (0, 0, Instant::now()),
+            peer_seen: (0, 0, 0, Instant::now()),
             seg,
         })
     }
@@ -278,19 +283,28 @@ impl Endpoint {
             .store(self.beats, Ordering::Relaxed);
     }
 
+    /// A handle that bumps this side's background heartbeat from any thread, and keeps the
+    /// segment mapped while it lives (see [`Heartbeat`]). The peer's
+    /// [`Endpoint::peer_heard`] counts its beats.
+    pub fn heartbeat(&self) -> Heartbeat {
+        Heartbeat::new(Arc::clone(&self.seg), self.side)
+    }
+
     /// The last time this end saw a sign of life from the peer: its heartbeat (bumped by each
-    /// of its polls, posts and sleeping waits) or a record from it advanced since the previous
-    /// call (the first call compares with the state at set-up). A peer whose progress engine
-    /// runs is alive; one stopped, or blocked outside the library, shows no change. Cheap (two
-    /// loads); the caller decides what silence means.
+    /// of its polls, posts and sleeping waits, and by its [`Heartbeat`] handles) or a record
+    /// from it advanced since the previous call (the first call compares with the state at
+    /// set-up). A peer whose progress engine runs, or whose process bumps its heartbeat from a
+    /// thread of its own, is alive; one stopped (or, without such a thread, blocked outside the
+    /// library) shows no change. Cheap (three loads); the caller decides what silence means.
     pub fn peer_heard(&mut self) -> Instant {
-        let beat = self.seg.control().beats[1 - self.side]
-            .count
-            .load(Ordering::Relaxed);
-        if beat != self.peer_seen.0 || self.recv_seq != self.peer_seen.1 {
-            self.peer_seen = (beat, self.recv_seq, Instant::now());
+        let line = &self.seg.control().beats[1 - self.side];
+        let beat = line.count.load(Ordering::Relaxed);
+        let background = line.background.load(Ordering::Relaxed);
+        let (b, g, r, _) = self.peer_seen;
+        if beat != b || background != g || self.recv_seq != r {
+            self.peer_seen = (beat, background, self.recv_seq, Instant::now());
         }
-        self.peer_seen.2
+        self.peer_seen.3
     }
 
     fn side_line(&self, side: usize) -> &SideLine {

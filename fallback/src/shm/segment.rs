@@ -73,9 +73,12 @@ pub(crate) struct SideLine {
 /// The heartbeat of one side, on a line of its own (the peer reads it only now and then).
 #[repr(C, align(64))]
 pub(crate) struct BeatLine {
-    /// Bumped by its side at each poll, post and sleeping wait: while it changes, that side's
-    /// progress engine runs.
+    /// Bumped by its side's endpoint at each poll, post and sleeping wait (plain stores: only
+    /// the endpoint writes it): while it changes, that side's progress engine runs.
     pub count: AtomicU64,
+    /// Bumped by its side's [`Heartbeat`](super::Heartbeat) handles (atomic adds: any thread),
+    /// e.g. from a background thread: while it changes, that side's process runs.
+    pub background: AtomicU64,
 }
 
 /// The control page. Only atomics and set-once values: both processes access it concurrently.
@@ -110,6 +113,11 @@ pub(crate) struct Segment {
 // SAFETY: the mapping is plain shared memory; all cross-thread access goes through atomics or is
 // ordered by them (ring protocol), so moving the owner to another thread is sound.
 unsafe impl Send for Segment {}
+// SAFETY: a shared `&Segment` gives access only to the control page, which holds only atomics
+// (`control`), and to raw pointers into the rings (`ring_data`), whose use is `unsafe` at the
+// caller and ordered by the ring protocol; so sharing it between threads (a heartbeat handle
+// beside its endpoint) is sound.
+unsafe impl Sync for Segment {}
 
 impl Segment {
     /// Creates a new segment with two rings of `ring_bytes` each and initialises its control page.
@@ -223,8 +231,9 @@ impl Segment {
 
 impl Drop for Segment {
     fn drop(&mut self) {
-        // SAFETY: `base`/`len` describe the mapping created in `map`, unmapped exactly once here;
-        // nothing borrowed from it outlives the segment (borrows are tied to the endpoint).
+        // SAFETY: `base`/`len` describe the mapping created in `map`, unmapped exactly once here,
+        // when the last owner (the endpoint, or a heartbeat handle outliving it) drops it;
+        // nothing borrowed from it outlives the segment (borrows are tied to those owners).
         unsafe {
             libc::munmap(self.base.as_ptr().cast(), self.len);
         }
