@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use viaduct_agent::agent::Agent;
 use viaduct_agent::bootstrap::Bootstrap;
+use viaduct_agent::comm::Comm;
 use viaduct_agent::config::Config;
 use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
@@ -22,9 +23,13 @@ use viaduct_agent::request::RequestError;
 
 use agent_common::child::ChildJob;
 use agent_common::method::Method;
+use agent_common::{job, job_owned};
 
 /// `METHOD:MODE` of the child; only a process started by these tests has it.
 const CHILD_VAR: &str = "VIADUCT_TEST_LIVENESS";
+
+/// Set for the process that counts heartbeat threads ([`threads_child`]).
+const THREADS_VAR: &str = "VIADUCT_TEST_HEARTBEAT_THREADS";
 
 /// Messages the slow child sends, one every half peer timeout.
 const SLOW_MESSAGES: u32 = 4;
@@ -244,4 +249,79 @@ fn slow_peer_over_shm() {
 #[test]
 fn slow_peer_over_tcp() {
     slow_peer_is_alive(Method::Tcp);
+}
+
+/// Threads of this process named like the agent's heartbeat thread (`comm` holds the first
+/// 15 bytes of the name).
+fn heartbeat_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim_end() == "viaduct-heartbe")
+        .count()
+}
+
+/// The process of [`heartbeat_threads_end_with_their_agents`]: jobs of two ranks (threads of
+/// this process) over shared memory and TCP, finalized or dropped; each agent runs a heartbeat
+/// thread while it lives and none is left after.
+#[test]
+#[ignore = "child process of the liveness tests"]
+fn threads_child() {
+    if std::env::var(THREADS_VAR).is_err() {
+        return;
+    }
+    assert_eq!(heartbeat_threads(), 0);
+    for method in [Method::Shm, Method::Tcp] {
+        let during = job(2, method.config(), |agent| {
+            // Both agents live until both bodies are done (finalize fences).
+            let world = Comm::world(&agent);
+            world.barrier().unwrap();
+            // A new thread takes its name once it runs: wait for both (at most 20 s).
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let mut n = heartbeat_threads();
+            while agent.rank() == 0 && n < 2 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+                n = heartbeat_threads();
+            }
+            world.barrier().unwrap();
+            n
+        });
+        assert!(during[0] >= 2, "{method:?}: {during:?}");
+        assert_eq!(heartbeat_threads(), 0, "{method:?}: left after finalize");
+        job_owned(2, method.config(), |agent| {
+            Comm::world(&agent).barrier().unwrap();
+            drop(agent);
+        });
+        assert_eq!(heartbeat_threads(), 0, "{method:?}: left after drop");
+    }
+    println!("heartbeat threads ended");
+}
+
+#[test]
+fn heartbeat_threads_end_with_their_agents() {
+    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--ignored", "--exact", "threads_child", "--nocapture"])
+        .env(THREADS_VAR, "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("child process");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("child status") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the thread-counting process did not finish within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().expect("stdout"), &mut out)
+        .expect("child output");
+    assert!(
+        status.success() && out.contains("heartbeat threads ended"),
+        "{status}: {out}"
+    );
 }
