@@ -39,6 +39,9 @@ pub(crate) struct Shared {
     /// The lowest context id no communicator of this rank uses yet (see [`crate::comm`]).
     pub(crate) next_context: AtomicU32,
     boot: Mutex<Option<Bootstrap>>,
+    /// The heartbeat thread (see [`crate::liveness`]); stopped at finalize, or when the last
+    /// handle drops.
+    heart: crate::liveness::Heart,
 }
 
 impl Shared {
@@ -87,11 +90,15 @@ impl Agent {
         config.validate()?;
         let rank = boot.rank();
         let size = boot.size();
+        crate::config::check_agreement(&mut boot, &config)?;
+        // The liveness card goes out with the business cards (connect_all's fence).
+        let live = crate::liveness::open(&mut boot, &config)?;
         let vcs = if size == 1 {
             vec![Vc::new(0, Link::SelfLoop)]
         } else {
             connect::connect_all(&mut boot, &config)?
         };
+        let heart = crate::liveness::Heart::start(&mut boot, live, &vcs, &config)?;
         let book = Book::new(
             rank,
             config.eager_limit,
@@ -100,6 +107,7 @@ impl Agent {
             config.xfer_chunk,
         );
         let spin = config.spin_min;
+        let liveness = crate::engine::Liveness::new(vcs.len(), heart.heard());
         let shared = Arc::new_cyclic(|weak: &Weak<Shared>| Shared {
             rank,
             size,
@@ -107,11 +115,13 @@ impl Agent {
                 vcs,
                 book,
                 finalized: false,
+                liveness,
             }),
             driver: Arc::new(Driver::new(weak.clone())),
             spin_now: AtomicU32::new(spin),
             next_context: AtomicU32::new(crate::comm::FIRST_CONTEXT),
             boot: Mutex::new(Some(boot)),
+            heart,
             config,
         });
         Ok(Agent { shared, context: 0 })
@@ -246,6 +256,8 @@ impl Agent {
                 vc.link = Link::Closed;
             }
         }
+        // Every rank passed the fence: nobody waits on this one any more.
+        self.shared.heart.stop();
         if let Some(b) = fenced? {
             b.finalize()?;
         }

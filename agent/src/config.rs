@@ -7,10 +7,51 @@
 //! | --- | --- | --- |
 //! | `VIADUCT_TRANSPORT` | comma-separated methods in order of preference (`shm`, `tcp`, `verbs`; `self` is always used for the own rank) | `shm,tcp` |
 //! | `VIADUCT_EAGER_LIMIT` | messages up to this many bytes go eagerly, longer ones by rendezvous | 16320 |
-//! | `VIADUCT_PEER_TIMEOUT` | seconds after which a silent or dead peer fails every request on its VC | 5 |
+//! | `VIADUCT_PEER_TIMEOUT` | seconds after which a peer whose process shows no sign of life (stopped, dead, unreachable; never one that only computes) fails every request waiting on it; heartbeats go every quarter of it | 5 |
 //! | `VIADUCT_CONNECT_TIMEOUT` | seconds allowed for connection set-up at start | 30 |
 //! | `VIADUCT_XFER_CHUNK` | bytes of each piece of an xfer block's message (4096 to 4 MiB) | 16360 |
 //! | `VIADUCT_RDMA_DEVICE` | the RDMA device the verbs method uses (e.g. `mlx5_0`, `rxe0`) | the first device with an active port |
+//! | `VIADUCT_SPIN_MIN`, `VIADUCT_SPIN_MAX` | fewest and most progress polls a blocking call spins before it sleeps | 16, 4096 |
+//! | `VIADUCT_COLL_SMALL_MAX`, `VIADUCT_COLL_BCAST_CHAIN_MIN`, `VIADUCT_COLL_ALLREDUCE_RSAG_MIN`, `VIADUCT_COLL_ALLGATHER_RING_MIN` | switch points of the collectives (see [`crate::coll`]) | 4096, 8 MiB, 512 KiB, 16 KiB |
+//!
+//! A value that does not parse, or lies outside its bounds, is an error naming the variable
+//! and the value. Timeouts are seconds (a decimal number) from 1 ms to 10^7 s.
+//!
+//! # Settings that must agree across ranks
+//!
+//! The settings that decide what goes on the wire or which algorithm a collective runs must be
+//! the same on every rank: `VIADUCT_TRANSPORT`, `VIADUCT_EAGER_LIMIT`, `VIADUCT_XFER_CHUNK`,
+//! the rendezvous piece size, and the four collective switch points. [`Agent::init`](crate::agent::Agent::init)
+//! checks them ([`check_agreement`]): every rank puts its values into the bootstrap key-value
+//! space, and after the fence rank 0 compares every rank's with its own and every other rank
+//! compares its own with rank 0's; a difference is an [`AgentError::Config`] naming the
+//! variable, the ranks and their values, on every rank that sees it, instead of a hang in the
+//! first collective. The timeouts, spin counts and RDMA device are local to each rank.
+//!
+//! # Peer liveness
+//!
+//! A rank is *alive* while its process runs, whether it is inside a call of the agent or
+//! computing outside the library for any length of time. Each agent runs one heartbeat thread
+//! ([`crate::liveness`]) that, every heartbeat interval (`VIADUCT_PEER_TIMEOUT / 4`, at least
+//! 10 ms), proves this process alive to each connected peer, independently of the user's
+//! calls: on shared memory it bumps a counter in the VC's segment; to TCP peers it sends an
+//! authenticated UDP datagram (sender rank, receiver rank, sequence number, HMAC-SHA256 tag
+//! under the job key) to the peer's *liveness socket*, a UDP socket each rank with TCP peers
+//! binds to the address of its TCP listener (kernel-chosen port) and publishes with its
+//! business cards (`vd-live`), and on which the same thread receives its peers' datagrams.
+//! The methods' own heartbeats count too (shared memory: a counter bumped by each poll and by
+//! the sleeping wait every 20 ms at most; TCP: a keepalive frame after
+//! `VIADUCT_PEER_TIMEOUT / 4` without a frame sent, from polls and waits; verbs: its keepalive
+//! RDMA write). A peer from which nothing arrived (no heartbeat, no datagram, no message) for
+//! `VIADUCT_PEER_TIMEOUT` *while this rank waits on it* fails every request on its VC with
+//! [`AgentError::PeerFailed`] naming it: a rank waits on a peer while it has a send to it in
+//! flight, a receive naming it posted, a rendezvous with it, a stream read from it or an xfer
+//! block or collective running (a receive from any source waits on no peer in particular).
+//! Only a process that does not run can be silent that long: one stopped (`SIGSTOP`), dead,
+//! hung so that its heartbeat thread cannot run, or cut off from this rank (over TCP, the
+//! liveness port must be reachable by UDP wherever the TCP port is). A busy or slow rank is
+//! never declared failed. Verbs keeps its own detection (acknowledgements of the RC queue
+//! pair).
 //!
 //! For each peer the agent takes the first listed method that can reach it: `shm` only on the
 //! same node, `tcp` always, `verbs` where both sides have an active RDMA device (a rank learns
@@ -21,6 +62,11 @@
 
 use std::time::Duration;
 
+use crate::bootstrap::Bootstrap;
+use crate::coll::{
+    ALLGATHER_RING_MIN_VAR, ALLREDUCE_RSAG_MIN_VAR, BCAST_CHAIN_MIN_VAR, SMALL_MAX_VAR,
+    SwitchPoints,
+};
 use crate::error::AgentError;
 
 /// Environment variable listing the methods the agent may use.
@@ -92,6 +138,8 @@ pub struct Config {
     /// Bytes of each piece of an xfer block's message: a forward passes piece k on as soon as it
     /// arrived, so smaller pieces pipeline sooner and larger ones cost less per byte.
     pub xfer_chunk: usize,
+    /// The switch points of the collectives (`VIADUCT_COLL_*`); the same on every rank.
+    pub switch_points: SwitchPoints,
 }
 
 impl Default for Config {
@@ -112,6 +160,7 @@ impl Default for Config {
             // 64 KiB and 256 KiB with `viaduct bench collective` (4 ranks, 1 MiB): the best
             // of the three for bcast and allreduce over both shm and tcp.
             xfer_chunk: (16 << 10) - 24,
+            switch_points: SwitchPoints::default(),
         }
     }
 }
@@ -123,18 +172,45 @@ fn bad(setting: &'static str, reason: impl Into<String>) -> AgentError {
     }
 }
 
+/// Shortest timeout accepted: below it a timeout would expire before a single round trip.
+pub const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+/// Longest timeout accepted (about 115 days).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(10_000_000);
+
 fn seconds(setting: &'static str, raw: &str) -> Result<Duration, AgentError> {
-    raw.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e7)
-        .map(Duration::from_secs_f64)
-        .ok_or_else(|| {
-            bad(
-                setting,
-                format!("{raw:?} is not a positive number of seconds"),
-            )
-        })
+    let s: f64 = raw
+        .trim()
+        .parse()
+        .map_err(|_| bad(setting, format!("{raw:?} is not a number of seconds")))?;
+    if !s.is_finite() || s <= 0.0 {
+        return Err(bad(
+            setting,
+            format!("{raw:?} is not a positive, finite number of seconds"),
+        ));
+    }
+    if s < MIN_TIMEOUT.as_secs_f64() || s > MAX_TIMEOUT.as_secs_f64() {
+        return Err(bad(
+            setting,
+            format!("{raw:?} seconds lies outside 0.001 to 10000000 seconds"),
+        ));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+fn bytes(var: &'static str, v: &str) -> Result<usize, AgentError> {
+    v.trim()
+        .parse()
+        .map_err(|_| bad(var, format!("{v:?} is not a number of bytes")))
+}
+
+fn check_timeout(var: &'static str, t: Duration) -> Result<(), AgentError> {
+    if t < MIN_TIMEOUT || t > MAX_TIMEOUT {
+        return Err(bad(
+            var,
+            format!("{t:?} lies outside {MIN_TIMEOUT:?} to {MAX_TIMEOUT:?}"),
+        ));
+    }
+    Ok(())
 }
 
 /// Parses a `VIADUCT_TRANSPORT` value: comma-separated method names, no duplicates.
@@ -188,17 +264,19 @@ impl Config {
             let v = v.as_ref();
             match k.as_ref() {
                 TRANSPORT_VAR => c.transports = parse_transports(v)?,
-                EAGER_LIMIT_VAR => {
-                    c.eager_limit = v.trim().parse().map_err(|_| {
-                        bad(EAGER_LIMIT_VAR, format!("{v:?} is not a number of bytes"))
-                    })?;
-                }
+                EAGER_LIMIT_VAR => c.eager_limit = bytes(EAGER_LIMIT_VAR, v)?,
                 PEER_TIMEOUT_VAR => c.peer_timeout = seconds(PEER_TIMEOUT_VAR, v)?,
                 CONNECT_TIMEOUT_VAR => c.connect_timeout = seconds(CONNECT_TIMEOUT_VAR, v)?,
-                XFER_CHUNK_VAR => {
-                    c.xfer_chunk = v.trim().parse().map_err(|_| {
-                        bad(XFER_CHUNK_VAR, format!("{v:?} is not a number of bytes"))
-                    })?;
+                XFER_CHUNK_VAR => c.xfer_chunk = bytes(XFER_CHUNK_VAR, v)?,
+                SMALL_MAX_VAR => c.switch_points.small_max = bytes(SMALL_MAX_VAR, v)?,
+                BCAST_CHAIN_MIN_VAR => {
+                    c.switch_points.bcast_chain_min = bytes(BCAST_CHAIN_MIN_VAR, v)?;
+                }
+                ALLREDUCE_RSAG_MIN_VAR => {
+                    c.switch_points.allreduce_rsag_min = bytes(ALLREDUCE_RSAG_MIN_VAR, v)?;
+                }
+                ALLGATHER_RING_MIN_VAR => {
+                    c.switch_points.allgather_ring_min = bytes(ALLGATHER_RING_MIN_VAR, v)?;
                 }
                 RDMA_DEVICE_VAR => {
                     let name = v.trim();
@@ -217,7 +295,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), AgentError> {
         if self.eager_limit > 64 << 10 {
             return Err(bad(
-                "eager_limit",
+                EAGER_LIMIT_VAR,
                 format!(
                     "{} exceeds the largest eager message of 65536 bytes",
                     self.eager_limit
@@ -227,18 +305,17 @@ impl Config {
         if self.rendezvous_chunk < 4096 || self.rendezvous_chunk > 32 << 20 {
             return Err(bad("rendezvous_chunk", "must lie between 4 KiB and 32 MiB"));
         }
-        if self.peer_timeout.is_zero() || self.connect_timeout.is_zero() {
-            return Err(bad("peer_timeout", "timeouts must be non-zero"));
-        }
+        check_timeout(PEER_TIMEOUT_VAR, self.peer_timeout)?;
+        check_timeout(CONNECT_TIMEOUT_VAR, self.connect_timeout)?;
         if !(4096..=4 << 20).contains(&self.xfer_chunk) {
             return Err(bad(
-                "xfer_chunk",
+                XFER_CHUNK_VAR,
                 format!("{} must lie between 4 KiB and 4 MiB", self.xfer_chunk),
             ));
         }
         if self.spin_min > self.spin_max {
             return Err(bad(
-                "spin_min",
+                SPIN_MIN_VAR,
                 format!(
                     "{} exceeds spin_max {} ({SPIN_MIN_VAR}, {SPIN_MAX_VAR})",
                     self.spin_min, self.spin_max
@@ -247,6 +324,90 @@ impl Config {
         }
         Ok(())
     }
+
+    /// The settings that must be the same on every rank, as (variable, value) pairs.
+    pub fn agreed_settings(&self) -> Vec<(&'static str, String)> {
+        let t: Vec<&str> = self.transports.iter().map(|m| m.name()).collect();
+        let p = &self.switch_points;
+        vec![
+            (TRANSPORT_VAR, t.join("/")),
+            (EAGER_LIMIT_VAR, self.eager_limit.to_string()),
+            ("rendezvous_chunk", self.rendezvous_chunk.to_string()),
+            (XFER_CHUNK_VAR, self.xfer_chunk.to_string()),
+            (SMALL_MAX_VAR, p.small_max.to_string()),
+            (BCAST_CHAIN_MIN_VAR, p.bcast_chain_min.to_string()),
+            (ALLREDUCE_RSAG_MIN_VAR, p.allreduce_rsag_min.to_string()),
+            (ALLGATHER_RING_MIN_VAR, p.allgather_ring_min.to_string()),
+        ]
+    }
+}
+
+/// Key under which rank `r` puts its agreed settings.
+fn agreement_key(r: u32) -> String {
+    format!("viaduct-settings-{r}")
+}
+
+/// Encodes the agreed settings as one key-value-space value (values are numbers and method
+/// names: no space, `=`, `;` or `,`).
+fn encode_agreed(c: &Config) -> String {
+    c.agreed_settings()
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Compares `mine` (this rank's settings, rank `me`) with `theirs` (the encoded settings of
+/// rank `other`); the first difference is an error naming the variable, both ranks and
+/// their values.
+fn compare_agreed(mine: &Config, me: u32, other: u32, theirs: &str) -> Result<(), AgentError> {
+    let values: Vec<&str> = theirs.split(',').collect();
+    let own = mine.agreed_settings();
+    if values.len() != own.len() {
+        return Err(bad(
+            "settings",
+            format!(
+                "rank {other} published settings of another layout ({theirs:?}): \
+                 the ranks run different builds"
+            ),
+        ));
+    }
+    for ((var, v), w) in own.iter().zip(values) {
+        if v != w {
+            return Err(bad(
+                var,
+                format!("must be the same on every rank: rank {me} has {v}, rank {other} has {w}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks at start that the settings which must agree across ranks
+/// ([`Config::agreed_settings`]) do: each rank puts its values into the bootstrap key-value
+/// space and fences; rank 0 then compares every rank's values with its own, every other rank
+/// its own with rank 0's. A difference is an [`AgentError::Config`] naming the variable and
+/// the two ranks. Every rank of the job must call it (it fences).
+pub fn check_agreement(boot: &mut Bootstrap, config: &Config) -> Result<(), AgentError> {
+    let (me, size) = (boot.rank(), boot.size());
+    if size < 2 {
+        return Ok(());
+    }
+    boot.put(&agreement_key(me), &encode_agreed(config))
+        .map_err(AgentError::Bootstrap)?;
+    boot.fence().map_err(AgentError::Bootstrap)?;
+    let others: Vec<u32> = if me == 0 {
+        (1..size).collect()
+    } else {
+        vec![0]
+    };
+    for other in others {
+        let theirs = boot
+            .get(&agreement_key(other))
+            .map_err(AgentError::Bootstrap)?;
+        compare_agreed(config, me, other, &theirs)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

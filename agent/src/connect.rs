@@ -132,7 +132,7 @@ fn unhex(s: &str) -> Option<String> {
 }
 
 /// The address other nodes can reach this one at (the interface of the default route).
-fn node_ip() -> IpAddr {
+pub(crate) fn node_ip() -> IpAddr {
     let probe = || -> std::io::Result<IpAddr> {
         let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
         // No packet is sent: connecting a UDP socket only picks the route and source address.

@@ -2,9 +2,12 @@
 //! (eager, rendezvous) that the progress engine drives.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::error::AgentError;
+use crate::liveness::Heard;
 use crate::matching::{Envelope, MatchQueues, Pattern, Source};
 use crate::method::rndv::{FIN, READ_ID, RTS_READ};
 use crate::method::{Method, MethodError};
@@ -107,6 +110,36 @@ pub(crate) struct State {
     pub(crate) vcs: Vec<Vc>,
     pub(crate) book: Book,
     pub(crate) finalized: bool,
+    pub(crate) liveness: Liveness,
+}
+
+/// The silence check of the VCs (see [`crate::config`], "Peer liveness").
+#[derive(Debug)]
+pub(crate) struct Liveness {
+    /// Progress passes since the agent started (a check runs every [`PASSES_PER_LOOK`]).
+    passes: u32,
+    /// When the last check ran.
+    last: Instant,
+    /// Per VC: since when this rank waits on the peer (`None`: it does not).
+    since: Vec<Option<Instant>>,
+    /// When each peer's liveness datagrams last arrived (the heartbeat thread's, see
+    /// [`crate::liveness`]).
+    heard: Arc<Heard>,
+}
+
+/// A non-blocking progress pass looks at the clock for a silence check every this many passes
+/// (a blocking wait looks at every sleep).
+const PASSES_PER_LOOK: u32 = 32;
+
+impl Liveness {
+    pub(crate) fn new(vcs: usize, heard: Arc<Heard>) -> Liveness {
+        Liveness {
+            passes: 0,
+            last: Instant::now(),
+            since: vec![None; vcs],
+            heard,
+        }
+    }
 }
 
 pub(crate) fn chain(e: &dyn std::error::Error) -> String {
@@ -521,6 +554,20 @@ impl Book {
         }
     }
 
+    /// Whether this rank waits on `peer`: a send to it in flight, a receive naming it, a
+    /// rendezvous with it, or an xfer schedule running (a receive from any source waits on no
+    /// peer in particular).
+    pub(crate) fn waits_on(&self, peer: u32) -> bool {
+        self.fast_sends.get(peer as usize).is_some_and(|n| *n > 0)
+            || self.sends.values().any(|s| s.2 == peer)
+            || self.rndv_sends.values().any(|s| s.peer == peer)
+            || self.rndv_recvs.values().any(|r| r.peer == peer)
+            || self
+                .queues
+                .any_posted(|p, _| p.source == Source::Rank(peer))
+            || self.xfer.running()
+    }
+
     /// Fails the request of one message that cannot be sent.
     pub(crate) fn peer_failed_one(&mut self, peer: u32, reason: &str, out: Outbound) {
         if let Some((counter, _, _)) = self.sends.remove(&out.id) {
@@ -822,6 +869,75 @@ impl State {
             }
         }
         work
+    }
+
+    /// Counts a non-blocking pass; every [`PASSES_PER_LOOK`] passes runs
+    /// [`State::check_liveness`].
+    pub(crate) fn pass_done(&mut self, timeout: Duration) {
+        self.liveness.passes = self.liveness.passes.wrapping_add(1);
+        if self.liveness.passes % PASSES_PER_LOOK == 0 {
+            self.check_liveness(timeout);
+        }
+    }
+
+    /// Fails the VC of every peer that this rank waits on ([`Book::waits_on`], or a queued
+    /// message or stream read on the VC) and from which neither its method
+    /// ([`Method::peer_heard`]: heartbeats or data) nor the liveness socket
+    /// ([`crate::liveness`]) saw a sign of life for `timeout`, counted from when the
+    /// waiting began at the earliest. Runs at most every `timeout / 8` (at most every 100 ms);
+    /// returns the VCs failed.
+    pub(crate) fn check_liveness(&mut self, timeout: Duration) -> usize {
+        let now = Instant::now();
+        let every = (timeout / 8).clamp(Duration::from_millis(1), Duration::from_millis(100));
+        if now.duration_since(self.liveness.last) < every {
+            return 0;
+        }
+        self.liveness.last = now;
+        let State {
+            vcs,
+            book,
+            liveness,
+            ..
+        } = self;
+        // While the agent reads nothing (its unexpected messages are full), a TCP peer's
+        // keepalives stay unread: it cannot be judged.
+        let reading = book.unexpected_bytes < book.max_unexpected;
+        let mut silent = Vec::new();
+        for (vc, since) in vcs.iter_mut().zip(liveness.since.iter_mut()) {
+            let watched = reading && vc.failed.is_none() && !vc.drained && !vc.stream_at_head;
+            let heard = match &mut vc.link {
+                Link::Remote(m) if watched => m.peer_heard(),
+                _ => None,
+            };
+            // The method's signs of life, or the peer's liveness datagrams, whichever is later.
+            let heard = heard.map(|h| liveness.heard.last(vc.peer).map_or(h, |d| h.max(d)));
+            let Some(heard) = heard else {
+                *since = None;
+                continue;
+            };
+            if !(vc.has_queued() || !vc.readers.is_empty() || book.waits_on(vc.peer)) {
+                *since = None;
+                continue;
+            }
+            let from = heard.max(*since.get_or_insert(now));
+            if now.duration_since(from) > timeout {
+                silent.push((vc.peer, now.duration_since(heard)));
+            }
+        }
+        let n = silent.len();
+        for (peer, quiet) in silent {
+            self.fail_vc(
+                peer,
+                format!(
+                    "no sign of life (heartbeat or data) for {:.1} s while this rank waited on \
+                     it, more than the peer timeout of {:.1} s (VIADUCT_PEER_TIMEOUT): the \
+                     process is stopped, dead or hung, or is unreachable",
+                    quiet.as_secs_f64(),
+                    timeout.as_secs_f64()
+                ),
+            );
+        }
+        n
     }
 
     /// Whether any VC can block in its method's wait.

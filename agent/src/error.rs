@@ -82,6 +82,16 @@ pub enum AgentError {
     /// A thread of the agent could not be started.
     #[error("cannot start a thread of the agent")]
     Thread(#[source] std::io::Error),
+    /// The liveness socket (the UDP socket of the heartbeat thread, see [`crate::config`],
+    /// "Peer liveness") could not be opened.
+    #[error("cannot open the liveness socket (UDP heartbeats) on {addr}")]
+    LivenessSocket {
+        /// The address it was to be bound to.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// `reserve_write` was asked for the self loop, which has no outgoing queue.
     #[error("reserve_write is not available on the self loop (the destination is this rank)")]
     SelfReservation,

@@ -14,6 +14,7 @@ pub mod error;
 mod fast;
 pub mod fileio;
 mod handshake;
+mod liveness;
 pub mod matching;
 pub mod method;
 pub mod p2p;

@@ -41,6 +41,12 @@
 //! - **Failure.** A peer that dies is noticed by its method within a bounded time (see
 //!   `Config::peer_timeout`); the pass that sees it fails every request on that VC. Waits
 //!   therefore end, with an error, instead of hanging.
+//! - **Liveness.** The agent's heartbeat thread ([`crate::liveness`]) keeps the rank alive to
+//!   its peers whatever its user does, computing outside the library included; every pass
+//!   that polls a VC, and every sleep in a method's wait, beats too (see [`crate::config`],
+//!   "Peer liveness"). Blocking waits, and every 32nd non-blocking
+//!   pass, check (at most every `peer_timeout / 8`, at most every 100 ms) that each peer this
+//!   rank waits on has shown a sign of life within `peer_timeout`, and fail its VC otherwise.
 
 use std::sync::Weak;
 use std::sync::atomic::Ordering;
@@ -93,7 +99,9 @@ impl Shared {
         if st.finalized {
             return 0;
         }
-        st.progress()
+        let work = st.progress();
+        st.pass_done(self.config.peer_timeout);
+        work
     }
 
     /// Spins adaptively, then sleeps in the methods' waits, until a request completes or
@@ -152,6 +160,9 @@ impl Shared {
             return work;
         }
         let waitable = st.waitable();
+        if st.check_liveness(self.config.peer_timeout) > 0 {
+            return 1;
+        }
         if waitable.is_empty() {
             // Nothing to sleep on here: completions come from other threads, which wake the
             // waiter through the request's condition variable.
@@ -183,7 +194,7 @@ impl Shared {
         for (peer, reason) in failures {
             st.fail_vc(peer, reason);
         }
-        st.progress()
+        st.progress() + st.check_liveness(self.config.peer_timeout)
     }
 }
 

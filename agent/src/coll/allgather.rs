@@ -2,7 +2,7 @@
 //! exchanging everything it has with its partner), or a ring as one pipelined block (each rank
 //! sends its part to the right and forwards, piece by piece, the parts arriving from the left).
 
-use super::{CollBuffer, bad, finish, start, switch_points, tag};
+use super::{CollBuffer, bad, finish, start, tag};
 use crate::comm::Comm;
 use crate::error::AgentError;
 use crate::request::Request;
@@ -21,7 +21,7 @@ impl Comm {
         let mut s = Schedule::new(self);
         let b = s.buffer(all);
         let part = |i: usize| (i * c, (i + 1) * c);
-        if n.is_power_of_two() && c * n < switch_points().allgather_ring_min {
+        if n.is_power_of_two() && c * n < self.switch_points().allgather_ring_min {
             let mut mask = 1;
             while mask < n {
                 let partner = r ^ mask;

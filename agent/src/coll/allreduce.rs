@@ -6,7 +6,7 @@
 //! the result back in the last block.
 
 use super::tree::{folded, pof2, unfolded};
-use super::{CollBuffer, check_reduction, finish, start, switch_points, tag};
+use super::{CollBuffer, check_reduction, finish, start, tag};
 use crate::comm::Comm;
 use crate::error::AgentError;
 use crate::request::Request;
@@ -55,7 +55,7 @@ impl Comm {
             }
         }
         if let Some(nr) = folded(r, n) {
-            if len >= switch_points().allreduce_rsag_min {
+            if len >= self.switch_points().allreduce_rsag_min {
                 let elems = len / red.elem_size();
                 let size = red.elem_size();
                 let (mut lo, mut hi) = (0u32, p);
@@ -119,7 +119,7 @@ impl Comm {
 
     /// [`Comm::allreduce`] with any [`Reduction`] (a user function included).
     pub fn allreduce_with(&self, buf: &mut [u8], red: &Reduction) -> Result<(), AgentError> {
-        if buf.len() <= switch_points().small_max {
+        if buf.len() <= self.switch_points().small_max {
             check_reduction("allreduce", red, buf.len())?;
             return self.small_allreduce(buf, red);
         }

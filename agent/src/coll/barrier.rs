@@ -1,7 +1,7 @@
 //! `barrier`: dissemination, ⌈log2 n⌉ blocks; in block k a rank sends an empty message to
 //! rank + 2^k and receives one from rank − 2^k.
 
-use super::{start, switch_points, tag};
+use super::{start, tag};
 use crate::comm::Comm;
 use crate::error::AgentError;
 use crate::request::Request;
@@ -27,7 +27,7 @@ impl Comm {
 
     /// Blocks until every rank of the communicator entered the barrier (`MPI_Barrier`).
     pub fn barrier(&self) -> Result<(), AgentError> {
-        if switch_points().small_max > 0 {
+        if self.switch_points().small_max > 0 {
             return self.small_barrier();
         }
         self.ibarrier()?.wait()?;

@@ -2,7 +2,7 @@
 //! each rank sends every piece on to its children as soon as it arrived.
 
 use super::tree::binomial;
-use super::{CollBuffer, check_root, finish, start, switch_points, tag};
+use super::{CollBuffer, check_root, finish, start, tag};
 use crate::comm::Comm;
 use crate::error::AgentError;
 use crate::request::Request;
@@ -19,7 +19,7 @@ impl Comm {
         let vr = (self.rank() + n - root) % n;
         let real = |v: u32| (v + root) % n;
         let len = buf.len();
-        let (parent, children) = if len >= switch_points().bcast_chain_min {
+        let (parent, children) = if len >= self.switch_points().bcast_chain_min {
             (
                 (vr > 0).then(|| vr - 1),
                 (vr + 1 < n).then_some(vr + 1).into_iter().collect(),
@@ -41,7 +41,7 @@ impl Comm {
 
     /// Broadcasts `buf` from `root` to every rank (`MPI_Bcast`).
     pub fn bcast(&self, buf: &mut [u8], root: u32) -> Result<(), AgentError> {
-        if buf.len() <= switch_points().small_max {
+        if buf.len() <= self.switch_points().small_max {
             check_root("bcast", root, self.size())?;
             return self.small_bcast(buf, root);
         }

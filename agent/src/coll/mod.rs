@@ -72,8 +72,6 @@ mod tree;
 
 pub use small::{SMALL_MAX, SMALL_MAX_VAR};
 
-use std::sync::OnceLock;
-
 use crate::error::AgentError;
 use crate::request::Request;
 use crate::xfer::schedule::Schedule;
@@ -95,7 +93,7 @@ pub const ALLGATHER_RING_MIN: usize = 16 << 10;
 pub const ALLGATHER_RING_MIN_VAR: &str = "VIADUCT_COLL_ALLGATHER_RING_MIN";
 
 /// The switch points in use.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SwitchPoints {
     /// See [`BCAST_CHAIN_MIN`].
     pub bcast_chain_min: usize,
@@ -107,23 +105,24 @@ pub struct SwitchPoints {
     pub small_max: usize,
 }
 
-fn env_bytes(var: &str, default: usize) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
+impl Default for SwitchPoints {
+    fn default() -> SwitchPoints {
+        SwitchPoints {
+            bcast_chain_min: BCAST_CHAIN_MIN,
+            allreduce_rsag_min: ALLREDUCE_RSAG_MIN,
+            allgather_ring_min: ALLGATHER_RING_MIN,
+            small_max: SMALL_MAX,
+        }
+    }
 }
 
-/// The switch points: the defaults, overridden by their environment variables (read once; a
-/// value that is not a number of bytes keeps the default).
-pub fn switch_points() -> SwitchPoints {
-    static POINTS: OnceLock<SwitchPoints> = OnceLock::new();
-    *POINTS.get_or_init(|| SwitchPoints {
-        bcast_chain_min: env_bytes(BCAST_CHAIN_MIN_VAR, BCAST_CHAIN_MIN),
-        allreduce_rsag_min: env_bytes(ALLREDUCE_RSAG_MIN_VAR, ALLREDUCE_RSAG_MIN),
-        allgather_ring_min: env_bytes(ALLGATHER_RING_MIN_VAR, ALLGATHER_RING_MIN),
-        small_max: env_bytes(SMALL_MAX_VAR, SMALL_MAX),
-    })
+impl crate::comm::Comm {
+    /// The switch points in use: those of the agent's settings
+    /// ([`Config::switch_points`](crate::config::Config::switch_points)), which
+    /// [`Agent::init`](crate::agent::Agent::init) checked to be the same on every rank.
+    pub(crate) fn switch_points(&self) -> SwitchPoints {
+        self.coll_agent().config().switch_points
+    }
 }
 
 /// The tag of each collective's blocks (reserved: the high bit is set).

@@ -26,6 +26,13 @@
 //!   for a silent peer; for verbs a keepalive RDMA WRITE when idle, so a dead peer shows as
 //!   transport retry exceeded), after which every outstanding descriptor completes with an
 //!   error.
+//! - **heartbeat**: shared memory and TCP show whether the peer is alive (`peer_heard`: the
+//!   last time its heartbeat counters in the segment, bumped by its progress engine and by its
+//!   agent's heartbeat thread, or its keepalive frames and data on the connection, advanced);
+//!   for TCP the agent adds the peer's liveness datagrams ([`crate::liveness`]). The agent
+//!   fails a VC whose peer stays silent for `Config::peer_timeout` while it waits on that peer
+//!   (see [`crate::config`], "Peer liveness"). A stopped process's kernel still acknowledges
+//!   TCP and its memory still holds the segment, so only this catches it.
 //!
 //! The self loop (a rank sending to itself) has no connection: the agent matches such messages
 //! directly (one copy, from the send buffer into the receive buffer or the unexpected queue).
@@ -116,10 +123,18 @@ pub(crate) fn shm_config(config: &Config) -> shm::Config {
     }
 }
 
+/// How often the heartbeat thread proves this rank alive to each peer, and how often an idle
+/// TCP end sends a keepalive frame: a quarter of the peer timeout (at least 10 ms), so three
+/// may be late or lost before the peer gives up on this rank.
+pub(crate) fn heartbeat_interval(config: &Config) -> Duration {
+    (config.peer_timeout / 4).max(Duration::from_millis(10))
+}
+
 /// The TCP settings the agent uses.
 pub(crate) fn tcp_config(config: &Config) -> tcp::Config {
     tcp::Config {
         peer_timeout: config.peer_timeout,
+        keepalive: Some(heartbeat_interval(config)),
         connect_timeout: config.connect_timeout,
         // As for shared memory: the agent spins, the method only sleeps.
         busy_poll: false,
@@ -307,6 +322,17 @@ impl Method {
             Method::Tcp(ep) => Ok(ep.consume(n)?),
             #[cfg(feature = "rdma")]
             Method::Verbs(ep) => Ok(ep.consume(n)?),
+        }
+    }
+
+    /// The last time the method saw a sign of life from the peer (its heartbeat or its data),
+    /// for the agent's silence check; `None` for verbs, which detects a dead peer itself.
+    pub(crate) fn peer_heard(&mut self) -> Option<std::time::Instant> {
+        match self {
+            Method::Shm(ep) => Some(ep.peer_heard()),
+            Method::Tcp(ep) => Some(ep.peer_heard()),
+            #[cfg(feature = "rdma")]
+            Method::Verbs(_) => None,
         }
     }
 

@@ -335,6 +335,11 @@ impl XferEngine {
     }
 
     /// The next work item of the progress pass.
+    /// Whether any schedule is running (its blocks wait on their peers).
+    pub(crate) fn running(&self) -> bool {
+        !self.runs.is_empty()
+    }
+
     pub(crate) fn pop_ready(&mut self) -> Option<Ready> {
         self.ready.pop_front()
     }

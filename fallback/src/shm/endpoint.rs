@@ -4,6 +4,7 @@ use std::collections::{HashMap, VecDeque};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::ptr::NonNull;
+use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,7 @@ use super::completion::{Completion, Op, Posted};
 use super::config::Config;
 use super::error::Error;
 use super::futex;
+use super::heartbeat::Heartbeat;
 use super::region::{RegionKey, Regions};
 use super::ring::{Consumer, Producer, Record};
 use super::segment::{Segment, SideLine};
@@ -123,8 +125,14 @@ pub struct Endpoint {
     /// Space was released without the fenced check whether the peer sleeps (see
     /// [`Endpoint::release`]); [`Endpoint::settle_wake`] owes it.
     wake_owed: bool,
-    // Declared last: dropped after the ring halves that point into it.
-    seg: Segment,
+    /// This side's heartbeat count (see [`Endpoint::beat`]).
+    beats: u64,
+    /// The peer's heartbeat counts (its endpoint's and its background one's) and the inbound
+    /// sequence last seen, and when they last changed.
+    peer_seen: (u64, u64, u32, Instant),
+    // Declared last: dropped after the ring halves that point into it (heartbeat handles may
+    // keep the mapping alive longer).
+    seg: Arc<Segment>,
 }
 
 // SAFETY: the endpoint owns its mapping and its halves of the rings; the raw pointers inside
@@ -165,6 +173,7 @@ impl Endpoint {
             step: "set non-blocking",
             source,
         })?;
+        let seg = Arc::new(seg);
         let c = seg.control();
         c.sides[side]
             .pid
@@ -227,6 +236,8 @@ impl Endpoint {
             last_check: Instant::now(),
             tail_at_refusal: None,
             wake_owed: false,
+            beats: 0,
+            peer_seen: (0, 0, 0, Instant::now()),
             seg,
         })
     }
@@ -261,6 +272,39 @@ impl Endpoint {
     /// Why the connection failed, once it has.
     pub fn failure(&self) -> Option<&'static str> {
         self.failed
+    }
+
+    /// Bumps this side's heartbeat: a relaxed store to a line only this side writes.
+    #[inline]
+    fn beat(&mut self) {
+        self.beats = self.beats.wrapping_add(1);
+        self.seg.control().beats[self.side]
+            .count
+            .store(self.beats, Ordering::Relaxed);
+    }
+
+    /// A handle that bumps this side's background heartbeat from any thread, and keeps the
+    /// segment mapped while it lives (see [`Heartbeat`]). The peer's
+    /// [`Endpoint::peer_heard`] counts its beats.
+    pub fn heartbeat(&self) -> Heartbeat {
+        Heartbeat::new(Arc::clone(&self.seg), self.side)
+    }
+
+    /// The last time this end saw a sign of life from the peer: its heartbeat (bumped by each
+    /// of its polls, posts and sleeping waits, and by its [`Heartbeat`] handles) or a record
+    /// from it advanced since the previous call (the first call compares with the state at
+    /// set-up). A peer whose progress engine runs, or whose process bumps its heartbeat from a
+    /// thread of its own, is alive; one stopped (or, without such a thread, blocked outside the
+    /// library) shows no change. Cheap (three loads); the caller decides what silence means.
+    pub fn peer_heard(&mut self) -> Instant {
+        let line = &self.seg.control().beats[1 - self.side];
+        let beat = line.count.load(Ordering::Relaxed);
+        let background = line.background.load(Ordering::Relaxed);
+        let (b, g, r, _) = self.peer_seen;
+        if beat != b || background != g || self.recv_seq != r {
+            self.peer_seen = (beat, background, self.recv_seq, Instant::now());
+        }
+        self.peer_seen.3
     }
 
     fn side_line(&self, side: usize) -> &SideLine {
@@ -324,6 +368,7 @@ impl Endpoint {
         self.send_seq = self.send_seq.wrapping_add(1);
         self.tx.publish(r, &header);
         self.notify_peer();
+        self.beat();
         true
     }
 
@@ -687,6 +732,7 @@ impl Endpoint {
 
     /// Makes progress and returns the next completion, if any. Never blocks.
     pub fn poll(&mut self) -> Option<Completion> {
+        self.beat();
         self.progress();
         if let Some(c) = self.completions.pop_front() {
             return Some(c);
@@ -725,6 +771,7 @@ impl Endpoint {
     /// `config.spin` iterations), then sleeps on the futex in the shared segment; checks the
     /// peer's liveness every `config.liveness_interval` while asleep.
     pub fn wait(&mut self, timeout: Duration) -> Result<(), Error> {
+        self.beat();
         self.settle_wake();
         if self.has_work() {
             return Ok(());
@@ -762,6 +809,8 @@ impl Endpoint {
                 .sleeping
                 .store(0, Ordering::Relaxed);
             r.map_err(Error::Wait)?;
+            // Asleep or not, this side's progress engine runs: the peer must see it alive.
+            self.beat();
             if self.has_work() {
                 return Ok(());
             }

@@ -55,6 +55,14 @@
 //! outstanding descriptor completes with [`Error::PeerFailed`], later posts fail with it, and
 //! `next` returns it once the messages that arrived before are read. A record that breaks the
 //! protocol fails the connection with [`Error::Protocol`]; nothing panics.
+//!
+//! A process that is stopped keeps its end of the socket open: for it, each side bumps a
+//! heartbeat counter in the segment at every `poll`, post and sleeping `wait` (every
+//! `liveness_interval` while asleep), and a second one through [`Heartbeat`] handles
+//! ([`Endpoint::heartbeat`]) from a thread of its own, so that a process computing without
+//! polling still shows alive; [`Endpoint::peer_heard`] tells when the peer's counters (or its
+//! records) last advanced. What silence means is the caller's rule (the agent's peer
+//! timeout).
 
 mod cma;
 mod completion;
@@ -62,6 +70,7 @@ mod config;
 mod endpoint;
 mod error;
 mod futex;
+mod heartbeat;
 pub(crate) mod region;
 mod ring;
 mod segment;
@@ -71,5 +80,6 @@ pub use completion::{Completion, Op, Posted};
 pub use config::Config;
 pub use endpoint::{Endpoint, LongMessages, Message};
 pub use error::{AccessError, Error};
+pub use heartbeat::Heartbeat;
 pub use region::RegionKey;
 pub use setup::{Listener, Pending, connect, connect_pending, pair, pair_with};

@@ -14,7 +14,7 @@ use super::error::Error;
 /// Identifies a viaduct shared segment ("VIADSHM1").
 pub(crate) const MAGIC: u64 = 0x5649_4144_5348_4d31;
 /// Layout version; both ends must agree.
-pub(crate) const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 3;
 /// Size of the control page in front of the rings.
 pub(crate) const CONTROL_BYTES: usize = 4096;
 /// Cache line size the layout aligns to.
@@ -72,6 +72,17 @@ pub(crate) struct SideLine {
     pub pid: AtomicU32,
 }
 
+/// The heartbeat of one side, on a line of its own (the peer reads it only now and then).
+#[repr(C, align(64))]
+pub(crate) struct BeatLine {
+    /// Bumped by its side's endpoint at each poll, post and sleeping wait (plain stores: only
+    /// the endpoint writes it): while it changes, that side's progress engine runs.
+    pub count: AtomicU64,
+    /// Bumped by its side's [`Heartbeat`](super::Heartbeat) handles (atomic adds: any thread),
+    /// e.g. from a background thread: while it changes, that side's process runs.
+    pub background: AtomicU64,
+}
+
 /// The control page. Only atomics and set-once values: both processes access it concurrently.
 #[repr(C)]
 pub(crate) struct Control {
@@ -87,6 +98,8 @@ pub(crate) struct Control {
     pub sides: [SideLine; 2],
     /// Per ring words, indexed by the sending side.
     pub rings: [RingControl; 2],
+    /// Per side heartbeats, indexed by side.
+    pub beats: [BeatLine; 2],
 }
 
 const _: () = assert!(std::mem::size_of::<Control>() <= CONTROL_BYTES);
@@ -102,6 +115,11 @@ pub(crate) struct Segment {
 // SAFETY: the mapping is plain shared memory; all cross-thread access goes through atomics or is
 // ordered by them (ring protocol), so moving the owner to another thread is sound.
 unsafe impl Send for Segment {}
+// SAFETY: a shared `&Segment` gives access only to the control page, which holds only atomics
+// (`control`), and to raw pointers into the rings (`ring_data`), whose use is `unsafe` at the
+// caller and ordered by the ring protocol; so sharing it between threads (a heartbeat handle
+// beside its endpoint) is sound.
+unsafe impl Sync for Segment {}
 
 impl Segment {
     /// Creates a new segment with two rings of `ring_bytes` each and initialises its control page.
@@ -230,8 +248,9 @@ impl Segment {
 
 impl Drop for Segment {
     fn drop(&mut self) {
-        // SAFETY: `base`/`len` describe the mapping created in `map`, unmapped exactly once here;
-        // nothing borrowed from it outlives the segment (borrows are tied to the endpoint).
+        // SAFETY: `base`/`len` describe the mapping created in `map`, unmapped exactly once here,
+        // when the last owner (the endpoint, or a heartbeat handle outliving it) drops it;
+        // nothing borrowed from it outlives the segment (borrows are tied to those owners).
         unsafe {
             libc::munmap(self.base.as_ptr().cast(), self.len);
         }

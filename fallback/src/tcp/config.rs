@@ -24,6 +24,11 @@ pub struct Config {
     /// Unacknowledged data older than this kills the connection (`TCP_USER_TIMEOUT`); a peer
     /// that closed or died is noticed at once through the connection itself.
     pub peer_timeout: Duration,
+    /// Sends a keepalive frame (an empty credit frame) after this long without a frame sent,
+    /// from `poll` and `wait` (which wakes for it while it sleeps), so that
+    /// the peer sees this end alive ([`Endpoint::peer_heard`](super::Endpoint::peer_heard))
+    /// while it has nothing to send. `None` (the default) sends none.
+    pub keepalive: Option<Duration>,
     /// Whether `wait` polls the completion queue for a while before it sleeps in the kernel.
     pub busy_poll: bool,
     /// Polls of the completion queue `wait` spends before it sleeps (with `busy_poll`).
@@ -54,6 +59,7 @@ impl Default for Config {
             max_batch: 64,
             max_outstanding: 64,
             peer_timeout: Duration::from_secs(5),
+            keepalive: None,
             busy_poll: true,
             spin: 20_000,
             ring_entries: 64,
@@ -87,6 +93,9 @@ impl Config {
             return Err(Error::Config(
                 "max_batch must lie in 1..=256 and max_outstanding be non-zero".into(),
             ));
+        }
+        if self.keepalive.is_some_and(|k| k.is_zero()) {
+            return Err(Error::Config("keepalive must be non-zero".into()));
         }
         if self.peer_timeout.is_zero() || self.ring_entries < 8 {
             return Err(Error::Config(

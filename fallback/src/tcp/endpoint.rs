@@ -125,6 +125,14 @@ pub struct Endpoint {
     /// Payload buffers of sent frames, for the next copying posts (at most [`SPARE_PAYLOADS`],
     /// each at most [`SPARE_PAYLOAD_BYTES`]).
     spare_payloads: Vec<Vec<u8>>,
+    /// Keepalive frames sent ([`Config::keepalive`]).
+    keepalives: u64,
+    /// Frames sent as last seen by the keepalive clock, and when that count last changed.
+    sent_seen: (u64, Instant),
+    /// Receive completions with data so far.
+    received: u64,
+    /// Receive completions as last seen by [`Endpoint::peer_heard`], and when they changed.
+    heard_seen: (u64, Instant),
     /// Whether the socket is registered as the ring's fixed file 0.
     fixed_socket: bool,
     /// With a single-issuer ring, the thread that set the endpoint up ([`thread_mark`]): the
@@ -198,6 +206,10 @@ impl Endpoint {
             failed: None,
             pending_error: None,
             reaped: Vec::new(),
+            keepalives: 0,
+            sent_seen: (0, Instant::now()),
+            received: 0,
+            heard_seen: (0, Instant::now()),
             spare_batch: None,
             spare_payloads: Vec::new(),
             fixed_socket,
@@ -514,6 +526,7 @@ impl Endpoint {
             self.recv_armed = false;
         }
         if c.result > 0 {
+            self.received += 1;
             match self.bufs.take(c.flags, c.result as usize) {
                 Some(buf) => {
                     if self.buffer_base.is_none() {
@@ -814,12 +827,54 @@ impl Endpoint {
             // Nothing may enter the ring from here; `wait` and the posts say why.
             return None;
         }
+        self.maybe_keepalive(Instant::now());
         self.progress();
         if self.completions.is_empty() && !self.rma_out.is_empty() {
             // Replies may wait behind inbound frames.
             let _ = self.advance();
         }
         self.completions.pop_front()
+    }
+
+    /// Queues a keepalive frame when [`Config::keepalive`] passed since the last frame this end
+    /// sent (it leaves with the next flush). Frames sent are counted, so a busy end never sends
+    /// one; an end whose send is stuck behind a full window sends none either (its peer then
+    /// has bytes to read).
+    fn maybe_keepalive(&mut self, now: Instant) {
+        let Some(every) = self.config.keepalive else {
+            return;
+        };
+        if self.frames_sent != self.sent_seen.0 {
+            self.sent_seen = (self.frames_sent, now);
+            return;
+        }
+        if now.duration_since(self.sent_seen.1) < every
+            || self.failed.is_some()
+            || self.in_flight
+            || !self.queue.is_empty()
+        {
+            return;
+        }
+        self.keepalives += 1;
+        self.enqueue(Header::new(Kind::Credit, 0), Vec::new(), None);
+        self.sent_seen = (self.frames_sent, now);
+    }
+
+    /// Keepalive frames sent so far ([`Config::keepalive`]).
+    pub fn keepalives_sent(&self) -> u64 {
+        self.keepalives
+    }
+
+    /// The last time this end saw a sign of life from the peer: bytes received since the
+    /// previous call (the first call compares with the state at set-up). The peer's messages
+    /// and its keepalive frames ([`Config::keepalive`]) count; the kernel's TCP
+    /// acknowledgements do not (a stopped process's kernel still sends those). The caller
+    /// decides what silence means.
+    pub fn peer_heard(&mut self) -> Instant {
+        if self.received != self.heard_seen.0 {
+            self.heard_seen = (self.received, Instant::now());
+        }
+        self.heard_seen.1
     }
 
     fn ready(&self) -> bool {
@@ -856,8 +911,15 @@ impl Endpoint {
             if now >= deadline {
                 break;
             }
+            // A sleeping end stays alive to its peer: wake for each keepalive that falls due.
+            self.maybe_keepalive(now);
+            self.flush_quietly();
+            let mut slice = deadline - now;
+            if let Some(k) = self.config.keepalive {
+                slice = slice.min(k.max(Duration::from_millis(1)));
+            }
             let mut reaped = std::mem::take(&mut self.reaped);
-            let r = self.ring.wait(1, Some(deadline - now), &mut reaped);
+            let r = self.ring.wait(1, Some(slice), &mut reaped);
             for c in reaped.drain(..) {
                 self.on_completion(c);
             }
