@@ -90,7 +90,8 @@ impl Agent {
         config.validate()?;
         let rank = boot.rank();
         let size = boot.size();
-        crate::config::check_agreement(&mut boot, &config)?;
+        // Compared after connect_all's fence, before any connection is made.
+        crate::config::publish_agreement(&mut boot, &config)?;
         // The liveness card goes out with the business cards (connect_all's fence).
         let live = crate::liveness::open(&mut boot, &config)?;
         let vcs = if size == 1 {

@@ -22,8 +22,8 @@
 //! The settings that decide what goes on the wire or which algorithm a collective runs must be
 //! the same on every rank: `VIADUCT_TRANSPORT`, `VIADUCT_EAGER_LIMIT`, `VIADUCT_XFER_CHUNK`,
 //! the rendezvous piece size, and the four collective switch points. [`Agent::init`](crate::agent::Agent::init)
-//! checks them ([`check_agreement`]): every rank puts its values into the bootstrap key-value
-//! space, and after the fence rank 0 compares every rank's with its own and every other rank
+//! checks them ([`publish_agreement`], [`compare_agreement`]): every rank puts its values into the
+//! bootstrap key-value space, and after the set-up fence rank 0 compares every rank's with its own and every other rank
 //! compares its own with rank 0's; a difference is an [`AgentError::Config`] naming the
 //! variable, the ranks and their values, on every rank that sees it, instead of a hang in the
 //! first collective. The timeouts, spin counts and RDMA device are local to each rank.
@@ -383,19 +383,26 @@ fn compare_agreed(mine: &Config, me: u32, other: u32, theirs: &str) -> Result<()
     Ok(())
 }
 
-/// Checks at start that the settings which must agree across ranks
-/// ([`Config::agreed_settings`]) do: each rank puts its values into the bootstrap key-value
-/// space and fences; rank 0 then compares every rank's values with its own, every other rank
-/// its own with rank 0's. A difference is an [`AgentError::Config`] naming the variable and
-/// the two ranks. Every rank of the job must call it (it fences).
-pub fn check_agreement(boot: &mut Bootstrap, config: &Config) -> Result<(), AgentError> {
+/// Publishes this rank's values of the settings which must agree across ranks
+/// ([`Config::agreed_settings`]) in the bootstrap key-value space. Every rank calls it before
+/// the set-up fence (no fence of its own, so a rank listens for its peers before it waits for
+/// them); [`compare_agreement`] reads them after that fence.
+pub fn publish_agreement(boot: &mut Bootstrap, config: &Config) -> Result<(), AgentError> {
+    if boot.size() < 2 {
+        return Ok(());
+    }
+    boot.put(&agreement_key(boot.rank()), &encode_agreed(config))
+        .map_err(AgentError::Bootstrap)
+}
+
+/// After the set-up fence: rank 0 compares every rank's published values with its own, every
+/// other rank its own with rank 0's. A difference is an [`AgentError::Config`] naming the
+/// variable and the two ranks, before any connection is made.
+pub fn compare_agreement(boot: &mut Bootstrap, config: &Config) -> Result<(), AgentError> {
     let (me, size) = (boot.rank(), boot.size());
     if size < 2 {
         return Ok(());
     }
-    boot.put(&agreement_key(me), &encode_agreed(config))
-        .map_err(AgentError::Bootstrap)?;
-    boot.fence().map_err(AgentError::Bootstrap)?;
     let others: Vec<u32> = if me == 0 {
         (1..size).collect()
     } else {
@@ -408,6 +415,17 @@ pub fn check_agreement(boot: &mut Bootstrap, config: &Config) -> Result<(), Agen
         compare_agreed(config, me, other, &theirs)?;
     }
     Ok(())
+}
+
+/// Checks that the settings which must agree across ranks do, on its own fence: publishes this
+/// rank's values, fences, compares ([`publish_agreement`], [`compare_agreement`]). The agent
+/// does the two halves around its set-up fence instead. Every rank of the job must call it.
+pub fn check_agreement(boot: &mut Bootstrap, config: &Config) -> Result<(), AgentError> {
+    publish_agreement(boot, config)?;
+    if boot.size() > 1 {
+        boot.fence().map_err(AgentError::Bootstrap)?;
+    }
+    compare_agreement(boot, config)
 }
 
 #[cfg(test)]

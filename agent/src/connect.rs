@@ -622,6 +622,9 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
         offer.publish(boot)?;
     }
     boot.fence()?;
+    // Settings that must agree (published by the agent before this fence): a mismatch is
+    // named here rather than showing up as a connection that never comes.
+    crate::config::compare_agreement(boot, config)?;
 
     // The choice per peer, now that both sides' offers are known (the same on both sides: a
     // pair uses verbs when each prepared a queue pair for the other).
