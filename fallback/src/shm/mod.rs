@@ -73,3 +73,8 @@ pub use endpoint::{Endpoint, LongMessages, Message};
 pub use error::{AccessError, Error};
 pub use region::RegionKey;
 pub use setup::{Listener, connect, pair, pair_with};
+
+/// Entry point for the fuzz targets (feature `fuzzing`); not part of the API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzz;
