@@ -563,6 +563,10 @@ impl Session<'_> {
         if value.len() > VALLEN_MAX {
             return refuse("value_too_long");
         }
+        // A PMI-1 line cannot carry an empty value: `get` could never answer with it.
+        if value.is_empty() {
+            return refuse("empty_value");
+        }
         let mut st = self.shared.lock();
         if st.committed.contains_key(key) || st.pending.contains_key(key) {
             return refuse("duplicate_key");
