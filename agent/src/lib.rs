@@ -13,6 +13,9 @@ mod engine;
 pub mod error;
 mod fast;
 pub mod fileio;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod handshake;
 mod liveness;
 pub mod matching;

@@ -37,6 +37,10 @@ impl JobKey {
                 text.len()
             ));
         }
+        // Hex digits only: `from_str_radix` alone would also take a sign ("+a").
+        if let Some(c) = text.chars().find(|c| !c.is_ascii_hexdigit()) {
+            return Err(format!("{c:?} is not a hex digit"));
+        }
         let mut key = [0u8; JOB_KEY_LEN];
         for (i, byte) in key.iter_mut().enumerate() {
             let pair = text.get(2 * i..2 * i + 2).ok_or("not ASCII")?;
@@ -82,5 +86,16 @@ mod tests {
         assert!(JobKey::from_hex(&"zz".repeat(32)).is_err());
         assert!(JobKey::from_hex(&"\u{e9}".repeat(32)).is_err());
         assert_eq!(format!("{key:?}"), "JobKey(..)");
+    }
+
+    #[test]
+    fn hex_with_signs_is_refused() {
+        // `u8::from_str_radix` takes "+a" for 10: such text is not a key's hex digits.
+        let signed = "+a".repeat(32);
+        assert!(
+            JobKey::from_hex(&signed).is_err(),
+            "{signed:?} was accepted"
+        );
+        assert!(JobKey::from_hex(&"-0".repeat(32)).is_err());
     }
 }

@@ -739,6 +739,10 @@ impl Session<'_> {
         if value.len() > VALLEN_MAX {
             return refuse("value_too_long");
         }
+        // A PMI-1 line cannot carry an empty value: `get` could never answer with it.
+        if value.is_empty() {
+            return refuse("empty_value");
+        }
         let Some(rank) = self.rank else {
             return refuse("not_identified");
         };

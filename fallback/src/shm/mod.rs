@@ -83,3 +83,8 @@ pub use error::{AccessError, Error};
 pub use heartbeat::Heartbeat;
 pub use region::RegionKey;
 pub use setup::{Listener, Pending, connect, connect_pending, pair, pair_with};
+
+/// Entry point for the fuzz targets (feature `fuzzing`); not part of the API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzz;

@@ -383,3 +383,10 @@ impl Consumer {
             .store(self.pos, Ordering::Release);
     }
 }
+
+/// The stamp of a record at ring position `pos` (of padding when `pad`), for the fuzz entry
+/// point (`super::fuzz`), which writes records as a peer would.
+#[cfg(feature = "fuzzing")]
+pub(super) fn fuzz_stamp(pos: u64, salt: u64, pad: bool) -> u64 {
+    stamp_of(pos, salt) ^ if pad { PAD_MARK } else { 0 }
+}

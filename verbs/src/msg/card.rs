@@ -71,7 +71,8 @@ impl Card {
     /// Decodes [`Card::to_hex`]' output.
     pub fn from_hex(s: &str) -> Result<Card, Error> {
         let s = s.trim();
-        if s.len() % 2 != 0 || !s.is_ascii() {
+        // Hex digits only: `from_str_radix` alone would also take a sign ("+1").
+        if s.len() % 2 != 0 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(Error::Card(format!("{s:?} is not hex text")));
         }
         let bytes = (0..s.len())
@@ -111,5 +112,18 @@ mod tests {
         assert!(Card::from_hex("zz").is_err());
         assert!(Card::from_hex("abc").is_err());
         assert!(Card::from_hex("00").is_err());
+    }
+
+    #[test]
+    fn hex_with_signs_is_refused() {
+        // `u8::from_str_radix` takes "+1" for 1: a card whose version byte is written "+1"
+        // must still be refused, as must any text that is not hex digits.
+        let hex = Card::from_bytes(&[1; Card::ENCODED_LEN]).unwrap().to_hex();
+        assert!(Card::from_hex(&hex).is_ok());
+        let signed = format!("+1{}", &hex[2..]);
+        assert!(
+            matches!(Card::from_hex(&signed), Err(Error::Card(m)) if m.contains("not hex")),
+            "{signed:?} was accepted"
+        );
     }
 }
