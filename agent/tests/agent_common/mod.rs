@@ -22,8 +22,10 @@ use viaduct_agent::bootstrap::server::{Pmi1Server, ServerConfig};
 use viaduct_agent::bootstrap::{Bootstrap, JOB_KEY_VAR, JobKey};
 use viaduct_agent::config::{Config, MethodKind};
 
-/// Upper bound on one job of a test.
-pub const LIMIT: Duration = Duration::from_secs(90);
+/// Upper bound on one job of a test. Generous: a 4-rank job over soft-RoCE in the emulated VM
+/// took 41 s on a loaded host and over 90 s once when the host was busier still; the suite's
+/// own per-test bound (`VIADUCT_RXE_TEST_TIMEOUT`, 240 s) stays above it.
+pub const LIMIT: Duration = Duration::from_secs(180);
 
 /// The PMI environment of `rank` in a job served by `server`.
 pub fn rank_env(server: &Pmi1Server, rank: u32, size: u32, key: &JobKey) -> Vec<(String, String)> {
