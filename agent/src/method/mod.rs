@@ -29,7 +29,7 @@
 //! - **heartbeat**: shared memory and TCP show whether the peer is alive (`peer_heard`: the
 //!   last time its heartbeat counters in the segment, bumped by its progress engine and by its
 //!   agent's heartbeat thread, or its keepalive frames and data on the connection, advanced);
-//!   for TCP the agent adds the peer's liveness datagrams ([`crate::liveness`]). The agent
+//!   for TCP the agent adds the peer's liveness datagrams (the private `liveness` module). The agent
 //!   fails a VC whose peer stays silent for `Config::peer_timeout` while it waits on that peer
 //!   (see [`crate::config`], "Peer liveness"). A stopped process's kernel still acknowledges
 //!   TCP and its memory still holds the segment, so only this catches it.
