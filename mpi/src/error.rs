@@ -5,7 +5,7 @@ use std::error::Error as StdError;
 use std::ffi::c_int;
 
 use viaduct_agent::error::AgentError;
-use viaduct_agent::request::RequestError;
+use viaduct_agent::request::{Cause, RequestError};
 
 use crate::abi::{self, Handle, err};
 use crate::state;
@@ -76,7 +76,14 @@ fn class_of_chain(e: &(dyn StdError + 'static)) -> Option<c_int> {
                 return Some(k);
             }
         }
-        cur = c.source();
+        if let Some(RequestError::InStatus { .. }) = c.downcast_ref::<RequestError>() {
+            return Some(err::IN_STATUS);
+        }
+        // A `Cause` reports its wrapped error's sources, not the wrapped error itself.
+        cur = match c.downcast_ref::<Cause>() {
+            Some(cause) => Some(cause.get_ref()),
+            None => c.source(),
+        };
     }
     None
 }
