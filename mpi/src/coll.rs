@@ -17,7 +17,10 @@ fn root_of(c: &CommEntry, root: c_int) -> Result<u32, MpiError> {
     if root < 0 || root as u32 >= c.comm.size() {
         return Err(MpiError::new(
             err::ROOT,
-            format!("root {root} is not in the communicator of {} ranks", c.comm.size()),
+            format!(
+                "root {root} is not in the communicator of {} ranks",
+                c.comm.size()
+            ),
         ));
     }
     Ok(root as u32)

@@ -123,10 +123,15 @@ mpi_fn! {
 fn check_errhandler(h: Handle) -> Result<(), MpiError> {
     match h {
         abi::ERRORS_ARE_FATAL | abi::ERRORS_RETURN | abi::ERRORS_ABORT => Ok(()),
-        abi::ERRHANDLER_NULL => Err(MpiError::new(err::ARG, "the error handler is MPI_ERRHANDLER_NULL")),
+        abi::ERRHANDLER_NULL => Err(MpiError::new(
+            err::ARG,
+            "the error handler is MPI_ERRHANDLER_NULL",
+        )),
         _ => Err(MpiError::new(
             err::ARG,
-            format!("{h:#x} is not a predefined error handler (user error handlers are not supported)"),
+            format!(
+                "{h:#x} is not a predefined error handler (user error handlers are not supported)"
+            ),
         )),
     }
 }

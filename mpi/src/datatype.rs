@@ -22,12 +22,17 @@ pub fn size_of(t: Handle) -> Result<usize, MpiError> {
         dt::LB | dt::UB => 0,
         _ if u & 0xff00_0000 == 0x4c00_0000 => ((u >> 8) & 0xff) as usize,
         _ if t == crate::abi::DATATYPE_NULL => {
-            return Err(MpiError::new(err::TYPE, "the datatype is MPI_DATATYPE_NULL"));
+            return Err(MpiError::new(
+                err::TYPE,
+                "the datatype is MPI_DATATYPE_NULL",
+            ));
         }
         _ => {
             return Err(MpiError::new(
                 err::TYPE,
-                format!("{t:#x} is not a predefined datatype (derived datatypes are not supported)"),
+                format!(
+                    "{t:#x} is not a predefined datatype (derived datatypes are not supported)"
+                ),
             ));
         }
     };
@@ -37,7 +42,10 @@ pub fn size_of(t: Handle) -> Result<usize, MpiError> {
 /// Bytes of `count` elements of `t` (`MPI_ERR_COUNT` for a negative count or an overflow).
 pub fn bytes(count: c_int, t: Handle) -> Result<usize, MpiError> {
     if count < 0 {
-        return Err(MpiError::new(err::COUNT, format!("count {count} is negative")));
+        return Err(MpiError::new(
+            err::COUNT,
+            format!("count {count} is negative"),
+        ));
     }
     let size = size_of(t)?;
     (count as usize)
@@ -89,21 +97,48 @@ enum Kind {
 
 fn kind(t: Handle) -> Kind {
     match t {
-        dt::CHAR | dt::SIGNED_CHAR | dt::UNSIGNED_CHAR | dt::SHORT | dt::UNSIGNED_SHORT
-        | dt::INT | dt::UNSIGNED | dt::LONG | dt::UNSIGNED_LONG | dt::LONG_LONG
-        | dt::UNSIGNED_LONG_LONG | dt::INT8_T | dt::INT16_T | dt::INT32_T | dt::INT64_T
-        | dt::UINT8_T | dt::UINT16_T | dt::UINT32_T | dt::UINT64_T | dt::AINT | dt::OFFSET
-        | dt::COUNT | dt::WCHAR | dt::INTEGER | dt::INTEGER1 | dt::INTEGER2 | dt::INTEGER4
+        dt::CHAR
+        | dt::SIGNED_CHAR
+        | dt::UNSIGNED_CHAR
+        | dt::SHORT
+        | dt::UNSIGNED_SHORT
+        | dt::INT
+        | dt::UNSIGNED
+        | dt::LONG
+        | dt::UNSIGNED_LONG
+        | dt::LONG_LONG
+        | dt::UNSIGNED_LONG_LONG
+        | dt::INT8_T
+        | dt::INT16_T
+        | dt::INT32_T
+        | dt::INT64_T
+        | dt::UINT8_T
+        | dt::UINT16_T
+        | dt::UINT32_T
+        | dt::UINT64_T
+        | dt::AINT
+        | dt::OFFSET
+        | dt::COUNT
+        | dt::WCHAR
+        | dt::INTEGER
+        | dt::INTEGER1
+        | dt::INTEGER2
+        | dt::INTEGER4
         | dt::INTEGER8 => Kind::Int,
         dt::FLOAT | dt::DOUBLE | dt::REAL | dt::DOUBLE_PRECISION | dt::REAL4 | dt::REAL8 => {
             Kind::Float
         }
         dt::C_BOOL | dt::CXX_BOOL | dt::LOGICAL => Kind::Bool,
         dt::BYTE => Kind::Byte,
-        dt::FLOAT_INT | dt::DOUBLE_INT | dt::LONG_INT | dt::SHORT_INT | dt::TWO_INT
-        | dt::LONG_DOUBLE_INT | dt::TWO_INTEGER | dt::TWO_REAL | dt::TWO_DOUBLE_PRECISION => {
-            Kind::Pair
-        }
+        dt::FLOAT_INT
+        | dt::DOUBLE_INT
+        | dt::LONG_INT
+        | dt::SHORT_INT
+        | dt::TWO_INT
+        | dt::LONG_DOUBLE_INT
+        | dt::TWO_INTEGER
+        | dt::TWO_REAL
+        | dt::TWO_DOUBLE_PRECISION => Kind::Pair,
         _ => Kind::Other,
     }
 }

@@ -121,7 +121,10 @@ mpi_fn! {
 }
 
 fn now() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid timespec of this frame.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
@@ -157,7 +160,12 @@ mpi_raw! {
 /// # Safety
 ///
 /// `buf` holds `max` writable bytes; `len` is a writable int.
-unsafe fn put_string(s: &str, buf: *mut c_char, max: usize, len: *mut c_int) -> Result<(), MpiError> {
+unsafe fn put_string(
+    s: &str,
+    buf: *mut c_char,
+    max: usize,
+    len: *mut c_int,
+) -> Result<(), MpiError> {
     if buf.is_null() {
         return Err(MpiError::new(err::ARG, "the string buffer is NULL"));
     }
@@ -259,4 +267,3 @@ mpi_raw! {
     /// `MPI_Pcontrol`: profiling control, a no-op (the further arguments are not read).
     MPI_Pcontrol / PMPI_Pcontrol(level: c_int) -> c_int => { let _ = level; abi::SUCCESS }
 }
-

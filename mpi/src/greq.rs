@@ -79,6 +79,12 @@ mpi_fn! {
         if request.is_null() {
             return Err(MpiError::new(err::ARG, "request is NULL"));
         }
+        if query_fn.is_none() || free_fn.is_none() || cancel_fn.is_none() {
+            return Err(MpiError::new(
+                err::ARG,
+                "the query, free and cancel functions are all required",
+            ));
+        }
         let status = Arc::new(Mutex::new(MpiStatus::empty()));
         let ops = CGreq {
             query: query_fn,
@@ -116,11 +122,18 @@ mpi_fn! {
 /// # Safety
 ///
 /// `status` is a writable status.
-unsafe fn set_elements(status: *mut MpiStatus, datatype: Handle, count: MpiCount) -> Result<(), MpiError> {
+unsafe fn set_elements(
+    status: *mut MpiStatus,
+    datatype: Handle,
+    count: MpiCount,
+) -> Result<(), MpiError> {
     // SAFETY: the caller's status.
     let s = unsafe { status.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "status is NULL"))?;
     if count < 0 {
-        return Err(MpiError::new(err::COUNT, format!("count {count} is negative")));
+        return Err(MpiError::new(
+            err::COUNT,
+            format!("count {count} is negative"),
+        ));
     }
     let bytes = (size_of(datatype)? as i64)
         .checked_mul(count)

@@ -153,8 +153,8 @@ unsafe fn give_send(
 ) -> Result<(), MpiError> {
     let rt = rt()?;
     // SAFETY: the caller's handle.
-    let out = unsafe { request.as_mut() }
-        .ok_or_else(|| MpiError::new(err::ARG, "request is NULL"))?;
+    let out =
+        unsafe { request.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "request is NULL"))?;
     let (req, meta) = match req {
         Some(r) => (r, Meta::Send { comm }),
         None => (Request::null(), Meta::ProcNull { comm }),
@@ -449,7 +449,9 @@ fn probe_once(
     };
     Ok(found.map(|p| {
         let mut s = MpiStatus {
-            source: c.from_world(p.source).map_or(abi::ANY_SOURCE, |r| r as c_int),
+            source: c
+                .from_world(p.source)
+                .map_or(abi::ANY_SOURCE, |r| r as c_int),
             tag: p.tag as c_int,
             ..MpiStatus::default()
         };
@@ -500,7 +502,11 @@ mpi_fn! {
 /// # Safety
 ///
 /// `status` is a readable status, `count` a writable int.
-unsafe fn get_count(status: *const MpiStatus, datatype: Handle, count: *mut c_int) -> Result<(), MpiError> {
+unsafe fn get_count(
+    status: *const MpiStatus,
+    datatype: Handle,
+    count: *mut c_int,
+) -> Result<(), MpiError> {
     // SAFETY: the caller's status and count.
     let (s, out) = unsafe { (status.as_ref(), count.as_mut()) };
     let (Some(s), Some(out)) = (s, out) else {

@@ -43,7 +43,10 @@ impl CommEntry {
 
     /// The rank here of world rank `w`, if a member.
     pub fn from_world(&self, w: u32) -> Option<u32> {
-        self.to_comm.get(w as usize).copied().filter(|&r| r != u32::MAX)
+        self.to_comm
+            .get(w as usize)
+            .copied()
+            .filter(|&r| r != u32::MAX)
     }
 }
 
@@ -132,7 +135,9 @@ pub fn errhandler_of(comm: Handle) -> Handle {
     };
     let comms = rt.comms.read().unwrap_or_else(|e| e.into_inner());
     let entry = comms.get(&comm).or_else(|| comms.get(&abi::COMM_WORLD));
-    entry.map_or(abi::ERRORS_ARE_FATAL, |e| e.errhandler.load(Ordering::Relaxed))
+    entry.map_or(abi::ERRORS_ARE_FATAL, |e| {
+        e.errhandler.load(Ordering::Relaxed)
+    })
 }
 
 impl Runtime {
@@ -163,7 +168,10 @@ impl Runtime {
     /// The communicator behind handle `h`.
     pub fn comm(&self, h: Handle) -> Result<Arc<CommEntry>, MpiError> {
         if h == abi::COMM_NULL {
-            return Err(MpiError::new(err::COMM, "the communicator is MPI_COMM_NULL"));
+            return Err(MpiError::new(
+                err::COMM,
+                "the communicator is MPI_COMM_NULL",
+            ));
         }
         let comms = self.comms.read().unwrap_or_else(|e| e.into_inner());
         comms.get(&h).cloned().ok_or_else(|| {

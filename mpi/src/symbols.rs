@@ -26,8 +26,7 @@ pub static MPIR_C_MPI_WEIGHTS_EMPTY: c_int = 0;
 pub static MPI_UNWEIGHTED: Ptr = Ptr(&MPIR_C_MPI_UNWEIGHTED as *const c_int as *const c_void);
 /// `MPI_WEIGHTS_EMPTY`.
 #[unsafe(no_mangle)]
-pub static MPI_WEIGHTS_EMPTY: Ptr =
-    Ptr(&MPIR_C_MPI_WEIGHTS_EMPTY as *const c_int as *const c_void);
+pub static MPI_WEIGHTS_EMPTY: Ptr = Ptr(&MPIR_C_MPI_WEIGHTS_EMPTY as *const c_int as *const c_void);
 
 const EMPTY: MpiStatus = MpiStatus {
     count_lo: 0,
