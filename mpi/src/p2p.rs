@@ -450,7 +450,7 @@ fn probe_once(
     Ok(found.map(|p| {
         let mut s = MpiStatus {
             source: c
-                .from_world(p.source)
+                .rank_of_world(p.source)
                 .map_or(abi::ANY_SOURCE, |r| r as c_int),
             tag: p.tag as c_int,
             ..MpiStatus::default()

@@ -352,17 +352,12 @@ mpi_fn! {
     }
 }
 
-/// Waits for (or tests) any one of the requests of `hs`: `Some((index, status))`, or `None`
-/// when no request is active (`index` is then `MPI_UNDEFINED`); `Err(None)`-like results come
-/// back as `Ok(None)` with `blocking == false` and nothing complete.
-fn any(
-    rt: &Runtime,
-    hs: &mut [Handle],
-    blocking: bool,
-) -> Result<(bool, Option<(usize, MpiStatus, Handle)>), MpiError> {
+/// Waits for (or tests) any one of the requests of `hs`: the one completed, or `None` when no
+/// request is active or (`blocking == false`) none is complete.
+fn any(rt: &Runtime, hs: &mut [Handle], blocking: bool) -> Result<Option<Completed>, MpiError> {
     let taken = take_all(rt, hs)?;
     if taken.is_empty() {
-        return Ok((true, None));
+        return Ok(None);
     }
     let mut reqs: Vec<Request> = Vec::with_capacity(taken.len());
     let mut metas = Vec::with_capacity(taken.len());
@@ -388,7 +383,11 @@ fn any(
             }
         };
         hs[*i] = abi::REQUEST_NULL;
-        result = Some((*i, st, e.meta.comm()));
+        result = Some(Completed {
+            index: *i,
+            status: st,
+            comm: e.meta.comm(),
+        });
     }
     for (req, (_, h, mut e)) in reqs.into_iter().zip(metas) {
         if !req.is_null() {
@@ -396,7 +395,17 @@ fn any(
             rt.put_request(h, e);
         }
     }
-    Ok((result.is_some(), result))
+    Ok(result)
+}
+
+/// The request a `*any` call completed.
+struct Completed {
+    /// Its index in the caller's array.
+    index: usize,
+    /// Its status.
+    status: MpiStatus,
+    /// Its communicator (for the error handler).
+    comm: Handle,
 }
 
 mpi_fn! {
@@ -407,7 +416,7 @@ mpi_fn! {
         let hs = unsafe { handles(requests, count) }?;
         // SAFETY: the caller's index.
         let index = unsafe { index.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "index is NULL"))?;
-        let (_, got) = any(rt, hs, true)?;
+        let got = any(rt, hs, true)?;
         match got {
             None => {
                 *index = abi::UNDEFINED;
@@ -415,7 +424,7 @@ mpi_fn! {
                 unsafe { write_status(status, MpiStatus::empty()) };
                 Ok(())
             }
-            Some((i, s, comm)) => {
+            Some(Completed { index: i, status: s, comm }) => {
                 *index = i as c_int;
                 // SAFETY: the caller's status.
                 unsafe { write_status(status, s) };
@@ -437,7 +446,7 @@ mpi_fn! {
             return Err(MpiError::new(err::ARG, "index or flag is NULL"));
         };
         let all_null = hs.iter().all(|&h| h == abi::REQUEST_NULL);
-        let (_, got) = any(rt, hs, false)?;
+        let got = any(rt, hs, false)?;
         match got {
             None => {
                 *index = abi::UNDEFINED;
@@ -448,7 +457,7 @@ mpi_fn! {
                 }
                 Ok(())
             }
-            Some((i, s, comm)) => {
+            Some(Completed { index: i, status: s, comm }) => {
                 *index = i as c_int;
                 *flag = 1;
                 // SAFETY: the caller's status.

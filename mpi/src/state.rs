@@ -42,7 +42,7 @@ impl CommEntry {
     }
 
     /// The rank here of world rank `w`, if a member.
-    pub fn from_world(&self, w: u32) -> Option<u32> {
+    pub fn rank_of_world(&self, w: u32) -> Option<u32> {
         self.to_comm
             .get(w as usize)
             .copied()
