@@ -89,6 +89,11 @@ pub const COMM_FIRST_USER: Handle = 0x8400_0000u32 as Handle;
 pub const GROUP_NULL: Handle = 0x0800_0000;
 /// `MPI_GROUP_EMPTY`.
 pub const GROUP_EMPTY: Handle = 0x4800_0000;
+/// First handle given to a group the program creates (MPICH's kind bits of a group,
+/// `0x88000000`, plus an index).
+pub const GROUP_FIRST_USER: Handle = 0x8800_0000u32 as Handle;
+/// First handle given to an operation the program creates (`0x98000000` plus an index).
+pub const OP_FIRST_USER: Handle = 0x9800_0000u32 as Handle;
 /// `MPI_DATATYPE_NULL`.
 pub const DATATYPE_NULL: Handle = 0x0c00_0000;
 /// `MPI_REQUEST_NULL`.

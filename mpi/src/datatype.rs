@@ -11,7 +11,8 @@ use viaduct_agent::coll::{Datatype, ReduceOp, Reduction};
 use crate::abi::{Handle, dt, err, op};
 use crate::error::MpiError;
 
-/// The size in bytes of predefined datatype `t`.
+/// The extent in bytes of predefined datatype `t`: what one element takes in memory, and
+/// what this library moves per element (the pair types include their padding).
 pub fn size_of(t: Handle) -> Result<usize, MpiError> {
     let u = t as u32;
     let size = match t {
@@ -37,6 +38,18 @@ pub fn size_of(t: Handle) -> Result<usize, MpiError> {
         }
     };
     Ok(size)
+}
+
+/// The size in bytes of the data of predefined datatype `t` (`MPI_Type_size`: the pair types
+/// without their padding).
+pub fn data_size(t: Handle) -> Result<usize, MpiError> {
+    Ok(match t {
+        dt::FLOAT_INT => 8,
+        dt::DOUBLE_INT | dt::LONG_INT => 12,
+        dt::SHORT_INT => 6,
+        dt::LONG_DOUBLE_INT => 20,
+        _ => size_of(t)?,
+    })
 }
 
 /// Bytes of `count` elements of `t` (`MPI_ERR_COUNT` for a negative count or an overflow).

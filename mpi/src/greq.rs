@@ -96,7 +96,7 @@ mpi_fn! {
         let (req, done) = Request::generalized(ops);
         let h = rt.new_request_handle();
         rt.greqs.lock().unwrap_or_else(|e| e.into_inner()).insert(h, done);
-        rt.put_request(h, ReqEntry { req, meta: Meta::Greq { status } });
+        rt.put_request(h, ReqEntry::new(req, Meta::Greq { status }));
         // SAFETY: the caller's handle, checked not NULL.
         unsafe { *request = h };
         Ok(())

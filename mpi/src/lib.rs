@@ -70,6 +70,8 @@ mod datatype;
 mod env;
 pub mod error;
 mod greq;
+mod group;
+mod op;
 mod p2p;
 mod request;
 mod state;

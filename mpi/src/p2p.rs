@@ -69,9 +69,12 @@ fn proc_null_status() -> MpiStatus {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
+/// The protocol of a send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Standard (eager or rendezvous by size).
     Standard,
+    /// Synchronous: completes once matched.
     Sync,
 }
 
@@ -159,7 +162,7 @@ unsafe fn give_send(
         Some(r) => (r, Meta::Send { comm }),
         None => (Request::null(), Meta::ProcNull { comm }),
     };
-    *out = rt.add_request(ReqEntry { req, meta });
+    *out = rt.add_request(ReqEntry::new(req, meta));
     Ok(())
 }
 
@@ -243,11 +246,44 @@ mpi_fn! {
     }
 }
 
-/// Starts a receive and registers it; returns its handle.
+/// Posts a receive: the agent's request and what its completion does.
 ///
 /// # Safety
 ///
 /// `buf` holds room for `count` elements of `datatype` until the request completes.
+unsafe fn post_recv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> Result<(Request, Meta), MpiError> {
+    let rt = rt()?;
+    let c = rt.comm(comm)?;
+    let cap = bytes(count, datatype)?;
+    let tag = recv_tag(tag)?;
+    let Some(source) = source_rank(&c, source)? else {
+        return Ok((Request::null(), Meta::ProcNull { comm }));
+    };
+    if cap > 0 && buf.is_null() {
+        return Err(MpiError::new(err::BUFFER, "the receive buffer is NULL"));
+    }
+    let (req, rbuf) = c.comm.irecv(cap, source, tag)?;
+    let meta = Meta::Recv {
+        comm,
+        buf: rbuf,
+        dst: buf as usize,
+        cap,
+    };
+    Ok((req, meta))
+}
+
+/// Starts a receive and registers it; returns its handle.
+///
+/// # Safety
+///
+/// As for [`post_recv`].
 unsafe fn start_recv(
     buf: *mut c_void,
     count: c_int,
@@ -256,29 +292,197 @@ unsafe fn start_recv(
     tag: c_int,
     comm: Handle,
 ) -> Result<Handle, MpiError> {
-    let rt = rt()?;
-    let c = rt.comm(comm)?;
-    let cap = bytes(count, datatype)?;
-    let tag = recv_tag(tag)?;
-    let Some(source) = source_rank(&c, source)? else {
-        return Ok(rt.add_request(ReqEntry {
-            req: Request::null(),
-            meta: Meta::ProcNull { comm },
-        }));
-    };
-    if cap > 0 && buf.is_null() {
-        return Err(MpiError::new(err::BUFFER, "the receive buffer is NULL"));
+    // SAFETY: passed on.
+    let (req, meta) = unsafe { post_recv(buf, count, datatype, source, tag, comm) }?;
+    Ok(rt()?.add_request(ReqEntry::new(req, meta)))
+}
+
+/// The operation of a persistent request.
+#[derive(Debug, Clone, Copy)]
+pub struct Persist {
+    send: Option<Mode>,
+    buf: usize,
+    count: c_int,
+    datatype: Handle,
+    peer: c_int,
+    tag: c_int,
+    comm: Handle,
+}
+
+impl Persist {
+    /// Starts the operation once more (`MPI_Start`).
+    ///
+    /// # Safety
+    ///
+    /// The buffer given at `MPI_Send_init`/`MPI_Recv_init` is valid for the operation.
+    pub unsafe fn start(&self) -> Result<(Request, Meta), MpiError> {
+        let p = *self;
+        match p.send {
+            Some(mode) => {
+                // SAFETY: the caller's buffer, given at MPI_Send_init.
+                let r = unsafe {
+                    start_send(
+                        p.buf as *const c_void,
+                        p.count,
+                        p.datatype,
+                        p.peer,
+                        p.tag,
+                        p.comm,
+                        mode,
+                    )
+                }?;
+                Ok(match r {
+                    Some(r) => (r, Meta::Send { comm: p.comm }),
+                    None => (Request::null(), Meta::ProcNull { comm: p.comm }),
+                })
+            }
+            // SAFETY: the caller's buffer, given at MPI_Recv_init.
+            None => unsafe {
+                post_recv(
+                    p.buf as *mut c_void,
+                    p.count,
+                    p.datatype,
+                    p.peer,
+                    p.tag,
+                    p.comm,
+                )
+            },
+        }
     }
-    let (req, rbuf) = c.comm.irecv(cap, source, tag)?;
-    Ok(rt.add_request(ReqEntry {
-        req,
-        meta: Meta::Recv {
-            comm,
-            buf: rbuf,
-            dst: buf as usize,
-            cap,
-        },
-    }))
+
+    /// The communicator (for the error handler).
+    pub fn comm(&self) -> Handle {
+        self.comm
+    }
+}
+
+/// Creates an inactive persistent request after checking its arguments.
+///
+/// # Safety
+///
+/// `request` is the caller's writable handle.
+unsafe fn persistent(p: Persist, request: *mut Handle) -> Result<(), MpiError> {
+    let rt = rt()?;
+    let c = rt.comm(p.comm)?;
+    bytes(p.count, p.datatype)?;
+    if p.send.is_some() {
+        send_tag(p.tag)?;
+        dest_rank(&c, p.peer)?;
+    } else {
+        recv_tag(p.tag)?;
+        source_rank(&c, p.peer)?;
+    }
+    // SAFETY: the caller's handle.
+    let out =
+        unsafe { request.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "request is NULL"))?;
+    *out = rt.add_request(ReqEntry {
+        req: Request::null(),
+        meta: Meta::Inactive { comm: p.comm },
+        persist: Some(p),
+    });
+    Ok(())
+}
+
+mpi_fn! {
+    /// `MPI_Send_init`.
+    MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let p = Persist { send: Some(Mode::Standard), buf: buf as usize, count, datatype, peer: dest, tag, comm };
+        // SAFETY: the caller's handle.
+        unsafe { persistent(p, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Ssend_init`.
+    MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let p = Persist { send: Some(Mode::Sync), buf: buf as usize, count, datatype, peer: dest, tag, comm };
+        // SAFETY: the caller's handle.
+        unsafe { persistent(p, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Rsend_init` (as `MPI_Send_init`).
+    MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let p = Persist { send: Some(Mode::Standard), buf: buf as usize, count, datatype, peer: dest, tag, comm };
+        // SAFETY: the caller's handle.
+        unsafe { persistent(p, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Bsend_init` (as `MPI_Send_init`: the data is copied).
+    MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let p = Persist { send: Some(Mode::Standard), buf: buf as usize, count, datatype, peer: dest, tag, comm };
+        // SAFETY: the caller's handle.
+        unsafe { persistent(p, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Recv_init`.
+    MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let p = Persist { send: None, buf: buf as usize, count, datatype, peer: source, tag, comm };
+        // SAFETY: the caller's handle.
+        unsafe { persistent(p, request) }
+    }
+}
+
+/// Starts persistent request `h`.
+fn start_one(h: Handle) -> Result<(), MpiError> {
+    let rt = rt()?;
+    let mut e = rt.take_request(h)?;
+    let Some(p) = e.persist.filter(|_| e.inactive()) else {
+        let active = e.persist.is_some();
+        rt.put_request(h, e);
+        return Err(MpiError::new(
+            err::REQUEST,
+            if active {
+                format!("persistent request {h:#x} is active already")
+            } else {
+                format!("request {h:#x} is not persistent")
+            },
+        ));
+    };
+    // SAFETY: the buffer given at MPI_Send_init/MPI_Recv_init, valid while the request lives.
+    match unsafe { p.start() } {
+        Ok((req, meta)) => {
+            e.req = req;
+            e.meta = meta;
+            rt.put_request(h, e);
+            Ok(())
+        }
+        Err(err) => {
+            rt.put_request(h, e);
+            Err(err.on(p.comm()))
+        }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Start`.
+    MPI_Start / PMPI_Start(request: *mut Handle) on abi::COMM_WORLD => {
+        // SAFETY: the caller's handle.
+        let h = unsafe { request.as_ref() }.ok_or_else(|| MpiError::new(err::REQUEST, "request is NULL"))?;
+        start_one(*h)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Startall`.
+    MPI_Startall / PMPI_Startall(count: c_int, requests: *mut Handle) on abi::COMM_WORLD => {
+        if count < 0 {
+            return Err(MpiError::new(err::COUNT, format!("count {count} is negative")));
+        }
+        if count > 0 && requests.is_null() {
+            return Err(MpiError::new(err::ARG, "the request array is NULL"));
+        }
+        for i in 0..count as usize {
+            // SAFETY: the caller's array of `count` handles.
+            start_one(unsafe { *requests.add(i) })?;
+        }
+        Ok(())
+    }
 }
 
 mpi_fn! {

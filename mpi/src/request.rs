@@ -10,6 +10,7 @@
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};
 
+use viaduct_agent::coll::CollBuffer;
 use viaduct_agent::recv_buffer::RecvBuffer;
 use viaduct_agent::request::{self, Request, Status};
 
@@ -40,6 +41,22 @@ pub enum Meta {
         /// The communicator (for its error handler).
         comm: Handle,
     },
+    /// A nonblocking collective: copy its result into the caller's buffer.
+    Coll {
+        /// The communicator (for its error handler).
+        comm: Handle,
+        /// The agent's result buffer (`None` once copied, or for a rank without result).
+        out: Mutex<Option<CollBuffer>>,
+        /// The caller's buffer.
+        dst: usize,
+        /// Its size in bytes.
+        len: usize,
+    },
+    /// A persistent request not started, or completed since its last start.
+    Inactive {
+        /// The communicator (for its error handler).
+        comm: Handle,
+    },
     /// A generalized request: its status is the one its query function filled.
     Greq {
         /// The status the last query filled.
@@ -51,20 +68,35 @@ impl Meta {
     /// The communicator whose error handler reports errors of this request.
     pub fn comm(&self) -> Handle {
         match self {
-            Meta::Send { comm } | Meta::Recv { comm, .. } | Meta::ProcNull { comm } => *comm,
+            Meta::Send { comm }
+            | Meta::Recv { comm, .. }
+            | Meta::ProcNull { comm }
+            | Meta::Coll { comm, .. }
+            | Meta::Inactive { comm } => *comm,
             Meta::Greq { .. } => abi::COMM_WORLD,
         }
     }
 
     /// Copies a received message into the caller's buffer (receives only).
     fn deliver(&self) {
-        if let Meta::Recv { buf, dst, cap, .. } = self {
-            if *cap > 0 {
+        match self {
+            Meta::Recv { buf, dst, cap, .. } if *cap > 0 => {
                 // SAFETY: `dst` is the caller's receive buffer of `cap` bytes given to the
                 // receive call; MPI leaves it to the library until the request completes.
                 let out = unsafe { std::slice::from_raw_parts_mut(*dst as *mut u8, *cap) };
                 buf.copy_to(out);
             }
+            Meta::Coll { out, dst, len, .. } if *len > 0 => {
+                let taken = out.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some(v) = taken.and_then(|mut b| b.take()) {
+                    let n = v.len().min(*len);
+                    // SAFETY: `dst` is the caller's result buffer of `len` bytes given to the
+                    // collective; MPI leaves it to the library until the request completes.
+                    let to = unsafe { std::slice::from_raw_parts_mut(*dst as *mut u8, n) };
+                    to.copy_from_slice(&v[..n]);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -78,8 +110,9 @@ impl Meta {
                 tag: abi::ANY_TAG,
                 ..MpiStatus::default()
             },
+            Meta::Inactive { .. } => MpiStatus::empty(),
             Meta::Greq { status } => *status.lock().unwrap_or_else(|e| e.into_inner()),
-            Meta::Send { .. } => {
+            Meta::Send { .. } | Meta::Coll { .. } => {
                 let mut s = MpiStatus::empty();
                 s.set_cancelled(st.test_cancelled());
                 s
@@ -151,24 +184,39 @@ fn complete(meta: &Meta, st: &Status) -> MpiStatus {
 }
 
 /// Waits for one request taken out of the table; returns its status.
-fn wait_entry(mut e: ReqEntry) -> MpiStatus {
+fn wait_entry(e: &mut ReqEntry) -> MpiStatus {
     let mut one = [std::mem::take(&mut e.req)];
     let mut st = [Status::empty()];
     let _ = request::wait_all(&mut one, Some(&mut st));
     complete(&e.meta, &st[0])
 }
 
-/// Tests one request taken out of the table: its status if complete, else the entry back.
-fn test_entry(mut e: ReqEntry) -> Result<MpiStatus, ReqEntry> {
+/// Tests one request taken out of the table: its status if complete (`None`: not complete,
+/// the request is left in `e`).
+fn test_entry(e: &mut ReqEntry) -> Option<MpiStatus> {
     let mut one = [std::mem::take(&mut e.req)];
     let mut st = [Status::empty()];
     match request::test_all(&mut one, Some(&mut st)) {
         Ok(false) => {
             let [req] = one;
             e.req = req;
-            Err(e)
+            None
         }
-        _ => Ok(complete(&e.meta, &st[0])),
+        _ => Some(complete(&e.meta, &st[0])),
+    }
+}
+
+/// After completion: a persistent request goes back to the table, inactive, under its handle;
+/// any other is gone. Returns the caller's new handle value.
+fn retire(rt: &Runtime, h: Handle, mut e: ReqEntry) -> Handle {
+    match e.persist {
+        Some(p) => {
+            e.req = Request::null();
+            e.meta = Meta::Inactive { comm: p.comm() };
+            rt.put_request(h, e);
+            h
+        }
+        None => abi::REQUEST_NULL,
     }
 }
 
@@ -184,16 +232,15 @@ fn status_error(s: &MpiStatus, comm: Handle) -> Result<(), MpiError> {
     }
 }
 
-/// Takes the active requests of `hs` out of the table: (index, entry) for each; null handles
-/// are skipped. On an invalid handle, every entry taken goes back.
+/// Takes the active requests of `hs` out of the table: (index, handle, entry) for each; null
+/// handles and inactive persistent requests are skipped (the latter stay in the table). On an
+/// invalid handle, every entry taken goes back.
 fn take_all(rt: &Runtime, hs: &[Handle]) -> Result<Vec<(usize, Handle, ReqEntry)>, MpiError> {
     let mut out = Vec::with_capacity(hs.len());
     for (i, &h) in hs.iter().enumerate() {
-        if h == abi::REQUEST_NULL {
-            continue;
-        }
-        match rt.take_request(h) {
-            Ok(e) => out.push((i, h, e)),
+        match take_one(rt, h) {
+            Ok(Some(e)) => out.push((i, h, e)),
+            Ok(None) => {}
             Err(e) => {
                 for (_, h, entry) in out {
                     rt.put_request(h, entry);
@@ -205,11 +252,18 @@ fn take_all(rt: &Runtime, hs: &[Handle]) -> Result<Vec<(usize, Handle, ReqEntry)
     Ok(out)
 }
 
+/// Takes request `h` out of the table: `None` for `MPI_REQUEST_NULL` and for an inactive
+/// persistent request (which stays in the table).
 fn take_one(rt: &Runtime, h: Handle) -> Result<Option<ReqEntry>, MpiError> {
     if h == abi::REQUEST_NULL {
         return Ok(None);
     }
-    rt.take_request(h).map(Some)
+    let e = rt.take_request(h)?;
+    if e.inactive() {
+        rt.put_request(h, e);
+        return Ok(None);
+    }
+    Ok(Some(e))
 }
 
 mpi_fn! {
@@ -224,9 +278,10 @@ mpi_fn! {
             unsafe { write_status(status, MpiStatus::empty()) };
             return Ok(());
         };
+        let mut e = e;
         let comm = e.meta.comm();
-        let s = wait_entry(e);
-        *h = abi::REQUEST_NULL;
+        let s = wait_entry(&mut e);
+        *h = retire(rt, *h, e);
         // SAFETY: as above.
         unsafe { write_status(status, s) };
         status_error(&s, comm)
@@ -248,16 +303,17 @@ mpi_fn! {
             unsafe { write_status(status, MpiStatus::empty()) };
             return Ok(());
         };
+        let mut e = e;
         let comm = e.meta.comm();
-        match test_entry(e) {
-            Err(e) => {
+        match test_entry(&mut e) {
+            None => {
                 rt.put_request(*h, e);
                 *flag = 0;
                 Ok(())
             }
-            Ok(s) => {
+            Some(s) => {
                 *flag = 1;
-                *h = abi::REQUEST_NULL;
+                *h = retire(rt, *h, e);
                 // SAFETY: as above.
                 unsafe { write_status(status, s) };
                 status_error(&s, comm)
@@ -297,13 +353,13 @@ unsafe fn all(
     }
     let mut out = vec![MpiStatus::empty(); hs.len()];
     let mut failed: Option<Handle> = None;
-    for ((i, _, e), st) in metas.iter().zip(&sts) {
+    for ((i, h, e), st) in metas.into_iter().zip(&sts) {
         let s = complete(&e.meta, st);
         if s.error != abi::SUCCESS && failed.is_none() {
             failed = Some(e.meta.comm());
         }
-        out[*i] = s;
-        hs[*i] = abi::REQUEST_NULL;
+        out[i] = s;
+        hs[i] = retire(rt, h, e);
     }
     for (i, s) in out.into_iter().enumerate() {
         // SAFETY: the caller guarantees `hs.len()` statuses or MPI_STATUSES_IGNORE.
@@ -355,9 +411,27 @@ mpi_fn! {
 /// Waits for (or tests) any one of the requests of `hs`: the one completed, or `None` when no
 /// request is active or (`blocking == false`) none is complete.
 fn any(rt: &Runtime, hs: &mut [Handle], blocking: bool) -> Result<Option<Completed>, MpiError> {
-    let taken = take_all(rt, hs)?;
+    let mut taken = take_all(rt, hs)?;
     if taken.is_empty() {
         return Ok(None);
+    }
+    // A request with MPI_PROC_NULL is complete already.
+    if let Some(k) = taken
+        .iter()
+        .position(|(_, _, e)| matches!(e.meta, Meta::ProcNull { .. }))
+    {
+        let (i, h, e) = taken.remove(k);
+        for (_, h, e) in taken {
+            rt.put_request(h, e);
+        }
+        let status = complete(&e.meta, &Status::empty());
+        let comm = e.meta.comm();
+        hs[i] = retire(rt, h, e);
+        return Ok(Some(Completed {
+            index: i,
+            status,
+            comm,
+        }));
     }
     let mut reqs: Vec<Request> = Vec::with_capacity(taken.len());
     let mut metas = Vec::with_capacity(taken.len());
@@ -370,30 +444,31 @@ fn any(rt: &Runtime, hs: &mut [Handle], blocking: bool) -> Result<Option<Complet
     } else {
         request::test_any(&mut reqs)
     };
+    let done = got.as_ref().map(|(k, _)| *k);
     let mut result = None;
-    if let Some((k, res)) = got {
-        let (i, _, e) = &metas[k];
-        let st = match res {
-            Ok(st) => complete(&e.meta, &st),
-            Err(re) => {
-                e.meta.deliver();
-                let mut s = e.meta.status(&Status::empty());
-                s.error = request_class(&re);
-                s
-            }
-        };
-        hs[*i] = abi::REQUEST_NULL;
-        result = Some(Completed {
-            index: *i,
-            status: st,
-            comm: e.meta.comm(),
-        });
-    }
-    for (req, (_, h, mut e)) in reqs.into_iter().zip(metas) {
-        if !req.is_null() {
+    for (k, (req, (i, h, mut e))) in reqs.into_iter().zip(metas).enumerate() {
+        if Some(k) != done {
             e.req = req;
             rt.put_request(h, e);
+            continue;
         }
+        let status = match &got {
+            Some((_, Ok(st))) => complete(&e.meta, st),
+            Some((_, Err(re))) => {
+                e.meta.deliver();
+                let mut s = e.meta.status(&Status::empty());
+                s.error = request_class(re);
+                s
+            }
+            None => MpiStatus::empty(),
+        };
+        let comm = e.meta.comm();
+        hs[i] = retire(rt, h, e);
+        result = Some(Completed {
+            index: i,
+            status,
+            comm,
+        });
     }
     Ok(result)
 }
@@ -488,39 +563,51 @@ unsafe fn some(
     }
     let mut reqs: Vec<Request> = Vec::with_capacity(taken.len());
     let mut metas = Vec::with_capacity(taken.len());
+    let mut any_proc_null = false;
     for (i, h, mut e) in taken {
+        any_proc_null |= matches!(e.meta, Meta::ProcNull { .. });
         reqs.push(std::mem::take(&mut e.req));
         metas.push((i, h, e));
     }
     let mut idx = Vec::new();
     let mut sts = Vec::new();
-    let _ = if blocking {
+    // Requests with MPI_PROC_NULL are complete already: do not block for the others then.
+    let _ = if blocking && !any_proc_null {
         request::wait_some(&mut reqs, &mut idx, Some(&mut sts))
     } else {
         request::test_some(&mut reqs, &mut idx, Some(&mut sts))
     };
+    let mut statuses_of: Vec<Option<Status>> = vec![None; metas.len()];
+    for (k, st) in idx.into_iter().zip(sts) {
+        statuses_of[k] = Some(st);
+    }
+    for (k, (_, _, e)) in metas.iter().enumerate() {
+        if matches!(e.meta, Meta::ProcNull { .. }) {
+            statuses_of[k] = Some(Status::empty());
+        }
+    }
     let mut failed = None;
-    for (n, (&k, st)) in idx.iter().zip(&sts).enumerate() {
-        let (i, _, e) = &metas[k];
-        let s = complete(&e.meta, st);
+    let mut n = 0;
+    for ((req, (i, h, mut e)), st) in reqs.into_iter().zip(metas).zip(statuses_of) {
+        let Some(st) = st else {
+            e.req = req;
+            rt.put_request(h, e);
+            continue;
+        };
+        let s = complete(&e.meta, &st);
         if s.error != abi::SUCCESS && failed.is_none() {
             failed = Some(e.meta.comm());
         }
-        hs[*i] = abi::REQUEST_NULL;
+        hs[i] = retire(rt, h, e);
         if !indices.is_null() {
             // SAFETY: the caller's array has room for one index per request.
-            unsafe { indices.add(n).write(*i as c_int) };
+            unsafe { indices.add(n).write(i as c_int) };
         }
         // SAFETY: the caller's statuses, one per request at most.
         unsafe { write_status_at(statuses, n, s) };
+        n += 1;
     }
-    *outcount = idx.len() as c_int;
-    for (req, (_, h, mut e)) in reqs.into_iter().zip(metas) {
-        if !req.is_null() {
-            e.req = req;
-            rt.put_request(h, e);
-        }
-    }
+    *outcount = n as c_int;
     match failed {
         None => Ok(()),
         Some(comm) => Err(MpiError::new(

@@ -56,6 +56,25 @@ pub struct ReqEntry {
     pub req: Request,
     /// What the request is for.
     pub meta: Meta,
+    /// The operation of a persistent request (`MPI_Send_init`, `MPI_Recv_init`), started
+    /// again by each `MPI_Start`.
+    pub persist: Option<crate::p2p::Persist>,
+}
+
+impl ReqEntry {
+    /// An entry for a request that is not persistent.
+    pub fn new(req: Request, meta: Meta) -> Self {
+        ReqEntry {
+            req,
+            meta,
+            persist: None,
+        }
+    }
+
+    /// Whether this is a persistent request not started (or completed since its start).
+    pub fn inactive(&self) -> bool {
+        matches!(self.meta, Meta::Inactive { .. })
+    }
 }
 
 /// The library's state after `MPI_Init`.
@@ -68,6 +87,8 @@ pub struct Runtime {
     next_request: AtomicI32,
     /// Completion handles of generalized requests not completed yet, by request handle.
     pub greqs: Mutex<HashMap<Handle, CompleteHandle>>,
+    groups: Mutex<HashMap<Handle, Arc<Vec<u32>>>>,
+    next_group: AtomicI32,
     /// The thread level provided.
     pub thread_level: c_int,
     /// The thread that called `MPI_Init`.
@@ -160,6 +181,8 @@ impl Runtime {
             requests: Mutex::new(HashMap::new()),
             next_request: AtomicI32::new(1),
             greqs: Mutex::new(HashMap::new()),
+            groups: Mutex::new(HashMap::new()),
+            next_group: AtomicI32::new(abi::GROUP_FIRST_USER),
             thread_level,
             main_thread: std::thread::current().id(),
         }
@@ -233,6 +256,34 @@ impl Runtime {
                 err::REQUEST,
                 format!("{h:#x} is not an active request (freed, completed or never started)"),
             )
+        })
+    }
+
+    /// The members (world ranks, in group order) of group `h`.
+    pub fn group(&self, h: Handle) -> Result<Arc<Vec<u32>>, MpiError> {
+        match h {
+            abi::GROUP_EMPTY => Ok(Arc::new(Vec::new())),
+            abi::GROUP_NULL => Err(MpiError::new(err::GROUP, "the group is MPI_GROUP_NULL")),
+            _ => lock(&self.groups).get(&h).cloned().ok_or_else(|| {
+                MpiError::new(err::GROUP, format!("{h:#x} is not a group of this process"))
+            }),
+        }
+    }
+
+    /// Adds a group; returns its handle.
+    pub fn add_group(&self, members: Vec<u32>) -> Handle {
+        let h = self.next_group.fetch_add(1, Ordering::Relaxed);
+        lock(&self.groups).insert(h, Arc::new(members));
+        h
+    }
+
+    /// Removes group `h` (`MPI_GROUP_EMPTY` stays).
+    pub fn remove_group(&self, h: Handle) -> Result<(), MpiError> {
+        if h == abi::GROUP_EMPTY {
+            return Ok(());
+        }
+        lock(&self.groups).remove(&h).map(|_| ()).ok_or_else(|| {
+            MpiError::new(err::GROUP, format!("{h:#x} is not a group of this process"))
         })
     }
 }

@@ -23,7 +23,9 @@ struct Setup {
     mpiexec: bool,
 }
 
-const PROGRAMS: &[&str] = &["env", "p2p", "coll", "errors", "greq", "threads", "fatal"];
+const PROGRAMS: &[&str] = &[
+    "env", "p2p", "coll", "errors", "greq", "threads", "more", "fatal",
+];
 
 fn have(cmd: &str) -> bool {
     Command::new("sh")
@@ -315,6 +317,11 @@ fn greq_program() {
 #[test]
 fn threads_program() {
     program("threads");
+}
+
+#[test]
+fn more_program() {
+    program("more");
 }
 
 /// The swapped library is viaduct's: the dynamic linker resolves `libmpich.so.12` to the
