@@ -3,8 +3,12 @@
 mpio.h) that mpi/src does not implement, so a program referencing it loads; calling one raises
 MPI_ERR_UNSUPPORTED_OPERATION naming the function.
 
+It also rewrites the two generated lists of docs/MPI.md (between the markers
+<!-- implemented:begin/end --> and <!-- stubs:begin/end -->).
+
 Usage: mpi/gen/stubs.py [--check] [--list-implemented] [--list-stubs] [--include DIR]
-  --check           exit 1 if mpi/src/stubs.rs differs from what would be generated
+  --check           exit 1 if mpi/src/stubs.rs or the lists of docs/MPI.md differ from what
+                    would be generated
   --include DIR     MPICH's include folder (default /usr/include/x86_64-linux-gnu/mpich)
 """
 import os
@@ -14,6 +18,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "src"))
 OUT = os.path.normpath(os.path.join(SRC, "stubs.rs"))
+DOC = os.path.normpath(os.path.join(HERE, "..", "..", "docs", "MPI.md"))
 
 
 def strip_comments(text):
@@ -108,6 +113,31 @@ def generate(include):
     return "\n".join(lines) + "\n", stubs, sorted(done)
 
 
+def doc_lists(text, done, stubs):
+    def block(names):
+        rows = []
+        line = ""
+        for n in names:
+            item = f"`{n}`"
+            if line and len(line) + len(item) + 2 > 96:
+                rows.append(line + ",")
+                line = item
+            else:
+                line = item if not line else line + ", " + item
+        if line:
+            rows.append(line)
+        return "\n".join(rows)
+
+    for marker, names in (("implemented", done), ("stubs", stubs)):
+        begin, end = f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"
+        if begin not in text or end not in text:
+            sys.exit(f"docs/MPI.md lacks the markers {begin} {end}")
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        text = head + begin + "\n" + block(names) + "\n" + end + tail
+    return text
+
+
 def main():
     args = sys.argv[1:]
     include = "/usr/include/x86_64-linux-gnu/mpich"
@@ -120,14 +150,19 @@ def main():
     if "--list-implemented" in args:
         print("\n".join(done))
         return
+    doc = open(DOC).read()
+    new_doc = doc_lists(doc, done, stubs)
     if "--check" in args:
         cur = open(OUT).read() if os.path.exists(OUT) else ""
         if cur != text:
             sys.exit("mpi/src/stubs.rs is out of date: run mpi/gen/stubs.py")
-        print(f"stubs.rs up to date: {len(done)} implemented, {len(stubs)} stubs")
+        if doc != new_doc:
+            sys.exit("the lists of docs/MPI.md are out of date: run mpi/gen/stubs.py")
+        print(f"stubs.rs and docs/MPI.md up to date: {len(done)} implemented, {len(stubs)} stubs")
         return
     open(OUT, "w").write(text)
-    print(f"wrote {OUT}: {len(done)} implemented, {len(stubs)} stubs")
+    open(DOC, "w").write(new_doc)
+    print(f"wrote {OUT} and the lists of {DOC}: {len(done)} implemented, {len(stubs)} stubs")
 
 
 if __name__ == "__main__":
