@@ -24,7 +24,7 @@ struct Setup {
 }
 
 const PROGRAMS: &[&str] = &[
-    "env", "p2p", "coll", "errors", "greq", "threads", "more", "fatal",
+    "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fatal",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -322,6 +322,40 @@ fn threads_program() {
 #[test]
 fn more_program() {
     program("more");
+}
+
+/// MPICH's generalized request extensions. Not compared with MPICH: there the wait function
+/// gets one request at a time, here every request of the class in the wait (the batch).
+#[test]
+fn greqx_program() {
+    let Some(s) = setup() else { return };
+    let want = |n: usize| -> Vec<String> {
+        let mut v: Vec<String> = (0..n)
+            .flat_map(|r| {
+                [
+                    format!("rank {r}: poll function ok"),
+                    format!("rank {r}: wait function got the batch of 3"),
+                    format!("rank {r}: failing poll cancels"),
+                ]
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let got = assert_ok(
+        &job(s, "greqx", Launch::Viaduct(2), true, &[]),
+        "greqx, viaduct launch -n 2",
+        2,
+    );
+    assert_eq!(got, want(2));
+    if s.mpiexec {
+        let got = assert_ok(
+            &job(s, "greqx", Launch::Mpiexec(2), true, &[]),
+            "greqx on viaduct, mpiexec -n 2",
+            2,
+        );
+        assert_eq!(got, want(2));
+    }
 }
 
 /// The swapped library is viaduct's: the dynamic linker resolves `libmpich.so.12` to the
