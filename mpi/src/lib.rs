@@ -69,6 +69,7 @@ mod comm;
 mod datatype;
 mod env;
 pub mod error;
+mod file;
 mod greq;
 mod group;
 mod op;

@@ -52,6 +52,18 @@ pub enum Meta {
         /// Its size in bytes.
         len: usize,
     },
+    /// A file read or write (`MPI_File_iread_at`, ...): a read copies its data into the
+    /// caller's buffer.
+    File {
+        /// The pseudo handle reporting the file's errors.
+        comm: Handle,
+        /// The operation's buffers.
+        claim: viaduct_agent::fileio::BufferClaim,
+        /// The caller's buffer (reads).
+        dst: usize,
+        /// Its size in bytes (0 for writes).
+        len: usize,
+    },
     /// A persistent request not started, or completed since its last start.
     Inactive {
         /// The communicator (for its error handler).
@@ -72,6 +84,7 @@ impl Meta {
             | Meta::Recv { comm, .. }
             | Meta::ProcNull { comm }
             | Meta::Coll { comm, .. }
+            | Meta::File { comm, .. }
             | Meta::Inactive { comm } => *comm,
             Meta::Greq { .. } => abi::COMM_WORLD,
         }
@@ -96,6 +109,9 @@ impl Meta {
                     to.copy_from_slice(&v[..n]);
                 }
             }
+            Meta::File {
+                claim, dst, len, ..
+            } => crate::file::deliver(claim, *dst, *len),
             _ => {}
         }
     }
@@ -103,7 +119,12 @@ impl Meta {
     /// The MPI status of the completed request from the agent's status; its error field holds
     /// the request's own error code.
     fn status(&self, st: &Status) -> MpiStatus {
-        let code = st.error().map_or(abi::SUCCESS, request_class);
+        let code = match (st.error(), self) {
+            (None, _) => abi::SUCCESS,
+            // An operation of the file engine failed: an I/O error (`MPI_ERR_IO`).
+            (Some(e), Meta::File { .. }) if request_class(e) == err::OTHER => err::IO,
+            (Some(e), _) => request_class(e),
+        };
         let mut m = match self {
             Meta::ProcNull { .. } => MpiStatus {
                 source: abi::PROC_NULL,
@@ -112,6 +133,12 @@ impl Meta {
             },
             Meta::Inactive { .. } => MpiStatus::empty(),
             Meta::Greq { status } => *status.lock().unwrap_or_else(|e| e.into_inner()),
+            Meta::File { .. } => {
+                let mut s = MpiStatus::empty();
+                s.set_count(st.count() as i64);
+                s.set_cancelled(st.test_cancelled());
+                s
+            }
             Meta::Send { .. } | Meta::Coll { .. } => {
                 let mut s = MpiStatus::empty();
                 s.set_cancelled(st.test_cancelled());
@@ -184,7 +211,7 @@ fn complete(meta: &Meta, st: &Status) -> MpiStatus {
 }
 
 /// Waits for one request taken out of the table; returns its status.
-fn wait_entry(e: &mut ReqEntry) -> MpiStatus {
+pub fn wait_entry(e: &mut ReqEntry) -> MpiStatus {
     let mut one = [std::mem::take(&mut e.req)];
     let mut st = [Status::empty()];
     let _ = request::wait_all(&mut one, Some(&mut st));

@@ -151,6 +151,9 @@ pub fn rt() -> Result<&'static Runtime, MpiError> {
 /// The error handler of `comm` (that of `MPI_COMM_WORLD` for an invalid handle;
 /// `MPI_ERRORS_ARE_FATAL` outside `MPI_Init` .. `MPI_Finalize`).
 pub fn errhandler_of(comm: Handle) -> Handle {
+    if comm as u32 & 0xff00_0000 == crate::file::FILE_ERR_KIND {
+        return crate::file::errhandler_of_key(comm);
+    }
     let Some(rt) = RUNTIME.get() else {
         return abi::ERRORS_ARE_FATAL;
     };

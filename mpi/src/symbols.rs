@@ -96,13 +96,19 @@ pub unsafe extern "C" fn MPIR_Dup_fn(
 }
 
 mpi_raw! {
-    /// `MPI_File_c2f`: files are not supported, so every file is Fortran handle 0.
-    MPI_File_c2f / PMPI_File_c2f(file: *mut c_void) -> c_int => { let _ = file; 0 }
+    /// `MPI_File_c2f`: the file's id (0 for `MPI_FILE_NULL`).
+    MPI_File_c2f / PMPI_File_c2f(file: *mut c_void) -> c_int => { crate::file::id_of(file as usize) as c_int }
 }
 
 mpi_raw! {
-    /// `MPI_File_f2c`: files are not supported, so every Fortran handle is `MPI_FILE_NULL`.
-    MPI_File_f2c / PMPI_File_f2c(file: c_int) -> *mut c_void => { let _ = file; std::ptr::null_mut() }
+    /// `MPI_File_f2c`: the file of an id (`MPI_FILE_NULL` for 0).
+    MPI_File_f2c / PMPI_File_f2c(file: c_int) -> *mut c_void => {
+        if file <= 0 {
+            std::ptr::null_mut()
+        } else {
+            crate::file::handle_of(file as usize) as *mut c_void
+        }
+    }
 }
 
 mpi_raw! {

@@ -24,7 +24,7 @@ struct Setup {
 }
 
 const PROGRAMS: &[&str] = &[
-    "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fatal",
+    "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "fatal",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -322,6 +322,11 @@ fn threads_program() {
 #[test]
 fn more_program() {
     program("more");
+}
+
+#[test]
+fn fileio_program() {
+    program("fileio");
 }
 
 /// MPICH's generalized request extensions. Not compared with MPICH: there the wait function
