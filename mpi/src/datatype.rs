@@ -52,7 +52,9 @@ pub fn data_size(t: Handle) -> Result<usize, MpiError> {
     })
 }
 
-/// Bytes of `count` elements of `t` (`MPI_ERR_COUNT` for a negative count or an overflow).
+/// Bytes of `count` elements of `t` laid out contiguously (`MPI_ERR_COUNT` for a negative
+/// count or an overflow; `MPI_ERR_TYPE` for a derived datatype with holes, which only
+/// point-to-point calls take).
 pub fn bytes(count: c_int, t: Handle) -> Result<usize, MpiError> {
     if count < 0 {
         return Err(MpiError::new(
@@ -60,7 +62,21 @@ pub fn bytes(count: c_int, t: Handle) -> Result<usize, MpiError> {
             format!("count {count} is negative"),
         ));
     }
-    let size = size_of(t)?;
+    let size = if crate::types::is_derived(t) {
+        let l = crate::types::derived(t)?;
+        if !l.contiguous() {
+            return Err(MpiError::new(
+                err::TYPE,
+                format!(
+                    "datatype {t:#x} is not contiguous (only point-to-point calls and \
+                     MPI_Pack/MPI_Unpack take such datatypes)"
+                ),
+            ));
+        }
+        l.extent as usize
+    } else {
+        size_of(t)?
+    };
     (count as usize)
         .checked_mul(size)
         .ok_or_else(|| MpiError::new(err::COUNT, format!("{count} elements overflow")))

@@ -14,7 +14,6 @@ use viaduct_agent::request::{
 };
 
 use crate::abi::{self, Handle, MpiCount, MpiStatus, err};
-use crate::datatype::size_of;
 use crate::error::{CallbackCode, MpiError};
 use crate::request::Meta;
 use crate::state::{ReqEntry, rt};
@@ -141,7 +140,7 @@ unsafe fn set_elements(
             format!("count {count} is negative"),
         ));
     }
-    let bytes = (size_of(datatype)? as i64)
+    let bytes = (crate::types::layout(datatype)?.size as i64)
         .checked_mul(count)
         .ok_or_else(|| MpiError::new(err::COUNT, format!("{count} elements overflow")))?;
     s.set_count(bytes);

@@ -78,3 +78,4 @@ mod request;
 mod state;
 pub mod stubs;
 mod symbols;
+mod types;

@@ -23,13 +23,30 @@ fn ops() -> &'static Mutex<HashMap<Handle, UserFn>> {
 
 static NEXT: AtomicI32 = AtomicI32::new(abi::OP_FIRST_USER);
 
-/// The reduction of operation `o` (predefined or the program's) on predefined datatype `t`.
+/// The reduction of operation `o` (predefined or the program's) on datatype `t`.
 pub fn reduction(t: Handle, o: Handle) -> Result<Reduction, MpiError> {
     let user = ops()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&o)
         .copied();
+    if crate::types::is_derived(t) {
+        let l = crate::types::derived(t)?;
+        return match user {
+            // The standard defines the predefined operations on predefined datatypes only.
+            None => Err(MpiError::new(
+                err::OP,
+                format!("predefined operation {o:#x} is not defined on derived datatype {t:#x}"),
+            )),
+            Some(f) if l.contiguous() && l.extent > 0 => {
+                Ok(user_reduction(f, t, l.extent as usize))
+            }
+            Some(_) => Err(MpiError::new(
+                err::TYPE,
+                format!("datatype {t:#x} is not contiguous"),
+            )),
+        };
+    }
     let Some(f) = user else {
         return crate::datatype::reduction(t, o);
     };
@@ -40,23 +57,25 @@ pub fn reduction(t: Handle, o: Handle) -> Result<Reduction, MpiError> {
             format!("datatype {t:#x} has no size"),
         ));
     }
-    Ok(Reduction::user(
-        size,
-        move |incoming: &[u8], acc: &mut [u8]| {
-            let mut n = (acc.len() / size) as c_int;
-            let mut dt = t;
-            // SAFETY: the program's function, given `n` elements of `t` in each buffer as
-            // MPI_User_function specifies; `incoming` is only read by it.
-            unsafe {
-                f(
-                    incoming.as_ptr() as *mut c_void,
-                    acc.as_mut_ptr().cast(),
-                    &mut n,
-                    &mut dt,
-                )
-            };
-        },
-    ))
+    Ok(user_reduction(f, t, size))
+}
+
+/// The program's function as the agent's user reduction on elements of `size` bytes of `t`.
+fn user_reduction(f: UserFn, t: Handle, size: usize) -> Reduction {
+    Reduction::user(size, move |incoming: &[u8], acc: &mut [u8]| {
+        let mut n = (acc.len() / size) as c_int;
+        let mut dt = t;
+        // SAFETY: the program's function, given `n` elements of `t` in each buffer as
+        // MPI_User_function specifies; `incoming` is only read by it.
+        unsafe {
+            f(
+                incoming.as_ptr() as *mut c_void,
+                acc.as_mut_ptr().cast(),
+                &mut n,
+                &mut dt,
+            )
+        };
+    })
 }
 
 mpi_fn! {
@@ -103,36 +122,5 @@ mpi_fn! {
         }
         // SAFETY: the caller's int.
         unsafe { put(commute, 1, "commute") }
-    }
-}
-
-mpi_fn! {
-    /// `MPI_Type_size` (predefined datatypes).
-    MPI_Type_size / PMPI_Type_size(datatype: Handle, size: *mut c_int) on abi::COMM_WORLD => {
-        let n = crate::datatype::data_size(datatype)?;
-        // SAFETY: the caller's int.
-        unsafe { put(size, n as c_int, "size") }
-    }
-}
-
-mpi_fn! {
-    /// `MPI_Type_get_extent` (predefined datatypes: lower bound 0, extent the size).
-    MPI_Type_get_extent / PMPI_Type_get_extent(datatype: Handle, lb: *mut abi::MpiAint, extent: *mut abi::MpiAint) on abi::COMM_WORLD => {
-        let n = size_of(datatype)?;
-        // SAFETY: the caller's MPI_Aints.
-        unsafe {
-            put(lb, 0, "lb")?;
-            put(extent, n as abi::MpiAint, "extent")
-        }
-    }
-}
-
-mpi_fn! {
-    /// `MPI_Type_commit`: predefined datatypes are committed already.
-    MPI_Type_commit / PMPI_Type_commit(datatype: *mut Handle) on abi::COMM_WORLD => {
-        // SAFETY: the caller's handle.
-        let h = unsafe { datatype.as_ref() }.ok_or_else(|| MpiError::new(err::TYPE, "datatype is NULL"))?;
-        size_of(*h)?;
-        Ok(())
     }
 }

@@ -2,7 +2,9 @@
 //! `MPI_Recv`, `MPI_Irecv`, `MPI_Sendrecv`, `MPI_Sendrecv_replace`, `MPI_Probe`,
 //! `MPI_Iprobe`, `MPI_Get_count`, `MPI_Get_elements`, on the agent's communicators.
 //!
-//! Data types are the predefined ones (contiguous bytes). Sends copy the data (the agent's
+//! Contiguous datatypes move as the caller's bytes; datatypes with holes (derived ones, and the
+//! pair types with padding) are packed into their data bytes for the message and unpacked at
+//! the receiver. Sends copy the data (the agent's
 //! eager and rendezvous paths), so a send buffer may be reused as soon as the call returns.
 
 use std::ffi::{c_int, c_void};
@@ -10,11 +12,14 @@ use std::ffi::{c_int, c_void};
 use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_agent::request::Request;
 
-use crate::abi::{self, Handle, MpiStatus, err};
-use crate::datatype::{bytes, input, output, size_of};
+use crate::abi::{self, Handle, MpiStatus, dt, err};
+use std::sync::Arc;
+
+use crate::datatype::{bytes, input, output};
 use crate::error::MpiError;
 use crate::request::{Meta, write_status};
 use crate::state::{CommEntry, ReqEntry, rt};
+use crate::types::Layout;
 
 /// The destination rank: `None` for `MPI_PROC_NULL`.
 pub fn dest_rank(c: &CommEntry, dest: c_int) -> Result<Option<u32>, MpiError> {
@@ -78,6 +83,40 @@ pub enum Mode {
     Sync,
 }
 
+/// How `count` elements of a datatype move: as the caller's bytes, or packed.
+enum Data {
+    /// Contiguous: this many bytes at the caller's buffer.
+    Bytes(usize),
+    /// With holes: packed into (and unpacked from) this many bytes.
+    Packed(Arc<Layout>, usize, usize),
+}
+
+fn data_of(count: c_int, datatype: Handle) -> Result<Data, MpiError> {
+    let holes = matches!(
+        datatype,
+        dt::DOUBLE_INT | dt::LONG_INT | dt::SHORT_INT | dt::LONG_DOUBLE_INT
+    );
+    if !holes && !crate::types::is_derived(datatype) {
+        return Ok(Data::Bytes(bytes(count, datatype)?));
+    }
+    if count < 0 {
+        return Err(MpiError::new(
+            err::COUNT,
+            format!("count {count} is negative"),
+        ));
+    }
+    let l = crate::types::layout(datatype)?;
+    let n = count as usize;
+    let overflow = || MpiError::new(err::COUNT, format!("{count} elements overflow"));
+    if l.contiguous() {
+        return Ok(Data::Bytes(
+            n.checked_mul(l.extent as usize).ok_or_else(overflow)?,
+        ));
+    }
+    let packed = n.checked_mul(l.size).ok_or_else(overflow)?;
+    Ok(Data::Packed(l, n, packed))
+}
+
 /// Starts a send; `None` for `MPI_PROC_NULL`.
 ///
 /// # Safety
@@ -94,10 +133,27 @@ unsafe fn start_send(
 ) -> Result<Option<Request>, MpiError> {
     let rt = rt()?;
     let c = rt.comm(comm)?;
-    let len = bytes(count, datatype)?;
+    let data = data_of(count, datatype)?;
     let tag = send_tag(tag)?;
     let Some(dest) = dest_rank(&c, dest)? else {
         return Ok(None);
+    };
+    let len = match data {
+        Data::Bytes(len) => len,
+        Data::Packed(l, n, packed) => {
+            if packed > 0 && buf.is_null() {
+                return Err(MpiError::new(err::BUFFER, "the send buffer is NULL"));
+            }
+            let mut v = Vec::with_capacity(packed);
+            // SAFETY: the caller's buffer of `count` elements of the datatype.
+            unsafe { l.pack(buf.cast(), n, &mut v) };
+            let w = c.comm.world_rank(dest).unwrap_or(dest);
+            let req = match mode {
+                Mode::Standard => c.comm.agent().isend_owned(w, tag, v)?,
+                Mode::Sync => c.comm.agent().issend(w, tag, &v)?,
+            };
+            return Ok(Some(req));
+        }
     };
     // SAFETY: the caller's buffer of `count` elements.
     let data = unsafe { input(buf, len) }?;
@@ -125,7 +181,8 @@ unsafe fn blocking_send(
     comm: Handle,
     mode: Mode,
 ) -> Result<(), MpiError> {
-    if mode == Mode::Standard {
+    let contiguous = matches!(data_of(count, datatype)?, Data::Bytes(_));
+    if mode == Mode::Standard && contiguous {
         let rt = rt()?;
         let c = rt.comm(comm)?;
         let len = bytes(count, datatype)?;
@@ -261,7 +318,10 @@ unsafe fn post_recv(
 ) -> Result<(Request, Meta), MpiError> {
     let rt = rt()?;
     let c = rt.comm(comm)?;
-    let cap = bytes(count, datatype)?;
+    let (cap, unpack) = match data_of(count, datatype)? {
+        Data::Bytes(len) => (len, None),
+        Data::Packed(l, n, packed) => (packed, Some((l, n))),
+    };
     let tag = recv_tag(tag)?;
     let Some(source) = source_rank(&c, source)? else {
         return Ok((Request::null(), Meta::ProcNull { comm }));
@@ -275,6 +335,7 @@ unsafe fn post_recv(
         buf: rbuf,
         dst: buf as usize,
         cap,
+        unpack,
     };
     Ok((req, meta))
 }
@@ -512,12 +573,12 @@ unsafe fn blocking_recv(
     LAST_STATUS.with(|l| l.set(MpiStatus::empty()));
     let rt = rt()?;
     let c = rt.comm(comm)?;
-    let cap = bytes(count, datatype)?;
+    let data = data_of(count, datatype)?;
     let tagm = recv_tag(tag)?;
     let Some(src) = source_rank(&c, source)? else {
         return Ok(proc_null_status());
     };
-    if let (Source::Rank(r), TagMatch::Tag(t)) = (src, tagm) {
+    if let (Source::Rank(r), TagMatch::Tag(t), Data::Bytes(cap)) = (src, tagm, data) {
         // The envelope is known, so the status of a truncated message is too: receive straight
         // into the caller's buffer.
         // SAFETY: the caller's buffer of `cap` bytes.
@@ -701,7 +762,9 @@ mpi_fn! {
     }
 }
 
-/// Elements of `datatype` in the byte count of `status` (`MPI_UNDEFINED` when not whole).
+/// Elements of `datatype` in the byte count of `status` (`MPI_UNDEFINED` when not whole);
+/// with `elements`, the predefined elements instead (a partial element of one predefined
+/// type counted by its parts).
 ///
 /// # Safety
 ///
@@ -710,15 +773,31 @@ unsafe fn get_count(
     status: *const MpiStatus,
     datatype: Handle,
     count: *mut c_int,
+    elements: bool,
 ) -> Result<(), MpiError> {
     // SAFETY: the caller's status and count.
     let (s, out) = unsafe { (status.as_ref(), count.as_mut()) };
     let (Some(s), Some(out)) = (s, out) else {
         return Err(MpiError::new(err::ARG, "status or count is NULL"));
     };
-    let size = size_of(datatype)? as i64;
+    let l = crate::types::layout(datatype)?;
+    let size = l.size as i64;
     let n = s.count();
-    *out = if size == 0 {
+    *out = if elements && size > 0 && l.elements > 0 {
+        let whole = n / size * l.elements as i64;
+        let rest = n % size;
+        let base = l
+            .base
+            .map(|b| crate::types::layout(b).map_or(0, |x| x.size as i64))
+            .unwrap_or(0);
+        match rest {
+            0 => c_int::try_from(whole).unwrap_or(abi::UNDEFINED),
+            _ if base > 0 && rest % base == 0 => {
+                c_int::try_from(whole + rest / base).unwrap_or(abi::UNDEFINED)
+            }
+            _ => abi::UNDEFINED,
+        }
+    } else if size == 0 {
         if n == 0 { 0 } else { abi::UNDEFINED }
     } else if n % size != 0 || n / size > i64::from(c_int::MAX) {
         abi::UNDEFINED
@@ -732,15 +811,15 @@ mpi_fn! {
     /// `MPI_Get_count`.
     MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, datatype: Handle, count: *mut c_int) on abi::COMM_WORLD => {
         // SAFETY: the caller's status and count.
-        unsafe { get_count(status, datatype, count) }
+        unsafe { get_count(status, datatype, count, false) }
     }
 }
 
 mpi_fn! {
-    /// `MPI_Get_elements` (predefined types: as `MPI_Get_count`).
+    /// `MPI_Get_elements`: predefined elements (of a derived datatype's parts).
     MPI_Get_elements / PMPI_Get_elements(status: *const MpiStatus, datatype: Handle, count: *mut c_int) on abi::COMM_WORLD => {
         // SAFETY: the caller's status and count.
-        unsafe { get_count(status, datatype, count) }
+        unsafe { get_count(status, datatype, count, true) }
     }
 }
 

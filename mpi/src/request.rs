@@ -33,8 +33,10 @@ pub enum Meta {
         buf: RecvBuffer,
         /// The caller's buffer.
         dst: usize,
-        /// Its size in bytes.
+        /// Its size in bytes (of packed data for a datatype with holes).
         cap: usize,
+        /// For a datatype with holes: its layout and the number of elements to unpack.
+        unpack: Option<(std::sync::Arc<crate::types::Layout>, usize)>,
     },
     /// A send or receive with `MPI_PROC_NULL`: complete at once.
     ProcNull {
@@ -93,6 +95,16 @@ impl Meta {
     /// Copies a received message into the caller's buffer (receives only).
     fn deliver(&self) {
         match self {
+            Meta::Recv {
+                buf,
+                dst,
+                unpack: Some((l, n)),
+                ..
+            } => {
+                // SAFETY: `dst` is the caller's receive buffer of `n` elements of the layout
+                // given to the receive call; MPI leaves it to the library until completion.
+                buf.with(|data| unsafe { l.unpack(data, *dst as *mut u8, *n) });
+            }
             Meta::Recv { buf, dst, cap, .. } if *cap > 0 => {
                 // SAFETY: `dst` is the caller's receive buffer of `cap` bytes given to the
                 // receive call; MPI leaves it to the library until the request completes.

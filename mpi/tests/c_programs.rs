@@ -24,7 +24,7 @@ struct Setup {
 }
 
 const PROGRAMS: &[&str] = &[
-    "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "fatal",
+    "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "fatal",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -327,6 +327,11 @@ fn more_program() {
 #[test]
 fn fileio_program() {
     program("fileio");
+}
+
+#[test]
+fn types_program() {
+    program("types");
 }
 
 /// MPICH's generalized request extensions. Not compared with MPICH: there the wait function
