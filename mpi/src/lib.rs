@@ -79,3 +79,4 @@ mod state;
 pub mod stubs;
 mod symbols;
 mod types;
+mod vcoll;
