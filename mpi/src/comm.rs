@@ -121,24 +121,22 @@ mpi_fn! {
 }
 
 fn check_errhandler(h: Handle) -> Result<(), MpiError> {
-    match h {
-        abi::ERRORS_ARE_FATAL | abi::ERRORS_RETURN | abi::ERRORS_ABORT => Ok(()),
-        abi::ERRHANDLER_NULL => Err(MpiError::new(
-            err::ARG,
-            "the error handler is MPI_ERRHANDLER_NULL",
-        )),
-        _ => Err(MpiError::new(
-            err::ARG,
-            format!(
-                "{h:#x} is not a predefined error handler (user error handlers are not supported)"
-            ),
-        )),
+    if crate::misc::valid_handler(h) {
+        return Ok(());
     }
+    Err(MpiError::new(
+        err::ARG,
+        if h == abi::ERRHANDLER_NULL {
+            "the error handler is MPI_ERRHANDLER_NULL".to_string()
+        } else {
+            format!("{h:#x} is not an error handler")
+        },
+    ))
 }
 
 mpi_fn! {
-    /// `MPI_Comm_set_errhandler`: `MPI_ERRORS_ARE_FATAL`, `MPI_ERRORS_ABORT` or
-    /// `MPI_ERRORS_RETURN`.
+    /// `MPI_Comm_set_errhandler`: `MPI_ERRORS_ARE_FATAL`, `MPI_ERRORS_ABORT`,
+    /// `MPI_ERRORS_RETURN`, or one of `MPI_Comm_create_errhandler`.
     MPI_Comm_set_errhandler / PMPI_Comm_set_errhandler(comm: Handle, errhandler: Handle) on comm => {
         let c = rt()?.comm(comm)?;
         check_errhandler(errhandler)?;
@@ -162,7 +160,9 @@ mpi_fn! {
     MPI_Errhandler_free / PMPI_Errhandler_free(errhandler: *mut Handle) on abi::COMM_WORLD => {
         // SAFETY: the caller's handle.
         let h = unsafe { errhandler.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "errhandler is NULL"))?;
-        check_errhandler(*h)?;
+        if !crate::misc::free_handler(*h) {
+            return Err(MpiError::new(err::ARG, format!("{:#x} is not an error handler", *h)));
+        }
         *h = abi::ERRHANDLER_NULL;
         Ok(())
     }

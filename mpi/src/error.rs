@@ -186,6 +186,9 @@ pub fn raise(name: &str, comm: Handle, e: MpiError) -> c_int {
     if handler == abi::ERRORS_RETURN {
         return e.class;
     }
+    if let Some(f) = crate::misc::user_handler(handler) {
+        return crate::misc::call_user_handler(f, comm, e.class);
+    }
     abort_job(
         e.class,
         &format!(

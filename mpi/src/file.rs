@@ -59,7 +59,7 @@ mod ferr {
 
 /// The kind bits of the pseudo communicator handle that reports a file's errors through the
 /// file's error handler.
-pub const FILE_ERR_KIND: u32 = 0x9c00_0000;
+pub const FILE_ERR_KIND: u32 = 0xa000_0000;
 
 /// An open file.
 struct OpenFile {

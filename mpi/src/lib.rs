@@ -72,6 +72,7 @@ pub mod error;
 mod file;
 mod greq;
 mod group;
+mod misc;
 mod op;
 mod p2p;
 mod request;

@@ -25,7 +25,7 @@ struct Setup {
 
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
-    "fatal",
+    "misc", "fatal",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -338,6 +338,11 @@ fn types_program() {
 #[test]
 fn vcoll_program() {
     program("vcoll");
+}
+
+#[test]
+fn misc_program() {
+    program("misc");
 }
 
 /// MPICH's generalized request extensions. Not compared with MPICH: there the wait function
