@@ -10,6 +10,7 @@
 use std::ffi::{c_int, c_void};
 
 use viaduct_agent::matching::{Source, TagMatch};
+use viaduct_agent::recv_buffer::RecvBuffer;
 use viaduct_agent::request::Request;
 
 use crate::abi::{self, Handle, MpiStatus, dt, err};
@@ -329,15 +330,74 @@ unsafe fn post_recv(
     if cap > 0 && buf.is_null() {
         return Err(MpiError::new(err::BUFFER, "the receive buffer is NULL"));
     }
-    let (req, rbuf) = c.comm.irecv(cap, source, tag)?;
+    let (req, rbuf, map) = if cap >= POOL_MIN {
+        // A large receive reuses a buffer of an earlier one (no fresh pages to fault in); it
+        // is posted with world ranks, which the status maps back.
+        let rbuf = take_pooled(cap);
+        let world = match source {
+            Source::Any => Source::Any,
+            Source::Rank(r) => Source::Rank(c.comm.world_rank(r).unwrap_or(r)),
+        };
+        let req = c.comm.agent().irecv_into(rbuf.clone(), world, tag)?;
+        (req, rbuf, Some(Arc::clone(&c)))
+    } else {
+        let (req, rbuf) = c.comm.irecv(cap, source, tag)?;
+        (req, rbuf, None)
+    };
     let meta = Meta::Recv {
         comm,
         buf: rbuf,
         dst: buf as usize,
         cap,
         unpack,
+        map,
     };
     Ok((req, meta))
+}
+
+/// Receives of at least this many bytes take their agent buffer from a pool.
+const POOL_MIN: usize = 64 << 10;
+/// Most bytes the pool keeps.
+const POOL_MAX_BYTES: usize = 256 << 20;
+
+/// Receive buffers given back after their receive completed, by capacity.
+struct Pool {
+    by_cap: std::collections::HashMap<usize, Vec<RecvBuffer>>,
+    bytes: usize,
+}
+
+fn pool() -> &'static std::sync::Mutex<Pool> {
+    static POOL: std::sync::OnceLock<std::sync::Mutex<Pool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        std::sync::Mutex::new(Pool {
+            by_cap: std::collections::HashMap::new(),
+            bytes: 0,
+        })
+    })
+}
+
+/// An empty receive buffer of capacity `cap`, from the pool when one is there.
+fn take_pooled(cap: usize) -> RecvBuffer {
+    let mut p = pool().lock().unwrap_or_else(|e| e.into_inner());
+    match p.by_cap.get_mut(&cap).and_then(|v| v.pop()) {
+        Some(b) => {
+            p.bytes -= cap;
+            b
+        }
+        None => RecvBuffer::new(cap),
+    }
+}
+
+/// Gives the buffer of a completed receive back to the pool (emptied, its memory kept).
+pub fn give_back(buf: RecvBuffer) {
+    let cap = buf.capacity();
+    let mut p = pool().lock().unwrap_or_else(|e| e.into_inner());
+    if p.bytes + cap > POOL_MAX_BYTES {
+        return;
+    }
+    buf.clear();
+    p.bytes += cap;
+    p.by_cap.entry(cap).or_default().push(buf);
 }
 
 /// Starts a receive and registers it; returns its handle.

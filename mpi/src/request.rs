@@ -37,6 +37,9 @@ pub enum Meta {
         cap: usize,
         /// For a datatype with holes: its layout and the number of elements to unpack.
         unpack: Option<(std::sync::Arc<crate::types::Layout>, usize)>,
+        /// For a receive posted with world ranks (a pooled buffer): the communicator that maps
+        /// the status's source back to its ranks.
+        map: Option<Arc<crate::state::CommEntry>>,
     },
     /// A send or receive with `MPI_PROC_NULL`: complete at once.
     ProcNull {
@@ -156,9 +159,13 @@ impl Meta {
                 s.set_cancelled(st.test_cancelled());
                 s
             }
-            Meta::Recv { cap, .. } => {
+            Meta::Recv { cap, map, .. } => {
+                let source = match (st.source(), map) {
+                    (Some(w), Some(c)) => c.rank_of_world(w),
+                    (s, _) => s,
+                };
                 let mut s = MpiStatus {
-                    source: st.source().map_or(abi::ANY_SOURCE, |r| r as c_int),
+                    source: source.map_or(abi::ANY_SOURCE, |r| r as c_int),
                     tag: st.tag().map_or(abi::ANY_TAG, |t| t as c_int),
                     ..MpiStatus::default()
                 };
@@ -248,6 +255,12 @@ fn test_entry(e: &mut ReqEntry) -> Option<MpiStatus> {
 /// After completion: a persistent request goes back to the table, inactive, under its handle;
 /// any other is gone. Returns the caller's new handle value.
 fn retire(rt: &Runtime, h: Handle, mut e: ReqEntry) -> Handle {
+    if let Meta::Recv {
+        buf, map: Some(_), ..
+    } = &e.meta
+    {
+        crate::p2p::give_back(buf.clone());
+    }
     match e.persist {
         Some(p) => {
             e.req = Request::null();

@@ -120,6 +120,28 @@ int main(int argc, char **argv) {
     CHECK(hs == (size + 1 - rank % 2) / 2);
     CHECK(hr == hs - 1 - rank / 2);
     run(half, rank % 2 ? "odd" : "even", rank);
+    /* Large nonblocking receives from any source on the split communicator (whose ranks differ
+       from the world's), twice, so the second reuses the first's buffer: the status names the
+       rank in the split communicator and the data is the new message's. */
+    if (hs >= 2) {
+        enum { BIG = 100000 };
+        int *big = malloc(BIG * sizeof(int));
+        for (int round = 0; round < 2; round++) {
+            if (hr == 0) {
+                MPI_Request rq;
+                MPI_Status st;
+                for (int i = 0; i < BIG; i++) big[i] = -1;
+                CHECK(MPI_Irecv(big, BIG, MPI_INT, MPI_ANY_SOURCE, 20 + round, half, &rq) == MPI_SUCCESS);
+                CHECK(MPI_Wait(&rq, &st) == MPI_SUCCESS);
+                CHECK(st.MPI_SOURCE == hs - 1 && st.MPI_TAG == 20 + round);
+                for (int i = 0; i < BIG; i += 997) CHECK(big[i] == round * 1000000 + i);
+            } else if (hr == hs - 1) {
+                for (int i = 0; i < BIG; i++) big[i] = round * 1000000 + i;
+                CHECK(MPI_Send(big, BIG, MPI_INT, 0, 20 + round, half) == MPI_SUCCESS);
+            }
+        }
+        free(big);
+    }
     CHECK(MPI_Comm_dup(half, &dup) == MPI_SUCCESS);
     int cmp = -1;
     CHECK(MPI_Comm_compare(half, dup, &cmp) == MPI_SUCCESS && cmp == MPI_CONGRUENT);
