@@ -113,7 +113,7 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_Abort`: prints the call and exits with `errorcode` (1 for 0), which makes the
+    /// `MPI_Abort`: prints the call and exits with `errorcode` (1 when its low 8 bits are 0), which makes the
     /// launcher end every other rank.
     MPI_Abort / PMPI_Abort(comm: Handle, errorcode: c_int) on abi::COMM_WORLD => {
         abort_job(errorcode, &format!("MPI_Abort(comm {comm:#x}, errorcode {errorcode}) called"))

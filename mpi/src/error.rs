@@ -161,12 +161,15 @@ pub fn is_valid_code(code: c_int) -> bool {
     (0..=err::LAST_CLASS).contains(&code) || (101..=105).contains(&code)
 }
 
-/// Ends the job after a fatal error: prints `message` and exits with `code` (at least 1, so
-/// that the launcher ends every other rank).
+/// Ends the job after a fatal error: prints `message` and exits with the low 8 bits of `code`
+/// (1 when they are 0, so that the launcher ends every other rank).
 pub fn abort_job(code: c_int, message: &str) -> ! {
     let rank = state::world_rank().map_or_else(|| "?".to_string(), |r| r.to_string());
     eprintln!("viaduct MPI: rank {rank}: {message}");
-    std::process::exit(if code == 0 { 1 } else { code & 0xff })
+    // An exit status keeps the low 8 bits: a code whose low bits are 0 (0, 256, ...) would
+    // read as success and leave the other ranks running.
+    let status = code & 0xff;
+    std::process::exit(if status == 0 { 1 } else { status })
 }
 
 /// Reports the outcome of MPI function `name`: `MPI_SUCCESS`, or the error through the error

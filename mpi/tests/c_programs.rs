@@ -463,6 +463,24 @@ fn fatal_error_names_call_and_cause() {
     }
 }
 
+/// `MPI_Abort` ends the process with a failing status even for an error code whose low 8 bits
+/// are 0 (an exit status keeps only those).
+#[test]
+fn abort_code_never_reads_as_success() {
+    let Some(s) = setup() else { return };
+    for (code, want) in [("3", 3), ("256", 1), ("0", 1)] {
+        let j = job(s, "fatal", Launch::Alone, true, &[("TEST_ABORT", code)]);
+        assert_eq!(j.code, Some(want), "MPI_Abort with {code}:\n{}", j.stderr);
+        assert!(
+            j.stderr.contains(&format!(
+                "MPI_Abort(comm 0x44000000, errorcode {code}) called"
+            )),
+            "{}",
+            j.stderr
+        );
+    }
+}
+
 /// A function of `mpi.h` the library does not implement loads, and calling it raises
 /// `MPI_ERR_UNSUPPORTED_OPERATION` naming it: fatal by default, returned under
 /// `MPI_ERRORS_RETURN`.

@@ -1,6 +1,7 @@
 /* MPI_ERRORS_ARE_FATAL (the default): a send to a rank outside the communicator ends the job
    with a message naming the call and the cause. With TEST_UNSUPPORTED=1, calls a function the
-   library does not implement instead. */
+   library does not implement instead; with TEST_ABORT=N, every rank calls MPI_Abort with code
+   N. */
 #include "common.h"
 
 int main(int argc, char **argv) {
@@ -9,6 +10,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Barrier(MPI_COMM_WORLD);
+    if (getenv("TEST_ABORT") && *getenv("TEST_ABORT")) MPI_Abort(MPI_COMM_WORLD, atoi(getenv("TEST_ABORT")));
     if (rank == 0) {
         if (getenv("TEST_UNSUPPORTED") && *getenv("TEST_UNSUPPORTED")) {
             MPI_Win win;
