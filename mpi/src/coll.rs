@@ -1,0 +1,391 @@
+//! Collectives: `MPI_Barrier`, `MPI_Bcast`, `MPI_Reduce`, `MPI_Allreduce`, `MPI_Gather`,
+//! `MPI_Scatter`, `MPI_Allgather`, `MPI_Alltoall`, with their `MPI_IN_PLACE` forms, on the
+//! agent's collectives (predefined datatypes and operations), and the nonblocking forms
+//! `MPI_Ibarrier`, `MPI_Ibcast`, `MPI_Ireduce`, `MPI_Iallreduce`, `MPI_Igather`,
+//! `MPI_Iscatter`, `MPI_Iallgather`, `MPI_Ialltoall` on the agent's `i*` collectives (xfer
+//! blocks), whose result is copied into the caller's buffer when the request completes.
+
+use std::ffi::{c_int, c_void};
+
+use std::sync::Mutex;
+
+use viaduct_agent::coll::CollBuffer;
+use viaduct_agent::request::Request;
+
+use crate::abi::{self, Handle, err};
+use crate::datatype::{bytes, input, output};
+use crate::error::MpiError;
+use crate::op::reduction;
+use crate::request::Meta;
+use crate::state::ReqEntry;
+use crate::state::{CommEntry, rt};
+
+fn in_place(p: *const c_void) -> bool {
+    p as usize == abi::IN_PLACE
+}
+
+fn root_of(c: &CommEntry, root: c_int) -> Result<u32, MpiError> {
+    if root < 0 || root as u32 >= c.comm.size() {
+        return Err(MpiError::new(
+            err::ROOT,
+            format!(
+                "root {root} is not in the communicator of {} ranks",
+                c.comm.size()
+            ),
+        ));
+    }
+    Ok(root as u32)
+}
+
+fn same(what: &str, a: usize, b: usize) -> Result<(), MpiError> {
+    if a != b {
+        return Err(MpiError::new(
+            err::TRUNCATE,
+            format!("{what}: {a} bytes sent per rank but {b} bytes received per rank"),
+        ));
+    }
+    Ok(())
+}
+
+mpi_fn! {
+    /// `MPI_Barrier`.
+    MPI_Barrier / PMPI_Barrier(comm: Handle) on comm => {
+        rt()?.comm(comm)?.comm.barrier()?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Bcast`.
+    MPI_Bcast / PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let root = root_of(&c, root)?;
+        let len = bytes(count, datatype)?;
+        // SAFETY: the caller's buffer of `count` elements.
+        let buf = unsafe { output(buffer, len) }?;
+        c.comm.bcast(buf, root)?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Reduce` (`MPI_IN_PLACE` as `sendbuf` at the root).
+    MPI_Reduce / PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let root = root_of(&c, root)?;
+        let len = bytes(count, datatype)?;
+        let red = reduction(datatype, op)?;
+        if c.comm.rank() == root {
+            // SAFETY: the root's receive buffer of `count` elements.
+            let out = unsafe { output(recvbuf, len) }?;
+            if !in_place(sendbuf) {
+                // SAFETY: the caller's send buffer of `count` elements.
+                let send = unsafe { input(sendbuf, len) }?;
+                out.copy_from_slice(send);
+            }
+            c.comm.reduce_with(out, &red, root)?;
+        } else {
+            // SAFETY: the caller's send buffer of `count` elements.
+            let mut send = unsafe { input(sendbuf, len) }?.to_vec();
+            c.comm.reduce_with(&mut send, &red, root)?;
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Allreduce` (`MPI_IN_PLACE` as `sendbuf`).
+    MPI_Allreduce / PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let len = bytes(count, datatype)?;
+        let red = reduction(datatype, op)?;
+        // SAFETY: the caller's receive buffer of `count` elements.
+        let out = unsafe { output(recvbuf, len) }?;
+        if !in_place(sendbuf) {
+            // SAFETY: the caller's send buffer of `count` elements.
+            let send = unsafe { input(sendbuf, len) }?;
+            out.copy_from_slice(send);
+        }
+        c.comm.allreduce_with(out, &red)?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Gather` (`MPI_IN_PLACE` as `sendbuf` at the root).
+    MPI_Gather / PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let root = root_of(&c, root)?;
+        let n = c.comm.size() as usize;
+        let me = c.comm.rank() as usize;
+        if c.comm.rank() == root {
+            let part = bytes(recvcount, recvtype)?;
+            // SAFETY: the root's receive buffer of `size * recvcount` elements.
+            let out = unsafe { output(recvbuf, part * n) }?;
+            let send = if in_place(sendbuf) {
+                out[me * part..(me + 1) * part].to_vec()
+            } else {
+                same("MPI_Gather", bytes(sendcount, sendtype)?, part)?;
+                // SAFETY: the caller's send buffer.
+                unsafe { input(sendbuf, part) }?.to_vec()
+            };
+            c.comm.gather(&send, out, root)?;
+        } else {
+            let len = bytes(sendcount, sendtype)?;
+            // SAFETY: the caller's send buffer.
+            let send = unsafe { input(sendbuf, len) }?;
+            c.comm.gather(send, &mut [], root)?;
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Scatter` (`MPI_IN_PLACE` as `recvbuf` at the root).
+    MPI_Scatter / PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let root = root_of(&c, root)?;
+        let n = c.comm.size() as usize;
+        if c.comm.rank() == root {
+            let part = bytes(sendcount, sendtype)?;
+            // SAFETY: the root's send buffer of `size * sendcount` elements.
+            let send = unsafe { input(sendbuf, part * n) }?;
+            if in_place(recvbuf) {
+                let mut scratch = vec![0u8; part];
+                c.comm.scatter(send, &mut scratch, root)?;
+            } else {
+                same("MPI_Scatter", part, bytes(recvcount, recvtype)?)?;
+                // SAFETY: the caller's receive buffer.
+                let out = unsafe { output(recvbuf, part) }?;
+                c.comm.scatter(send, out, root)?;
+            }
+        } else {
+            let len = bytes(recvcount, recvtype)?;
+            // SAFETY: the caller's receive buffer.
+            let out = unsafe { output(recvbuf, len) }?;
+            c.comm.scatter(&[], out, root)?;
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Allgather` (`MPI_IN_PLACE` as `sendbuf`).
+    MPI_Allgather / PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let n = c.comm.size() as usize;
+        let me = c.comm.rank() as usize;
+        let part = bytes(recvcount, recvtype)?;
+        // SAFETY: the caller's receive buffer of `size * recvcount` elements.
+        let out = unsafe { output(recvbuf, part * n) }?;
+        let send = if in_place(sendbuf) {
+            out[me * part..(me + 1) * part].to_vec()
+        } else {
+            same("MPI_Allgather", bytes(sendcount, sendtype)?, part)?;
+            // SAFETY: the caller's send buffer.
+            unsafe { input(sendbuf, part) }?.to_vec()
+        };
+        c.comm.allgather(&send, out)?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Alltoall` (`MPI_IN_PLACE` as `sendbuf`).
+    MPI_Alltoall / PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let n = c.comm.size() as usize;
+        let part = bytes(recvcount, recvtype)?;
+        // SAFETY: the caller's receive buffer of `size * recvcount` elements.
+        let out = unsafe { output(recvbuf, part * n) }?;
+        let send = if in_place(sendbuf) {
+            out.to_vec()
+        } else {
+            same("MPI_Alltoall", bytes(sendcount, sendtype)?, part)?;
+            // SAFETY: the caller's send buffer.
+            unsafe { input(sendbuf, part * n) }?.to_vec()
+        };
+        c.comm.alltoall(&send, out)?;
+        Ok(())
+    }
+}
+
+/// Registers a started nonblocking collective whose result (if `dst` is not NULL and `len`
+/// is not 0) goes to the caller's `dst`; writes the request handle.
+///
+/// # Safety
+///
+/// `request` is the caller's writable handle; `dst` holds `len` bytes until completion.
+unsafe fn give(
+    comm: Handle,
+    started: (Request, Option<CollBuffer>),
+    dst: *mut c_void,
+    len: usize,
+    request: *mut Handle,
+) -> Result<(), MpiError> {
+    let rt = rt()?;
+    let (req, out) = started;
+    let meta = Meta::Coll {
+        comm,
+        out: Mutex::new(out),
+        dst: dst as usize,
+        len: if dst.is_null() { 0 } else { len },
+    };
+    let h = rt.add_request(ReqEntry::new(req, meta));
+    // SAFETY: the caller's handle.
+    unsafe { crate::comm::put(request, h, "request") }
+}
+
+mpi_fn! {
+    /// `MPI_Ibarrier`.
+    MPI_Ibarrier / PMPI_Ibarrier(comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let r = c.comm.ibarrier()?;
+        // SAFETY: the caller's handle.
+        unsafe { give(comm, (r, None), std::ptr::null_mut(), 0, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Ibcast`.
+    MPI_Ibcast / PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let root = root_of(&c, root)?;
+        let len = bytes(count, datatype)?;
+        // SAFETY: the caller's buffer of `count` elements.
+        let data = unsafe { input(buffer, len) }?.to_vec();
+        let (r, b) = c.comm.ibcast(data, root)?;
+        // SAFETY: the caller's buffer and handle.
+        unsafe { give(comm, (r, Some(b)), buffer, len, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Ireduce` (`MPI_IN_PLACE` as `sendbuf` at the root).
+    MPI_Ireduce / PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let root = root_of(&c, root)?;
+        let len = bytes(count, datatype)?;
+        let red = reduction(datatype, op)?;
+        let at_root = c.comm.rank() == root;
+        let src: *const c_void = if at_root && in_place(sendbuf) { recvbuf } else { sendbuf };
+        // SAFETY: the caller's buffer of `count` elements.
+        let data = unsafe { input(src, len) }?.to_vec();
+        let (r, b) = c.comm.ireduce(data, &red, root)?;
+        let dst = if at_root { recvbuf } else { std::ptr::null_mut() };
+        // SAFETY: the caller's buffer and handle.
+        unsafe { give(comm, (r, Some(b)), dst, len, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Iallreduce` (`MPI_IN_PLACE` as `sendbuf`).
+    MPI_Iallreduce / PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let len = bytes(count, datatype)?;
+        let red = reduction(datatype, op)?;
+        let src: *const c_void = if in_place(sendbuf) { recvbuf } else { sendbuf };
+        // SAFETY: the caller's buffer of `count` elements.
+        let data = unsafe { input(src, len) }?.to_vec();
+        let (r, b) = c.comm.iallreduce(data, &red)?;
+        // SAFETY: the caller's buffer and handle.
+        unsafe { give(comm, (r, Some(b)), recvbuf, len, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Igather` (`MPI_IN_PLACE` as `sendbuf` at the root).
+    MPI_Igather / PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let root = root_of(&c, root)?;
+        let n = c.comm.size() as usize;
+        let me = c.comm.rank() as usize;
+        if c.comm.rank() == root {
+            let part = bytes(recvcount, recvtype)?;
+            let send = if in_place(sendbuf) {
+                // SAFETY: the root's receive buffer of `size * recvcount` elements.
+                unsafe { input(recvbuf, part * n) }?[me * part..(me + 1) * part].to_vec()
+            } else {
+                same("MPI_Igather", bytes(sendcount, sendtype)?, part)?;
+                // SAFETY: the caller's send buffer.
+                unsafe { input(sendbuf, part) }?.to_vec()
+            };
+            let (r, b) = c.comm.igather(send, root)?;
+            // SAFETY: the caller's buffer and handle.
+            unsafe { give(comm, (r, Some(b)), recvbuf, part * n, request) }
+        } else {
+            let len = bytes(sendcount, sendtype)?;
+            // SAFETY: the caller's send buffer.
+            let send = unsafe { input(sendbuf, len) }?.to_vec();
+            let (r, b) = c.comm.igather(send, root)?;
+            // SAFETY: the caller's handle.
+            unsafe { give(comm, (r, Some(b)), std::ptr::null_mut(), 0, request) }
+        }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Iscatter` (`MPI_IN_PLACE` as `recvbuf` at the root).
+    MPI_Iscatter / PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let root = root_of(&c, root)?;
+        let n = c.comm.size() as usize;
+        let (send, part, dst) = if c.comm.rank() == root {
+            let part = bytes(sendcount, sendtype)?;
+            // SAFETY: the root's send buffer of `size * sendcount` elements.
+            let send = unsafe { input(sendbuf, part * n) }?.to_vec();
+            if in_place(recvbuf) {
+                (send, part, std::ptr::null_mut())
+            } else {
+                same("MPI_Iscatter", part, bytes(recvcount, recvtype)?)?;
+                (send, part, recvbuf)
+            }
+        } else {
+            (Vec::new(), bytes(recvcount, recvtype)?, recvbuf)
+        };
+        let (r, b) = c.comm.iscatter(send, part, root)?;
+        // SAFETY: the caller's buffer and handle.
+        unsafe { give(comm, (r, Some(b)), dst, part, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Iallgather` (`MPI_IN_PLACE` as `sendbuf`).
+    MPI_Iallgather / PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let n = c.comm.size() as usize;
+        let me = c.comm.rank() as usize;
+        let part = bytes(recvcount, recvtype)?;
+        let send = if in_place(sendbuf) {
+            // SAFETY: the caller's receive buffer of `size * recvcount` elements.
+            unsafe { input(recvbuf, part * n) }?[me * part..(me + 1) * part].to_vec()
+        } else {
+            same("MPI_Iallgather", bytes(sendcount, sendtype)?, part)?;
+            // SAFETY: the caller's send buffer.
+            unsafe { input(sendbuf, part) }?.to_vec()
+        };
+        let (r, b) = c.comm.iallgather(send)?;
+        // SAFETY: the caller's buffer and handle.
+        unsafe { give(comm, (r, Some(b)), recvbuf, part * n, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Ialltoall` (`MPI_IN_PLACE` as `sendbuf`).
+    MPI_Ialltoall / PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let n = c.comm.size() as usize;
+        let part = bytes(recvcount, recvtype)?;
+        let send = if in_place(sendbuf) {
+            // SAFETY: the caller's receive buffer of `size * recvcount` elements.
+            unsafe { input(recvbuf, part * n) }?.to_vec()
+        } else {
+            same("MPI_Ialltoall", bytes(sendcount, sendtype)?, part)?;
+            // SAFETY: the caller's send buffer.
+            unsafe { input(sendbuf, part * n) }?.to_vec()
+        };
+        let (r, b) = c.comm.ialltoall(send)?;
+        // SAFETY: the caller's buffer and handle.
+        unsafe { give(comm, (r, Some(b)), recvbuf, part * n, request) }
+    }
+}

@@ -1,0 +1,226 @@
+//! Errors: MPI error classes, the translation of the agent's errors, and error handlers
+//! (`MPI_ERRORS_ARE_FATAL`, the default, and `MPI_ERRORS_RETURN`).
+
+use std::error::Error as StdError;
+use std::ffi::c_int;
+
+use viaduct_agent::error::AgentError;
+use viaduct_agent::request::{Cause, RequestError};
+
+use crate::abi::{self, Handle, err};
+use crate::state;
+
+/// An MPI error: its class (the code returned) and what went wrong.
+#[derive(Debug, Clone)]
+pub struct MpiError {
+    /// The error class, returned as the error code.
+    pub class: c_int,
+    /// The cause, for the message of `MPI_ERRORS_ARE_FATAL`.
+    pub message: String,
+    /// The communicator whose error handler reports it, when not the call's own (the
+    /// communicator of a failed request).
+    pub comm: Option<Handle>,
+}
+
+impl MpiError {
+    /// An error of `class` with a message.
+    pub fn new(class: c_int, message: impl Into<String>) -> Self {
+        MpiError {
+            class,
+            message: message.into(),
+            comm: None,
+        }
+    }
+
+    /// The same error, reported through the error handler of `comm`.
+    pub fn on(mut self, comm: Handle) -> Self {
+        self.comm = Some(comm);
+        self
+    }
+}
+
+/// An error code returned by a C callback (the query, free or cancel function of a generalized
+/// request), carried through the agent's requests and given back as the code of the call.
+#[derive(Debug, Clone, Copy)]
+pub struct CallbackCode(pub c_int);
+
+impl std::fmt::Display for CallbackCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "callback returned error code {}", self.0)
+    }
+}
+
+impl StdError for CallbackCode {}
+
+/// The error and its sources, joined by `: `.
+pub fn chain(e: &(dyn StdError + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// The MPI class of an error found anywhere in a chain of sources.
+fn class_of_chain(e: &(dyn StdError + 'static)) -> Option<c_int> {
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(e);
+    while let Some(c) = cur {
+        if let Some(code) = c.downcast_ref::<CallbackCode>() {
+            return Some(code.0);
+        }
+        if let Some(a) = c.downcast_ref::<AgentError>() {
+            if let Some(k) = agent_class(a) {
+                return Some(k);
+            }
+        }
+        if let Some(RequestError::InStatus { .. }) = c.downcast_ref::<RequestError>() {
+            return Some(err::IN_STATUS);
+        }
+        // A `Cause` reports its wrapped error's sources, not the wrapped error itself.
+        cur = match c.downcast_ref::<Cause>() {
+            Some(cause) => Some(cause.get_ref()),
+            None => c.source(),
+        };
+    }
+    None
+}
+
+/// The class of an agent error that has one of its own (not a wrapper).
+fn agent_class(e: &AgentError) -> Option<c_int> {
+    Some(match e {
+        AgentError::BadRank { .. } => err::RANK,
+        AgentError::ReservedTag(_) => err::TAG,
+        AgentError::Truncated { .. } => err::TRUNCATE,
+        AgentError::PeerFailed { .. } => err::PROC_FAILED,
+        AgentError::BadColor(_) | AgentError::CollectiveArgs { .. } => err::ARG,
+        AgentError::Request(_) | AgentError::Xfer(_) => return None,
+        _ => err::OTHER,
+    })
+}
+
+/// The class of a request error.
+pub fn request_class(e: &RequestError) -> c_int {
+    match e {
+        RequestError::InStatus { .. } => err::IN_STATUS,
+        RequestError::Null | RequestError::Freed => err::REQUEST,
+        other => class_of_chain(other).unwrap_or(err::OTHER),
+    }
+}
+
+impl From<AgentError> for MpiError {
+    fn from(e: AgentError) -> Self {
+        let class = class_of_chain(&e).unwrap_or(err::OTHER);
+        MpiError::new(class, chain(&e))
+    }
+}
+
+impl From<RequestError> for MpiError {
+    fn from(e: RequestError) -> Self {
+        MpiError::new(request_class(&e), chain(&e))
+    }
+}
+
+/// What each predefined class means (`MPI_Error_string`).
+pub fn class_text(class: c_int) -> &'static str {
+    match class {
+        abi::SUCCESS => "No MPI error",
+        err::BUFFER => "Invalid buffer pointer",
+        err::COUNT => "Invalid count argument",
+        err::TYPE => "Invalid datatype argument",
+        err::TAG => "Invalid tag argument",
+        err::COMM => "Invalid communicator",
+        err::RANK => "Invalid rank",
+        err::ROOT => "Invalid root",
+        err::GROUP => "Invalid group",
+        err::OP => "Invalid MPI_Op",
+        err::TOPOLOGY => "Invalid topology",
+        err::DIMS => "Invalid dimension argument",
+        err::ARG => "Invalid argument",
+        err::UNKNOWN => "Unknown error",
+        err::TRUNCATE => "Message truncated",
+        err::OTHER => "Other MPI error",
+        err::INTERN => "Internal MPI error",
+        err::IN_STATUS => "Error code is in status",
+        err::PENDING => "Pending request",
+        err::REQUEST => "Invalid MPI_Request",
+        err::NO_MEM => "Out of memory",
+        err::UNSUPPORTED_OPERATION => "Unsupported operation",
+        err::PROC_ABORTED => "Process aborted",
+        err::VALUE_TOO_LARGE => "Value too large",
+        err::PROC_FAILED => "Process failed",
+        20..=err::LAST_CLASS => "MPI error (see the error class in mpi.h)",
+        _ => "Unknown error code",
+    }
+}
+
+/// Whether `code` is an error code this library can return (a predefined class).
+pub fn is_valid_code(code: c_int) -> bool {
+    (0..=err::LAST_CLASS).contains(&code) || (101..=105).contains(&code)
+}
+
+/// Ends the job after a fatal error: prints `message` and exits with the low 8 bits of `code`
+/// (1 when they are 0, so that the launcher ends every other rank).
+pub fn abort_job(code: c_int, message: &str) -> ! {
+    let rank = state::world_rank().map_or_else(|| "?".to_string(), |r| r.to_string());
+    eprintln!("viaduct MPI: rank {rank}: {message}");
+    // An exit status keeps the low 8 bits: a code whose low bits are 0 (0, 256, ...) would
+    // read as success and leave the other ranks running.
+    let status = code & 0xff;
+    std::process::exit(if status == 0 { 1 } else { status })
+}
+
+/// Reports the outcome of MPI function `name`: `MPI_SUCCESS`, or the error through the error
+/// handler of communicator `comm` (`MPI_COMM_WORLD`'s when `comm` is not a valid
+/// communicator, and `MPI_ERRORS_ARE_FATAL` before `MPI_Init` and after `MPI_Finalize`).
+pub fn finish(name: &str, comm: Handle, result: Result<(), MpiError>) -> c_int {
+    match result {
+        Ok(()) => abi::SUCCESS,
+        Err(e) => raise(name, e.comm.unwrap_or(comm), e),
+    }
+}
+
+/// Runs the error handler of `comm` for error `e` of function `name`; returns the code to
+/// give back (when the handler returns).
+pub fn raise(name: &str, comm: Handle, e: MpiError) -> c_int {
+    let handler = state::errhandler_of(comm);
+    if handler == abi::ERRORS_RETURN {
+        return e.class;
+    }
+    if let Some(f) = crate::misc::user_handler(handler) {
+        return crate::misc::call_user_handler(f, comm, e.class);
+    }
+    abort_job(
+        e.class,
+        &format!(
+            "fatal error in {name}: {} (class {}): {}",
+            class_text(e.class),
+            e.class,
+            e.message
+        ),
+    )
+}
+
+/// `Err` with class `class` unless `cond` holds.
+pub fn check(cond: bool, class: c_int, message: impl FnOnce() -> String) -> Result<(), MpiError> {
+    if cond {
+        Ok(())
+    } else {
+        Err(MpiError::new(class, message()))
+    }
+}
+
+/// What an unimplemented function does: raises `MPI_ERR_UNSUPPORTED_OPERATION` through the
+/// error handler of `MPI_COMM_WORLD`, naming the function.
+pub fn unsupported(name: &str) -> c_int {
+    raise(
+        name,
+        abi::COMM_WORLD,
+        MpiError::new(
+            err::UNSUPPORTED_OPERATION,
+            format!("{name} is not supported by viaduct's MPI library (see docs/MPI.md)"),
+        ),
+    )
+}

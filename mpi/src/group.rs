@@ -1,0 +1,157 @@
+//! Groups: `MPI_Comm_group`, `MPI_Group_size`, `MPI_Group_rank`, `MPI_Group_incl`,
+//! `MPI_Group_translate_ranks`, `MPI_Group_free`, and `MPI_Comm_create` (a split of the agent's
+//! communicator in which the group's members take the group's order).
+
+use std::ffi::c_int;
+use std::sync::atomic::Ordering;
+
+use crate::abi::{self, Handle, err};
+use crate::comm::put;
+use crate::error::MpiError;
+use crate::state::{CommEntry, rt};
+
+mpi_fn! {
+    /// `MPI_Comm_group`.
+    MPI_Comm_group / PMPI_Comm_group(comm: Handle, group: *mut Handle) on comm => {
+        let rt = rt()?;
+        let c = rt.comm(comm)?;
+        let members: Vec<u32> = (0..c.comm.size()).filter_map(|r| c.comm.world_rank(r)).collect();
+        if group.is_null() {
+            return Err(MpiError::new(err::ARG, "group is NULL"));
+        }
+        let h = rt.add_group(members);
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(group, h, "group") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Group_size`.
+    MPI_Group_size / PMPI_Group_size(group: Handle, size: *mut c_int) on abi::COMM_WORLD => {
+        let g = rt()?.group(group)?;
+        // SAFETY: the caller's int.
+        unsafe { put(size, g.len() as c_int, "size") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Group_rank`: `MPI_UNDEFINED` when this process is not a member.
+    MPI_Group_rank / PMPI_Group_rank(group: Handle, rank: *mut c_int) on abi::COMM_WORLD => {
+        let rt = rt()?;
+        let g = rt.group(group)?;
+        let me = rt.agent.rank();
+        let r = g.iter().position(|&w| w == me).map_or(abi::UNDEFINED, |p| p as c_int);
+        // SAFETY: the caller's int.
+        unsafe { put(rank, r, "rank") }
+    }
+}
+
+/// The caller's array of `n` ints.
+///
+/// # Safety
+///
+/// `p` points to `n` readable ints.
+unsafe fn ints<'a>(p: *const c_int, n: c_int) -> Result<&'a [c_int], MpiError> {
+    if n < 0 {
+        return Err(MpiError::new(err::COUNT, format!("count {n} is negative")));
+    }
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(MpiError::new(err::ARG, "the rank array is NULL"));
+    }
+    // SAFETY: the caller guarantees `n` ints at `p`.
+    Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
+}
+
+mpi_fn! {
+    /// `MPI_Group_incl`.
+    MPI_Group_incl / PMPI_Group_incl(group: Handle, n: c_int, ranks: *const c_int, newgroup: *mut Handle) on abi::COMM_WORLD => {
+        let rt = rt()?;
+        let g = rt.group(group)?;
+        // SAFETY: the caller's array of `n` ranks.
+        let ranks = unsafe { ints(ranks, n) }?;
+        let mut members = Vec::with_capacity(ranks.len());
+        for &r in ranks {
+            let w = usize::try_from(r).ok().and_then(|i| g.get(i)).ok_or_else(|| {
+                MpiError::new(err::RANK, format!("rank {r} is not in the group of {} ranks", g.len()))
+            })?;
+            if members.contains(w) {
+                return Err(MpiError::new(err::RANK, format!("rank {r} is given twice")));
+            }
+            members.push(*w);
+        }
+        if newgroup.is_null() {
+            return Err(MpiError::new(err::ARG, "newgroup is NULL"));
+        }
+        let h = if members.is_empty() { abi::GROUP_EMPTY } else { rt.add_group(members) };
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(newgroup, h, "newgroup") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Group_translate_ranks`.
+    MPI_Group_translate_ranks / PMPI_Group_translate_ranks(group1: Handle, n: c_int, ranks1: *const c_int, group2: Handle, ranks2: *mut c_int) on abi::COMM_WORLD => {
+        let rt = rt()?;
+        let (a, b) = (rt.group(group1)?, rt.group(group2)?);
+        // SAFETY: the caller's array of `n` ranks.
+        let ranks = unsafe { ints(ranks1, n) }?;
+        if n > 0 && ranks2.is_null() {
+            return Err(MpiError::new(err::ARG, "ranks2 is NULL"));
+        }
+        for (i, &r) in ranks.iter().enumerate() {
+            let t = if r == abi::PROC_NULL {
+                abi::PROC_NULL
+            } else {
+                let w = usize::try_from(r).ok().and_then(|k| a.get(k)).ok_or_else(|| {
+                    MpiError::new(err::RANK, format!("rank {r} is not in group1 of {} ranks", a.len()))
+                })?;
+                b.iter().position(|x| x == w).map_or(abi::UNDEFINED, |p| p as c_int)
+            };
+            // SAFETY: the caller's output array of `n` ints.
+            unsafe { ranks2.add(i).write(t) };
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Group_free`.
+    MPI_Group_free / PMPI_Group_free(group: *mut Handle) on abi::COMM_WORLD => {
+        let rt = rt()?;
+        // SAFETY: the caller's handle.
+        let h = unsafe { group.as_mut() }.ok_or_else(|| MpiError::new(err::GROUP, "group is NULL"))?;
+        rt.remove_group(*h)?;
+        *h = abi::GROUP_NULL;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Comm_create` (collective over `comm`, every member giving the same group): the
+    /// members of `group` get a communicator in the group's order, the others `MPI_COMM_NULL`.
+    MPI_Comm_create / PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) on comm => {
+        let rt = rt()?;
+        let c = rt.comm(comm)?;
+        let g = rt.group(group)?;
+        if newcomm.is_null() {
+            return Err(MpiError::new(err::ARG, "newcomm is NULL"));
+        }
+        if let Some(w) = g.iter().find(|&&w| c.rank_of_world(w).is_none()) {
+            return Err(MpiError::new(
+                err::GROUP,
+                format!("world rank {w} of the group is not in the communicator"),
+            ));
+        }
+        let me = rt.agent.rank();
+        let pos = g.iter().position(|&w| w == me);
+        let h = match c.comm.split(pos.map(|_| 0), pos.unwrap_or(0) as i32)? {
+            None => abi::COMM_NULL,
+            Some(n) => rt.add_comm(CommEntry::new(n, c.errhandler.load(Ordering::Relaxed), rt.agent.size())),
+        };
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(newcomm, h, "newcomm") }
+    }
+}

@@ -1,0 +1,384 @@
+//! Smaller parts of the interface: user error handlers (`MPI_Comm_create_errhandler`,
+//! `MPI_Comm_call_errhandler`), `MPI_Info` objects, communicator names,
+//! `MPI_Comm_split_type`, `MPI_Get_address`, `MPI_Comm_test_inter`, `MPI_Topo_test`.
+
+use std::collections::HashMap;
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use crate::abi::{self, Handle, MpiAint, err};
+use crate::comm::put;
+use crate::error::MpiError;
+use crate::state::{CommEntry, rt};
+
+/// `MPI_Comm_errhandler_function`: `void (MPI_Comm *, int *, ...)`.
+pub type CommErrFn = unsafe extern "C" fn(*mut Handle, *mut c_int, ...);
+
+fn handlers() -> &'static Mutex<HashMap<Handle, CommErrFn>> {
+    static H: OnceLock<Mutex<HashMap<Handle, CommErrFn>>> = OnceLock::new();
+    H.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// First handle of a user error handler (MPICH's kind bits of an error handler, indirect).
+const FIRST_HANDLER: Handle = 0x9400_0000u32 as Handle;
+static NEXT_HANDLER: AtomicI32 = AtomicI32::new(FIRST_HANDLER);
+
+/// The program's function behind error handler `h`, if it is a user handler.
+pub fn user_handler(h: Handle) -> Option<CommErrFn> {
+    handlers()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&h)
+        .copied()
+}
+
+/// Calls user error handler `f` for `comm` with `code`; returns the code.
+pub fn call_user_handler(f: CommErrFn, comm: Handle, code: c_int) -> c_int {
+    let (mut c, mut k) = (comm, code);
+    // SAFETY: the program's error handler, called with a communicator and an error code as
+    // MPI_Comm_errhandler_function specifies (no further arguments).
+    unsafe { f(&mut c, &mut k) };
+    code
+}
+
+mpi_fn! {
+    /// `MPI_Comm_create_errhandler`.
+    MPI_Comm_create_errhandler / PMPI_Comm_create_errhandler(comm_errhandler_fn: Option<CommErrFn>, errhandler: *mut Handle) on abi::COMM_WORLD => {
+        let f = comm_errhandler_fn.ok_or_else(|| MpiError::new(err::ARG, "the error handler function is NULL"))?;
+        if errhandler.is_null() {
+            return Err(MpiError::new(err::ARG, "errhandler is NULL"));
+        }
+        let h = NEXT_HANDLER.fetch_add(1, Ordering::Relaxed);
+        handlers().lock().unwrap_or_else(|e| e.into_inner()).insert(h, f);
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(errhandler, h, "errhandler") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Comm_call_errhandler`: runs the communicator's error handler with `errorcode`.
+    MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: Handle, errorcode: c_int) on comm => {
+        rt()?.comm(comm)?;
+        crate::error::raise(
+            "MPI_Comm_call_errhandler",
+            comm,
+            MpiError::new(errorcode, "raised by MPI_Comm_call_errhandler"),
+        );
+        Ok(())
+    }
+}
+
+/// Whether `h` is an error handler a communicator may take.
+pub fn valid_handler(h: Handle) -> bool {
+    matches!(
+        h,
+        abi::ERRORS_ARE_FATAL | abi::ERRORS_RETURN | abi::ERRORS_ABORT
+    ) || user_handler(h).is_some()
+}
+
+/// Forgets user error handler `h` (`MPI_Errhandler_free`); predefined ones stay.
+pub fn free_handler(h: Handle) -> bool {
+    matches!(
+        h,
+        abi::ERRORS_ARE_FATAL | abi::ERRORS_RETURN | abi::ERRORS_ABORT
+    ) || handlers()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&h)
+        .is_some()
+}
+
+/// The key/value pairs of one `MPI_Info`, in the order set.
+type Pairs = Vec<(String, String)>;
+
+/// `MPI_Info` objects.
+fn infos() -> &'static Mutex<HashMap<Handle, Pairs>> {
+    static I: OnceLock<Mutex<HashMap<Handle, Pairs>>> = OnceLock::new();
+    I.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+const FIRST_INFO: Handle = 0x9c00_0000u32 as Handle;
+static NEXT_INFO: AtomicI32 = AtomicI32::new(FIRST_INFO);
+/// `MPI_INFO_ENV`: predefined, empty here.
+const INFO_ENV: Handle = 0x5c00_0001;
+const MAX_INFO_KEY: usize = 255;
+const MAX_INFO_VAL: usize = 1024;
+
+/// The C string at `p`.
+///
+/// # Safety
+///
+/// `p` is NULL or a NUL-terminated string.
+unsafe fn string(p: *const c_char, what: &str) -> Result<String, MpiError> {
+    if p.is_null() {
+        return Err(MpiError::new(err::ARG, format!("{what} is NULL")));
+    }
+    // SAFETY: the caller's NUL-terminated string.
+    Ok(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// Copies `s` (cut to `max - 1` bytes) and a NUL into `out`.
+///
+/// # Safety
+///
+/// `out` holds `max` writable bytes (`max >= 1`).
+unsafe fn put_c(s: &str, out: *mut c_char, max: usize) {
+    if out.is_null() || max == 0 {
+        return;
+    }
+    let n = s.len().min(max - 1);
+    // SAFETY: the caller's buffer of `max` bytes; `n + 1 <= max`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(s.as_ptr(), out.cast::<u8>(), n);
+        *out.add(n) = 0;
+    }
+}
+
+fn with_info<T>(h: Handle, f: impl FnOnce(&mut Pairs) -> T) -> Result<T, MpiError> {
+    if h == INFO_ENV {
+        return Ok(f(&mut Vec::new()));
+    }
+    let mut t = infos().lock().unwrap_or_else(|e| e.into_inner());
+    let v = t
+        .get_mut(&h)
+        .ok_or_else(|| MpiError::new(28, format!("{h:#x} is not an info object")))?;
+    Ok(f(v))
+}
+
+fn check_key(k: &str) -> Result<(), MpiError> {
+    if k.is_empty() || k.len() > MAX_INFO_KEY {
+        return Err(MpiError::new(
+            29,
+            format!("info key of {} bytes (1 to {MAX_INFO_KEY})", k.len()),
+        ));
+    }
+    Ok(())
+}
+
+mpi_fn! {
+    /// `MPI_Info_create`.
+    MPI_Info_create / PMPI_Info_create(info: *mut Handle) on abi::COMM_WORLD => {
+        if info.is_null() {
+            return Err(MpiError::new(err::ARG, "info is NULL"));
+        }
+        let h = NEXT_INFO.fetch_add(1, Ordering::Relaxed);
+        infos().lock().unwrap_or_else(|e| e.into_inner()).insert(h, Vec::new());
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(info, h, "info") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Info_free`.
+    MPI_Info_free / PMPI_Info_free(info: *mut Handle) on abi::COMM_WORLD => {
+        // SAFETY: the caller's handle.
+        let h = unsafe { info.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "info is NULL"))?;
+        infos().lock().unwrap_or_else(|e| e.into_inner()).remove(h)
+            .ok_or_else(|| MpiError::new(28, format!("{:#x} is not an info object", *h)))?;
+        *h = 0x1c00_0000;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Info_dup`.
+    MPI_Info_dup / PMPI_Info_dup(info: Handle, newinfo: *mut Handle) on abi::COMM_WORLD => {
+        let copy = with_info(info, |v| v.clone())?;
+        if newinfo.is_null() {
+            return Err(MpiError::new(err::ARG, "newinfo is NULL"));
+        }
+        let h = NEXT_INFO.fetch_add(1, Ordering::Relaxed);
+        infos().lock().unwrap_or_else(|e| e.into_inner()).insert(h, copy);
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(newinfo, h, "newinfo") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Info_set`.
+    MPI_Info_set / PMPI_Info_set(info: Handle, key: *const c_char, value: *const c_char) on abi::COMM_WORLD => {
+        // SAFETY: the caller's strings.
+        let (k, v) = unsafe { (string(key, "key")?, string(value, "value")?) };
+        check_key(&k)?;
+        if v.len() > MAX_INFO_VAL {
+            return Err(MpiError::new(30, format!("info value of {} bytes (at most {MAX_INFO_VAL})", v.len())));
+        }
+        with_info(info, |pairs| match pairs.iter_mut().find(|(kk, _)| *kk == k) {
+            Some(p) => p.1 = v,
+            None => pairs.push((k, v)),
+        })
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Info_delete`.
+    MPI_Info_delete / PMPI_Info_delete(info: Handle, key: *const c_char) on abi::COMM_WORLD => {
+        // SAFETY: the caller's string.
+        let k = unsafe { string(key, "key") }?;
+        let found = with_info(info, |pairs| {
+            let before = pairs.len();
+            pairs.retain(|(kk, _)| *kk != k);
+            pairs.len() != before
+        })?;
+        if !found {
+            return Err(MpiError::new(31, format!("info key {k:?} is not set")));
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Info_get`.
+    MPI_Info_get / PMPI_Info_get(info: Handle, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) on abi::COMM_WORLD => {
+        // SAFETY: the caller's string.
+        let k = unsafe { string(key, "key") }?;
+        check_key(&k)?;
+        let v = with_info(info, |pairs| pairs.iter().find(|(kk, _)| *kk == k).map(|p| p.1.clone()))?;
+        // SAFETY: the caller's flag and buffer of `valuelen + 1` bytes.
+        unsafe {
+            put(flag, c_int::from(v.is_some()), "flag")?;
+            if let Some(v) = v {
+                put_c(&v, value, valuelen.max(0) as usize + 1);
+            }
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Info_get_valuelen`.
+    MPI_Info_get_valuelen / PMPI_Info_get_valuelen(info: Handle, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) on abi::COMM_WORLD => {
+        // SAFETY: the caller's string.
+        let k = unsafe { string(key, "key") }?;
+        let v = with_info(info, |pairs| pairs.iter().find(|(kk, _)| *kk == k).map(|p| p.1.len()))?;
+        // SAFETY: the caller's ints.
+        unsafe {
+            put(flag, c_int::from(v.is_some()), "flag")?;
+            if let Some(n) = v {
+                put(valuelen, n as c_int, "valuelen")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Info_get_nkeys`.
+    MPI_Info_get_nkeys / PMPI_Info_get_nkeys(info: Handle, nkeys: *mut c_int) on abi::COMM_WORLD => {
+        let n = with_info(info, |pairs| pairs.len())?;
+        // SAFETY: the caller's int.
+        unsafe { put(nkeys, n as c_int, "nkeys") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Info_get_nthkey`.
+    MPI_Info_get_nthkey / PMPI_Info_get_nthkey(info: Handle, n: c_int, key: *mut c_char) on abi::COMM_WORLD => {
+        let k = with_info(info, |pairs| usize::try_from(n).ok().and_then(|i| pairs.get(i)).map(|p| p.0.clone()))?;
+        let k = k.ok_or_else(|| MpiError::new(err::ARG, format!("info has no key number {n}")))?;
+        // SAFETY: the caller's buffer of MPI_MAX_INFO_KEY + 1 bytes.
+        unsafe { put_c(&k, key, MAX_INFO_KEY + 1) };
+        Ok(())
+    }
+}
+
+fn names() -> &'static Mutex<HashMap<Handle, String>> {
+    static N: OnceLock<Mutex<HashMap<Handle, String>>> = OnceLock::new();
+    N.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// `MPI_MAX_OBJECT_NAME`.
+const MAX_OBJECT_NAME: usize = 128;
+
+mpi_fn! {
+    /// `MPI_Comm_set_name`.
+    MPI_Comm_set_name / PMPI_Comm_set_name(comm: Handle, comm_name: *const c_char) on comm => {
+        rt()?.comm(comm)?;
+        // SAFETY: the caller's string.
+        let n = unsafe { string(comm_name, "comm_name") }?;
+        names().lock().unwrap_or_else(|e| e.into_inner()).insert(comm, n);
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Comm_get_name` (`MPI_COMM_WORLD` and `MPI_COMM_SELF` are named so by default).
+    MPI_Comm_get_name / PMPI_Comm_get_name(comm: Handle, comm_name: *mut c_char, resultlen: *mut c_int) on comm => {
+        rt()?.comm(comm)?;
+        let n = names().lock().unwrap_or_else(|e| e.into_inner()).get(&comm).cloned();
+        let n = n.unwrap_or_else(|| match comm {
+            abi::COMM_WORLD => "MPI_COMM_WORLD".into(),
+            abi::COMM_SELF => "MPI_COMM_SELF".into(),
+            _ => String::new(),
+        });
+        if comm_name.is_null() {
+            return Err(MpiError::new(err::ARG, "comm_name is NULL"));
+        }
+        // SAFETY: the caller's buffer of MPI_MAX_OBJECT_NAME bytes and int.
+        unsafe {
+            put_c(&n, comm_name, MAX_OBJECT_NAME);
+            put(resultlen, n.len().min(MAX_OBJECT_NAME - 1) as c_int, "resultlen")
+        }
+    }
+}
+
+/// `MPI_COMM_TYPE_SHARED`.
+const COMM_TYPE_SHARED: c_int = 1;
+
+mpi_fn! {
+    /// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` (and the hardware types, taken as the
+    /// same) splits by host name; `MPI_UNDEFINED` gives `MPI_COMM_NULL`.
+    MPI_Comm_split_type / PMPI_Comm_split_type(comm: Handle, split_type: c_int, key: c_int, info: Handle, newcomm: *mut Handle) on comm => {
+        let _ = info;
+        let rt = rt()?;
+        let c = rt.comm(comm)?;
+        if newcomm.is_null() {
+            return Err(MpiError::new(err::ARG, "newcomm is NULL"));
+        }
+        if split_type != abi::UNDEFINED && !(COMM_TYPE_SHARED..=3).contains(&split_type) {
+            return Err(MpiError::new(err::ARG, format!("split type {split_type} is not known")));
+        }
+        // Every member's host name, so members on one host take the same color.
+        let mut host = [0u8; 256];
+        // SAFETY: `host` is a writable buffer of its length less the final NUL.
+        unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len() - 1) };
+        let mut all = vec![0u8; 256 * c.comm.size() as usize];
+        c.comm.allgather(&host, &mut all)?;
+        let me = c.comm.rank() as usize;
+        let color = all.chunks(256).position(|h| h == &all[me * 256..(me + 1) * 256]).unwrap_or(me);
+        let color = (split_type != abi::UNDEFINED).then_some(color as u32);
+        let h = match c.comm.split(color, key)? {
+            None => abi::COMM_NULL,
+            Some(n) => rt.add_comm(CommEntry::new(n, c.errhandler.load(Ordering::Relaxed), rt.agent.size())),
+        };
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(newcomm, h, "newcomm") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Get_address`: the address itself.
+    MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut MpiAint) on abi::COMM_WORLD => {
+        // SAFETY: the caller's MPI_Aint.
+        unsafe { put(address, location as MpiAint, "address") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Comm_test_inter`: every communicator here is an intracommunicator.
+    MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: Handle, flag: *mut c_int) on comm => {
+        rt()?.comm(comm)?;
+        // SAFETY: the caller's int.
+        unsafe { put(flag, 0, "flag") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Topo_test`: no communicator here has a topology.
+    MPI_Topo_test / PMPI_Topo_test(comm: Handle, status: *mut c_int) on comm => {
+        rt()?.comm(comm)?;
+        // SAFETY: the caller's int.
+        unsafe { put(status, abi::UNDEFINED, "status") }
+    }
+}

@@ -1,0 +1,126 @@
+//! Operations: the predefined ones (see [`crate::datatype::reduction`]) and the program's own,
+//! `MPI_Op_create` / `MPI_Op_free`, run by the agent's reductions as user reductions.
+
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use viaduct_agent::coll::Reduction;
+
+use crate::abi::{self, Handle, err};
+use crate::comm::put;
+use crate::datatype::size_of;
+use crate::error::MpiError;
+
+/// `MPI_User_function`: `inoutvec[i] = invec[i] op inoutvec[i]` for `*len` elements.
+pub type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut Handle);
+
+fn ops() -> &'static Mutex<HashMap<Handle, UserFn>> {
+    static OPS: OnceLock<Mutex<HashMap<Handle, UserFn>>> = OnceLock::new();
+    OPS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+static NEXT: AtomicI32 = AtomicI32::new(abi::OP_FIRST_USER);
+
+/// The reduction of operation `o` (predefined or the program's) on datatype `t`.
+pub fn reduction(t: Handle, o: Handle) -> Result<Reduction, MpiError> {
+    let user = ops()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&o)
+        .copied();
+    if crate::types::is_derived(t) {
+        let l = crate::types::derived(t)?;
+        return match user {
+            // The standard defines the predefined operations on predefined datatypes only.
+            None => Err(MpiError::new(
+                err::OP,
+                format!("predefined operation {o:#x} is not defined on derived datatype {t:#x}"),
+            )),
+            Some(f) if l.contiguous() && l.extent > 0 => {
+                Ok(user_reduction(f, t, l.extent as usize))
+            }
+            Some(_) => Err(MpiError::new(
+                err::TYPE,
+                format!("datatype {t:#x} is not contiguous"),
+            )),
+        };
+    }
+    let Some(f) = user else {
+        return crate::datatype::reduction(t, o);
+    };
+    let size = size_of(t)?;
+    if size == 0 {
+        return Err(MpiError::new(
+            err::TYPE,
+            format!("datatype {t:#x} has no size"),
+        ));
+    }
+    Ok(user_reduction(f, t, size))
+}
+
+/// The program's function as the agent's user reduction on elements of `size` bytes of `t`.
+fn user_reduction(f: UserFn, t: Handle, size: usize) -> Reduction {
+    Reduction::user(size, move |incoming: &[u8], acc: &mut [u8]| {
+        let mut n = (acc.len() / size) as c_int;
+        let mut dt = t;
+        // SAFETY: the program's function, given `n` elements of `t` in each buffer as
+        // MPI_User_function specifies; `incoming` is only read by it.
+        unsafe {
+            f(
+                incoming.as_ptr() as *mut c_void,
+                acc.as_mut_ptr().cast(),
+                &mut n,
+                &mut dt,
+            )
+        };
+    })
+}
+
+mpi_fn! {
+    /// `MPI_Op_create`: commutative operations only (the agent combines contributions in the
+    /// order they arrive).
+    MPI_Op_create / PMPI_Op_create(user_fn: Option<UserFn>, commute: c_int, op: *mut Handle) on abi::COMM_WORLD => {
+        let f = user_fn.ok_or_else(|| MpiError::new(err::ARG, "the user function is NULL"))?;
+        if commute == 0 {
+            return Err(MpiError::new(
+                err::UNSUPPORTED_OPERATION,
+                "non-commutative user operations are not supported",
+            ));
+        }
+        if op.is_null() {
+            return Err(MpiError::new(err::ARG, "op is NULL"));
+        }
+        let h = NEXT.fetch_add(1, Ordering::Relaxed);
+        ops().lock().unwrap_or_else(|e| e.into_inner()).insert(h, f);
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(op, h, "op") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Op_free`.
+    MPI_Op_free / PMPI_Op_free(op: *mut Handle) on abi::COMM_WORLD => {
+        // SAFETY: the caller's handle.
+        let h = unsafe { op.as_mut() }.ok_or_else(|| MpiError::new(err::OP, "op is NULL"))?;
+        ops().lock().unwrap_or_else(|e| e.into_inner()).remove(h).ok_or_else(|| {
+            MpiError::new(err::OP, format!("{:#x} is not an operation created by MPI_Op_create", *h))
+        })?;
+        *h = abi::OP_NULL;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Op_commutative`.
+    MPI_Op_commutative / PMPI_Op_commutative(op: Handle, commute: *mut c_int) on abi::COMM_WORLD => {
+        let known = (crate::abi::op::MAX..=crate::abi::op::NO_OP).contains(&op)
+            || ops().lock().unwrap_or_else(|e| e.into_inner()).contains_key(&op);
+        if !known {
+            return Err(MpiError::new(err::OP, format!("{op:#x} is not an operation")));
+        }
+        // SAFETY: the caller's int.
+        unsafe { put(commute, 1, "commute") }
+    }
+}

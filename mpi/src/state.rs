@@ -1,0 +1,292 @@
+//! The state of the MPI library in this process: the agent, the table of communicators and the
+//! table of requests, created by `MPI_Init` and kept until the process ends.
+
+use std::collections::HashMap;
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::thread::ThreadId;
+
+use viaduct_agent::agent::Agent;
+use viaduct_agent::comm::Comm;
+use viaduct_agent::request::{CompleteHandle, Request};
+
+use crate::abi::{self, Handle, err};
+use crate::error::MpiError;
+use crate::request::Meta;
+
+/// A communicator of the program.
+pub struct CommEntry {
+    /// The agent's communicator.
+    pub comm: Comm,
+    /// World rank -> rank here (`u32::MAX`: not a member).
+    pub to_comm: Vec<u32>,
+    /// The error handler (`MPI_ERRORS_ARE_FATAL`, `MPI_ERRORS_RETURN`, `MPI_ERRORS_ABORT`).
+    pub errhandler: AtomicI32,
+}
+
+impl CommEntry {
+    /// An entry for `comm` with error handler `errhandler`.
+    pub fn new(comm: Comm, errhandler: Handle, world_size: u32) -> Self {
+        let mut to_comm = vec![u32::MAX; world_size as usize];
+        for r in 0..comm.size() {
+            if let Some(w) = comm.world_rank(r) {
+                to_comm[w as usize] = r;
+            }
+        }
+        CommEntry {
+            comm,
+            to_comm,
+            errhandler: AtomicI32::new(errhandler),
+        }
+    }
+
+    /// The rank here of world rank `w`, if a member.
+    pub fn rank_of_world(&self, w: u32) -> Option<u32> {
+        self.to_comm
+            .get(w as usize)
+            .copied()
+            .filter(|&r| r != u32::MAX)
+    }
+}
+
+/// A request of the program: the agent's request and what its completion must do.
+pub struct ReqEntry {
+    /// The agent's request.
+    pub req: Request,
+    /// What the request is for.
+    pub meta: Meta,
+    /// The operation of a persistent request (`MPI_Send_init`, `MPI_Recv_init`), started
+    /// again by each `MPI_Start`.
+    pub persist: Option<crate::p2p::Persist>,
+}
+
+impl ReqEntry {
+    /// An entry for a request that is not persistent.
+    pub fn new(req: Request, meta: Meta) -> Self {
+        ReqEntry {
+            req,
+            meta,
+            persist: None,
+        }
+    }
+
+    /// Whether this is a persistent request not started (or completed since its start).
+    pub fn inactive(&self) -> bool {
+        matches!(self.meta, Meta::Inactive { .. })
+    }
+}
+
+/// The library's state after `MPI_Init`.
+pub struct Runtime {
+    /// The agent of this rank.
+    pub agent: Agent,
+    comms: RwLock<HashMap<Handle, Arc<CommEntry>>>,
+    next_comm: AtomicI32,
+    requests: Mutex<HashMap<Handle, ReqEntry>>,
+    next_request: AtomicI32,
+    /// Completion handles of generalized requests not completed yet, by request handle.
+    pub greqs: Mutex<HashMap<Handle, CompleteHandle>>,
+    groups: Mutex<HashMap<Handle, Arc<Vec<u32>>>>,
+    next_group: AtomicI32,
+    /// The thread level provided.
+    pub thread_level: c_int,
+    /// The thread that called `MPI_Init`.
+    pub main_thread: ThreadId,
+}
+
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+static INIT_CALLED: AtomicBool = AtomicBool::new(false);
+static FINALIZED: AtomicBool = AtomicBool::new(false);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Marks `MPI_Init` as called; `false` if it was called already.
+pub fn claim_init() -> bool {
+    !INIT_CALLED.swap(true, Ordering::SeqCst)
+}
+
+/// Whether `MPI_Init` (or `MPI_Init_thread`) completed.
+pub fn initialized() -> bool {
+    RUNTIME.get().is_some()
+}
+
+/// Whether `MPI_Finalize` completed.
+pub fn finalized() -> bool {
+    FINALIZED.load(Ordering::SeqCst)
+}
+
+/// Marks `MPI_Finalize` as done.
+pub fn set_finalized() {
+    FINALIZED.store(true, Ordering::SeqCst);
+}
+
+/// Installs the runtime (once, at the end of `MPI_Init`).
+pub fn install(rt: Runtime) {
+    let _ = RUNTIME.set(rt);
+}
+
+/// This rank in `MPI_COMM_WORLD`, once initialized.
+pub fn world_rank() -> Option<u32> {
+    RUNTIME.get().map(|r| r.agent.rank())
+}
+
+/// The runtime, or the error of a call before `MPI_Init` or after `MPI_Finalize`.
+pub fn rt() -> Result<&'static Runtime, MpiError> {
+    match RUNTIME.get() {
+        None => Err(MpiError::new(
+            err::OTHER,
+            "MPI is not initialized (MPI_Init was not called)",
+        )),
+        Some(_) if finalized() => Err(MpiError::new(
+            err::OTHER,
+            "MPI was finalized (MPI_Finalize was called)",
+        )),
+        Some(r) => Ok(r),
+    }
+}
+
+/// The error handler of `comm` (that of `MPI_COMM_WORLD` for an invalid handle;
+/// `MPI_ERRORS_ARE_FATAL` outside `MPI_Init` .. `MPI_Finalize`).
+pub fn errhandler_of(comm: Handle) -> Handle {
+    if comm as u32 & 0xff00_0000 == crate::file::FILE_ERR_KIND {
+        return crate::file::errhandler_of_key(comm);
+    }
+    let Some(rt) = RUNTIME.get() else {
+        return abi::ERRORS_ARE_FATAL;
+    };
+    let comms = rt.comms.read().unwrap_or_else(|e| e.into_inner());
+    let entry = comms.get(&comm).or_else(|| comms.get(&abi::COMM_WORLD));
+    entry.map_or(abi::ERRORS_ARE_FATAL, |e| {
+        e.errhandler.load(Ordering::Relaxed)
+    })
+}
+
+impl Runtime {
+    /// A runtime over `agent` with `MPI_COMM_WORLD` and `MPI_COMM_SELF`.
+    pub fn new(agent: Agent, world: Comm, own: Comm, thread_level: c_int) -> Self {
+        let size = agent.size();
+        let mut comms = HashMap::new();
+        comms.insert(
+            abi::COMM_WORLD,
+            Arc::new(CommEntry::new(world, abi::ERRORS_ARE_FATAL, size)),
+        );
+        comms.insert(
+            abi::COMM_SELF,
+            Arc::new(CommEntry::new(own, abi::ERRORS_ARE_FATAL, size)),
+        );
+        Runtime {
+            agent,
+            comms: RwLock::new(comms),
+            next_comm: AtomicI32::new(abi::COMM_FIRST_USER),
+            requests: Mutex::new(HashMap::new()),
+            next_request: AtomicI32::new(1),
+            greqs: Mutex::new(HashMap::new()),
+            groups: Mutex::new(HashMap::new()),
+            next_group: AtomicI32::new(abi::GROUP_FIRST_USER),
+            thread_level,
+            main_thread: std::thread::current().id(),
+        }
+    }
+
+    /// The communicator behind handle `h`.
+    pub fn comm(&self, h: Handle) -> Result<Arc<CommEntry>, MpiError> {
+        if h == abi::COMM_NULL {
+            return Err(MpiError::new(
+                err::COMM,
+                "the communicator is MPI_COMM_NULL",
+            ));
+        }
+        let comms = self.comms.read().unwrap_or_else(|e| e.into_inner());
+        comms.get(&h).cloned().ok_or_else(|| {
+            MpiError::new(
+                err::COMM,
+                format!("{h:#x} is not a communicator of this process"),
+            )
+        })
+    }
+
+    /// Adds a communicator; returns its new handle.
+    pub fn add_comm(&self, entry: CommEntry) -> Handle {
+        let h = self.next_comm.fetch_add(1, Ordering::Relaxed);
+        let mut comms = self.comms.write().unwrap_or_else(|e| e.into_inner());
+        comms.insert(h, Arc::new(entry));
+        h
+    }
+
+    /// Removes communicator `h` (not the predefined ones).
+    pub fn remove_comm(&self, h: Handle) -> Result<(), MpiError> {
+        if h == abi::COMM_WORLD || h == abi::COMM_SELF {
+            return Err(MpiError::new(
+                err::COMM,
+                "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed",
+            ));
+        }
+        self.comm(h)?;
+        let mut comms = self.comms.write().unwrap_or_else(|e| e.into_inner());
+        comms.remove(&h);
+        Ok(())
+    }
+
+    /// Adds a request; returns its handle (never `MPI_REQUEST_NULL`; handles are not reused).
+    pub fn add_request(&self, entry: ReqEntry) -> Handle {
+        let h = self.new_request_handle();
+        lock(&self.requests).insert(h, entry);
+        h
+    }
+
+    /// A fresh request handle.
+    pub fn new_request_handle(&self) -> Handle {
+        loop {
+            let h = self.next_request.fetch_add(1, Ordering::Relaxed);
+            if h != abi::REQUEST_NULL && h != 0 {
+                return h;
+            }
+        }
+    }
+
+    /// Puts a request back under handle `h`.
+    pub fn put_request(&self, h: Handle, entry: ReqEntry) {
+        lock(&self.requests).insert(h, entry);
+    }
+
+    /// Takes request `h` out of the table (`MPI_ERR_REQUEST` when it is not a request).
+    pub fn take_request(&self, h: Handle) -> Result<ReqEntry, MpiError> {
+        lock(&self.requests).remove(&h).ok_or_else(|| {
+            MpiError::new(
+                err::REQUEST,
+                format!("{h:#x} is not an active request (freed, completed or never started)"),
+            )
+        })
+    }
+
+    /// The members (world ranks, in group order) of group `h`.
+    pub fn group(&self, h: Handle) -> Result<Arc<Vec<u32>>, MpiError> {
+        match h {
+            abi::GROUP_EMPTY => Ok(Arc::new(Vec::new())),
+            abi::GROUP_NULL => Err(MpiError::new(err::GROUP, "the group is MPI_GROUP_NULL")),
+            _ => lock(&self.groups).get(&h).cloned().ok_or_else(|| {
+                MpiError::new(err::GROUP, format!("{h:#x} is not a group of this process"))
+            }),
+        }
+    }
+
+    /// Adds a group; returns its handle.
+    pub fn add_group(&self, members: Vec<u32>) -> Handle {
+        let h = self.next_group.fetch_add(1, Ordering::Relaxed);
+        lock(&self.groups).insert(h, Arc::new(members));
+        h
+    }
+
+    /// Removes group `h` (`MPI_GROUP_EMPTY` stays).
+    pub fn remove_group(&self, h: Handle) -> Result<(), MpiError> {
+        if h == abi::GROUP_EMPTY {
+            return Ok(());
+        }
+        lock(&self.groups).remove(&h).map(|_| ()).ok_or_else(|| {
+            MpiError::new(err::GROUP, format!("{h:#x} is not a group of this process"))
+        })
+    }
+}

@@ -1,0 +1,517 @@
+//! Derived datatypes: `MPI_Type_contiguous`, `MPI_Type_vector`, `MPI_Type_create_hvector`,
+//! `MPI_Type_indexed`, `MPI_Type_create_hindexed`, `MPI_Type_create_indexed_block`,
+//! `MPI_Type_create_struct`, `MPI_Type_create_resized`, `MPI_Type_dup`, `MPI_Type_commit`,
+//! `MPI_Type_free`, `MPI_Type_size`, `MPI_Type_get_extent`, `MPI_Type_get_true_extent`,
+//! `MPI_Pack`, `MPI_Unpack`, `MPI_Pack_size`.
+//!
+//! A datatype is flattened into its typemap's byte runs (offset, length) in typemap order,
+//! adjacent runs merged. A type whose one run is `[0, extent)` is contiguous and moves as plain
+//! bytes everywhere; any other is packed into its runs' bytes for point-to-point messages (the
+//! wire format of every datatype is its packed data, so differently built types of one
+//! signature match) and refused by collectives and file I/O (`MPI_ERR_TYPE`).
+
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::abi::{self, Handle, MpiAint, MpiCount, dt, err};
+use crate::comm::put;
+use crate::datatype::{data_size, size_of};
+use crate::error::MpiError;
+
+/// Most byte runs one datatype may flatten to.
+const MAX_RUNS: usize = 1 << 22;
+
+/// A flattened datatype.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// Byte runs (offset from the element's start, length), in typemap order.
+    pub runs: Vec<(isize, usize)>,
+    /// Bytes of data of one element (`MPI_Type_size`).
+    pub size: usize,
+    /// Lower bound.
+    pub lb: isize,
+    /// Extent (`ub - lb`): the stride between consecutive elements.
+    pub extent: isize,
+    /// The predefined type every element is made of, if only one.
+    pub base: Option<Handle>,
+    /// Predefined elements per element (`MPI_Get_elements`).
+    pub elements: usize,
+}
+
+impl Layout {
+    /// Whether elements are plain bytes `[0, extent)` (no holes, no reordering).
+    pub fn contiguous(&self) -> bool {
+        self.lb == 0
+            && (self.runs.is_empty() && self.extent == 0
+                || self.runs.len() == 1 && self.runs[0] == (0, self.extent as usize))
+    }
+
+    fn true_bounds(&self) -> (isize, isize) {
+        let lo = self.runs.iter().map(|r| r.0).min().unwrap_or(0);
+        let hi = self
+            .runs
+            .iter()
+            .map(|r| r.0 + r.1 as isize)
+            .max()
+            .unwrap_or(0);
+        (lo, hi)
+    }
+
+    /// Copies `count` elements at `src` into `out` (their runs' bytes in order).
+    ///
+    /// # Safety
+    ///
+    /// `src` holds `count` elements of this layout.
+    pub unsafe fn pack(&self, src: *const u8, count: usize, out: &mut Vec<u8>) {
+        out.reserve(self.size * count);
+        for i in 0..count {
+            let base = i as isize * self.extent;
+            for &(off, len) in &self.runs {
+                // SAFETY: the caller guarantees the element's runs are readable.
+                let piece = unsafe { std::slice::from_raw_parts(src.offset(base + off), len) };
+                out.extend_from_slice(piece);
+            }
+        }
+    }
+
+    /// Copies packed data into elements at `dst`; returns the bytes used (stops at the end of
+    /// `data`, mid-element if the data ends there).
+    ///
+    /// # Safety
+    ///
+    /// `dst` holds `count` writable elements of this layout.
+    pub unsafe fn unpack(&self, data: &[u8], dst: *mut u8, count: usize) -> usize {
+        let mut at = 0;
+        'all: for i in 0..count {
+            let base = i as isize * self.extent;
+            for &(off, len) in &self.runs {
+                if at >= data.len() {
+                    break 'all;
+                }
+                let n = len.min(data.len() - at);
+                // SAFETY: the caller guarantees the element's runs are writable; `n` bytes of
+                // `data` remain.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(data.as_ptr().add(at), dst.offset(base + off), n)
+                };
+                at += n;
+            }
+        }
+        at
+    }
+}
+
+fn push_run(runs: &mut Vec<(isize, usize)>, off: isize, len: usize) -> Result<(), MpiError> {
+    if len == 0 {
+        return Ok(());
+    }
+    if let Some(last) = runs.last_mut() {
+        if last.0 + last.1 as isize == off {
+            last.1 += len;
+            return Ok(());
+        }
+    }
+    if runs.len() >= MAX_RUNS {
+        return Err(MpiError::new(
+            err::TYPE,
+            format!("the datatype has more than {MAX_RUNS} separate pieces"),
+        ));
+    }
+    runs.push((off, len));
+    Ok(())
+}
+
+fn table() -> &'static Mutex<HashMap<Handle, Arc<Layout>>> {
+    static T: OnceLock<Mutex<HashMap<Handle, Arc<Layout>>>> = OnceLock::new();
+    T.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// First handle of a derived datatype (MPICH's indirect kind bits of a datatype).
+const FIRST: Handle = 0xcc00_0000u32 as Handle;
+static NEXT: AtomicI32 = AtomicI32::new(FIRST);
+
+/// Whether `t` is a handle of this module's kind.
+pub fn is_derived(t: Handle) -> bool {
+    (t as u32) & 0xff00_0000 == 0xcc00_0000
+}
+
+/// The derived datatype behind `t`.
+pub fn derived(t: Handle) -> Result<Arc<Layout>, MpiError> {
+    table()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&t)
+        .cloned()
+        .ok_or_else(|| MpiError::new(err::TYPE, format!("{t:#x} is not a datatype (freed?)")))
+}
+
+/// The layout of any datatype (predefined ones built on the fly).
+pub fn layout(t: Handle) -> Result<Arc<Layout>, MpiError> {
+    if is_derived(t) {
+        return derived(t);
+    }
+    let extent = size_of(t)?;
+    let size = data_size(t)?;
+    let runs = match t {
+        dt::DOUBLE_INT | dt::LONG_INT => vec![(0, 12)],
+        dt::SHORT_INT => vec![(0, 2), (4, 4)],
+        dt::LONG_DOUBLE_INT => vec![(0, 20)],
+        _ if extent == 0 => Vec::new(),
+        _ => vec![(0, extent)],
+    };
+    Ok(Arc::new(Layout {
+        runs,
+        size,
+        lb: 0,
+        extent: extent as isize,
+        base: Some(t),
+        elements: usize::from(extent > 0),
+    }))
+}
+
+fn add(l: Layout) -> Handle {
+    let h = NEXT.fetch_add(1, Ordering::Relaxed);
+    table()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(h, Arc::new(l));
+    h
+}
+
+fn count_arg(n: c_int, what: &str) -> Result<usize, MpiError> {
+    usize::try_from(n).map_err(|_| MpiError::new(err::COUNT, format!("{what} {n} is negative")))
+}
+
+/// Builds a type from blocks `(displacement in bytes, number of old elements, old type)`.
+fn build(blocks: &[(isize, usize, Arc<Layout>, Handle)]) -> Result<Layout, MpiError> {
+    let mut runs = Vec::new();
+    let mut size = 0usize;
+    let mut elements = 0usize;
+    let mut lb = isize::MAX;
+    let mut ub = isize::MIN;
+    let mut base: Option<Option<Handle>> = None;
+    for (disp, n, old, _) in blocks {
+        if *n == 0 {
+            continue;
+        }
+        for k in 0..*n {
+            let at = disp + k as isize * old.extent;
+            for &(off, len) in &old.runs {
+                push_run(&mut runs, at + off, len)?;
+            }
+        }
+        size = size
+            .checked_add(old.size.checked_mul(*n).ok_or_else(overflow)?)
+            .ok_or_else(overflow)?;
+        elements += old.elements * n;
+        lb = lb.min(disp + old.lb);
+        ub = ub.max(disp + old.lb + *n as isize * old.extent);
+        base = Some(match base {
+            None => old.base,
+            Some(b) if b == old.base => b,
+            Some(_) => None,
+        });
+    }
+    if lb == isize::MAX {
+        lb = 0;
+        ub = 0;
+    }
+    Ok(Layout {
+        runs,
+        size,
+        lb,
+        extent: ub - lb,
+        base: base.flatten(),
+        elements,
+    })
+}
+
+fn overflow() -> MpiError {
+    MpiError::new(err::COUNT, "the datatype's size overflows")
+}
+
+/// The caller's array of `n` values.
+///
+/// # Safety
+///
+/// `p` points to `n` readable values.
+unsafe fn arr<'a, T>(p: *const T, n: usize, what: &str) -> Result<&'a [T], MpiError> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(MpiError::new(err::ARG, format!("{what} is NULL")));
+    }
+    // SAFETY: the caller guarantees `n` values at `p`.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+fn give(l: Layout, newtype: *mut Handle) -> Result<(), MpiError> {
+    if newtype.is_null() {
+        return Err(MpiError::new(err::ARG, "newtype is NULL"));
+    }
+    let h = add(l);
+    // SAFETY: the caller's handle, checked not NULL.
+    unsafe { *newtype = h };
+    Ok(())
+}
+
+mpi_fn! {
+    /// `MPI_Type_contiguous`.
+    MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
+        let n = count_arg(count, "count")?;
+        let old = layout(oldtype)?;
+        give(build(&[(0, n, old, oldtype)])?, newtype)
+    }
+}
+
+/// `count` blocks of `blocklength` old elements, block i at byte `i * stride`.
+fn hvector(
+    count: c_int,
+    blocklength: c_int,
+    stride: isize,
+    oldtype: Handle,
+) -> Result<Layout, MpiError> {
+    let n = count_arg(count, "count")?;
+    let b = count_arg(blocklength, "blocklength")?;
+    let old = layout(oldtype)?;
+    let blocks: Vec<_> = (0..n)
+        .map(|i| (i as isize * stride, b, Arc::clone(&old), oldtype))
+        .collect();
+    build(&blocks)
+}
+
+mpi_fn! {
+    /// `MPI_Type_vector`.
+    MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
+        let ext = layout(oldtype)?.extent;
+        give(hvector(count, blocklength, stride as isize * ext, oldtype)?, newtype)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_create_hvector`.
+    MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MpiAint, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
+        give(hvector(count, blocklength, stride as isize, oldtype)?, newtype)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_indexed`.
+    MPI_Type_indexed / PMPI_Type_indexed(count: c_int, blocklengths: *const c_int, displacements: *const c_int, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
+        let n = count_arg(count, "count")?;
+        let old = layout(oldtype)?;
+        // SAFETY: the caller's arrays of `count` ints.
+        let (bl, ds) = unsafe { (arr(blocklengths, n, "blocklengths")?, arr(displacements, n, "displacements")?) };
+        let mut blocks = Vec::with_capacity(n);
+        for (b, d) in bl.iter().zip(ds) {
+            blocks.push((*d as isize * old.extent, count_arg(*b, "blocklength")?, Arc::clone(&old), oldtype));
+        }
+        give(build(&blocks)?, newtype)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_create_hindexed`.
+    MPI_Type_create_hindexed / PMPI_Type_create_hindexed(count: c_int, blocklengths: *const c_int, displacements: *const MpiAint, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
+        let n = count_arg(count, "count")?;
+        let old = layout(oldtype)?;
+        // SAFETY: the caller's arrays of `count` values.
+        let (bl, ds) = unsafe { (arr(blocklengths, n, "blocklengths")?, arr(displacements, n, "displacements")?) };
+        let mut blocks = Vec::with_capacity(n);
+        for (b, d) in bl.iter().zip(ds) {
+            blocks.push((*d as isize, count_arg(*b, "blocklength")?, Arc::clone(&old), oldtype));
+        }
+        give(build(&blocks)?, newtype)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_create_indexed_block`.
+    MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(count: c_int, blocklength: c_int, displacements: *const c_int, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
+        let n = count_arg(count, "count")?;
+        let b = count_arg(blocklength, "blocklength")?;
+        let old = layout(oldtype)?;
+        // SAFETY: the caller's array of `count` ints.
+        let ds = unsafe { arr(displacements, n, "displacements") }?;
+        let blocks: Vec<_> = ds.iter().map(|d| (*d as isize * old.extent, b, Arc::clone(&old), oldtype)).collect();
+        give(build(&blocks)?, newtype)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_create_struct`.
+    MPI_Type_create_struct / PMPI_Type_create_struct(count: c_int, blocklengths: *const c_int, displacements: *const MpiAint, types: *const Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
+        let n = count_arg(count, "count")?;
+        // SAFETY: the caller's arrays of `count` values.
+        let (bl, ds, ts) = unsafe {
+            (arr(blocklengths, n, "blocklengths")?, arr(displacements, n, "displacements")?, arr(types, n, "types")?)
+        };
+        let mut blocks = Vec::with_capacity(n);
+        for ((b, d), t) in bl.iter().zip(ds).zip(ts) {
+            blocks.push((*d as isize, count_arg(*b, "blocklength")?, layout(*t)?, *t));
+        }
+        give(build(&blocks)?, newtype)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_create_resized`.
+    MPI_Type_create_resized / PMPI_Type_create_resized(oldtype: Handle, lb: MpiAint, extent: MpiAint, newtype: *mut Handle) on abi::COMM_WORLD => {
+        let mut l = (*layout(oldtype)?).clone();
+        l.lb = lb as isize;
+        l.extent = extent as isize;
+        give(l, newtype)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_dup`.
+    MPI_Type_dup / PMPI_Type_dup(oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
+        let l = (*layout(oldtype)?).clone();
+        give(l, newtype)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_commit`: every datatype is ready when built.
+    MPI_Type_commit / PMPI_Type_commit(datatype: *mut Handle) on abi::COMM_WORLD => {
+        // SAFETY: the caller's handle.
+        let h = unsafe { datatype.as_ref() }.ok_or_else(|| MpiError::new(err::TYPE, "datatype is NULL"))?;
+        layout(*h)?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_free`: derived datatypes only; the handle becomes `MPI_DATATYPE_NULL`.
+    MPI_Type_free / PMPI_Type_free(datatype: *mut Handle) on abi::COMM_WORLD => {
+        // SAFETY: the caller's handle.
+        let h = unsafe { datatype.as_mut() }.ok_or_else(|| MpiError::new(err::TYPE, "datatype is NULL"))?;
+        if !is_derived(*h) {
+            return Err(MpiError::new(err::TYPE, format!("{:#x} is a predefined datatype", *h)));
+        }
+        table().lock().unwrap_or_else(|e| e.into_inner()).remove(h)
+            .ok_or_else(|| MpiError::new(err::TYPE, format!("{:#x} is not a datatype", *h)))?;
+        *h = abi::DATATYPE_NULL;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_size`.
+    MPI_Type_size / PMPI_Type_size(datatype: Handle, size: *mut c_int) on abi::COMM_WORLD => {
+        let l = layout(datatype)?;
+        let s = c_int::try_from(l.size).unwrap_or(abi::UNDEFINED);
+        // SAFETY: the caller's int.
+        unsafe { put(size, s, "size") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_size_x`.
+    MPI_Type_size_x / PMPI_Type_size_x(datatype: Handle, size: *mut MpiCount) on abi::COMM_WORLD => {
+        let l = layout(datatype)?;
+        // SAFETY: the caller's MPI_Count.
+        unsafe { put(size, l.size as MpiCount, "size") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_get_extent`.
+    MPI_Type_get_extent / PMPI_Type_get_extent(datatype: Handle, lb: *mut MpiAint, extent: *mut MpiAint) on abi::COMM_WORLD => {
+        let l = layout(datatype)?;
+        // SAFETY: the caller's MPI_Aints.
+        unsafe {
+            put(lb, l.lb as MpiAint, "lb")?;
+            put(extent, l.extent as MpiAint, "extent")
+        }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_get_true_extent`.
+    MPI_Type_get_true_extent / PMPI_Type_get_true_extent(datatype: Handle, true_lb: *mut MpiAint, true_extent: *mut MpiAint) on abi::COMM_WORLD => {
+        let l = layout(datatype)?;
+        let (lo, hi) = l.true_bounds();
+        // SAFETY: the caller's MPI_Aints.
+        unsafe {
+            put(true_lb, lo as MpiAint, "true_lb")?;
+            put(true_extent, (hi - lo) as MpiAint, "true_extent")
+        }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Pack_size`: an upper bound (here exact) of the packed bytes.
+    MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: Handle, comm: Handle, size: *mut c_int) on comm => {
+        let n = count_arg(incount, "incount")?;
+        let l = layout(datatype)?;
+        let s = l.size.checked_mul(n).and_then(|s| c_int::try_from(s).ok()).ok_or_else(overflow)?;
+        // SAFETY: the caller's int.
+        unsafe { put(size, s, "size") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Pack`.
+    MPI_Pack / PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: Handle, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: Handle) on comm => {
+        let n = count_arg(incount, "incount")?;
+        let l = layout(datatype)?;
+        // SAFETY: the caller's int.
+        let pos = unsafe { position.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "position is NULL"))?;
+        let at = count_arg(*pos, "position")?;
+        let need = l.size.checked_mul(n).ok_or_else(overflow)?;
+        let room = count_arg(outsize, "outsize")?;
+        if at.checked_add(need).is_none_or(|end| end > room) {
+            return Err(MpiError::new(err::TRUNCATE, format!("{need} bytes do not fit at {at} in {room}")));
+        }
+        if need == 0 {
+            return Ok(());
+        }
+        if inbuf.is_null() || outbuf.is_null() {
+            return Err(MpiError::new(err::BUFFER, "a buffer is NULL"));
+        }
+        let mut v = Vec::with_capacity(need);
+        // SAFETY: the caller's input of `incount` elements; the output has `outsize` bytes, of
+        // which `at + need` are checked to fit.
+        unsafe {
+            l.pack(inbuf.cast(), n, &mut v);
+            std::ptr::copy_nonoverlapping(v.as_ptr(), outbuf.cast::<u8>().add(at), need);
+        }
+        *pos = (at + need) as c_int;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Unpack`.
+    MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: Handle, comm: Handle) on comm => {
+        let n = count_arg(outcount, "outcount")?;
+        let l = layout(datatype)?;
+        // SAFETY: the caller's int.
+        let pos = unsafe { position.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "position is NULL"))?;
+        let at = count_arg(*pos, "position")?;
+        let size = count_arg(insize, "insize")?;
+        let need = l.size.checked_mul(n).ok_or_else(overflow)?;
+        if at.checked_add(need).is_none_or(|end| end > size) {
+            return Err(MpiError::new(err::TRUNCATE, format!("{need} bytes wanted at {at} of {size}")));
+        }
+        if need == 0 {
+            return Ok(());
+        }
+        if inbuf.is_null() || outbuf.is_null() {
+            return Err(MpiError::new(err::BUFFER, "a buffer is NULL"));
+        }
+        // SAFETY: the caller's input of `insize` bytes (`at + need` checked to fit) and output
+        // of `outcount` elements.
+        unsafe {
+            let data = std::slice::from_raw_parts(inbuf.cast::<u8>().add(at), need);
+            l.unpack(data, outbuf.cast(), n);
+        }
+        *pos = (at + need) as c_int;
+        Ok(())
+    }
+}

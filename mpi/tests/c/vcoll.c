@@ -1,0 +1,119 @@
+/* The v collectives, scans and reduce-scatters, with their MPI_IN_PLACE forms, on
+   MPI_COMM_WORLD and MPI_COMM_SELF. */
+#include "common.h"
+
+static void run(MPI_Comm comm, const char *name, int wrank) {
+    int rank, n;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &n);
+    int *counts = malloc(n * sizeof(int)), *displs = malloc(n * sizeof(int));
+    int total = 0;
+    for (int i = 0; i < n; i++) {
+        counts[i] = i + 1;
+        displs[i] = total + i; /* a gap of i elements before each part */
+        total += counts[i] + i;
+    }
+    int *buf = malloc((total + 1) * sizeof(int)), *mine = malloc((n + 1) * sizeof(int));
+    for (int k = 0; k < rank + 1; k++) mine[k] = rank * 100 + k;
+
+    /* Gatherv to the last rank; gaps stay untouched. */
+    int root = n - 1;
+    for (int k = 0; k < total; k++) buf[k] = -7;
+    CHECK(MPI_Gatherv(mine, rank + 1, MPI_INT, buf, counts, displs, MPI_INT, root, comm) == MPI_SUCCESS);
+    if (rank == root)
+        for (int i = 0; i < n; i++) {
+            for (int k = 0; k < counts[i]; k++) CHECK(buf[displs[i] + k] == i * 100 + k);
+            if (i > 0) CHECK(buf[displs[i] - 1] == -7);
+        }
+    /* In place at the root. */
+    if (rank == root) {
+        for (int k = 0; k < total; k++) buf[k] = -7;
+        for (int k = 0; k < counts[root]; k++) buf[displs[root] + k] = root * 100 + k;
+        CHECK(MPI_Gatherv(MPI_IN_PLACE, 0, MPI_INT, buf, counts, displs, MPI_INT, root, comm) == MPI_SUCCESS);
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < counts[i]; k++) CHECK(buf[displs[i] + k] == i * 100 + k);
+    } else {
+        CHECK(MPI_Gatherv(mine, rank + 1, MPI_INT, NULL, NULL, NULL, MPI_INT, root, comm) == MPI_SUCCESS);
+    }
+
+    /* Scatterv from rank 0. */
+    if (rank == 0)
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < counts[i]; k++) buf[displs[i] + k] = 1000 + i * 10 + k;
+    int got[64];
+    CHECK(MPI_Scatterv(buf, counts, displs, MPI_INT, got, rank + 1, MPI_INT, 0, comm) == MPI_SUCCESS);
+    for (int k = 0; k < rank + 1; k++) CHECK(got[k] == 1000 + rank * 10 + k);
+
+    /* Allgatherv, then in place. */
+    for (int k = 0; k < total; k++) buf[k] = -7;
+    CHECK(MPI_Allgatherv(mine, rank + 1, MPI_INT, buf, counts, displs, MPI_INT, comm) == MPI_SUCCESS);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < counts[i]; k++) CHECK(buf[displs[i] + k] == i * 100 + k);
+    for (int k = 0; k < total; k++) buf[k] = -7;
+    for (int k = 0; k < counts[rank]; k++) buf[displs[rank] + k] = rank * 100 + k;
+    CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_INT, buf, counts, displs, MPI_INT, comm) == MPI_SUCCESS);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < counts[i]; k++) CHECK(buf[displs[i] + k] == i * 100 + k);
+
+    /* Alltoallv: rank r sends r+1 ints to everyone; receives i+1 from rank i. */
+    int *sc = malloc(n * sizeof(int)), *sd = malloc(n * sizeof(int));
+    int *sb = malloc(n * (rank + 1) * sizeof(int));
+    for (int i = 0; i < n; i++) {
+        sc[i] = rank + 1;
+        sd[i] = i * (rank + 1);
+        for (int k = 0; k < rank + 1; k++) sb[sd[i] + k] = rank * 1000 + i * 10 + k;
+    }
+    for (int k = 0; k < total; k++) buf[k] = -7;
+    CHECK(MPI_Alltoallv(sb, sc, sd, MPI_INT, buf, counts, displs, MPI_INT, comm) == MPI_SUCCESS);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < counts[i]; k++) CHECK(buf[displs[i] + k] == i * 1000 + rank * 10 + k);
+    free(sc);
+    free(sd);
+    free(sb);
+
+    /* Scan and Exscan. */
+    long v = rank + 1, s = -1, e = -1;
+    CHECK(MPI_Scan(&v, &s, 1, MPI_LONG, MPI_SUM, comm) == MPI_SUCCESS);
+    CHECK(s == (long)(rank + 1) * (rank + 2) / 2);
+    CHECK(MPI_Exscan(&v, &e, 1, MPI_LONG, MPI_SUM, comm) == MPI_SUCCESS);
+    if (rank > 0) CHECK(e == (long)rank * (rank + 1) / 2);
+    double dv[2] = {rank + 1.0, 2.0};
+    CHECK(MPI_Scan(MPI_IN_PLACE, dv, 2, MPI_DOUBLE, MPI_PROD, comm) == MPI_SUCCESS);
+    double f = 1;
+    for (int i = 1; i <= rank + 1; i++) f *= i;
+    CHECK(dv[0] == f && dv[1] == (double)(1L << (rank + 1)));
+    int mx = rank % 3;
+    CHECK(MPI_Exscan(MPI_IN_PLACE, &mx, 1, MPI_INT, MPI_MAX, comm) == MPI_SUCCESS);
+    if (rank > 0) CHECK(mx == (rank >= 3 ? 2 : rank - 1));
+
+    /* Reduce_scatter_block and Reduce_scatter. */
+    int *in = malloc(2 * n * sizeof(int)), rb[2];
+    for (int k = 0; k < 2 * n; k++) in[k] = k + rank;
+    CHECK(MPI_Reduce_scatter_block(in, rb, 2, MPI_INT, MPI_SUM, comm) == MPI_SUCCESS);
+    for (int k = 0; k < 2; k++) CHECK(rb[k] == n * (2 * rank + k) + n * (n - 1) / 2);
+    int *rc = malloc(n * sizeof(int)), tot = 0;
+    for (int i = 0; i < n; i++) { rc[i] = i % 2 + 1; tot += rc[i]; }
+    int *in2 = malloc(tot * sizeof(int)), first = 0;
+    for (int i = 0; i < rank; i++) first += rc[i];
+    for (int k = 0; k < tot; k++) in2[k] = k * (rank + 1);
+    CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, in2, rc, MPI_INT, MPI_SUM, comm) == MPI_SUCCESS);
+    for (int k = 0; k < rc[rank]; k++) CHECK(in2[k] == (first + k) * n * (n + 1) / 2);
+    free(in);
+    free(in2);
+    free(rc);
+    free(buf);
+    free(mine);
+    free(counts);
+    free(displs);
+    OK(wrank, "%s: v collectives and scans ok on %d ranks", name, n);
+}
+
+int main(int argc, char **argv) {
+    int rank;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    run(MPI_COMM_WORLD, "world", rank);
+    run(MPI_COMM_SELF, "self", rank);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,574 @@
+//! Runs the C programs of `mpi/tests/c`, compiled by the system's `mpicc` (MPICH's wrapper,
+//! linking Debian's `libmpich.so.12`), on viaduct: the library path points at
+//! `target/<profile>/mpich-abi` (built by `scripts/mpi-lib`), and the programs run under
+//! `viaduct launch -n 2` and `-n 4`, under MPICH's `mpiexec -n 2` (hydra, PMI-1), and alone
+//! (a single rank). Their result lines are compared with the same binaries run on MPICH.
+//!
+//! Skipped, with a message saying so, where `mpicc` is not installed.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Most time one job may take (generous: a loaded 2-core machine).
+const JOB_LIMIT: Duration = Duration::from_secs(120);
+
+struct Setup {
+    root: PathBuf,
+    lib_dir: PathBuf,
+    launcher: PathBuf,
+    bins: PathBuf,
+    mpiexec: bool,
+}
+
+const PROGRAMS: &[&str] = &[
+    "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
+    "misc", "fatal",
+];
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn checked(cmd: &mut Command, what: &str) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn setup() -> Option<&'static Setup> {
+    static SETUP: OnceLock<Option<Setup>> = OnceLock::new();
+    SETUP
+        .get_or_init(|| {
+            if !have("mpicc") {
+                eprintln!(
+                    "SKIPPED: mpicc (MPICH, package libmpich-dev) is not installed; the C \
+                     programs of mpi/tests/c were not run"
+                );
+                return None;
+            }
+            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+            let root = root.canonicalize().expect("workspace root");
+            let cargo = env!("CARGO");
+            let lib = checked(
+                Command::new(root.join("scripts/mpi-lib")).current_dir(&root),
+                "scripts/mpi-lib",
+            );
+            let lib_dir = PathBuf::from(lib.trim());
+            checked(
+                Command::new(cargo)
+                    .args(["build", "-p", "viaduct", "--bin", "viaduct"])
+                    .current_dir(&root),
+                "cargo build --bin viaduct",
+            );
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("target"));
+            let target = if target.is_absolute() {
+                target
+            } else {
+                root.join(target)
+            };
+            let launcher = target.join("debug/viaduct");
+            let bins = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mpi-c");
+            std::fs::create_dir_all(&bins).expect("folder for the C programs");
+            for p in PROGRAMS {
+                let src = root.join(format!("mpi/tests/c/{p}.c"));
+                checked(
+                    Command::new("mpicc")
+                        .arg("-Wno-stringop-overflow")
+                        .arg(&src)
+                        .arg("-o")
+                        .arg(bins.join(p))
+                        .arg("-lpthread"),
+                    &format!("mpicc {p}.c"),
+                );
+            }
+            let mpiexec = have("mpiexec");
+            if !mpiexec {
+                eprintln!("note: mpiexec is not installed; runs under mpiexec are left out");
+            }
+            Some(Setup {
+                root,
+                lib_dir,
+                launcher,
+                bins,
+                mpiexec,
+            })
+        })
+        .as_ref()
+}
+
+/// What a finished job gave.
+struct Job {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `cmd` in its own process group; kills the group after [`JOB_LIMIT`].
+fn run(mut cmd: Command) -> Job {
+    use std::os::unix::process::CommandExt;
+    let shown = format!("{cmd:?}");
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null())
+        .process_group(0);
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for the job") {
+            break s;
+        }
+        if start.elapsed() > JOB_LIMIT {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .status();
+            let _ = child.wait();
+            panic!("{shown} did not finish within {JOB_LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Job {
+        code: status.code(),
+        stdout: t_out.join().unwrap_or_default(),
+        stderr: t_err.join().unwrap_or_default(),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Launch {
+    /// `viaduct launch -n N`.
+    Viaduct(u32),
+    /// MPICH's `mpiexec -n N`.
+    Mpiexec(u32),
+    /// No launcher: a single rank.
+    Alone,
+}
+
+/// Runs program `p`, on viaduct (`swap`: the library path points at viaduct's folder) or on
+/// MPICH.
+fn job(s: &Setup, p: &str, how: Launch, swap: bool, env: &[(&str, &str)]) -> Job {
+    let bin = s.bins.join(p);
+    let mut cmd = match how {
+        Launch::Viaduct(n) => {
+            let mut c = Command::new(&s.launcher);
+            c.args(["launch", "-n", &n.to_string(), "--"]).arg(&bin);
+            c
+        }
+        Launch::Mpiexec(n) => {
+            let mut c = Command::new("mpiexec");
+            c.args(["-n", &n.to_string()]).arg(&bin);
+            c
+        }
+        Launch::Alone => Command::new(&bin),
+    };
+    cmd.current_dir(&s.root);
+    if swap {
+        cmd.env("LD_LIBRARY_PATH", &s.lib_dir);
+    } else {
+        cmd.env_remove("LD_LIBRARY_PATH");
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run(cmd)
+}
+
+/// Where a result (`rank N: `) starts in `l`.
+fn result_starts(l: &str) -> Vec<usize> {
+    l.match_indices("rank ")
+        .map(|(i, _)| i)
+        .filter(|&i| {
+            let rest = &l[i + 5..];
+            let digits = rest.chars().take_while(|c| c.is_ascii_digit()).count();
+            digits > 0 && rest[digits..].starts_with(": ")
+        })
+        .collect()
+}
+
+/// The result lines (`rank N: ...`), without the launcher's `[N] ` prefixes, sorted. A line
+/// holding two results (a launcher that forwards the output of two ranks without keeping their
+/// lines apart) counts as two.
+fn results(out: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    for l in out.lines() {
+        let l = l.trim_end();
+        let l = match l.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+            Some((n, rest)) if n.chars().all(|c| c.is_ascii_digit()) => rest,
+            _ => l,
+        };
+        let starts = result_starts(l);
+        for (k, &i) in starts.iter().enumerate() {
+            let end = starts.get(k + 1).copied().unwrap_or(l.len());
+            v.push(l[i..end].trim_end().to_string());
+        }
+    }
+    v.sort();
+    v
+}
+
+fn assert_ok(j: &Job, what: &str, ranks: usize) -> Vec<String> {
+    assert_eq!(
+        j.code,
+        Some(0),
+        "{what} failed:\n--- stdout\n{}\n--- stderr\n{}",
+        j.stdout,
+        j.stderr
+    );
+    let r = results(&j.stdout);
+    let per_rank: std::collections::BTreeSet<&str> =
+        r.iter().filter_map(|l| l.split(':').next()).collect();
+    assert_eq!(
+        per_rank.len(),
+        ranks,
+        "{what}: result lines of {ranks} ranks expected:\n{}",
+        j.stdout
+    );
+    r
+}
+
+/// Runs `p` on viaduct under `viaduct launch -n 2` and `-n 4` and `mpiexec -n 2`, and on MPICH
+/// under `mpiexec -n 2`; the result lines on viaduct and MPICH must be the same.
+fn program(p: &str) {
+    let Some(s) = setup() else { return };
+    let v2 = assert_ok(
+        &job(s, p, Launch::Viaduct(2), true, &[]),
+        &format!("{p} on viaduct, viaduct launch -n 2"),
+        2,
+    );
+    assert_ok(
+        &job(s, p, Launch::Viaduct(4), true, &[]),
+        &format!("{p} on viaduct, viaduct launch -n 4"),
+        4,
+    );
+    if !s.mpiexec {
+        return;
+    }
+    let m2 = assert_ok(
+        &job(s, p, Launch::Mpiexec(2), true, &[]),
+        &format!("{p} on viaduct, mpiexec -n 2"),
+        2,
+    );
+    assert_eq!(
+        v2, m2,
+        "{p}: viaduct under viaduct launch and under mpiexec differ"
+    );
+    let mpich = assert_ok(
+        &job(s, p, Launch::Mpiexec(2), false, &[]),
+        &format!("{p} on MPICH, mpiexec -n 2"),
+        2,
+    );
+    assert_eq!(m2, mpich, "{p}: viaduct and MPICH give different results");
+}
+
+#[test]
+fn env_program() {
+    program("env");
+}
+
+#[test]
+fn p2p_program() {
+    program("p2p");
+}
+
+#[test]
+fn coll_program() {
+    program("coll");
+}
+
+#[test]
+fn errors_program() {
+    program("errors");
+}
+
+#[test]
+fn greq_program() {
+    program("greq");
+}
+
+#[test]
+fn threads_program() {
+    program("threads");
+}
+
+#[test]
+fn more_program() {
+    program("more");
+}
+
+#[test]
+fn fileio_program() {
+    program("fileio");
+}
+
+#[test]
+fn types_program() {
+    program("types");
+}
+
+#[test]
+fn vcoll_program() {
+    program("vcoll");
+}
+
+#[test]
+fn misc_program() {
+    program("misc");
+}
+
+/// MPICH's generalized request extensions. Not compared with MPICH: there the wait function
+/// gets one request at a time, here every request of the class in the wait (the batch).
+#[test]
+fn greqx_program() {
+    let Some(s) = setup() else { return };
+    let want = |n: usize| -> Vec<String> {
+        let mut v: Vec<String> = (0..n)
+            .flat_map(|r| {
+                [
+                    format!("rank {r}: poll function ok"),
+                    format!("rank {r}: wait function got the batch of 3"),
+                    format!("rank {r}: failing poll cancels"),
+                ]
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let got = assert_ok(
+        &job(s, "greqx", Launch::Viaduct(2), true, &[]),
+        "greqx, viaduct launch -n 2",
+        2,
+    );
+    assert_eq!(got, want(2));
+    if s.mpiexec {
+        let got = assert_ok(
+            &job(s, "greqx", Launch::Mpiexec(2), true, &[]),
+            "greqx on viaduct, mpiexec -n 2",
+            2,
+        );
+        assert_eq!(got, want(2));
+    }
+}
+
+/// The swapped library is viaduct's: the dynamic linker resolves `libmpich.so.12` to the
+/// mpich-abi folder, `MPI_Init` says so with `VIADUCT_MPI_VERBOSE=1`, and
+/// `MPI_Get_library_version` names viaduct.
+#[test]
+fn swapped_library_is_viaduct() {
+    let Some(s) = setup() else { return };
+    let ldd = Command::new("ldd")
+        .arg(s.bins.join("env"))
+        .env("LD_LIBRARY_PATH", &s.lib_dir)
+        .output()
+        .expect("ldd");
+    let ldd = String::from_utf8_lossy(&ldd.stdout);
+    let line = ldd
+        .lines()
+        .find(|l| l.contains("libmpich.so.12"))
+        .unwrap_or_else(|| panic!("ldd names no libmpich.so.12:\n{ldd}"));
+    assert!(
+        line.contains(&*s.lib_dir.to_string_lossy()),
+        "libmpich.so.12 does not resolve to {}: {line}",
+        s.lib_dir.display()
+    );
+    let env = [("VIADUCT_MPI_VERBOSE", "1"), ("TEST_SHOW_LIBRARY", "1")];
+    let j = job(s, "env", Launch::Viaduct(2), true, &env);
+    assert_ok(&j, "env with VIADUCT_MPI_VERBOSE=1", 2);
+    assert_eq!(
+        j.stderr.matches("viaduct MPI: rank ").count(),
+        2,
+        "each rank's MPI_Init says it is viaduct:\n{}",
+        j.stderr
+    );
+    assert!(j.stderr.contains("library: viaduct MPI"), "{}", j.stderr);
+    let mpich = job(s, "env", Launch::Alone, false, &env);
+    assert_ok(&mpich, "env on MPICH", 1);
+    assert!(
+        !mpich.stderr.contains("viaduct"),
+        "without the swap MPICH runs:\n{}",
+        mpich.stderr
+    );
+}
+
+/// Without a launcher the program is a single rank; every thread level is provided as asked.
+#[test]
+fn alone_every_thread_level() {
+    let Some(s) = setup() else { return };
+    for level in ["0", "1", "2", "3"] {
+        let j = job(
+            s,
+            "env",
+            Launch::Alone,
+            true,
+            &[("TEST_THREAD_LEVEL", level)],
+        );
+        let r = assert_ok(&j, &format!("env alone, thread level {level}"), 1);
+        assert_eq!(
+            r,
+            [format!(
+                "rank 0: env size 1 version 4.0 thread level {level}"
+            )]
+        );
+    }
+}
+
+/// `MPI_ERRORS_ARE_FATAL` (the default): the job ends with a message naming the call and the
+/// cause, under both launchers.
+#[test]
+fn fatal_error_names_call_and_cause() {
+    let Some(s) = setup() else { return };
+    let mut hows = vec![Launch::Viaduct(2)];
+    if s.mpiexec {
+        hows.push(Launch::Mpiexec(2));
+    }
+    for how in hows {
+        let j = job(s, "fatal", how, true, &[]);
+        assert_ne!(j.code, Some(0), "the job must fail:\n{}", j.stderr);
+        assert!(
+            j.stderr
+                .contains("fatal error in MPI_Send: Invalid rank (class 6): rank 3 is not in the communicator of 2 ranks"),
+            "message names the call and the cause:\n{}",
+            j.stderr
+        );
+        assert!(!j.stdout.contains("NOT REACHED"), "{}", j.stdout);
+    }
+}
+
+/// `MPI_Abort` ends the process with a failing status even for an error code whose low 8 bits
+/// are 0 (an exit status keeps only those).
+#[test]
+fn abort_code_never_reads_as_success() {
+    let Some(s) = setup() else { return };
+    for (code, want) in [("3", 3), ("256", 1), ("0", 1)] {
+        let j = job(s, "fatal", Launch::Alone, true, &[("TEST_ABORT", code)]);
+        assert_eq!(j.code, Some(want), "MPI_Abort with {code}:\n{}", j.stderr);
+        assert!(
+            j.stderr.contains(&format!(
+                "MPI_Abort(comm 0x44000000, errorcode {code}) called"
+            )),
+            "{}",
+            j.stderr
+        );
+    }
+}
+
+/// A function of `mpi.h` the library does not implement loads, and calling it raises
+/// `MPI_ERR_UNSUPPORTED_OPERATION` naming it: fatal by default, returned under
+/// `MPI_ERRORS_RETURN`.
+#[test]
+fn unsupported_function_is_reported() {
+    let Some(s) = setup() else { return };
+    let on = [("TEST_UNSUPPORTED", "1")];
+    let j = job(s, "fatal", Launch::Viaduct(2), true, &on);
+    // The launcher reports the first rank to fail: rank 0 (exit code 44, the class), or rank 1
+    // when it saw rank 0 go first (its own fatal error, the peer's failure).
+    assert_ne!(j.code, Some(0), "the job must fail:\n{}", j.stderr);
+    assert!(
+        j.stderr
+            .contains("fatal error in MPI_Win_create: Unsupported operation (class 44)"),
+        "{}",
+        j.stderr
+    );
+    let j = job(s, "errors", Launch::Viaduct(2), true, &on);
+    let r = assert_ok(&j, "errors with an unsupported call", 2);
+    assert!(r.contains(&"rank 0: unsupported function reported".to_string()));
+}
+
+/// `scripts/mpicc` links a program against viaduct directly: it runs with no library path set.
+#[test]
+fn direct_link_with_scripts_mpicc() {
+    let Some(s) = setup() else { return };
+    let bin = s.bins.join("env-direct");
+    checked(
+        Command::new(s.root.join("scripts/mpicc"))
+            .arg(s.root.join("mpi/tests/c/env.c"))
+            .arg("-o")
+            .arg(&bin)
+            .current_dir(&s.root),
+        "scripts/mpicc env.c",
+    );
+    let mut cmd = Command::new(&s.launcher);
+    cmd.args(["launch", "-n", "2", "--"])
+        .arg(&bin)
+        .env_remove("LD_LIBRARY_PATH")
+        .env("TEST_SHOW_LIBRARY", "1");
+    let j = run(cmd);
+    assert_ok(&j, "env linked by scripts/mpicc", 2);
+    assert!(j.stderr.contains("library: viaduct MPI"), "{}", j.stderr);
+}
+
+/// Every function MPICH's library exports under an MPI name has a symbol here too, so any
+/// program built against MPICH loads; and `mpi/src/stubs.rs` is what `mpi/gen/stubs.py`
+/// generates from the headers.
+#[test]
+fn every_mpich_function_has_a_symbol() {
+    let Some(s) = setup() else { return };
+    let ours = s.lib_dir.join("libmpich.so.12");
+    let theirs = Path::new("/usr/lib/x86_64-linux-gnu/libmpich.so.12");
+    if !theirs.exists() {
+        eprintln!("SKIPPED: {} not found", theirs.display());
+        return;
+    }
+    let names = |lib: &Path| -> std::collections::BTreeSet<String> {
+        let out = checked(
+            Command::new("nm").args(["-D", "--defined-only"]).arg(lib),
+            "nm -D",
+        );
+        out.lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                let (_, kind, name) = (f.next()?, f.next()?, f.next()?);
+                (matches!(kind, "T" | "W" | "D" | "B" | "R")).then(|| name.to_string())
+            })
+            .filter(|n| {
+                ["MPI_", "PMPI_", "MPIX_", "PMPIX_", "QMPI_"]
+                    .iter()
+                    .any(|p| n.starts_with(p))
+            })
+            .collect()
+    };
+    let mine = names(&ours);
+    let missing: Vec<String> = names(theirs).difference(&mine).cloned().collect();
+    assert!(
+        missing.is_empty(),
+        "{} MPICH symbols missing: {missing:?}",
+        missing.len()
+    );
+    if have("python3") {
+        checked(
+            Command::new("python3")
+                .arg(s.root.join("mpi/gen/stubs.py"))
+                .arg("--check"),
+            "mpi/gen/stubs.py --check",
+        );
+    }
+}
