@@ -142,13 +142,8 @@ fn stopped_peer_fails_pending_receive(method: Method) {
         .wait_timeout(Duration::from_secs(60))
         .expect_err("a receive from a stopped peer must fail");
     let after = stopped.elapsed();
-    let failure = match &e {
-        RequestError::Operation(c) => match c.downcast_ref::<AgentError>() {
-            Some(f @ AgentError::PeerFailed { peer: 1, .. }) => f.to_string(),
-            _ => panic!("unexpected error: {e:?}"),
-        },
-        _ => panic!("unexpected error: {e:?}"),
-    };
+    assert_eq!(e.failed_peer(), Some(1), "unexpected error: {e:?}");
+    let failure = e.to_string();
     println!(
         "{}: failed {after:?} after SIGSTOP: {failure}",
         method.name()

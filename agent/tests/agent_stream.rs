@@ -44,14 +44,7 @@ fn read_exact(agent: &Agent, peer: u32, len: usize) -> Vec<u8> {
 }
 
 fn is_peer_failure(e: &AgentError, peer: u32) -> bool {
-    match e {
-        AgentError::PeerFailed { peer: p, .. } => *p == peer,
-        AgentError::Request(RequestError::Operation(c)) => matches!(
-            c.downcast_ref::<AgentError>(),
-            Some(AgentError::PeerFailed { peer: p, .. }) if *p == peer
-        ),
-        _ => false,
-    }
+    e.failed_peer() == Some(peer)
 }
 
 /// Several stream messages shown at once and consumed across their boundaries; tagged traffic

@@ -15,18 +15,6 @@ const TAG: &str = "fioerr";
 /// Limit on one test body, seconds.
 const LIMIT_S: u64 = 30;
 
-/// An error and its sources, joined with ": " (what a program printing the chain shows).
-fn chain(e: &RequestError) -> String {
-    let mut text = e.to_string();
-    let mut next = e.source();
-    while let Some(s) = next {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        next = s.source();
-    }
-    text
-}
-
 fn file_error(e: &RequestError) -> &FileError {
     let RequestError::Operation(cause) = e else {
         panic!("not an operation error: {e}");
@@ -55,7 +43,7 @@ fn enospc_ends_the_request_with_the_error_named_in_its_status() {
             .wait()
             .unwrap_err();
         assert_eq!(file_error(&err).errno(), Some(libc::ENOSPC));
-        let text = chain(&err);
+        let text = err.to_string();
         assert!(
             text.starts_with(
                 "operation of the request failed: write at offset 0 failed with ENOSPC after 0 \
@@ -85,7 +73,7 @@ fn enospc_ends_the_request_with_the_error_named_in_its_status() {
         assert!(statuses[2].error().is_none());
         let err = statuses[1].error().expect("the failed request's error");
         assert_eq!(file_error(err).errno(), Some(libc::ENOSPC));
-        let text = chain(err);
+        let text = err.to_string();
         assert!(
             text.contains("writev at offset 8 failed with ENOSPC")
                 && text.contains("no space left"),
@@ -115,7 +103,7 @@ fn eio_ends_the_request_with_the_error_named_in_its_status() {
             .wait()
             .unwrap_err();
         assert_eq!(file_error(&err).errno(), Some(libc::EIO));
-        let text = chain(&err);
+        let text = err.to_string();
         assert!(
             text.starts_with(
                 "operation of the request failed: read at offset 0 failed with EIO after 0 bytes: \

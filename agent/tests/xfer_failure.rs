@@ -53,8 +53,7 @@ fn child_rank() {
 }
 
 fn is_peer_failure(e: &RequestError) -> bool {
-    matches!(e, RequestError::Operation(c)
-        if matches!(c.downcast_ref::<AgentError>(), Some(AgentError::PeerFailed { peer: 1, .. })))
+    e.failed_peer() == Some(1)
 }
 
 fn killed(kind: MethodKind, name: &str) {
