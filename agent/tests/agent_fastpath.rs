@@ -10,9 +10,8 @@ use std::time::Duration;
 use agent_common::{config, job};
 use viaduct_agent::agent::Agent;
 use viaduct_agent::config::MethodKind;
-use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
-use viaduct_agent::request::{RequestError, wait_all};
+use viaduct_agent::request::wait_all;
 
 const METHODS: [MethodKind; 2] = [MethodKind::Shm, MethodKind::Tcp];
 

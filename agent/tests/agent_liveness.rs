@@ -17,9 +17,7 @@ use viaduct_agent::agent::Agent;
 use viaduct_agent::bootstrap::Bootstrap;
 use viaduct_agent::comm::Comm;
 use viaduct_agent::config::Config;
-use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
-use viaduct_agent::request::RequestError;
 
 use agent_common::child::ChildJob;
 use agent_common::method::Method;

@@ -19,9 +19,8 @@ use agent_common::{LIMIT, config, job};
 use viaduct_agent::agent::Agent;
 use viaduct_agent::bootstrap::Bootstrap;
 use viaduct_agent::config::{Config, MethodKind};
-use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
-use viaduct_agent::request::{Request, RequestError, wait_all};
+use viaduct_agent::request::{Request, wait_all};
 
 fn verbs() -> Config {
     config(MethodKind::Verbs)

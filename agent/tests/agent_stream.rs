@@ -25,7 +25,6 @@ use viaduct_agent::agent::Agent;
 use viaduct_agent::config::{Config, MethodKind};
 use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
-use viaduct_agent::request::RequestError;
 
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
     (0..len)

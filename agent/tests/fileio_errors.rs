@@ -2,8 +2,6 @@
 //! and the message of the whole chain names the errno and its meaning (`ENOSPC ... no space
 //! left`, `EIO ... I/O error`); requests beside a failed one complete normally.
 
-use std::error::Error as _;
-
 use viaduct_agent::fileio::{File, FileError, IoBuffer, OpenOptions};
 use viaduct_agent::request::{RequestError, Status, wait_all};
 
