@@ -38,7 +38,7 @@
 //! directly (one copy, from the send buffer into the receive buffer or the unexpected queue).
 //!
 //! Dispatch is a private enum (`Method`), not a trait object: the hot path is a `match`.
-//! The verbs method (RC queue pairs, [`viaduct_verbs::msg`]) is built with the `rdma` feature
+//! The verbs method (RC queue pairs, `viaduct_verbs::msg`) is built with the `rdma` feature
 //! (on by default) and serves a peer when both ranks have an active RDMA device and
 //! `VIADUCT_TRANSPORT` lists `verbs` before the other methods that could serve it (see
 //! [`crate::config`]).
