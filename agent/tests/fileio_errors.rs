@@ -2,7 +2,7 @@
 //! and the message of the whole chain names the errno and its meaning (`ENOSPC ... no space
 //! left`, `EIO ... I/O error`); requests beside a failed one complete normally.
 
-use viaduct_agent::fileio::{File, FileError, IoBuffer, OpenOptions};
+use viaduct_agent::fileio::{File, IoBuffer, OpenOptions};
 use viaduct_agent::request::{RequestError, Status, wait_all};
 
 mod fileio_common;
@@ -12,13 +12,6 @@ use fileio_common::{TempPath, engine, within};
 const TAG: &str = "fioerr";
 /// Limit on one test body, seconds.
 const LIMIT_S: u64 = 30;
-
-fn file_error(e: &RequestError) -> &FileError {
-    let RequestError::Operation(cause) = e else {
-        panic!("not an operation error: {e}");
-    };
-    cause.downcast_ref::<FileError>().expect("a file error")
-}
 
 #[test]
 fn enospc_ends_the_request_with_the_error_named_in_its_status() {
@@ -40,7 +33,7 @@ fn enospc_ends_the_request_with_the_error_named_in_its_status() {
             .iwrite_at(IoBuffer::from(vec![7; 4096]), 0)
             .wait()
             .unwrap_err();
-        assert_eq!(file_error(&err).errno(), Some(libc::ENOSPC));
+        assert_eq!(err.errno(), Some(libc::ENOSPC));
         let text = err.to_string();
         assert!(
             text.starts_with(
@@ -70,7 +63,7 @@ fn enospc_ends_the_request_with_the_error_named_in_its_status() {
         assert_eq!(statuses[0].count(), 100);
         assert!(statuses[2].error().is_none());
         let err = statuses[1].error().expect("the failed request's error");
-        assert_eq!(file_error(err).errno(), Some(libc::ENOSPC));
+        assert_eq!(err.errno(), Some(libc::ENOSPC));
         let text = err.to_string();
         assert!(
             text.contains("writev at offset 8 failed with ENOSPC")
@@ -100,7 +93,7 @@ fn eio_ends_the_request_with_the_error_named_in_its_status() {
             .iread_at(IoBuffer::from(vec![0xab; 256]), 0)
             .wait()
             .unwrap_err();
-        assert_eq!(file_error(&err).errno(), Some(libc::EIO));
+        assert_eq!(err.errno(), Some(libc::EIO));
         let text = err.to_string();
         assert!(
             text.starts_with(
