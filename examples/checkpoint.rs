@@ -71,7 +71,7 @@ fn run(dir: Option<PathBuf>, keep: bool) -> Result<String, BoxError> {
         })
         .collect();
     let engine = FileEngine::new(32)?;
-    let file = File::open(&engine, &path, &OpenOptions::create_rw()).map_err(|e| chain(&e))?;
+    let file = File::open(&engine, &path, &OpenOptions::create_rw())?;
 
     // Start the checkpoint: one write request per chunk, all in flight at once.
     let image = encode(&u);
@@ -151,17 +151,6 @@ fn run(dir: Option<PathBuf>, keep: bool) -> Result<String, BoxError> {
     ))
 }
 
-/// An error and its causes, "outer: inner: innermost".
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
-}
-
 fn main() -> ExitCode {
     let mut dir = None;
     let mut keep = false;
@@ -181,7 +170,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("checkpoint: error: {}", chain(e.as_ref()));
+            eprintln!("checkpoint: error: {e}");
             ExitCode::FAILURE
         }
     }

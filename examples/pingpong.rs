@@ -112,14 +112,8 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            let mut msg = e.to_string();
-            let mut cur = e.source();
-            while let Some(c) = cur {
-                msg.push_str(": ");
-                msg.push_str(&c.to_string());
-                cur = c.source();
-            }
-            eprintln!("pingpong: error: {msg}");
+            // The text of an agent error holds its whole cause chain.
+            eprintln!("pingpong: error: {e}");
             ExitCode::FAILURE
         }
     }

@@ -216,7 +216,7 @@ fn receive(agent: &Agent, prev: u32, round: u32) -> Result<usize, String> {
                 check.feed(&shown[..take]);
                 take
             })
-            .map_err(|e| error_chain(&e))?;
+            .map_err(|e| e.to_string())?;
         match got {
             None => {
                 return Err(format!(
@@ -245,19 +245,8 @@ fn receive(agent: &Agent, prev: u32, round: u32) -> Result<usize, String> {
     Ok(consumed)
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        msg.push_str(": ");
-        msg.push_str(&c.to_string());
-        cur = c.source();
-    }
-    msg
-}
-
 fn run() -> Result<String, String> {
-    let agent = Agent::init().map_err(|e| error_chain(&e))?;
+    let agent = Agent::init().map_err(|e| e.to_string())?;
     let (me, n) = (agent.rank(), agent.size());
     if n < 2 {
         return Err(format!(
@@ -270,7 +259,7 @@ fn run() -> Result<String, String> {
     for round in 0..ROUNDS {
         let mut sent = agent
             .write(next, message(me, round))
-            .map_err(|e| error_chain(&e))?;
+            .map_err(|e| e.to_string())?;
         bytes += receive(&agent, prev, round)?;
         match sent.wait_timeout(LIMIT) {
             Ok(Some(_)) => {}
@@ -280,14 +269,11 @@ fn run() -> Result<String, String> {
                 ));
             }
             Err(e) => {
-                return Err(format!(
-                    "round {round}: write to rank {next}: {}",
-                    error_chain(&e)
-                ));
+                return Err(format!("round {round}: write to rank {next}: {e}"));
             }
         }
     }
-    agent.finalize().map_err(|e| error_chain(&e))?;
+    agent.finalize().map_err(|e| e.to_string())?;
     Ok(format!(
         "ring: rank {me} of {n} ok, {bytes} bytes passed in place"
     ))

@@ -32,7 +32,7 @@
 //!
 //! A rank is *alive* while its process runs, whether it is inside a call of the agent or
 //! computing outside the library for any length of time. Each agent runs one heartbeat thread
-//! (the private `liveness` module) that, every heartbeat interval (`VIADUCT_PEER_TIMEOUT / 4`, at least
+//! (`viaduct-heartbeat`) that, every heartbeat interval (`VIADUCT_PEER_TIMEOUT / 4`, at least
 //! 10 ms), proves this process alive to each connected peer, independently of the user's
 //! calls: on shared memory it bumps a counter in the VC's segment; to TCP peers it sends an
 //! authenticated UDP datagram (sender rank, receiver rank, sequence number, HMAC-SHA256 tag

@@ -142,15 +142,9 @@ impl Liveness {
     }
 }
 
+/// The text of `e` and its causes, each once (see [`crate::error::Chain`]).
 pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
+    crate::error::Chain(e).to_string()
 }
 
 pub(crate) fn peer_failed(peer: u32, reason: &str) -> AgentError {

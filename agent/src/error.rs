@@ -1,9 +1,50 @@
 //! Errors of the agent: set-up, posting, and the causes carried by failed requests.
+//!
+//! # Reading an error
+//!
+//! The text of an error (`{e}`) holds its whole cause chain, outermost first, each cause once:
+//! `bootstrap failed: incomplete PMI environment: PMI_RANK set but PMI_FD or PMI_PORT is not
+//! (...)`. [`std::error::Error::source`] still gives the next error of the chain, for code that
+//! wants the typed value; a reporter that prints every `source()` itself repeats text, so print
+//! `{e}` alone.
+//!
+//! The common questions have answers on [`AgentError`] and [`RequestError`] that look through
+//! the nested errors (a failed receive is
+//! `AgentError::Request(RequestError::Operation(cause))` with an [`AgentError`] inside the
+//! cause), so no caller has to match or downcast:
+//!
+//! | question | call |
+//! | --- | --- |
+//! | was a message longer than the receive buffer? | [`AgentError::is_truncated`] |
+//! | did a peer fail, and which one? | [`AgentError::is_peer_failed`], [`AgentError::failed_peer`] |
+//! | which OS error (errno) is behind it? | [`AgentError::errno`] |
+//! | did a limit pass? | [`AgentError::is_timeout`] |
+//! | was the request cancelled because of the failure? | [`AgentError::is_cancelled`] |
+//!
+//! ```
+//! use viaduct_agent::prelude::*;
+//!
+//! # fn main() -> Result<(), AgentError> {
+//! let agent = Agent::singleton()?;
+//! agent.send(0, 1, b"twelve bytes")?;
+//! let mut small = [0u8; 4];
+//! let e = agent
+//!     .recv(&mut small, Source::Rank(0), TagMatch::Tag(1))
+//!     .unwrap_err();
+//! assert!(e.is_truncated());
+//! assert!(e.to_string().contains("message of 12 bytes truncated to the receive buffer of 4 bytes"));
+//! assert_eq!(&small, b"twel");
+//! # Ok(())
+//! # }
+//! ```
+
+use std::error::Error as StdError;
+use std::fmt;
 
 use crate::bootstrap::BootstrapError;
 use crate::bootstrap::auth::AuthError;
 use crate::method::MethodError;
-use crate::request::RequestError;
+use crate::request::{Cause, RequestError};
 use crate::xfer::XferError;
 
 /// Everything the agent can report.
@@ -28,7 +69,7 @@ pub enum AgentError {
         reason: String,
     },
     /// The launcher exchange (business cards, fence) failed.
-    #[error("bootstrap failed")]
+    #[error("bootstrap failed: {}", chain(.0))]
     Bootstrap(#[source] BootstrapError),
     /// A peer's business card cannot be read.
     #[error("business card of rank {peer} for {method} is malformed: {card:?}")]
@@ -41,7 +82,7 @@ pub enum AgentError {
         card: String,
     },
     /// Opening this rank's listener for a method failed.
-    #[error("cannot listen for {method} connections")]
+    #[error("cannot listen for {method} connections: {}", chain(.source))]
     Listen {
         /// The method.
         method: &'static str,
@@ -50,7 +91,7 @@ pub enum AgentError {
         source: MethodError,
     },
     /// Setting up a connection to or from a peer failed.
-    #[error("cannot connect with rank {peer} over {method}")]
+    #[error("cannot connect with rank {peer} over {method}: {}", chain(.source))]
     Connect {
         /// The peer rank (or the rank the connecting side claimed).
         peer: u32,
@@ -61,7 +102,7 @@ pub enum AgentError {
         source: MethodError,
     },
     /// A connection failed the job-key handshake.
-    #[error("authentication with rank {peer} over {method} failed")]
+    #[error("authentication with rank {peer} over {method} failed: {}", chain(.source))]
     Auth {
         /// The peer rank (as far as known).
         peer: u32,
@@ -80,11 +121,11 @@ pub enum AgentError {
         what: String,
     },
     /// A thread of the agent could not be started.
-    #[error("cannot start a thread of the agent")]
+    #[error("cannot start a thread of the agent: {}", chain(.0))]
     Thread(#[source] std::io::Error),
     /// The liveness socket (the UDP socket of the heartbeat thread, see [`crate::config`],
     /// "Peer liveness") could not be opened.
-    #[error("cannot open the liveness socket (UDP heartbeats) on {addr}")]
+    #[error("cannot open the liveness socket (UDP heartbeats) on {addr}: {}", chain(.source))]
     LivenessSocket {
         /// The address it was to be bound to.
         addr: String,
@@ -162,10 +203,10 @@ pub enum AgentError {
         capacity: u64,
     },
     /// A wait on a request of the agent failed.
-    #[error("request failed")]
+    #[error("request failed: {}", chain(.0))]
     Request(#[source] RequestError),
     /// An xfer block is invalid (refused at start), or its message did not fit.
-    #[error("xfer block failed")]
+    #[error("xfer block failed: {}", chain(.0))]
     Xfer(#[source] XferError),
     /// A color of a communicator split must be below `u32::MAX`.
     #[error("split color {0} is reserved")]
@@ -197,5 +238,426 @@ impl From<RequestError> for AgentError {
 impl From<BootstrapError> for AgentError {
     fn from(e: BootstrapError) -> Self {
         AgentError::Bootstrap(e)
+    }
+}
+
+impl AgentError {
+    /// Whether a message was longer than its receive buffer ([`AgentError::Truncated`]),
+    /// here or in a request's cause.
+    ///
+    /// ```
+    /// use viaduct_agent::error::AgentError;
+    ///
+    /// assert!(AgentError::Truncated { len: 8, capacity: 4 }.is_truncated());
+    /// assert!(!AgentError::Finalized.is_truncated());
+    /// ```
+    pub fn is_truncated(&self) -> bool {
+        is_truncated(self)
+    }
+
+    /// Whether a peer failed ([`AgentError::PeerFailed`]), here or in a request's cause.
+    ///
+    /// ```
+    /// use viaduct_agent::error::AgentError;
+    ///
+    /// let e = AgentError::PeerFailed { peer: 3, reason: "connection reset".into() };
+    /// assert!(e.is_peer_failed());
+    /// ```
+    pub fn is_peer_failed(&self) -> bool {
+        self.failed_peer().is_some()
+    }
+
+    /// The rank of the peer that failed, if the error is (or was caused by) a peer failure.
+    ///
+    /// ```
+    /// use viaduct_agent::error::AgentError;
+    ///
+    /// let e = AgentError::PeerFailed { peer: 3, reason: "connection reset".into() };
+    /// assert_eq!(e.failed_peer(), Some(3));
+    /// assert_eq!(AgentError::Finalized.failed_peer(), None);
+    /// ```
+    pub fn failed_peer(&self) -> Option<u32> {
+        failed_peer(self)
+    }
+
+    /// The OS error number behind the error, if an OS call's failure is in its chain (an
+    /// [`std::io::Error`] of the OS, or a file operation's errno).
+    ///
+    /// ```
+    /// use viaduct_agent::error::AgentError;
+    ///
+    /// let e = AgentError::Thread(std::io::Error::from_raw_os_error(11));
+    /// assert_eq!(e.errno(), Some(11));
+    /// assert_eq!(AgentError::Finalized.errno(), None);
+    /// ```
+    pub fn errno(&self) -> Option<i32> {
+        errno(self)
+    }
+
+    /// Whether a time limit passed: a blocking call's limit ([`AgentError::Timeout`]),
+    /// connection set-up ([`AgentError::SetupTimeout`]), the PMI server's answer, or an OS
+    /// call that timed out.
+    ///
+    /// ```
+    /// use viaduct_agent::error::AgentError;
+    ///
+    /// assert!(AgentError::Timeout { what: "barrier", seconds: 5 }.is_timeout());
+    /// assert!(!AgentError::Finalized.is_timeout());
+    /// ```
+    pub fn is_timeout(&self) -> bool {
+        is_timeout(self)
+    }
+
+    /// Whether the failure cancelled the request that reports it: a class's poll hook or a
+    /// wait hook failed ([`RequestError::Poll`], [`RequestError::WaitHook`]), so the request
+    /// was cancelled and completed with the error. (A request cancelled by its owner completes
+    /// without error: see [`Status::test_cancelled`](crate::request::Status::test_cancelled).)
+    ///
+    /// ```
+    /// use viaduct_agent::error::AgentError;
+    /// use viaduct_agent::request::{Cause, RequestError};
+    ///
+    /// let e = AgentError::Request(RequestError::WaitHook(Cause::new("device gone")));
+    /// assert!(e.is_cancelled());
+    /// assert!(!AgentError::Finalized.is_cancelled());
+    /// ```
+    pub fn is_cancelled(&self) -> bool {
+        is_cancelled(self)
+    }
+}
+
+/// Shows an error and its causes, outermost first, separated by `": "`, leaving out a cause
+/// whose text the shown text already holds (a message that embeds its source).
+pub(crate) struct Chain<'a>(pub(crate) &'a (dyn StdError + 'a));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut text = self.0.to_string();
+        let mut next = self.0.source();
+        while let Some(cause) = next {
+            let more = cause.to_string();
+            if !more.is_empty() && !text.contains(&more) {
+                text.push_str(": ");
+                text.push_str(&more);
+            }
+            next = cause.source();
+        }
+        f.write_str(&text)
+    }
+}
+
+/// [`Chain`] of any error value (the form the `#[error]` attributes use).
+pub(crate) fn chain<E: StdError>(e: &E) -> Chain<'_> {
+    Chain(e)
+}
+
+/// Calls `f` on `e` and on each error of its chain, looking inside a [`Cause`] and a boxed
+/// agent error, until `f` answers.
+pub(crate) fn find_in_chain<T>(
+    e: &(dyn StdError + 'static),
+    mut f: impl FnMut(&(dyn StdError + 'static)) -> Option<T>,
+) -> Option<T> {
+    let mut next = Some(e);
+    while let Some(mut cur) = next {
+        // A `Cause` shows its wrapped error's text and source: look at the wrapped error.
+        if let Some(c) = cur.downcast_ref::<Cause>() {
+            cur = c.get_ref();
+        }
+        if let Some(b) = cur.downcast_ref::<Box<AgentError>>() {
+            cur = &**b;
+        }
+        if let Some(answer) = f(cur) {
+            return Some(answer);
+        }
+        next = cur.source();
+    }
+    None
+}
+
+pub(crate) fn is_truncated(e: &(dyn StdError + 'static)) -> bool {
+    find_in_chain(e, |c| match c.downcast_ref::<AgentError>() {
+        Some(AgentError::Truncated { .. }) => Some(()),
+        _ => None,
+    })
+    .is_some()
+}
+
+pub(crate) fn failed_peer(e: &(dyn StdError + 'static)) -> Option<u32> {
+    find_in_chain(e, |c| match c.downcast_ref::<AgentError>() {
+        Some(AgentError::PeerFailed { peer, .. }) => Some(*peer),
+        _ => None,
+    })
+}
+
+pub(crate) fn errno(e: &(dyn StdError + 'static)) -> Option<i32> {
+    find_in_chain(e, |c| {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return io.raw_os_error();
+        }
+        if let Some(fe) = c.downcast_ref::<viaduct_fallback::file::FileError>() {
+            return fe.errno();
+        }
+        None
+    })
+}
+
+pub(crate) fn is_timeout(e: &(dyn StdError + 'static)) -> bool {
+    find_in_chain(e, |c| {
+        let hit = matches!(
+            c.downcast_ref::<AgentError>(),
+            Some(AgentError::Timeout { .. } | AgentError::SetupTimeout { .. })
+        ) || matches!(
+            c.downcast_ref::<BootstrapError>(),
+            Some(BootstrapError::Timeout { .. })
+        ) || c
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);
+        hit.then_some(())
+    })
+    .is_some()
+}
+
+pub(crate) fn is_cancelled(e: &(dyn StdError + 'static)) -> bool {
+    find_in_chain(e, |c| match c.downcast_ref::<RequestError>() {
+        Some(RequestError::Poll(_) | RequestError::WaitHook(_)) => Some(()),
+        _ => None,
+    })
+    .is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use super::*;
+    use crate::bootstrap::Bootstrap;
+    use crate::fileio::FileIoError;
+    use crate::request::RequestError;
+
+    fn os(errno: i32) -> io::Error {
+        io::Error::from_raw_os_error(errno)
+    }
+
+    fn truncated_request() -> AgentError {
+        AgentError::Request(RequestError::Operation(Cause::new(AgentError::Truncated {
+            len: 12,
+            capacity: 4,
+        })))
+    }
+
+    /// Every error that carries a source shows the source's text in its own, exactly once.
+    #[test]
+    fn display_shows_each_source_once() {
+        let wire = crate::bootstrap::wire::WireError::NoCommand("x=1".into());
+        let errors: Vec<Box<dyn StdError>> = vec![
+            Box::new(AgentError::Bootstrap(BootstrapError::Io {
+                op: "fence",
+                source: os(libc::EPIPE),
+            })),
+            Box::new(AgentError::Bootstrap(BootstrapError::Wire {
+                op: "get",
+                source: wire,
+            })),
+            Box::new(BootstrapError::Connect {
+                addr: "127.0.0.1:1".into(),
+                source: os(libc::ECONNREFUSED),
+            }),
+            Box::new(AgentError::Thread(os(libc::EAGAIN))),
+            Box::new(AgentError::LivenessSocket {
+                addr: "10.0.0.1:0".into(),
+                source: os(libc::EADDRNOTAVAIL),
+            }),
+            Box::new(AgentError::Auth {
+                peer: 2,
+                method: "tcp",
+                source: crate::bootstrap::auth::AuthError::Io(os(libc::ECONNRESET)),
+            }),
+            Box::new(AgentError::Connect {
+                peer: 1,
+                method: "tcp",
+                source: MethodError::Tcp(viaduct_fallback::tcp::Error::Socket {
+                    step: "connect",
+                    source: os(libc::ECONNREFUSED),
+                }),
+            }),
+            Box::new(AgentError::Xfer(XferError::ZeroElementSize)),
+            Box::new(truncated_request()),
+            Box::new(RequestError::Query(Cause::new("the query found no data"))),
+            Box::new(RequestError::Free(Cause::new("the free found a leak"))),
+            Box::new(RequestError::Cancel(Cause::new("too late to cancel"))),
+            Box::new(RequestError::Poll(Cause::new("device lost the operation"))),
+            Box::new(RequestError::WaitHook(Cause::new(os(libc::EINTR)))),
+            Box::new(RequestError::HandlerThread(Cause::new(os(libc::EAGAIN)))),
+            Box::new(FileIoError::Open {
+                path: "/no/such/file".into(),
+                source: os(libc::ENOENT),
+            }),
+            Box::new(FileIoError::Write {
+                written: 7,
+                source: os(libc::ENOSPC),
+            }),
+            Box::new(FileIoError::Stream {
+                peer: 1,
+                source: Box::new(AgentError::PeerFailed {
+                    peer: 1,
+                    reason: "closed its end".into(),
+                }),
+            }),
+        ];
+        for e in errors {
+            let text = e.to_string();
+            let mut source = e.source();
+            assert!(source.is_some(), "{text}: no source");
+            while let Some(s) = source {
+                let inner = s.to_string();
+                assert_eq!(
+                    text.matches(&inner).count(),
+                    1,
+                    "{text:?} should hold {inner:?} once"
+                );
+                source = s.source();
+            }
+        }
+    }
+
+    #[test]
+    fn display_of_nested_errors_reads_outer_to_inner() {
+        assert_eq!(
+            truncated_request().to_string(),
+            "request failed: operation of the request failed: message of 12 bytes truncated to \
+             the receive buffer of 4 bytes"
+        );
+        let e = AgentError::Bootstrap(BootstrapError::Io {
+            op: "fence",
+            source: os(libc::EPIPE),
+        });
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "bootstrap failed: PMI fence: I/O error: {}",
+                os(libc::EPIPE)
+            )
+        );
+    }
+
+    #[test]
+    fn display_names_the_reason_of_an_incomplete_pmi_environment() {
+        let e = Bootstrap::from_vars([("PMI_RANK", "0")]).expect_err("PMI_FD/PMI_PORT missing");
+        let text = AgentError::from(e).to_string();
+        assert!(text.starts_with("bootstrap failed: "), "{text}");
+        assert!(text.contains("PMI_RANK"), "{text}");
+        assert!(text.contains("is not"), "{text}");
+    }
+
+    #[test]
+    fn chain_leaves_out_a_source_the_message_embeds() {
+        // tcp::Error::Socket shows only its step; the OS error follows once.
+        let e = MethodError::Tcp(viaduct_fallback::tcp::Error::Socket {
+            step: "bind",
+            source: os(libc::EADDRINUSE),
+        });
+        assert_eq!(
+            crate::engine::chain(&e),
+            format!("TCP method: TCP bind failed: {}", os(libc::EADDRINUSE))
+        );
+    }
+
+    #[test]
+    fn truncation_is_found_through_requests_and_causes() {
+        assert!(
+            AgentError::Truncated {
+                len: 2,
+                capacity: 1
+            }
+            .is_truncated()
+        );
+        assert!(truncated_request().is_truncated());
+        let AgentError::Request(r) = truncated_request() else {
+            unreachable!()
+        };
+        assert!(r.is_truncated());
+        assert!(!AgentError::Finalized.is_truncated());
+        assert!(!RequestError::Operation(Cause::new("link down")).is_truncated());
+    }
+
+    #[test]
+    fn peer_failure_names_the_peer_at_any_depth() {
+        let failed = || AgentError::PeerFailed {
+            peer: 5,
+            reason: "closed its end".into(),
+        };
+        assert_eq!(failed().failed_peer(), Some(5));
+        let nested = AgentError::Request(RequestError::Operation(Cause::new(failed())));
+        assert!(nested.is_peer_failed());
+        assert_eq!(nested.failed_peer(), Some(5));
+        let in_file = RequestError::Operation(Cause::new(FileIoError::Stream {
+            peer: 5,
+            source: Box::new(failed()),
+        }));
+        assert_eq!(in_file.failed_peer(), Some(5));
+        assert!(!truncated_request().is_peer_failed());
+        assert_eq!(RequestError::Null.failed_peer(), None);
+    }
+
+    #[test]
+    fn errno_comes_from_the_os_error_in_the_chain() {
+        let e = AgentError::Connect {
+            peer: 1,
+            method: "tcp",
+            source: MethodError::Tcp(viaduct_fallback::tcp::Error::Socket {
+                step: "connect",
+                source: os(libc::ECONNREFUSED),
+            }),
+        };
+        assert_eq!(e.errno(), Some(libc::ECONNREFUSED));
+        let file = RequestError::Operation(Cause::new(FileIoError::Open {
+            path: "/x".into(),
+            source: os(libc::EACCES),
+        }));
+        assert_eq!(file.errno(), Some(libc::EACCES));
+        assert_eq!(AgentError::Finalized.errno(), None);
+        assert_eq!(truncated_request().errno(), None);
+        // An io::Error that is not the OS's has no errno.
+        let custom = AgentError::Thread(io::Error::other("no threads left"));
+        assert_eq!(custom.errno(), None);
+    }
+
+    #[test]
+    fn timeouts_are_recognized_at_every_layer() {
+        assert!(
+            AgentError::Timeout {
+                what: "barrier",
+                seconds: 1
+            }
+            .is_timeout()
+        );
+        assert!(
+            AgentError::SetupTimeout {
+                seconds: 1,
+                what: "rank 1".into()
+            }
+            .is_timeout()
+        );
+        let pmi = AgentError::Bootstrap(BootstrapError::Timeout {
+            op: "fence",
+            secs: 1.0,
+        });
+        assert!(pmi.is_timeout());
+        let os_timeout =
+            RequestError::Operation(Cause::new(io::Error::from(io::ErrorKind::TimedOut)));
+        assert!(os_timeout.is_timeout());
+        assert!(AgentError::Request(os_timeout).is_timeout());
+        assert!(!AgentError::Finalized.is_timeout());
+        assert!(!truncated_request().is_timeout());
+    }
+
+    #[test]
+    fn cancellation_by_a_failing_hook_is_recognized() {
+        let poll = RequestError::Poll(Cause::new("device lost the operation"));
+        assert!(poll.is_cancelled());
+        assert!(AgentError::Request(poll).is_cancelled());
+        assert!(RequestError::WaitHook(Cause::new("gone")).is_cancelled());
+        assert!(!RequestError::Operation(Cause::new("link down")).is_cancelled());
+        assert!(!truncated_request().is_cancelled());
     }
 }

@@ -41,7 +41,7 @@
 //! - **Failure.** A peer that dies is noticed by its method within a bounded time (see
 //!   `Config::peer_timeout`); the pass that sees it fails every request on that VC. Waits
 //!   therefore end, with an error, instead of hanging.
-//! - **Liveness.** The agent's heartbeat thread (the private `liveness` module) keeps the rank alive to
+//! - **Liveness.** The agent's heartbeat thread (`viaduct-heartbeat`) keeps the rank alive to
 //!   its peers whatever its user does, computing outside the library included; every pass
 //!   that polls a VC, and every sleep in a method's wait, beats too (see [`crate::config`],
 //!   "Peer liveness"). Blocking waits, and every 32nd non-blocking

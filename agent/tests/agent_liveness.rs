@@ -17,9 +17,7 @@ use viaduct_agent::agent::Agent;
 use viaduct_agent::bootstrap::Bootstrap;
 use viaduct_agent::comm::Comm;
 use viaduct_agent::config::Config;
-use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
-use viaduct_agent::request::RequestError;
 
 use agent_common::child::ChildJob;
 use agent_common::method::Method;
@@ -142,13 +140,8 @@ fn stopped_peer_fails_pending_receive(method: Method) {
         .wait_timeout(Duration::from_secs(60))
         .expect_err("a receive from a stopped peer must fail");
     let after = stopped.elapsed();
-    let failure = match &e {
-        RequestError::Operation(c) => match c.downcast_ref::<AgentError>() {
-            Some(f @ AgentError::PeerFailed { peer: 1, .. }) => f.to_string(),
-            _ => panic!("unexpected error: {e:?}"),
-        },
-        _ => panic!("unexpected error: {e:?}"),
-    };
+    assert_eq!(e.failed_peer(), Some(1), "unexpected error: {e:?}");
+    let failure = e.to_string();
     println!(
         "{}: failed {after:?} after SIGSTOP: {failure}",
         method.name()

@@ -19,9 +19,8 @@ use agent_common::{LIMIT, config, job};
 use viaduct_agent::agent::Agent;
 use viaduct_agent::bootstrap::Bootstrap;
 use viaduct_agent::config::{Config, MethodKind};
-use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
-use viaduct_agent::request::{Request, RequestError, wait_all};
+use viaduct_agent::request::{Request, wait_all};
 
 fn verbs() -> Config {
     config(MethodKind::Verbs)
@@ -117,13 +116,12 @@ fn truncated(agent: Agent) {
     } else {
         let (mut r, buf) = agent.irecv(10, Source::Any, TagMatch::Tag(1)).unwrap();
         let e = r.wait().unwrap_err();
-        let RequestError::Operation(c) = &e else {
-            panic!("{e:?}")
-        };
-        assert!(matches!(
-            c.downcast_ref::<AgentError>(),
-            Some(AgentError::Truncated { len, capacity: 10 }) if *len == 1 << 20
-        ));
+        assert!(e.is_truncated(), "{e:?}");
+        let sizes = format!(
+            "message of {} bytes truncated to the receive buffer of 10 bytes",
+            1 << 20
+        );
+        assert!(e.to_string().contains(&sizes), "{e}");
         assert_eq!(buf.take(), data[..10].to_vec());
     }
 }
@@ -210,12 +208,9 @@ fn a_killed_rank_fails_rendezvous_in_both_directions_once() {
             Ok(Some(_)) => panic!("the {what} to a killed rank succeeded"),
             Ok(None) => panic!("the {what} did not complete within 60 s of the peer's death"),
             Err(e) => {
-                let RequestError::Operation(c) = &e else {
-                    panic!("{e:?}")
-                };
-                let cause = c.downcast_ref::<AgentError>();
-                assert!(
-                    matches!(cause, Some(AgentError::PeerFailed { peer: 1, .. })),
+                assert_eq!(
+                    e.failed_peer(),
+                    Some(1),
                     "unexpected error of the {what}: {e:?}"
                 );
                 println!("{what} failed {:?} after the kill: {e}", t.elapsed());

@@ -128,3 +128,31 @@ fn finalize_fails_open_requests_and_later_calls() {
     assert!(matches!(cause(&e), AgentError::Finalized));
     assert!(matches!(b.isend(0, 0, b""), Err(AgentError::Finalized)));
 }
+
+/// A receive shorter than its message: the error's text names both sizes and the error says
+/// what it is without matching on nested errors, through `recv` and through a request's wait.
+#[test]
+fn truncation_explains_itself() {
+    let a = agent();
+    a.send(0, 21, &[7u8; 12]).unwrap();
+    let mut small = [0u8; 4];
+    let e = a
+        .recv(&mut small, Source::Rank(0), TagMatch::Tag(21))
+        .unwrap_err();
+    assert!(e.is_truncated(), "{e:?}");
+    assert!(!e.is_peer_failed() && !e.is_timeout() && !e.is_cancelled());
+    assert_eq!((e.failed_peer(), e.errno()), (None, None));
+    let text = e.to_string();
+    assert!(
+        text.contains("message of 12 bytes truncated to the receive buffer of 4 bytes"),
+        "{text}"
+    );
+    assert_eq!(small, [7u8; 4]);
+
+    a.send(0, 22, &[1u8; 9]).unwrap();
+    let (mut r, buf) = a.irecv(3, Source::Any, TagMatch::Tag(22)).unwrap();
+    let e = r.wait().unwrap_err();
+    assert!(e.is_truncated(), "{e:?}");
+    assert!(e.to_string().contains("message of 9 bytes"), "{e}");
+    assert_eq!(buf.take(), vec![1u8; 3]);
+}

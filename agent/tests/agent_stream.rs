@@ -25,7 +25,6 @@ use viaduct_agent::agent::Agent;
 use viaduct_agent::config::{Config, MethodKind};
 use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
-use viaduct_agent::request::RequestError;
 
 fn pattern(len: usize, seed: u32) -> Vec<u8> {
     (0..len)
@@ -44,14 +43,7 @@ fn read_exact(agent: &Agent, peer: u32, len: usize) -> Vec<u8> {
 }
 
 fn is_peer_failure(e: &AgentError, peer: u32) -> bool {
-    match e {
-        AgentError::PeerFailed { peer: p, .. } => *p == peer,
-        AgentError::Request(RequestError::Operation(c)) => matches!(
-            c.downcast_ref::<AgentError>(),
-            Some(AgentError::PeerFailed { peer: p, .. }) if *p == peer
-        ),
-        _ => false,
-    }
+    e.failed_peer() == Some(peer)
 }
 
 /// Several stream messages shown at once and consumed across their boundaries; tagged traffic
@@ -107,6 +99,74 @@ fn nextv_across_messages(agent: Agent, ready: &Barrier) {
             .recv(&mut b, Source::Rank(0), TagMatch::Tag(3))
             .unwrap();
         assert_eq!(&b, b"after");
+    }
+}
+
+/// `stream_next*`: the closure marks what it consumes on the view and its own result comes
+/// back; nothing marked leaves the bytes for the next call; the timed forms wait for a message
+/// and give `None` at their timeout without calling the closure.
+fn stream_views(agent: Agent, ready: &Barrier) {
+    if agent.rank() == 0 {
+        let mut record = 5u32.to_le_bytes().to_vec();
+        record.extend_from_slice(b"hello");
+        let mut reqs = vec![
+            agent.write(1, record).unwrap(),
+            agent.write(1, b"ab".to_vec()).unwrap(),
+            agent.write(1, b"cd".to_vec()).unwrap(),
+        ];
+        for r in &mut reqs {
+            r.wait_timeout(WAIT).unwrap().expect("write completes");
+        }
+        ready.wait();
+    } else {
+        // Nothing marked: the bytes stay.
+        let shown = agent
+            .stream_next_timeout(0, WAIT, |v| v.len())
+            .unwrap()
+            .expect("a stream message within the wait");
+        assert_eq!(shown, 9);
+        // The header, then the body.
+        let len = agent
+            .stream_next(0, |v| {
+                let len = u32::from_le_bytes(v.data()[..4].try_into().unwrap());
+                v.consume(4);
+                len as usize
+            })
+            .unwrap();
+        assert_eq!(len, Some(5));
+        let body = agent
+            .stream_next(0, |v| {
+                let body = v.data().to_vec();
+                v.consume_all();
+                (body, v.consumed())
+            })
+            .unwrap();
+        assert_eq!(body, Some((b"hello".to_vec(), 5)));
+        // Two messages, consumed across their boundary.
+        let mut got = Vec::new();
+        while got.len() < 4 {
+            agent
+                .stream_nextv_timeout(0, WAIT, |vs| {
+                    let take = 3usize.min(vs.len());
+                    for v in vs.views() {
+                        got.extend_from_slice(v);
+                    }
+                    got.truncate(got.len() - (vs.len() - take));
+                    vs.consume(take);
+                })
+                .unwrap()
+                .expect("stream messages within the wait");
+        }
+        assert_eq!(got, b"abcd");
+        ready.wait();
+        // Nothing more comes: None at the timeout, the closure not called.
+        let limit = Duration::from_millis(100);
+        let start = std::time::Instant::now();
+        let none = agent
+            .stream_next_timeout(0, limit, |_| panic!("nothing to show"))
+            .unwrap();
+        assert_eq!(none, None::<()>);
+        assert!(start.elapsed() >= limit, "returned before its timeout");
     }
 }
 
@@ -416,6 +476,7 @@ macro_rules! per_method {
 
 per_method! {
     nextv_across_messages: 2, job, with_barrier(2, super::nextv_across_messages);
+    stream_views: 2, job, with_barrier(2, super::stream_views);
     reserve_read_order: 2, job, with_barrier(2, super::reserve_read_order);
     read_sizes: 2, job, super::read_sizes;
     set_markerv_order: 2, job, super::set_markerv_order;

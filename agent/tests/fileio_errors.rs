@@ -2,9 +2,7 @@
 //! and the message of the whole chain names the errno and its meaning (`ENOSPC ... no space
 //! left`, `EIO ... I/O error`); requests beside a failed one complete normally.
 
-use std::error::Error as _;
-
-use viaduct_agent::fileio::{File, FileError, IoBuffer, OpenOptions};
+use viaduct_agent::fileio::{File, IoBuffer, OpenOptions};
 use viaduct_agent::request::{RequestError, Status, wait_all};
 
 mod fileio_common;
@@ -14,25 +12,6 @@ use fileio_common::{TempPath, engine, within};
 const TAG: &str = "fioerr";
 /// Limit on one test body, seconds.
 const LIMIT_S: u64 = 30;
-
-/// An error and its sources, joined with ": " (what a program printing the chain shows).
-fn chain(e: &RequestError) -> String {
-    let mut text = e.to_string();
-    let mut next = e.source();
-    while let Some(s) = next {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        next = s.source();
-    }
-    text
-}
-
-fn file_error(e: &RequestError) -> &FileError {
-    let RequestError::Operation(cause) = e else {
-        panic!("not an operation error: {e}");
-    };
-    cause.downcast_ref::<FileError>().expect("a file error")
-}
 
 #[test]
 fn enospc_ends_the_request_with_the_error_named_in_its_status() {
@@ -54,8 +33,8 @@ fn enospc_ends_the_request_with_the_error_named_in_its_status() {
             .iwrite_at(IoBuffer::from(vec![7; 4096]), 0)
             .wait()
             .unwrap_err();
-        assert_eq!(file_error(&err).errno(), Some(libc::ENOSPC));
-        let text = chain(&err);
+        assert_eq!(err.errno(), Some(libc::ENOSPC));
+        let text = err.to_string();
         assert!(
             text.starts_with(
                 "operation of the request failed: write at offset 0 failed with ENOSPC after 0 \
@@ -84,8 +63,8 @@ fn enospc_ends_the_request_with_the_error_named_in_its_status() {
         assert_eq!(statuses[0].count(), 100);
         assert!(statuses[2].error().is_none());
         let err = statuses[1].error().expect("the failed request's error");
-        assert_eq!(file_error(err).errno(), Some(libc::ENOSPC));
-        let text = chain(err);
+        assert_eq!(err.errno(), Some(libc::ENOSPC));
+        let text = err.to_string();
         assert!(
             text.contains("writev at offset 8 failed with ENOSPC")
                 && text.contains("no space left"),
@@ -114,8 +93,8 @@ fn eio_ends_the_request_with_the_error_named_in_its_status() {
             .iread_at(IoBuffer::from(vec![0xab; 256]), 0)
             .wait()
             .unwrap_err();
-        assert_eq!(file_error(&err).errno(), Some(libc::EIO));
-        let text = chain(&err);
+        assert_eq!(err.errno(), Some(libc::EIO));
+        let text = err.to_string();
         assert!(
             text.starts_with(
                 "operation of the request failed: read at offset 0 failed with EIO after 0 bytes: \

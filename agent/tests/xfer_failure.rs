@@ -15,7 +15,6 @@ use viaduct_agent::agent::Agent;
 use viaduct_agent::bootstrap::Bootstrap;
 use viaduct_agent::comm::Comm;
 use viaduct_agent::config::{Config, MethodKind};
-use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_agent::request::{Request, RequestError};
 use viaduct_agent::xfer::{Datatype, ReduceOp, Reduction};
@@ -53,8 +52,7 @@ fn child_rank() {
 }
 
 fn is_peer_failure(e: &RequestError) -> bool {
-    matches!(e, RequestError::Operation(c)
-        if matches!(c.downcast_ref::<AgentError>(), Some(AgentError::PeerFailed { peer: 1, .. })))
+    e.failed_peer() == Some(1)
 }
 
 fn killed(kind: MethodKind, name: &str) {

@@ -37,6 +37,42 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! These are the methods under `viaduct-agent`; most programs use the agent (its crate page
+//! has the quick start of tagged messaging) and never touch a method directly.
+//!
+//! # Glossary
+//!
+//! | word | what it is |
+//! | --- | --- |
+//! | method | a transport between two processes: [`tcp`] or [`shm`] here, verbs in `viaduct-verbs` |
+//! | endpoint | this side of one connection ([`tcp::Endpoint`], [`shm::Endpoint`]); the agent's VC to a peer holds one |
+//! | descriptor | one posted operation (send, emulated write or read) with the caller's id; the agent's CARs are descriptors |
+//! | completion | the one report of a descriptor, success or failure, returned by `poll` ([`tcp::Completion`], [`shm::Completion`]) |
+//! | no resources | a post the method cannot accept now (the peer's window or the ring is full): a status ([`tcp::Posted::NoResources`]), not an error; the buffer comes back untouched |
+//! | next / consume | `next` borrows the unconsumed bytes of the current inbound message in the method's own receive memory; `consume(n)` hands `n` of them back, releasing the memory once the message is consumed whole |
+//! | frame | the 32-byte header (tag, length, kind) before each message ([`frame`]) |
+//! | eager / rendezvous | a short message is copied into the method's memory at once; a long one waits until the receiver can take it (shared memory: one `process_vm_readv` copy) |
+//! | emulated one-sided write/read | `post_write` / `post_read` on a region the peer registered, served by the peer's progress calls |
+//!
+//! # Progress and threads
+//!
+//! - **Nothing runs in the background**: `next`, `poll` and `wait` of an endpoint reap the
+//!   ring's completions, send queued frames and serve the peer's requests; only `wait`
+//!   blocks (up to its timeout). A post sends at once when it can; otherwise its frame leaves
+//!   at the next of those calls, so call one regularly, also after the last post.
+//! - **Threads**: an endpoint is `Send` but used through `&mut self`: one thread at a time
+//!   (the agent keeps its endpoints behind its mutex). An io_uring [`uring`] ring is owned by
+//!   one thread.
+//! - **Liveness**: a peer that dies or stops is noticed through the connection (closed
+//!   socket, dead process) or the heartbeat counters ([`shm::Endpoint::heartbeat`]); every
+//!   outstanding descriptor then completes with an error.
+//!
+//! ```
+//! fn movable<T: Send>() {}
+//! movable::<viaduct_fallback::tcp::Endpoint>();
+//! movable::<viaduct_fallback::shm::Endpoint>();
+//! ```
 #![deny(missing_docs)]
 
 pub mod affinity;

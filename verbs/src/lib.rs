@@ -46,6 +46,36 @@
 //!
 //! [`device::list`] returns every device with its ports (state, link layer, MTU, LID) and GID
 //! tables (index, type, address) as plain data; empty on machines without RDMA.
+//!
+//! This is the verbs method under `viaduct-agent`; most programs use the agent (its crate page
+//! has the quick start of tagged messaging) and never touch a queue pair directly.
+//!
+//! # Glossary
+//!
+//! | word | what it is |
+//! | --- | --- |
+//! | context | an open RDMA device ([`Context`]) |
+//! | protection domain | the scope that memory regions and queue pairs share ([`ProtectionDomain`]) |
+//! | memory region | memory registered with the NIC, with its local and remote keys ([`MemoryRegion`]) |
+//! | completion queue | where the NIC reports finished work requests ([`CompletionQueue`]); a completion channel wakes a thread when one arrives ([`CompletionChannel`]) |
+//! | queue pair | a reliable-connected (RC) endpoint to one peer ([`QueuePair`]); the agent's verbs VC holds one |
+//! | work request / descriptor | one posted send, receive, RDMA write or read ([`SendRequest`], [`RecvRequest`]); the agent's CARs are descriptors |
+//! | completion | the one report of a work request, success or failure, with the memory it owned ([`Completion`]) |
+//! | endpoint | what a peer needs to connect: queue pair number, LID, GID (part of a rank's business card in the agent) |
+//!
+//! # Progress and threads
+//!
+//! - The NIC moves the data of posted work requests by itself; nothing else runs in the
+//!   background. A completion is seen only when the completion queue is polled or waited on
+//!   ([`CompletionQueue::wait`]); the memory of a work request comes back only then.
+//! - **Threads**: a [`QueuePair`] and a [`CompletionQueue`] are `Clone + Send + Sync`: clone
+//!   them to post and poll from several threads.
+//!
+//! ```
+//! fn shareable<T: Clone + Send + Sync>() {}
+//! shareable::<viaduct_verbs::QueuePair>();
+//! shareable::<viaduct_verbs::CompletionQueue>();
+//! ```
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]

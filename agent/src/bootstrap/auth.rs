@@ -34,10 +34,13 @@ const PROOF_LEN: usize = 32;
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
     /// Reading or writing the stream failed (including a timeout or the peer closing it).
-    #[error("authentication handshake: I/O error")]
+    #[error("authentication handshake: I/O error: {}", crate::error::chain(.0))]
     Io(#[source] io::Error),
     /// The random source could not be read.
-    #[error("authentication handshake: cannot read random bytes")]
+    #[error(
+        "authentication handshake: cannot read random bytes: {}",
+        crate::error::chain(.0)
+    )]
     Random(#[source] io::Error),
     /// The peer does not speak this handshake.
     #[error("authentication handshake: the peer does not speak viaduct's handshake")]

@@ -3,6 +3,7 @@
 use std::io;
 
 use super::wire::WireError;
+use crate::error::chain;
 
 /// What can go wrong while finding the launcher, talking PMI to it, or exchanging keys.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +38,7 @@ pub enum BootstrapError {
         reason: String,
     },
     /// Connecting to the PMI server at `PMI_PORT` failed.
-    #[error("cannot connect to the PMI server at {addr}")]
+    #[error("cannot connect to the PMI server at {addr}: {}", chain(.source))]
     Connect {
         /// The address from `PMI_PORT`.
         addr: String,
@@ -46,7 +47,7 @@ pub enum BootstrapError {
         source: io::Error,
     },
     /// Reading from or writing to the PMI server failed.
-    #[error("PMI {op}: I/O error")]
+    #[error("PMI {op}: I/O error: {}", chain(.source))]
     Io {
         /// The PMI operation in progress.
         op: &'static str,
@@ -80,7 +81,7 @@ pub enum BootstrapError {
         detail: String,
     },
     /// A message could not be encoded or decoded.
-    #[error("PMI {op}: {source}")]
+    #[error("PMI {op}: {}", chain(.source))]
     Wire {
         /// The PMI operation in progress.
         op: &'static str,

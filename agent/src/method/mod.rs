@@ -29,7 +29,7 @@
 //! - **heartbeat**: shared memory and TCP show whether the peer is alive (`peer_heard`: the
 //!   last time its heartbeat counters in the segment, bumped by its progress engine and by its
 //!   agent's heartbeat thread, or its keepalive frames and data on the connection, advanced);
-//!   for TCP the agent adds the peer's liveness datagrams (the private `liveness` module). The agent
+//!   for TCP the agent adds the peer's liveness datagrams (see [`crate::config`], "Peer liveness"). The agent
 //!   fails a VC whose peer stays silent for `Config::peer_timeout` while it waits on that peer
 //!   (see [`crate::config`], "Peer liveness"). A stopped process's kernel still acknowledges
 //!   TCP and its memory still holds the segment, so only this catches it.
@@ -38,7 +38,7 @@
 //! directly (one copy, from the send buffer into the receive buffer or the unexpected queue).
 //!
 //! Dispatch is a private enum (`Method`), not a trait object: the hot path is a `match`.
-//! The verbs method (RC queue pairs, [`viaduct_verbs::msg`]) is built with the `rdma` feature
+//! The verbs method (RC queue pairs, `viaduct_verbs::msg`) is built with the `rdma` feature
 //! (on by default) and serves a peer when both ranks have an active RDMA device and
 //! `VIADUCT_TRANSPORT` lists `verbs` before the other methods that could serve it (see
 //! [`crate::config`]).
@@ -60,14 +60,14 @@ use crate::config::{Config, MethodKind};
 #[derive(Debug, thiserror::Error)]
 pub enum MethodError {
     /// The shared-memory method failed.
-    #[error("shared-memory method")]
+    #[error("shared-memory method: {}", crate::error::chain(.0))]
     Shm(#[from] shm::Error),
     /// The TCP method failed.
-    #[error("TCP method")]
+    #[error("TCP method: {}", crate::error::chain(.0))]
     Tcp(#[from] tcp::Error),
     /// The verbs method failed.
     #[cfg(feature = "rdma")]
-    #[error("verbs method")]
+    #[error("verbs method: {}", crate::error::chain(.0))]
     Verbs(#[from] msg::Error),
 }
 

@@ -12,6 +12,7 @@
 //! | [`Agent::writev`] | nothing | one: the slices are gathered into one message buffer, then sent as by `write` |
 //! | [`Agent::write_buffer`] | nothing | none: a [`MethodBuffer`] from [`Agent::get_buffer`] is handed to the method and comes back on completion |
 //! | [`Agent::next`] / [`Agent::nextv`] | nothing (one progress pass); `next_timeout` waits | none: the closure sees the bytes in the method's receive memory |
+//! | [`Agent::stream_next`] / [`Agent::stream_nextv`] | nothing (one progress pass); [`Agent::stream_next_timeout`] / [`Agent::stream_nextv_timeout`] wait | none: as `next`/`nextv`, with a [`StreamView`] whose `consume` says what is handed back, and the closure's own result returned |
 //! | [`Agent::reserve_read`] | nothing | none |
 //! | [`Agent::read`] / [`Agent::readv`] | nothing; [`StreamRead::wait_timeout`] waits | one, from the method's receive memory into the caller's buffer |
 //!
@@ -269,6 +270,89 @@ impl Agent {
         self.nextv(peer, f)
     }
 
+    /// Shows the oldest stream message from `peer` in place as a [`StreamView`] to `f`, after
+    /// one progress pass, and consumes what `f` marked with [`StreamView::consume`]; returns
+    /// what `f` returned. The same operation as [`Agent::next`] (`Next` + `Consume` of the VC
+    /// stream), named for the stream and with consumption said in words rather than by a
+    /// return value. `Ok(None)` when no stream message is there (`f` was not called). Makes no
+    /// copy; does not block. `f` runs with the agent's mutex held: it must not call into the
+    /// agent.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), viaduct_agent::AgentError> {
+    /// # let agent = viaduct_agent::Agent::init()?;
+    /// // A length-prefixed record: read the header, consume it only when the body is there.
+    /// let body_len = agent.stream_next(1, |view| {
+    ///     let len = u32::from_le_bytes(view.data().get(..4)?.try_into().ok()?) as usize;
+    ///     view.consume(4);
+    ///     Some(len)
+    /// })?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn stream_next<T, F>(&self, peer: u32, f: F) -> Result<Option<T>, AgentError>
+    where
+        F: FnOnce(&mut StreamView<'_>) -> T,
+    {
+        let mut out = None;
+        let shown = self.next(peer, |data| {
+            let mut view = StreamView { data, consumed: 0 };
+            out = Some(f(&mut view));
+            view.consumed
+        })?;
+        Ok(shown.and(out))
+    }
+
+    /// [`Agent::stream_next`], making progress (and sleeping in the methods) up to `timeout`
+    /// until a stream message from `peer` is there; `Ok(None)` at the timeout, without calling
+    /// `f`. A failed peer ends the wait at once with [`AgentError::PeerFailed`] once its
+    /// remaining stream bytes are consumed.
+    pub fn stream_next_timeout<T, F>(
+        &self,
+        peer: u32,
+        timeout: Duration,
+        f: F,
+    ) -> Result<Option<T>, AgentError>
+    where
+        F: FnOnce(&mut StreamView<'_>) -> T,
+    {
+        self.wait_stream(peer, timeout);
+        self.stream_next(peer, f)
+    }
+
+    /// Shows the queued stream messages from `peer` in place, one slice per message (as
+    /// [`Agent::nextv`] does), as a [`StreamViews`] to `f`, after one progress pass, and
+    /// consumes what `f` marked with [`StreamViews::consume`], front to back across message
+    /// boundaries; returns what `f` returned. `Ok(None)` when no stream message is there.
+    /// Makes no copy; does not block.
+    pub fn stream_nextv<T, F>(&self, peer: u32, f: F) -> Result<Option<T>, AgentError>
+    where
+        F: FnOnce(&mut StreamViews<'_, '_>) -> T,
+    {
+        let mut out = None;
+        let shown = self.nextv(peer, |views| {
+            let mut view = StreamViews { views, consumed: 0 };
+            out = Some(f(&mut view));
+            view.consumed
+        })?;
+        Ok(shown.and(out))
+    }
+
+    /// [`Agent::stream_nextv`], waiting up to `timeout` as [`Agent::stream_next_timeout`]
+    /// does.
+    pub fn stream_nextv_timeout<T, F>(
+        &self,
+        peer: u32,
+        timeout: Duration,
+        f: F,
+    ) -> Result<Option<T>, AgentError>
+    where
+        F: FnOnce(&mut StreamViews<'_, '_>) -> T,
+    {
+        self.wait_stream(peer, timeout);
+        self.stream_nextv(peer, f)
+    }
+
     /// Makes progress until a stream message from `peer` is at the head of its VC, the VC
     /// failed, or `timeout` passed.
     fn wait_stream(&self, peer: u32, timeout: Duration) {
@@ -285,5 +369,88 @@ impl Agent {
             }
             self.make_progress_blocking(Duration::from_millis(1));
         }
+    }
+}
+
+/// The unconsumed bytes of one inbound stream message, in the method's receive memory, shown
+/// by [`Agent::stream_next`]. Nothing is consumed unless [`StreamView::consume`] says so.
+#[derive(Debug)]
+pub struct StreamView<'a> {
+    data: &'a [u8],
+    consumed: usize,
+}
+
+impl<'a> StreamView<'a> {
+    /// The bytes shown (all of them, whatever was marked consumed).
+    pub fn data(&self) -> &'a [u8] {
+        self.data
+    }
+
+    /// Number of bytes shown.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Whether the message shown has no bytes left (an empty stream message).
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// Marks `n` more bytes, from the front, as consumed (at most the bytes shown): they are
+    /// handed back to the method when the call returns, and the next call shows what follows.
+    pub fn consume(&mut self, n: usize) {
+        self.consumed = self.consumed.saturating_add(n).min(self.data.len());
+    }
+
+    /// Marks every byte shown as consumed (the message is released to the method).
+    pub fn consume_all(&mut self) {
+        self.consumed = self.data.len();
+    }
+
+    /// Bytes marked consumed so far.
+    pub fn consumed(&self) -> usize {
+        self.consumed
+    }
+}
+
+/// The unconsumed bytes of several queued inbound stream messages, one slice each in arrival
+/// order, shown by [`Agent::stream_nextv`]. Nothing is consumed unless
+/// [`StreamViews::consume`] says so.
+#[derive(Debug)]
+pub struct StreamViews<'v, 'a> {
+    views: &'v [&'a [u8]],
+    consumed: usize,
+}
+
+impl<'v, 'a> StreamViews<'v, 'a> {
+    /// The messages shown, one slice each.
+    pub fn views(&self) -> &'v [&'a [u8]] {
+        self.views
+    }
+
+    /// Number of bytes shown, over every message.
+    pub fn len(&self) -> usize {
+        self.views.iter().map(|v| v.len()).sum()
+    }
+
+    /// Whether no byte is shown (only empty messages).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Marks `n` more bytes as consumed, front to back across message boundaries (at most the
+    /// bytes shown). Messages consumed whole are released to the method when the call returns.
+    pub fn consume(&mut self, n: usize) {
+        self.consumed = self.consumed.saturating_add(n).min(self.len());
+    }
+
+    /// Marks every byte shown as consumed.
+    pub fn consume_all(&mut self) {
+        self.consumed = self.len();
+    }
+
+    /// Bytes marked consumed so far.
+    pub fn consumed(&self) -> usize {
+        self.consumed
     }
 }

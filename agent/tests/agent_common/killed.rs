@@ -10,7 +10,6 @@ use std::time::Duration;
 use viaduct_agent::agent::Agent;
 use viaduct_agent::bootstrap::Bootstrap;
 use viaduct_agent::config::Config;
-use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_agent::request::{Request, RequestError};
 
@@ -55,8 +54,7 @@ pub fn child_rank() {
 }
 
 fn is_peer_failure(e: &RequestError) -> bool {
-    matches!(e, RequestError::Operation(c)
-        if matches!(c.downcast_ref::<AgentError>(), Some(AgentError::PeerFailed { peer: 1, .. })))
+    e.failed_peer() == Some(1)
 }
 
 /// The survivor's side over `method`, with rank 1 a child running the ignored test
