@@ -419,7 +419,9 @@ struct AcceptCtx {
 struct ListenGuard {
     stop: Arc<AtomicBool>,
     shm_path: Option<std::path::PathBuf>,
-    tcp_port: Option<u16>,
+    /// The TCP listener's address (bound to one interface's address, not loopback: the
+    /// wake-up connection goes there).
+    tcp_addr: Option<SocketAddr>,
 }
 
 impl Drop for ListenGuard {
@@ -430,8 +432,7 @@ impl Drop for ListenGuard {
             let _ = std::os::unix::net::UnixStream::connect(&path);
             let _ = std::fs::remove_file(&path);
         }
-        if let Some(port) = self.tcp_port.take() {
-            let to = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+        if let Some(to) = self.tcp_addr.take() {
             let _ = std::net::TcpStream::connect_timeout(&to, Duration::from_millis(500));
         }
     }
@@ -758,7 +759,7 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
     let mut guard = ListenGuard {
         stop: Arc::new(AtomicBool::new(false)),
         shm_path: None,
-        tcp_port: None,
+        tcp_addr: None,
     };
     let mut listeners = Vec::new();
     let mut node_mark = None;
@@ -804,7 +805,7 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
                 source: e.into(),
             })?
             .port();
-        guard.tcp_port = Some(port);
+        guard.tcp_addr = Some(SocketAddr::new(ip, port));
         boot.publish(TCP_CARD, &SocketAddr::new(ip, port).to_string())?;
         listeners.push((Listening::Tcp(l), MethodKind::Tcp));
     }
