@@ -473,6 +473,11 @@ mod tests {
             Config::from_vars([(TRANSPORT_VAR, "verbs,shm"), (RDMA_DEVICE_VAR, " rxe0 ")]).unwrap();
         assert_eq!(c.transports, vec![MethodKind::Verbs, MethodKind::Shm]);
         assert_eq!(c.rdma_device.as_deref(), Some("rxe0"));
+        assert_eq!(c.tcp_iface, None);
+        let c = Config::from_vars([(TCP_IFACE_VAR, " ib0 ")]).unwrap();
+        assert_eq!(c.tcp_iface.as_deref(), Some("ib0"));
+        let c = Config::from_vars([(TCP_IFACE_VAR, " ")]).unwrap();
+        assert_eq!(c.tcp_iface, None);
         assert!(Config::from_vars([(EAGER_LIMIT_VAR, "1000000")]).is_err());
         assert_eq!(
             Config::from_vars([(XFER_CHUNK_VAR, "8192")])

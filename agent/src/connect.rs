@@ -1065,8 +1065,10 @@ mod tests {
 
     #[test]
     fn tcp_address_names_a_bad_interface() {
-        let mut c = Config::default();
-        c.tcp_iface = Some("no-such-if0".into());
+        let mut c = Config {
+            tcp_iface: Some("no-such-if0".into()),
+            ..Config::default()
+        };
         let e = tcp_address(&c, false).unwrap_err().to_string();
         assert!(
             e.contains("VIADUCT_TCP_IFACE")
