@@ -10,6 +10,7 @@
 //! | `VIADUCT_PEER_TIMEOUT` | seconds after which a peer whose process shows no sign of life (stopped, dead, unreachable; never one that only computes) fails every request waiting on it; heartbeats go every quarter of it | 5 |
 //! | `VIADUCT_CONNECT_TIMEOUT` | seconds allowed for connection set-up at start | 30 |
 //! | `VIADUCT_XFER_CHUNK` | bytes of each piece of an xfer block's message (4096 to 4 MiB) | 16360 |
+//! | `VIADUCT_TCP_IFACE` | the network interface (e.g. `eth0`, `ib0`) whose IPv4 address the TCP listener and the liveness socket bind and publish; an unknown interface or one without an IPv4 address is an error naming it | the interface of the route to other nodes (the default route; with none, the only non-loopback interface with an IPv4 address); loopback when every TCP peer is on this node |
 //! | `VIADUCT_RDMA_DEVICE` | the RDMA device the verbs method uses (e.g. `mlx5_0`, `rxe0`) | the first device with an active port |
 //! | `VIADUCT_SPIN_MIN`, `VIADUCT_SPIN_MAX` | fewest and most progress polls a blocking call spins before it sleeps | 16, 4096 |
 //! | `VIADUCT_COLL_SMALL_MAX`, `VIADUCT_COLL_BCAST_CHAIN_MIN`, `VIADUCT_COLL_ALLREDUCE_RSAG_MIN`, `VIADUCT_COLL_ALLGATHER_RING_MIN` | switch points of the collectives (see [`crate::coll`]) | 4096, 8 MiB, 512 KiB, 16 KiB |
@@ -26,7 +27,7 @@
 //! bootstrap key-value space, and after the set-up fence rank 0 compares every rank's with its own and every other rank
 //! compares its own with rank 0's; a difference is an [`AgentError::Config`] naming the
 //! variable, the ranks and their values, on every rank that sees it, instead of a hang in the
-//! first collective. The timeouts, spin counts and RDMA device are local to each rank.
+//! first collective. The timeouts, spin counts, RDMA device and TCP interface are local to each rank.
 //!
 //! # Peer liveness
 //!
@@ -81,6 +82,8 @@ pub const CONNECT_TIMEOUT_VAR: &str = "VIADUCT_CONNECT_TIMEOUT";
 pub const XFER_CHUNK_VAR: &str = "VIADUCT_XFER_CHUNK";
 /// Environment variable naming the RDMA device of the verbs method.
 pub const RDMA_DEVICE_VAR: &str = "VIADUCT_RDMA_DEVICE";
+/// Environment variable naming the network interface whose address TCP listens on.
+pub const TCP_IFACE_VAR: &str = "VIADUCT_TCP_IFACE";
 /// Environment variable with the fewest progress polls a blocking call spins before it sleeps.
 pub const SPIN_MIN_VAR: &str = "VIADUCT_SPIN_MIN";
 /// Environment variable with the most progress polls a blocking call spins before it sleeps.
@@ -135,6 +138,9 @@ pub struct Config {
     pub spin_increment: u32,
     /// The RDMA device of the verbs method; `None` takes the first device with an active port.
     pub rdma_device: Option<String>,
+    /// The network interface whose IPv4 address the TCP listener and the liveness socket bind
+    /// (`VIADUCT_TCP_IFACE`); `None` takes the interface of the route to other nodes.
+    pub tcp_iface: Option<String>,
     /// Bytes of each piece of an xfer block's message: a forward passes piece k on as soon as it
     /// arrived, so smaller pieces pipeline sooner and larger ones cost less per byte.
     pub xfer_chunk: usize,
@@ -155,6 +161,7 @@ impl Default for Config {
             spin_max: 4096,
             spin_increment: 64,
             rdma_device: None,
+            tcp_iface: None,
             // 16 KiB less the 24-byte piece header: a piece then fits the shared-memory
             // method's eager limit and goes through its ring in one copy. Measured against
             // 64 KiB and 256 KiB with `viaduct bench collective` (4 ranks, 1 MiB): the best
@@ -281,6 +288,10 @@ impl Config {
                 RDMA_DEVICE_VAR => {
                     let name = v.trim();
                     c.rdma_device = (!name.is_empty()).then(|| name.to_owned());
+                }
+                TCP_IFACE_VAR => {
+                    let name = v.trim();
+                    c.tcp_iface = (!name.is_empty()).then(|| name.to_owned());
                 }
                 SPIN_MIN_VAR => c.spin_min = polls(SPIN_MIN_VAR, v)?,
                 SPIN_MAX_VAR => c.spin_max = polls(SPIN_MAX_VAR, v)?,
@@ -462,6 +473,11 @@ mod tests {
             Config::from_vars([(TRANSPORT_VAR, "verbs,shm"), (RDMA_DEVICE_VAR, " rxe0 ")]).unwrap();
         assert_eq!(c.transports, vec![MethodKind::Verbs, MethodKind::Shm]);
         assert_eq!(c.rdma_device.as_deref(), Some("rxe0"));
+        assert_eq!(c.tcp_iface, None);
+        let c = Config::from_vars([(TCP_IFACE_VAR, " ib0 ")]).unwrap();
+        assert_eq!(c.tcp_iface.as_deref(), Some("ib0"));
+        let c = Config::from_vars([(TCP_IFACE_VAR, " ")]).unwrap();
+        assert_eq!(c.tcp_iface, None);
         assert!(Config::from_vars([(EAGER_LIMIT_VAR, "1000000")]).is_err());
         assert_eq!(
             Config::from_vars([(XFER_CHUNK_VAR, "8192")])

@@ -38,6 +38,9 @@ use crate::vc::{Link, Vc};
 
 const SHM_CARD: &str = "vd-shm";
 const TCP_CARD: &str = "vd-tcp";
+/// Where a rank that offers shm runs: host name, kernel boot id and the identity of its
+/// temporary directory (see [`NodeMark`]).
+const NODE_CARD: &str = "vd-node";
 /// Whether a rank offers verbs: `1`, or `0` and the hex-encoded reason it cannot.
 const VERBS_MARK: &str = "vd-verbs";
 
@@ -131,15 +134,208 @@ fn unhex(s: &str) -> Option<String> {
     String::from_utf8(bytes?).ok()
 }
 
-/// The address other nodes can reach this one at (the interface of the default route).
-pub(crate) fn node_ip() -> IpAddr {
+/// This node's host name, for messages (`?` when unreadable).
+pub(crate) fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "?".to_owned())
+}
+
+/// The address the TCP listener and the liveness socket bind and publish: the IPv4 address of
+/// [`Config::tcp_iface`] when set (whatever the peers); else loopback when every TCP peer is
+/// on this node (`all_local`); else the address other nodes reach this one at: the source
+/// address of the route out (the default route), or, with no such route, that of the only
+/// interface that is up, not loopback and has an IPv4 address. Never the wildcard address.
+pub(crate) fn tcp_address(config: &Config, all_local: bool) -> Result<IpAddr, AgentError> {
+    let bad = |reason: String| AgentError::Config {
+        setting: crate::config::TCP_IFACE_VAR,
+        reason,
+    };
+    let list = || {
+        viaduct_fallback::netif::interfaces().map_err(|e| {
+            bad(format!(
+                "cannot list the network interfaces of this node: {e}"
+            ))
+        })
+    };
+    let names = |all: &[viaduct_fallback::netif::Interface]| {
+        all.iter()
+            .map(|i| match i.ipv4.first() {
+                Some(a) => format!("{} ({a})", i.name),
+                None => format!("{} (no IPv4 address)", i.name),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(name) = &config.tcp_iface {
+        let all = list()?;
+        let Some(iface) = all.iter().find(|i| i.name == *name) else {
+            return Err(bad(format!(
+                "no network interface named {name:?} on host {} (its interfaces: {})",
+                this_host(),
+                names(&all)
+            )));
+        };
+        return match iface.ipv4.first() {
+            Some(a) => Ok(IpAddr::V4(*a)),
+            None => Err(bad(format!(
+                "network interface {name:?} on host {} has no IPv4 address",
+                this_host()
+            ))),
+        };
+    }
+    if all_local {
+        return Ok(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    }
     let probe = || -> std::io::Result<IpAddr> {
         let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
         // No packet is sent: connecting a UDP socket only picks the route and source address.
         s.connect((Ipv4Addr::new(192, 0, 2, 1), 9))?;
         Ok(s.local_addr()?.ip())
     };
-    probe().unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
+    if let Ok(ip) = probe()
+        && !ip.is_loopback()
+        && !ip.is_unspecified()
+    {
+        return Ok(ip);
+    }
+    let all = list()?;
+    let usable: Vec<&viaduct_fallback::netif::Interface> = all
+        .iter()
+        .filter(|i| i.up && !i.loopback && !i.ipv4.is_empty())
+        .collect();
+    match usable[..] {
+        [one] => Ok(IpAddr::V4(one.ipv4[0])),
+        [] => Err(bad(format!(
+            "not set, and host {} has no route out and no interface that is up with an IPv4 address besides loopback (its interfaces: {}); some peers are on other nodes",
+            this_host(),
+            names(&all)
+        ))),
+        _ => Err(bad(format!(
+            "not set, and host {} has no route out and several interfaces other nodes may reach it by ({}): name one",
+            this_host(),
+            names(&all)
+        ))),
+    }
+}
+
+/// Where a rank runs, as far as shared memory cares: peers that the launcher places on one
+/// node must share a kernel (the segment is a memfd passed over a unix socket) and reach each
+/// other's shm set-up socket (a file in the temporary directory; two nodes' private `/tmp` on
+/// one kernel, as containers have, tell apart). So each rank publishes its kernel boot id and
+/// the device and inode of its set-up socket, and a rank checks that its peer's boot id is its
+/// own and that the peer's socket path leads, here, to that very file. The host name is
+/// compared by neither: it makes the error readable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NodeMark {
+    host: String,
+    boot_id: String,
+    /// The shm set-up socket file: `dev:ino`.
+    socket: String,
+}
+
+/// `dev:ino` of the file at `path`, or why it cannot be read.
+fn file_id(path: &std::path::Path) -> Result<String, String> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
+        .map(|m| format!("{}:{}", m.dev(), m.ino()))
+        .map_err(|e| e.to_string())
+}
+
+impl NodeMark {
+    /// This process's mark, for its shm set-up socket at `socket`.
+    pub(crate) fn here(socket: &std::path::Path) -> NodeMark {
+        NodeMark {
+            host: this_host(),
+            boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .map(|b| b.trim().to_owned())
+                .unwrap_or_default(),
+            socket: file_id(socket).unwrap_or_default(),
+        }
+    }
+
+    /// As published: the three fields, one a line.
+    fn card(&self) -> String {
+        format!("{}\n{}\n{}", self.host, self.boot_id, self.socket)
+    }
+
+    fn from_card(card: &str) -> Option<NodeMark> {
+        let mut it = card.split('\n');
+        let (host, boot_id, socket) = (it.next()?, it.next()?, it.next()?);
+        it.next().is_none().then(|| NodeMark {
+            host: host.to_owned(),
+            boot_id: boot_id.to_owned(),
+            socket: socket.to_owned(),
+        })
+    }
+
+    /// Why ranks `me` (this mark) and `peer` (`other`, whose set-up socket is `path`), placed
+    /// on one node by the launcher, cannot use shm with each other; `None` when they can.
+    pub(crate) fn mismatch(
+        &self,
+        me: u32,
+        other: &NodeMark,
+        peer: u32,
+        path: &std::path::Path,
+    ) -> Option<String> {
+        let why = if self.boot_id != other.boot_id {
+            format!(
+                "they run on different kernels (boot ids {} and {})",
+                self.boot_id, other.boot_id
+            )
+        } else {
+            match file_id(path) {
+                Ok(id) if id == other.socket => return None,
+                Ok(id) => format!(
+                    "rank {peer}'s shm set-up socket {} is another file here ({id}, not {}): they do not share a temporary directory",
+                    path.display(),
+                    other.socket
+                ),
+                Err(e) => format!(
+                    "rank {peer}'s shm set-up socket {} cannot be found from rank {me} ({e}): they do not share a temporary directory",
+                    path.display()
+                ),
+            }
+        };
+        Some(format!(
+            "shm: the launcher places ranks {me} (host {}) and {peer} (host {}) on one node, but {why}; the launcher's process mapping (PMI_process_mapping) is wrong for this job: fix the host list, or set VIADUCT_TRANSPORT=tcp",
+            self.host, other.host
+        ))
+    }
+}
+
+/// Checks, after the set-up fence, that every peer planned for shm runs where this rank's shm
+/// reaches it; an error naming both ranks and the reason otherwise, instead of a connection
+/// attempt that fails or waits.
+fn check_one_node(
+    boot: &mut Bootstrap,
+    plans: &[Plan],
+    mine: Option<&NodeMark>,
+) -> Result<(), AgentError> {
+    let me = boot.rank();
+    let Some(mine) = mine else {
+        return Ok(());
+    };
+    for p in (0..plans.len() as u32)
+        .filter(|p| *p != me && plans[*p as usize].fallback == Some(MethodKind::Shm))
+    {
+        let bad = |card: &String| AgentError::BadCard {
+            peer: p,
+            method: "shm",
+            card: card.clone(),
+        };
+        let card = boot.lookup(NODE_CARD, p)?;
+        let theirs = unhex(&card)
+            .as_deref()
+            .and_then(NodeMark::from_card)
+            .ok_or_else(|| bad(&card))?;
+        let shm = boot.lookup(SHM_CARD, p)?;
+        let path = unhex(&shm).ok_or_else(|| bad(&shm))?;
+        if let Some(reason) = mine.mismatch(me, &theirs, p, std::path::Path::new(&path)) {
+            return Err(AgentError::NoMethod { peer: p, reason });
+        }
+    }
+    Ok(())
 }
 
 /// Default of the pre-authentication deadline ([`PREAUTH_TIMEOUT_VAR`]).
@@ -223,7 +419,9 @@ struct AcceptCtx {
 struct ListenGuard {
     stop: Arc<AtomicBool>,
     shm_path: Option<std::path::PathBuf>,
-    tcp_port: Option<u16>,
+    /// The TCP listener's address (bound to one interface's address, not loopback: the
+    /// wake-up connection goes there).
+    tcp_addr: Option<SocketAddr>,
 }
 
 impl Drop for ListenGuard {
@@ -234,8 +432,7 @@ impl Drop for ListenGuard {
             let _ = std::os::unix::net::UnixStream::connect(&path);
             let _ = std::fs::remove_file(&path);
         }
-        if let Some(port) = self.tcp_port.take() {
-            let to = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+        if let Some(to) = self.tcp_addr.take() {
             let _ = std::net::TcpStream::connect_timeout(&to, Duration::from_millis(500));
         }
     }
@@ -562,9 +759,10 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
     let mut guard = ListenGuard {
         stop: Arc::new(AtomicBool::new(false)),
         shm_path: None,
-        tcp_port: None,
+        tcp_addr: None,
     };
     let mut listeners = Vec::new();
+    let mut node_mark = None;
     if fallback_used(MethodKind::Shm) {
         let path = socket_path(me)?;
         let l = shm::Listener::bind(&path).map_err(|e| AgentError::Listen {
@@ -587,26 +785,19 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
             )?;
         }
         boot.publish(SHM_CARD, &hex(&path.to_string_lossy()))?;
+        let mark = NodeMark::here(&path);
+        boot.publish(NODE_CARD, &hex(&mark.card()))?;
+        node_mark = Some(mark);
         listeners.push((Listening::Shm(l), MethodKind::Shm));
     }
     if fallback_used(MethodKind::Tcp) {
         let all_local = (0..size)
             .all(|p| plans[p as usize].fallback != Some(MethodKind::Tcp) || boot.is_local(p));
-        let ip = if all_local {
-            IpAddr::V4(Ipv4Addr::LOCALHOST)
-        } else {
-            node_ip()
-        };
-        let bind_ip = if all_local {
-            ip
-        } else {
-            IpAddr::V4(Ipv4Addr::UNSPECIFIED)
-        };
-        let l =
-            tcp::Listener::bind(SocketAddr::new(bind_ip, 0)).map_err(|e| AgentError::Listen {
-                method: "tcp",
-                source: e.into(),
-            })?;
+        let ip = tcp_address(config, all_local)?;
+        let l = tcp::Listener::bind(SocketAddr::new(ip, 0)).map_err(|e| AgentError::Listen {
+            method: "tcp",
+            source: e.into(),
+        })?;
         let port = l
             .local_addr()
             .map_err(|e| AgentError::Listen {
@@ -614,7 +805,7 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
                 source: e.into(),
             })?
             .port();
-        guard.tcp_port = Some(port);
+        guard.tcp_addr = Some(SocketAddr::new(ip, port));
         boot.publish(TCP_CARD, &SocketAddr::new(ip, port).to_string())?;
         listeners.push((Listening::Tcp(l), MethodKind::Tcp));
     }
@@ -625,6 +816,8 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
     // Settings that must agree (published by the agent before this fence): a mismatch is
     // named here rather than showing up as a connection that never comes.
     crate::config::compare_agreement(boot, config)?;
+    // The launcher says which peers share this node; shm is used only where that is so.
+    check_one_node(boot, &plans, node_mark.as_ref())?;
 
     // The choice per peer, now that both sides' offers are known (the same on both sides: a
     // pair uses verbs when each prepared a queue pair for the other).
@@ -652,10 +845,15 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
     drop(offer);
 
     let mut expected: Vec<u32> = Vec::new();
+    let mut idle = Vec::new();
     for (l, kind) in listeners {
         let expect = higher(kind);
         if expect.is_empty() {
-            continue; // dropped now: nobody may connect to it
+            // Nobody may connect to it: no accept loop. Kept (not accepting) until set-up
+            // ends, so that the shm socket file stays for the lower ranks' check of it
+            // (check_one_node), which comes before they accept this rank's connection.
+            idle.push(l);
+            continue;
         }
         expected.extend(expect);
         let ctx = AcceptCtx {
@@ -754,6 +952,7 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
             }
         }
     }
+    drop(idle);
     drop(guard);
     Ok(links
         .into_iter()
@@ -822,6 +1021,76 @@ mod tests {
                 "{bad:?}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn node_marks_decide_shm() {
+        let dir = std::env::temp_dir().join(format!("viaduct-mark-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (sock, other) = (dir.join("a.sock"), dir.join("b.sock"));
+        std::fs::write(&sock, b"").unwrap();
+        std::fs::write(&other, b"").unwrap();
+        let a = NodeMark::here(&sock);
+        assert_eq!(NodeMark::from_card(&a.card()), Some(a.clone()));
+        assert_eq!(a.mismatch(1, &a, 0, &sock), None);
+        // Only the host name differs: one kernel, the socket reachable, so shm works.
+        let mut renamed = a.clone();
+        renamed.host = "elsewhere".into();
+        assert_eq!(a.mismatch(1, &renamed, 0, &sock), None);
+        // The peer's path leads nowhere here (another /tmp).
+        let mut away = a.clone();
+        away.host = "node2".into();
+        let gone = dir.join("gone.sock");
+        let e = a.mismatch(3, &away, 0, &gone).unwrap();
+        assert!(
+            e.contains("ranks 3 (host")
+                && e.contains("and 0 (host node2)")
+                && e.contains("cannot be found from rank 3")
+                && e.contains("gone.sock"),
+            "{e}"
+        );
+        // The path leads to another file than the peer's socket.
+        let e = a.mismatch(3, &away, 0, &other).unwrap();
+        assert!(e.contains("is another file here"), "{e}");
+        let mut other_kernel = a.clone();
+        other_kernel.boot_id = "another".into();
+        let e = a.mismatch(2, &other_kernel, 1, &sock).unwrap();
+        assert!(
+            e.contains("different kernels") && e.contains("another"),
+            "{e}"
+        );
+        assert_eq!(NodeMark::from_card("a\nb"), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn tcp_address_names_a_bad_interface() {
+        let mut c = Config {
+            tcp_iface: Some("no-such-if0".into()),
+            ..Config::default()
+        };
+        let e = tcp_address(&c, false).unwrap_err().to_string();
+        assert!(
+            e.contains("VIADUCT_TCP_IFACE")
+                && e.contains("\"no-such-if0\"")
+                && e.contains("lo (127.0.0.1)"),
+            "{e}"
+        );
+        c.tcp_iface = Some("lo".into());
+        assert_eq!(
+            tcp_address(&c, false).unwrap(),
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        );
+        c.tcp_iface = None;
+        assert_eq!(
+            tcp_address(&c, true).unwrap(),
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        );
+        assert!(
+            !tcp_address(&c, false)
+                .map(|a| a.is_unspecified())
+                .unwrap_or(false)
+        );
     }
 
     #[test]

@@ -53,7 +53,7 @@ const LABEL: &[u8] = b"viaduct liveness";
 type Keyed = Hmac<Sha256>;
 
 /// Binds this rank's liveness socket when some peer may be served over TCP, on the address
-/// its TCP listener binds to (loopback when every such peer is on this node), and publishes
+/// its TCP listener binds to ([`crate::connect::tcp_address`]), and publishes
 /// its card. Call before the set-up fence (in [`crate::connect::connect_all`]), which makes
 /// the card visible to every rank.
 pub(crate) fn open(boot: &mut Bootstrap, config: &Config) -> Result<Option<UdpSocket>, AgentError> {
@@ -66,13 +66,9 @@ pub(crate) fn open(boot: &mut Bootstrap, config: &Config) -> Result<Option<UdpSo
     if tcp_peers.is_empty() {
         return Ok(None);
     }
-    let (bind_ip, ip) = if tcp_peers.iter().all(|p| boot.is_local(*p)) {
-        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
-        (lo, lo)
-    } else {
-        (IpAddr::V4(Ipv4Addr::UNSPECIFIED), crate::connect::node_ip())
-    };
-    let bind = SocketAddr::new(bind_ip, 0);
+    let all_local = tcp_peers.iter().all(|p| boot.is_local(*p));
+    let ip = crate::connect::tcp_address(config, all_local)?;
+    let bind = SocketAddr::new(ip, 0);
     let failed = |source| AgentError::LivenessSocket {
         addr: bind.to_string(),
         source,

@@ -79,6 +79,7 @@ pub mod affinity;
 pub mod fd;
 pub mod file;
 pub mod frame;
+pub mod netif;
 pub mod process;
 pub mod shm;
 pub mod tcp;

@@ -95,6 +95,18 @@ fn send_with_fd(sock: &UnixStream, data: &[u8], fd: &OwnedFd) -> Result<(), Erro
         std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), raw);
         libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
     };
+    // Interrupted before anything was sent (EINTR): send again.
+    let rc = if rc < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+        loop {
+            // SAFETY: `msg` is the header built above, still valid (`iov` and `cbuf` live).
+            let rc = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+            if rc >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                break rc;
+            }
+        }
+    } else {
+        rc
+    };
     if rc < 0 {
         return Err(Error::Socket {
             step: "send",
@@ -121,14 +133,22 @@ fn recv_with_fd(sock: &UnixStream, data: &mut [u8; HELLO_LEN]) -> Result<OwnedFd
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.as_mut_ptr().cast();
     msg.msg_controllen = space as _;
-    // SAFETY: `msg` describes writable buffers that outlive the call.
-    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n < 0 {
-        return Err(Error::Socket {
-            step: "receive",
-            source: io::Error::last_os_error(),
-        });
-    }
+    // A signal (a handler, a debugger or tracer attaching) interrupts a receive that has a
+    // timeout with EINTR even under SA_RESTART: nothing was received then, so try again.
+    let n = loop {
+        // SAFETY: `msg` describes writable buffers that outlive the call.
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(Error::Socket {
+                step: "receive",
+                source: e,
+            });
+        }
+    };
     if n as usize != HELLO_LEN {
         return Err(Error::Handshake(format!("set-up message of {n} bytes")));
     }
@@ -394,4 +414,47 @@ pub fn pair_with(first: Config, second: Config) -> Result<(Endpoint, Endpoint), 
         .join()
         .map_err(|_| Error::Handshake("the connecting thread panicked".into()))?;
     Ok((first?, second?))
+}
+
+#[cfg(test)]
+mod eintr_tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+    use std::time::Duration;
+
+    extern "C" fn nothing(_: libc::c_int) {}
+
+    #[test]
+    fn receive_survives_signals() {
+        // SAFETY: installs a handler that does nothing, without SA_RESTART, for SIGUSR2, which
+        // nothing else in this test binary uses.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = nothing as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
+        }
+        let (a, b) = UnixStream::pair().unwrap();
+        b.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let receiver = std::thread::spawn(move || {
+            // SAFETY: pthread_self has no preconditions.
+            tx.send(unsafe { libc::pthread_self() } as usize).unwrap();
+            let mut data = [0u8; HELLO_LEN];
+            recv_with_fd(&b, &mut data).map(|_| data)
+        });
+        let thread = rx.recv().unwrap() as libc::pthread_t;
+        for _ in 0..20 {
+            std::thread::sleep(Duration::from_millis(10));
+            // SAFETY: the receiver thread is alive until it got the message sent below.
+            unsafe { libc::pthread_kill(thread, libc::SIGUSR2) };
+        }
+        let file = std::fs::File::open("/dev/null").unwrap();
+        send_with_fd(&a, &[7u8; HELLO_LEN], &OwnedFd::from(file)).unwrap();
+        let got = receiver
+            .join()
+            .unwrap()
+            .expect("the receive retries after a signal");
+        assert_eq!(got, [7u8; HELLO_LEN]);
+    }
 }
