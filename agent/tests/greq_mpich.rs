@@ -2,7 +2,7 @@
 //! `threads/pt2pt/greq_test`) and of `pt2pt/rqstatus`, on viaduct's requests.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::thread;
 use std::time::Duration;
 
@@ -11,30 +11,8 @@ use viaduct_agent::request::{
     wait_all, wait_some,
 };
 
-struct Watchdog(Arc<AtomicBool>);
-
-fn watchdog(secs: u64) -> Watchdog {
-    let done = Arc::new(AtomicBool::new(false));
-    let d = Arc::clone(&done);
-    thread::spawn(move || {
-        for _ in 0..secs * 10 {
-            if d.load(Ordering::Acquire) {
-                return;
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("test ran past {secs} s: aborting");
-        std::process::abort();
-    });
-    Watchdog(done)
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
-    }
-}
-
+mod watchdog;
+use watchdog::watchdog;
 /// greq1's callbacks: query sets a default status; free decrements the counter in the state.
 struct Greq1 {
     counter: Option<Arc<AtomicI32>>,

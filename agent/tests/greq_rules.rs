@@ -10,30 +10,8 @@ use viaduct_agent::request::{
     test_some, wait_all, wait_any, wait_some,
 };
 
-/// Aborts the test process if the test runs longer than `secs` (no test may hang).
-struct Watchdog(Arc<AtomicBool>);
-
-fn watchdog(secs: u64) -> Watchdog {
-    let done = Arc::new(AtomicBool::new(false));
-    let d = Arc::clone(&done);
-    thread::spawn(move || {
-        for _ in 0..secs * 10 {
-            if d.load(Ordering::Acquire) {
-                return;
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("test ran past {secs} s: aborting");
-        std::process::abort();
-    });
-    Watchdog(done)
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
-    }
-}
+mod watchdog;
+use watchdog::watchdog;
 
 /// What the callbacks saw, in order.
 #[derive(Default)]

@@ -1,7 +1,7 @@
 //! Message requests: a counter of outstanding CARs, completed by other threads, mixed with
 //! generalized requests in one array.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -10,30 +10,8 @@ use viaduct_agent::request::{
     BoxError, ProgressDriver, Request, RequestError, Status, wait_all, wait_any, wait_some,
 };
 
-struct Watchdog(Arc<AtomicBool>);
-
-fn watchdog(secs: u64) -> Watchdog {
-    let done = Arc::new(AtomicBool::new(false));
-    let d = Arc::clone(&done);
-    thread::spawn(move || {
-        for _ in 0..secs * 10 {
-            if d.load(Ordering::Acquire) {
-                return;
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("test ran past {secs} s: aborting");
-        std::process::abort();
-    });
-    Watchdog(done)
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
-    }
-}
-
+mod watchdog;
+use watchdog::watchdog;
 #[test]
 fn request_completes_when_its_last_car_completes() {
     let (mut req, cars) = Request::message(3);

@@ -1,7 +1,7 @@
 //! Request classes: `poll` and `wait` progress hooks (seed 000), cancel on hook failure
 //! (seed 001), and mixed arrays that must not hang.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -11,30 +11,8 @@ use viaduct_agent::request::{
     test_any, wait_all, wait_any,
 };
 
-struct Watchdog(Arc<AtomicBool>);
-
-fn watchdog(secs: u64) -> Watchdog {
-    let done = Arc::new(AtomicBool::new(false));
-    let d = Arc::clone(&done);
-    thread::spawn(move || {
-        for _ in 0..secs * 10 {
-            if d.load(Ordering::Acquire) {
-                return;
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("test ran past {secs} s: aborting");
-        std::process::abort();
-    });
-    Watchdog(done)
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
-    }
-}
-
+mod watchdog;
+use watchdog::watchdog;
 /// A device with a completion queue: operations finish when `finish` is called (from any
 /// thread); the class's wait hook blocks on the device for a whole batch, like one
 /// `io_uring_enter` for all file requests of a wait.

@@ -2,7 +2,7 @@
 //! first completion decides its outcome, `get_status` agrees with `wait`, waits stay within their
 //! bounds, and the handler thread survives user callbacks that panic.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
@@ -13,30 +13,8 @@ use viaduct_agent::request::{
     QueryStatus, Request, RequestClass, RequestError, wait_any,
 };
 
-/// Aborts the test process if the test runs longer than `secs` (no test may hang).
-struct Watchdog(Arc<AtomicBool>);
-
-fn watchdog(secs: u64) -> Watchdog {
-    let done = Arc::new(AtomicBool::new(false));
-    let d = Arc::clone(&done);
-    thread::spawn(move || {
-        for _ in 0..secs * 10 {
-            if d.load(Ordering::Acquire) {
-                return;
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("test ran past {secs} s: aborting");
-        std::process::abort();
-    });
-    Watchdog(done)
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
-    }
-}
+mod watchdog;
+use watchdog::watchdog;
 
 /// Waits up to `limit` for `cond` to hold; returns whether it did.
 fn eventually(limit: Duration, cond: impl Fn() -> bool) -> bool {
