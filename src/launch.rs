@@ -17,8 +17,9 @@
 //! Ranks stay in the launcher's process group, so Ctrl-C in a terminal reaches all of them. A
 //! signal sent to the launcher alone (e.g. `kill PID`, even `kill -9`) ends the launcher, and the
 //! kernel then ends each rank with `SIGKILL` (a parent-death signal set in the rank before its
-//! program starts), so no rank is left running on its own. Processes a rank starts itself are
-//! not covered: they see their parent end.
+//! program starts), so no rank is left running on its own; a watcher process the launcher starts
+//! beside them (`crate::watch`) writes on the launcher's standard error which ranks ended with
+//! it. Processes a rank starts itself are not covered: they see their parent end.
 
 use std::error::Error;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -122,6 +123,11 @@ pub fn run(args: &Args) -> Result<i32, Box<dyn Error>> {
     let server =
         Pmi1Server::start(config).map_err(|e| format!("cannot start the PMI server: {e}"))?;
     let mut job = Job::new(args.ranks);
+    // Says so, should this launcher be killed outright while the job runs; the job goes on
+    // without it (the ranks still end with the launcher), so a failure is only reported.
+    let mut watcher = crate::watch::Watcher::start()
+        .map_err(|e| eprintln!("viaduct launch: cannot start the watcher: {e}"))
+        .ok();
     for rank in 0..args.ranks {
         let mut cmd = Command::new(program);
         // Like mpiexec, rank 0 reads the launcher's standard input; the others read nothing.
@@ -159,7 +165,15 @@ pub fn run(args: &Args) -> Result<i32, Box<dyn Error>> {
             }
         }
         match cmd.spawn() {
-            Ok(child) => job.add(rank, child),
+            Ok(child) => {
+                if let Some(w) = watcher.as_mut()
+                    && let Err(e) = w.rank_started(rank, child.id())
+                {
+                    eprintln!("viaduct launch: cannot tell the watcher of rank {rank}: {e}");
+                    watcher = None;
+                }
+                job.add(rank, child)
+            }
             Err(e) => {
                 job.kill_all();
                 server.shutdown();

@@ -5,6 +5,7 @@ mod demo;
 mod info;
 mod launch;
 mod progress;
+mod watch;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +28,9 @@ enum Command {
     /// Run a benchmark.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The launcher's watcher (started by `viaduct launch` itself).
+    #[command(name = "launch-watch", hide = true)]
+    LaunchWatch(watch::Args),
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,6 +71,7 @@ fn main() {
             Err(e) => Err(e),
         },
         Command::Demo(a) => demo::run(a),
+        Command::LaunchWatch(a) => watch::run(a),
         Command::Bench(b) => match b {
             #[cfg(feature = "rdma")]
             BenchCommand::VerbsLat(a) => bench::verbs_lat::run(a),

@@ -452,14 +452,24 @@ fn killing_the_launcher_ends_its_ranks() {
         ])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn viaduct launch");
     let out = launcher.stdout.take().unwrap();
+    let mut err = launcher.stderr.take().unwrap();
     let pids = read_pids(out, 2, LIMIT);
     // SIGKILL: the launcher gets no chance to clean up.
+    let launcher_pid = launcher.id();
     launcher.kill().unwrap();
     launcher.wait().unwrap();
+    // Its standard error ends when the last process holding it (the watcher) has ended.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        let _ = tx.send(s);
+    });
+    let said = rx.recv_timeout(LIMIT);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !pids.iter().all(|p| ended(*p)) && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -473,6 +483,23 @@ fn killing_the_launcher_ends_its_ranks() {
         left.is_empty(),
         "ranks {left:?} still run 10 s after their launcher was killed"
     );
+    let said = said.expect("the launcher's standard error stayed open: a watcher left behind?");
+    // The ranks printed their pids in either order.
+    let expected = format!(
+        "viaduct launch: launcher {launcher_pid} died (killed?) while its job ran; its ranks 0 \
+         (pid "
+    );
+    let line = said
+        .lines()
+        .find(|l| l.starts_with(&expected))
+        .unwrap_or_else(|| panic!("expected a line starting {expected:?} in {said:?}"));
+    for pid in &pids {
+        assert!(
+            line.contains(&format!("(pid {pid})")),
+            "{pid} not named in {line:?}"
+        );
+    }
+    assert!(line.ends_with("ended with it"), "{line:?}");
 }
 
 #[test]

@@ -39,6 +39,54 @@ pub fn kill_when_parent_dies(cmd: &mut Command) {
     }
 }
 
+/// The start time of process `pid` (clock ticks after boot, field 22 of `/proc/PID/stat`): with
+/// the pid it names one process for good, since a pid is reused only by a later process.
+pub fn start_time(pid: u32) -> io::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name (field 2) is in parentheses and may itself hold spaces and parentheses:
+    // the fields after it start behind the last ')'.
+    let rest = stat
+        .rfind(')')
+        .map(|at| &stat[at + 1..])
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no ')' in /proc/PID/stat"))?;
+    // `rest` starts with field 3 (the state): field 22 is its 20th.
+    rest.split_whitespace()
+        .nth(19)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "no start time in /proc/PID/stat",
+            )
+        })
+}
+
+/// Sends `SIGKILL` to process `pid` if it is still the process that started at `started` (see
+/// [`start_time`]). Returns whether it was signalled: `false` when it has ended (its pid free or
+/// taken by another process).
+pub fn kill_if_same(pid: u32, started: u64) -> io::Result<bool> {
+    match start_time(pid) {
+        Ok(t) if t == started => {}
+        Ok(_) => return Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    let pid = libc::pid_t::try_from(pid)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours; the pid was checked
+    // just above to still name the process we mean.
+    if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+        Ok(true)
+    } else {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ESRCH) {
+            Ok(false)
+        } else {
+            Err(e)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +118,19 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         };
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+    }
+
+    #[test]
+    fn kill_if_same_kills_only_the_process_that_started_then() {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let started = start_time(child.id()).unwrap();
+        // Another start time names another process: left alone.
+        assert!(!kill_if_same(child.id(), started + 1).unwrap());
+        assert!(child.try_wait().unwrap().is_none());
+        assert!(kill_if_same(child.id(), started).unwrap());
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+        // Reaped: its pid no longer names it.
+        assert!(!kill_if_same(child.id(), started).unwrap());
     }
 }
