@@ -207,6 +207,12 @@ impl Book {
         }
     }
 
+    /// Whether the agent reads from remote VCs: not while unexpected eager messages and xfer
+    /// pieces for blocks not started hold `max_unexpected` bytes or more (back-pressure).
+    pub(crate) fn reading(&self) -> bool {
+        self.unexpected_bytes + self.xfer.early_bytes() < self.max_unexpected
+    }
+
     pub(crate) fn id(&mut self) -> u64 {
         let id = self.next_id;
         self.next_id = (self.next_id + 1) & wire::ID_MASK;
@@ -476,6 +482,17 @@ impl Book {
             }
             CTS => {
                 let rid = wire::u64_at(data, 0).ok_or("malformed CTS")?;
+                // Only the rank the send goes to may clear it.
+                match self.rndv_sends.get(&id) {
+                    Some(s) if s.peer == peer => {}
+                    Some(s) => {
+                        return Err(format!(
+                            "CTS for send {id}, which goes to rank {}, not to this peer",
+                            s.peer
+                        ));
+                    }
+                    None => return Err(format!("CTS for unknown send {id}")),
+                }
                 let s = self
                     .rndv_sends
                     .remove(&id)
@@ -501,6 +518,23 @@ impl Book {
                     .rndv_recvs
                     .get_mut(&id)
                     .ok_or_else(|| format!("data for unknown receive {id}"))?;
+                // Only the sender the RTS came from may fill the receive, and no further than
+                // the length it announced.
+                if r.peer != peer {
+                    return Err(format!(
+                        "data for receive {id}, which receives from rank {}, not from this peer",
+                        r.peer
+                    ));
+                }
+                if r.got + data.len() as u64 > r.len {
+                    return Err(format!(
+                        "data for receive {id} runs past the {} bytes its RTS announced ({} \
+                         received, {} more came)",
+                        r.len,
+                        r.got,
+                        data.len()
+                    ));
+                }
                 r.buf.fill(data);
                 r.got += data.len() as u64;
                 if r.got >= r.len {
@@ -753,7 +787,7 @@ impl State {
             let Link::Remote(m) = &mut vc.link else {
                 continue;
             };
-            if !vc.drained && !vc.stream_at_head && book.unexpected_bytes < book.max_unexpected {
+            if !vc.drained && !vc.stream_at_head && book.reading() {
                 for _ in 0..INBOUND_BURST {
                     let step = match m.next() {
                         Ok(Some((tag, _))) if wire::split_tag(tag).0 == STREAM => {
@@ -895,7 +929,7 @@ impl State {
         } = self;
         // While the agent reads nothing (its unexpected messages are full), a TCP peer's
         // keepalives stay unread: it cannot be judged.
-        let reading = book.unexpected_bytes < book.max_unexpected;
+        let reading = book.reading();
         let mut silent = Vec::new();
         for (vc, since) in vcs.iter_mut().zip(liveness.since.iter_mut()) {
             let watched = reading && vc.failed.is_none() && !vc.drained && !vc.stream_at_head;
@@ -942,5 +976,116 @@ impl State {
             .filter(|(_, v)| matches!(v.link, Link::Remote(_)) && !v.drained && !v.stream_at_head)
             .map(|(i, _)| i)
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::Request;
+
+    fn book() -> Book {
+        Book::new(0, 1024, 1 << 20, 1 << 20, 1 << 16)
+    }
+
+    /// A receive from rank 1 (context 3, tag 4) of up to `capacity` bytes, matched by an RTS
+    /// of `len` bytes from rank 1; returns the request and the receiver's id a DATA names.
+    fn rendezvous_recv(b: &mut Book, capacity: usize, len: u64) -> (Request, u64) {
+        let (request, counter) = Request::message(1);
+        b.post_recv(
+            Pattern {
+                context: 3,
+                source: Source::Rank(1),
+                tag: crate::matching::TagMatch::Tag(4),
+            },
+            PostedRecv {
+                buf: RecvBuffer::new(capacity),
+                counter,
+                ranks: None,
+            },
+        );
+        b.inbound(1, wire::method_tag(RTS, 77), &wire::rts(3, 4, len))
+            .unwrap();
+        let out = b.take_outbox();
+        assert_eq!(out.len(), 1, "one CTS");
+        let (to, cts) = &out[0];
+        assert_eq!((*to, wire::split_tag(cts.tag)), (1, (CTS, 77)));
+        (request, wire::u64_at(&cts.buf, 0).unwrap())
+    }
+
+    #[test]
+    fn data_from_a_rank_other_than_the_sender_is_refused() {
+        let mut b = book();
+        let (mut request, rid) = rendezvous_recv(&mut b, 8, 8);
+        let e = b
+            .inbound(2, wire::method_tag(DATA, rid), &[9; 8])
+            .unwrap_err();
+        assert!(
+            e.contains("receives from rank 1, not from this peer"),
+            "{e}"
+        );
+        assert!(
+            request.test().unwrap().is_none(),
+            "completed by a stranger's data"
+        );
+        b.inbound(1, wire::method_tag(DATA, rid), &[5; 8]).unwrap();
+        let status = request
+            .test()
+            .unwrap()
+            .expect("completed by its sender's data");
+        assert_eq!(status.count(), 8);
+    }
+
+    #[test]
+    fn data_past_the_announced_length_is_refused() {
+        let mut b = book();
+        let (mut request, rid) = rendezvous_recv(&mut b, 64, 8);
+        b.inbound(1, wire::method_tag(DATA, rid), &[5; 6]).unwrap();
+        let e = b
+            .inbound(1, wire::method_tag(DATA, rid), &[5; 6])
+            .unwrap_err();
+        assert!(e.contains("runs past the 8 bytes its RTS announced"), "{e}");
+        assert!(request.test().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_cts_from_a_rank_other_than_the_receiver_is_refused() {
+        let mut b = book();
+        let (mut request, counter) = Request::message(1);
+        let rts = b.rendezvous_send(1, 3, 4, vec![vec![7; 16]], counter);
+        let (_, sid) = wire::split_tag(rts.tag);
+        let e = b
+            .inbound(2, wire::method_tag(CTS, sid), &9u64.to_le_bytes())
+            .unwrap_err();
+        assert!(e.contains("goes to rank 1, not to this peer"), "{e}");
+        assert!(b.take_outbox().is_empty(), "data sent on a stranger's CTS");
+        b.inbound(1, wire::method_tag(CTS, sid), &9u64.to_le_bytes())
+            .unwrap();
+        let out = b.take_outbox();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0, 1);
+        assert_eq!(wire::split_tag(out[0].1.tag), (DATA, 9));
+        assert!(request.test().unwrap().is_none(), "sent, not yet completed");
+    }
+
+    #[test]
+    fn early_xfer_pieces_count_against_the_unexpected_limit() {
+        let mut b = Book::new(0, 1024, 1 << 20, 1000, 1 << 16);
+        assert!(b.reading());
+        // Pieces of a collective this rank has not started (context 3, tag 4).
+        for seq in 0..3 {
+            b.inbound(
+                1,
+                wire::method_tag(XFER, 0),
+                &wire::xfer_piece(3, 4, seq, 400, &[1; 400]),
+            )
+            .unwrap();
+        }
+        assert_eq!(b.xfer.early_bytes(), 1200);
+        assert!(!b.reading(), "reads on past the limit");
+        // A failed peer's early pieces are dropped, and reading resumes.
+        b.xfer.peer_failed(1, "gone");
+        assert_eq!(b.xfer.early_bytes(), 0);
+        assert!(b.reading());
     }
 }

@@ -278,6 +278,15 @@ impl Endpoint {
         if !(1..=5).contains(&b[2]) {
             return Err(bad(format!("MTU code {} is not 1..=5", b[2])));
         }
+        // Bytes the encoding leaves zero: anything else is another encoding or damage, not
+        // something to connect to.
+        if let Some(i) = [3usize, 11, 14, 15].into_iter().find(|&i| b[i] != 0) {
+            return Err(bad(format!(
+                "byte {i} is {:#04x}, expected 0 (reserved{})",
+                b[i],
+                if i == 11 { ": a PSN has 24 bits" } else { "" }
+            )));
+        }
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         let mut gid = [0u8; 16];
         gid.copy_from_slice(&b[16..32]);

@@ -80,6 +80,13 @@ fn endpoint_round_trips_and_rejects_garbage() {
     let mut bad = b;
     bad[2] = 0;
     assert!(Endpoint::from_bytes(&bad).is_err());
+    // Reserved bytes (and the PSN's unused top byte) must stay zero.
+    for i in [3, 11, 14, 15] {
+        let mut bad = b;
+        bad[i] = 1;
+        let e = Endpoint::from_bytes(&bad).expect_err("a reserved byte set is taken");
+        assert!(e.to_string().contains(&format!("byte {i} is 0x01")), "{e}");
+    }
     println!("endpoint {e:?} round-trips through {} bytes", b.len());
 }
 

@@ -56,6 +56,9 @@ pub(crate) struct XferEngine {
     next_run: u64,
     routes: HashMap<Key, (u64, usize)>,
     early: HashMap<Key, VecDeque<Early>>,
+    /// Bytes held in `early`: counted with the unexpected eager messages' bytes against
+    /// `Config::max_unexpected_bytes`, past which the agent stops reading from remote VCs.
+    early_bytes: usize,
     send_seq: HashMap<(u32, u32, u32), u32>,
     recv_seq: HashMap<(u32, u32, u32), u32>,
     ready: VecDeque<Ready>,
@@ -89,6 +92,7 @@ impl XferEngine {
             next_run: 1,
             routes: HashMap::new(),
             early: HashMap::new(),
+            early_bytes: 0,
             send_seq: HashMap::new(),
             recv_seq: HashMap::new(),
             ready: VecDeque::new(),
@@ -183,7 +187,7 @@ impl XferEngine {
             self.ready.push_back(Ready::StepDone { run: rid });
         }
         for (key, i) in keys {
-            if let Some(mut q) = self.early.remove(&key) {
+            if let Some(mut q) = self.take_early(&key) {
                 while let Some(e) = q.pop_front() {
                     self.arrive(rid, i, e.total, &e.data);
                 }
@@ -211,6 +215,7 @@ impl XferEngine {
                 self.dead.remove(&key);
             }
         } else {
+            self.early_bytes += body.len();
             self.early.entry(key).or_default().push_back(Early {
                 total,
                 data: body.to_vec(),
@@ -441,7 +446,7 @@ impl XferEngine {
 
     /// Drops the pieces of a message nobody will receive, those here and those still coming.
     fn bury(&mut self, key: Key, mut seen: u64, mut total: Option<u64>) {
-        if let Some(q) = self.early.remove(&key) {
+        if let Some(q) = self.take_early(&key) {
             for e in q {
                 seen += e.data.len() as u64;
                 total = Some(e.total);
@@ -478,7 +483,25 @@ impl XferEngine {
         }
         // Nothing more comes from it.
         self.dead.retain(|k, _| k.1 != peer);
-        self.early.retain(|k, _| k.1 != peer);
+        let mut dropped = 0;
+        self.early.retain(|k, q| {
+            if k.1 == peer {
+                dropped += q.iter().map(|e| e.data.len()).sum::<usize>();
+            }
+            k.1 != peer
+        });
+        self.early_bytes -= dropped;
+    }
+
+    /// Bytes of pieces that arrived before their blocks started.
+    pub(crate) fn early_bytes(&self) -> usize {
+        self.early_bytes
+    }
+
+    fn take_early(&mut self, key: &Key) -> Option<VecDeque<Early>> {
+        let q = self.early.remove(key)?;
+        self.early_bytes -= q.iter().map(|e| e.data.len()).sum::<usize>();
+        Some(q)
     }
 
     /// Fails every run (at finalize).
@@ -488,6 +511,7 @@ impl XferEngine {
             self.fail(id, AgentError::Finalized);
         }
         self.early.clear();
+        self.early_bytes = 0;
         self.dead.clear();
         self.ready.clear();
     }
