@@ -11,6 +11,7 @@
 //! | `VIADUCT_CONNECT_TIMEOUT` | seconds allowed for connection set-up at start | 30 |
 //! | `VIADUCT_XFER_CHUNK` | bytes of each piece of an xfer block's message (4096 to 4 MiB) | 16360 |
 //! | `VIADUCT_TCP_IFACE` | the network interface (e.g. `eth0`, `ib0`) whose IPv4 address the TCP listener and the liveness socket bind and publish; an unknown interface or one without an IPv4 address is an error naming it | the interface of the route to other nodes (the default route; with none, the only non-loopback interface with an IPv4 address); loopback when every TCP peer is on this node |
+//! | `VIADUCT_MAX_UNEXPECTED_BYTES` | once unexpected eager messages and pieces of collectives this rank has not started hold this many bytes, the agent stops reading from remote VCs until receives take some (back-pressure on the senders; 64 KiB to 1 TiB) | 268435456 (256 MiB) |
 //! | `VIADUCT_RDMA_DEVICE` | the RDMA device the verbs method uses (e.g. `mlx5_0`, `rxe0`) | the first device with an active port |
 //! | `VIADUCT_SPIN_MIN`, `VIADUCT_SPIN_MAX` | fewest and most progress polls a blocking call spins before it sleeps | 16, 4096 |
 //! | `VIADUCT_COLL_SMALL_MAX`, `VIADUCT_COLL_BCAST_CHAIN_MIN`, `VIADUCT_COLL_ALLREDUCE_RSAG_MIN`, `VIADUCT_COLL_ALLGATHER_RING_MIN` | switch points of the collectives (see [`crate::coll`]) | 4096, 8 MiB, 512 KiB, 16 KiB |
@@ -80,6 +81,8 @@ pub const PEER_TIMEOUT_VAR: &str = "VIADUCT_PEER_TIMEOUT";
 pub const CONNECT_TIMEOUT_VAR: &str = "VIADUCT_CONNECT_TIMEOUT";
 /// Environment variable with the piece size of xfer messages in bytes.
 pub const XFER_CHUNK_VAR: &str = "VIADUCT_XFER_CHUNK";
+/// Environment variable bounding the bytes held for receives not posted yet.
+pub const MAX_UNEXPECTED_VAR: &str = "VIADUCT_MAX_UNEXPECTED_BYTES";
 /// Environment variable naming the RDMA device of the verbs method.
 pub const RDMA_DEVICE_VAR: &str = "VIADUCT_RDMA_DEVICE";
 /// Environment variable naming the network interface whose address TCP listens on.
@@ -275,6 +278,7 @@ impl Config {
                 PEER_TIMEOUT_VAR => c.peer_timeout = seconds(PEER_TIMEOUT_VAR, v)?,
                 CONNECT_TIMEOUT_VAR => c.connect_timeout = seconds(CONNECT_TIMEOUT_VAR, v)?,
                 XFER_CHUNK_VAR => c.xfer_chunk = bytes(XFER_CHUNK_VAR, v)?,
+                MAX_UNEXPECTED_VAR => c.max_unexpected_bytes = bytes(MAX_UNEXPECTED_VAR, v)?,
                 SMALL_MAX_VAR => c.switch_points.small_max = bytes(SMALL_MAX_VAR, v)?,
                 BCAST_CHAIN_MIN_VAR => {
                     c.switch_points.bcast_chain_min = bytes(BCAST_CHAIN_MIN_VAR, v)?;
@@ -322,6 +326,15 @@ impl Config {
             return Err(bad(
                 XFER_CHUNK_VAR,
                 format!("{} must lie between 4 KiB and 4 MiB", self.xfer_chunk),
+            ));
+        }
+        if !(64 << 10..=1 << 40).contains(&self.max_unexpected_bytes) {
+            return Err(bad(
+                MAX_UNEXPECTED_VAR,
+                format!(
+                    "{} must lie between 64 KiB and 1 TiB",
+                    self.max_unexpected_bytes
+                ),
             ));
         }
         if self.spin_min > self.spin_max {
@@ -492,5 +505,12 @@ mod tests {
         let e = Config::from_vars([(SPIN_MIN_VAR, "5000")]).unwrap_err();
         assert!(e.to_string().contains("VIADUCT_SPIN_MIN"), "{e}");
         assert!(Config::from_vars([(SPIN_MAX_VAR, "many")]).is_err());
+        let c = Config::from_vars([(MAX_UNEXPECTED_VAR, "1048576")]).unwrap();
+        assert_eq!(c.max_unexpected_bytes, 1 << 20);
+        let e = Config::from_vars([(MAX_UNEXPECTED_VAR, "100")]).unwrap_err();
+        assert!(
+            e.to_string().contains("VIADUCT_MAX_UNEXPECTED_BYTES"),
+            "{e}"
+        );
     }
 }
