@@ -120,18 +120,11 @@ pub(crate) fn choose(
 }
 
 fn hex(s: &str) -> String {
-    s.bytes().map(|b| format!("{b:02x}")).collect()
+    hex::encode(s)
 }
 
 fn unhex(s: &str) -> Option<String> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect();
-    String::from_utf8(bytes?).ok()
+    String::from_utf8(hex::decode(s).ok()?).ok()
 }
 
 /// This node's host name, for messages (`?` when unreadable).
@@ -383,7 +376,7 @@ fn socket_path(me: u32) -> Result<std::path::PathBuf, AgentError> {
     crate::bootstrap::jobkey::random_bytes(&mut nonce).map_err(|e| AgentError::Listen {
         method: "shm",
         source: MethodError::from(viaduct_fallback::shm::Error::Socket {
-            step: "name (reading /dev/urandom)",
+            step: "name (drawing random bits)",
             source: e,
         }),
     })?;
