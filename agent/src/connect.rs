@@ -468,7 +468,7 @@ fn accept_loop(listener: Listening, ctx: AcceptCtx) {
             Err(e) => {
                 // A peer of another user (shm), or the accept itself failed (e.g. out of
                 // descriptors: wait a little before the next try).
-                eprintln!("viaduct: refused a {name} connection: {e}");
+                tracing::warn!("viaduct: refused a {name} connection: {e}");
                 std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
@@ -483,7 +483,7 @@ fn accept_loop(listener: Listening, ctx: AcceptCtx) {
             });
         if let Err(e) = spawned {
             busy.fetch_sub(1, Ordering::AcqRel);
-            eprintln!("viaduct: dropped a {name} connection: no thread to set it up: {e}");
+            tracing::warn!("viaduct: dropped a {name} connection: no thread to set it up: {e}");
         }
     }
 }
@@ -500,7 +500,7 @@ fn authenticate(incoming: Incoming, ctx: &AcceptCtx) {
     let accepted = match incoming {
         Incoming::Shm(mut pending) => {
             if let Err(e) = pending.require_same_user() {
-                eprintln!("viaduct: {e}");
+                tracing::warn!("viaduct: {e}");
                 return;
             }
             let what = format!("a shm peer (process {})", pending.peer_pid());
@@ -512,7 +512,7 @@ fn authenticate(incoming: Incoming, ctx: &AcceptCtx) {
             match pending.establish(method::shm_config(&ctx.config)) {
                 Ok(ep) => (MethodKind::Shm, rank, Method::Shm(Box::new(ep))),
                 Err(e) => {
-                    eprintln!("viaduct: shm connection set-up with rank {rank} failed: {e}");
+                    tracing::warn!("viaduct: shm connection set-up with rank {rank} failed: {e}");
                     return;
                 }
             }
@@ -526,7 +526,7 @@ fn authenticate(incoming: Incoming, ctx: &AcceptCtx) {
             let mut m = match tcp::accept_on(stream, cfg) {
                 Ok(ep) => Method::Tcp(Box::new(ep)),
                 Err(e) => {
-                    eprintln!("viaduct: refused tcp connection from {peer}: {e}");
+                    tracing::warn!("viaduct: refused tcp connection from {peer}: {e}");
                     return;
                 }
             };
@@ -929,7 +929,7 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
                     expected.retain(|r| *r != rank);
                     links[rank as usize] = Some(m);
                 } else {
-                    eprintln!(
+                    tracing::warn!(
                         "viaduct: refused {} connection from rank {rank}: not expected over {} here",
                         kind.name(),
                         kind.name()

@@ -133,9 +133,9 @@ pub fn accept_with_log<S: Read + Write>(
     result
 }
 
-/// [`accept_with_log`] writing refusals to standard error.
+/// [`accept_with_log`] reporting refusals as `tracing` warnings (see [`crate::log`]).
 pub fn accept<S: Read + Write>(stream: &mut S, key: &JobKey, peer: &str) -> Result<u32, AuthError> {
-    accept_with_log(stream, key, peer, &mut |line| eprintln!("{line}"))
+    accept_with_log(stream, key, peer, &mut |line| tracing::warn!("{line}"))
 }
 
 fn accept_inner<S: Read + Write>(stream: &mut S, key: &JobKey) -> Result<u32, AuthError> {
