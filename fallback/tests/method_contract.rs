@@ -14,7 +14,9 @@ mod shm {
 
     use viaduct_fallback::shm::{self as method, Config, Endpoint, Error, LongMessages, Posted};
 
-    const LIMIT: Duration = Duration::from_secs(20);
+    // A stall, not a speed. 20 s in the shared-memory files; here both methods' tests (the
+    // million-message streams among them) run side by side in one binary, so it leaves room.
+    const LIMIT: Duration = Duration::from_secs(60);
     /// A shared-memory sender may reap after every post: it costs no system call.
     const REAP_EVERY: u64 = 1;
     /// A send is written into the peer's ring by the post itself.
