@@ -152,6 +152,8 @@ fn run(dir: Option<PathBuf>, keep: bool) -> Result<String, BoxError> {
 }
 
 fn main() -> ExitCode {
+    // The library's warnings on stderr, filtered by VIADUCT_LOG (default: warnings).
+    viaduct::agent::log::install_subscriber();
     let mut dir = None;
     let mut keep = false;
     for arg in std::env::args().skip(1) {

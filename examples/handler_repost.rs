@@ -225,6 +225,8 @@ fn run() -> Result<String, BoxError> {
 }
 
 fn main() -> ExitCode {
+    // The library's warnings on stderr, filtered by VIADUCT_LOG (default: warnings).
+    viaduct::agent::log::install_subscriber();
     match run() {
         Ok(line) => {
             println!("handler_repost: {line}");

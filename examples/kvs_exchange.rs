@@ -65,6 +65,8 @@ fn exchange(leave: Option<u32>, hold: Duration) -> Result<String, BootstrapError
 }
 
 fn main() -> ExitCode {
+    // The library's warnings on stderr, filtered by VIADUCT_LOG (default: warnings).
+    viaduct::agent::log::install_subscriber();
     let mut leave = None;
     let mut hold = Duration::ZERO;
     let mut args = std::env::args().skip(1);

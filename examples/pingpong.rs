@@ -106,6 +106,8 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
 }
 
 fn main() -> ExitCode {
+    // The library's warnings on stderr, filtered by VIADUCT_LOG (default: warnings).
+    viaduct::agent::log::install_subscriber();
     match run() {
         Ok(line) => {
             println!("{line}");

@@ -59,6 +59,13 @@
 //! [`AgentError::is_peer_failed`], [`AgentError::failed_peer`], [`AgentError::errno`],
 //! [`AgentError::is_timeout`], [`AgentError::is_cancelled`].
 //!
+//! # Diagnostics
+//!
+//! Warnings (a refused connection, a failed set-up) are [`tracing`](https://docs.rs/tracing)
+//! events. The `viaduct` command and the MPI library write them to stderr, filtered by
+//! `VIADUCT_LOG` (default `warn`; `debug` shows more, `off` nothing); a program of its own
+//! calls [`agent::log::install_subscriber`] for the same, or installs any subscriber it likes.
+//!
 //! # Glossary
 //!
 //! | word | what it is |

@@ -63,6 +63,8 @@ enum BenchCommand {
 }
 
 fn main() {
+    // Library diagnostics to stderr, filtered by VIADUCT_LOG (default: warnings).
+    viaduct_agent::log::install_subscriber();
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Info(a) => info::run(a),

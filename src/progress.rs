@@ -1,55 +1,37 @@
 //! Progress shown while a long command runs: a bar redrawn in place on a terminal, one line per
 //! step otherwise (a pipe, a log file, CI), so scripts never see control characters.
 //!
-//! The bar lives on standard error, so standard output keeps only results (tables, JSON).
-//! While it is shown, a ticker thread redraws it every 200 ms with the elapsed time, and
-//! [`Progress::line`] prints a finished line above it.
+//! The bar (drawn by `indicatif`) lives on standard error, so standard output keeps only
+//! results (tables, JSON). While it is shown, it is redrawn every 200 ms with the elapsed time,
+//! and [`Progress::line`] prints a finished line above it.
 
 use std::io::{IsTerminal, Write};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
 const WIDTH: usize = 24;
 const TICK: Duration = Duration::from_millis(200);
-
-struct State {
-    done: usize,
-    total: usize,
-    step: String,
-    running: bool,
-}
+/// Longest step text shown in the bar, in characters.
+const STEP_CHARS: usize = 50;
 
 /// A progress display of `total` steps.
 pub struct Progress {
     started: Instant,
-    state: Arc<Mutex<State>>,
-    bar: bool,
+    bar: ProgressBar,
+    /// Whether the bar is drawn (standard error is a terminal).
+    shown: bool,
     lines_to_stderr: bool,
     quiet: bool,
-    ticker: Option<JoinHandle<()>>,
 }
 
-fn draw(started: Instant, s: &State) {
-    let filled = (s.done.min(s.total) * WIDTH)
-        .checked_div(s.total)
-        .unwrap_or(0);
-    let mut step = s.step.clone();
-    if step.chars().count() > 50 {
-        step = step.chars().take(49).collect::<String>() + "…";
+/// The step text as the bar shows it: at most [`STEP_CHARS`] characters.
+fn shorten(text: &str) -> String {
+    if text.chars().count() > STEP_CHARS {
+        text.chars().take(STEP_CHARS - 1).collect::<String>() + "…"
+    } else {
+        text.to_string()
     }
-    let mut err = std::io::stderr().lock();
-    let _ = write!(
-        err,
-        "\r\x1b[2K[{}{}] {}/{} {:5.1}s {}",
-        "#".repeat(filled),
-        "-".repeat(WIDTH - filled),
-        s.done,
-        s.total,
-        started.elapsed().as_secs_f64(),
-        step
-    );
-    let _ = err.flush();
 }
 
 impl Progress {
@@ -57,34 +39,35 @@ impl Progress {
     /// otherwise each step is a line on standard output, or on standard error when
     /// `lines_to_stderr` (a command whose standard output is JSON).
     pub fn new(total: usize, lines_to_stderr: bool) -> Progress {
-        let bar = std::io::stderr().is_terminal();
+        let shown = std::io::stderr().is_terminal();
         let started = Instant::now();
-        let state = Arc::new(Mutex::new(State {
-            done: 0,
-            total: total.max(1),
-            step: String::new(),
-            running: true,
-        }));
-        let ticker = bar.then(|| {
-            let state = Arc::clone(&state);
-            std::thread::spawn(move || {
-                loop {
-                    std::thread::sleep(TICK);
-                    let s = state.lock().unwrap_or_else(PoisonError::into_inner);
-                    if !s.running {
-                        break;
-                    }
-                    draw(started, &s);
-                }
-            })
-        });
+        let bar = if shown {
+            let bar = ProgressBar::with_draw_target(
+                Some(total.max(1) as u64),
+                ProgressDrawTarget::stderr(),
+            );
+            let template = format!("[{{bar:{WIDTH}}}] {{pos}}/{{len}} {{secs}} {{wide_msg}}");
+            let style = ProgressStyle::with_template(&template)
+                .expect("the bar's template is valid")
+                .progress_chars("#-")
+                .with_key(
+                    "secs",
+                    move |_: &ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{:5.1}s", started.elapsed().as_secs_f64());
+                    },
+                );
+            bar.set_style(style);
+            bar.enable_steady_tick(TICK);
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
         Progress {
             started,
-            state,
             bar,
+            shown,
             lines_to_stderr,
             quiet: false,
-            ticker,
         }
     }
 
@@ -97,34 +80,25 @@ impl Progress {
 
     /// Starts the next step: counts the previous one as done and shows `text`.
     pub fn step(&self, text: &str) {
-        {
-            let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            if !s.step.is_empty() {
-                s.done += 1;
-            }
-            s.total = s.total.max(s.done + 1);
-            s.step = text.to_string();
+        if !self.bar.message().is_empty() {
+            self.bar.inc(1);
         }
+        let next = self.bar.position() + 1;
+        if self.bar.length().is_some_and(|len| len < next) {
+            self.bar.set_length(next);
+        }
+        self.bar.set_message(shorten(text));
         self.line(text);
     }
 
     /// Prints one line (with the elapsed time) above the bar, or as a plain line.
     pub fn line(&self, text: &str) {
         if self.quiet {
-            if self.bar {
-                let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-                draw(self.started, &s);
-            }
             return;
         }
         let line = format!("[{:5.1}s] {text}", self.started.elapsed().as_secs_f64());
-        if self.bar {
-            let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            {
-                let mut err = std::io::stderr().lock();
-                let _ = writeln!(err, "\r\x1b[2K{line}");
-            }
-            draw(self.started, &s);
+        if self.shown {
+            self.bar.println(line);
         } else if self.lines_to_stderr {
             eprintln!("{line}");
         } else {
@@ -136,35 +110,17 @@ impl Progress {
 
     /// Prints a result line on standard output, as is, keeping the bar below it.
     pub fn out(&self, text: &str) {
-        if self.bar {
-            let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            {
-                let mut err = std::io::stderr().lock();
-                let _ = write!(err, "\r\x1b[2K");
-                let _ = err.flush();
-            }
-            {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{text}");
-                let _ = out.flush();
-            }
-            draw(self.started, &s);
-        } else {
+        self.bar.suspend(|| {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{text}");
             let _ = out.flush();
-        }
+        });
     }
 
     /// Prints a line that came from elsewhere (a rank's error output) above the bar, as is.
     pub fn raw(&self, text: &str) {
-        if self.bar {
-            let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            {
-                let mut err = std::io::stderr().lock();
-                let _ = writeln!(err, "\r\x1b[2K{text}");
-            }
-            draw(self.started, &s);
+        if self.shown {
+            self.bar.println(text);
         } else {
             eprintln!("{text}");
         }
@@ -172,19 +128,9 @@ impl Progress {
 
     /// Ends the display: the bar is cleared; later lines are plain lines.
     pub fn finish(&mut self) {
-        {
-            let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            s.running = false;
-            s.done = s.total;
-        }
-        if let Some(t) = self.ticker.take() {
-            let _ = t.join();
-        }
-        if self.bar {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\x1b[2K");
-            let _ = err.flush();
-            self.bar = false;
+        if self.shown {
+            self.bar.finish_and_clear();
+            self.shown = false;
         }
     }
 }

@@ -49,6 +49,11 @@ fn demo_runs_every_stage_and_prints_the_summary() {
     let dir = std::env::temp_dir().join(format!("viaduct-demo-test-{}", std::process::id()));
     let (code, out, err) = demo(&["--quick", "--no-verbs", "--out", dir.to_str().unwrap()]);
     assert_eq!(code, Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    // Without a terminal there is no bar: no control characters on either stream.
+    assert!(
+        !out.contains('\x1b') && !err.contains('\x1b') && !err.contains('\r'),
+        "control characters without a terminal:\nstdout:\n{out}\nstderr:\n{err}"
+    );
     for stage in [
         "shm: connecting 4 ranks",
         "shm: ping-pong latency",

@@ -120,18 +120,11 @@ pub(crate) fn choose(
 }
 
 fn hex(s: &str) -> String {
-    s.bytes().map(|b| format!("{b:02x}")).collect()
+    hex::encode(s)
 }
 
 fn unhex(s: &str) -> Option<String> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect();
-    String::from_utf8(bytes?).ok()
+    String::from_utf8(hex::decode(s).ok()?).ok()
 }
 
 /// This node's host name, for messages (`?` when unreadable).
@@ -383,7 +376,7 @@ fn socket_path(me: u32) -> Result<std::path::PathBuf, AgentError> {
     crate::bootstrap::jobkey::random_bytes(&mut nonce).map_err(|e| AgentError::Listen {
         method: "shm",
         source: MethodError::from(viaduct_fallback::shm::Error::Socket {
-            step: "name (reading /dev/urandom)",
+            step: "name (drawing random bits)",
             source: e,
         }),
     })?;
@@ -475,7 +468,7 @@ fn accept_loop(listener: Listening, ctx: AcceptCtx) {
             Err(e) => {
                 // A peer of another user (shm), or the accept itself failed (e.g. out of
                 // descriptors: wait a little before the next try).
-                eprintln!("viaduct: refused a {name} connection: {e}");
+                tracing::warn!("viaduct: refused a {name} connection: {e}");
                 std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
@@ -490,7 +483,7 @@ fn accept_loop(listener: Listening, ctx: AcceptCtx) {
             });
         if let Err(e) = spawned {
             busy.fetch_sub(1, Ordering::AcqRel);
-            eprintln!("viaduct: dropped a {name} connection: no thread to set it up: {e}");
+            tracing::warn!("viaduct: dropped a {name} connection: no thread to set it up: {e}");
         }
     }
 }
@@ -507,7 +500,7 @@ fn authenticate(incoming: Incoming, ctx: &AcceptCtx) {
     let accepted = match incoming {
         Incoming::Shm(mut pending) => {
             if let Err(e) = pending.require_same_user() {
-                eprintln!("viaduct: {e}");
+                tracing::warn!("viaduct: {e}");
                 return;
             }
             let what = format!("a shm peer (process {})", pending.peer_pid());
@@ -519,7 +512,7 @@ fn authenticate(incoming: Incoming, ctx: &AcceptCtx) {
             match pending.establish(method::shm_config(&ctx.config)) {
                 Ok(ep) => (MethodKind::Shm, rank, Method::Shm(Box::new(ep))),
                 Err(e) => {
-                    eprintln!("viaduct: shm connection set-up with rank {rank} failed: {e}");
+                    tracing::warn!("viaduct: shm connection set-up with rank {rank} failed: {e}");
                     return;
                 }
             }
@@ -533,7 +526,7 @@ fn authenticate(incoming: Incoming, ctx: &AcceptCtx) {
             let mut m = match tcp::accept_on(stream, cfg) {
                 Ok(ep) => Method::Tcp(Box::new(ep)),
                 Err(e) => {
-                    eprintln!("viaduct: refused tcp connection from {peer}: {e}");
+                    tracing::warn!("viaduct: refused tcp connection from {peer}: {e}");
                     return;
                 }
             };
@@ -936,7 +929,7 @@ pub(crate) fn connect_all(boot: &mut Bootstrap, config: &Config) -> Result<Vec<V
                     expected.retain(|r| *r != rank);
                     links[rank as usize] = Some(m);
                 } else {
-                    eprintln!(
+                    tracing::warn!(
                         "viaduct: refused {} connection from rank {rank}: not expected over {} here",
                         kind.name(),
                         kind.name()

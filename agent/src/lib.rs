@@ -92,6 +92,16 @@
 //! movable::<viaduct_agent::Request>();
 //! ```
 //!
+//! # Diagnostics (`VIADUCT_LOG`)
+//!
+//! The library writes no diagnostics to stderr itself: refused connections, failed set-ups
+//! and the like are [`tracing`] warnings. A program shows them by installing a subscriber;
+//! [`log::install_subscriber`] (called by the `viaduct` command and by `MPI_Init` of the MPI
+//! library) writes to stderr what `VIADUCT_LOG` lets through: `warn` when unset (warnings a
+//! user must see still show), `VIADUCT_LOG=debug` for more, `VIADUCT_LOG=off` for none, or
+//! filter directives such as `viaduct_agent=debug`. A program with its own subscriber gets the
+//! events there. See [`log`].
+//!
 //! # Features
 //!
 //! `rdma` (default) builds the verbs method, which needs rdma-core (`libibverbs`) and
@@ -115,6 +125,7 @@ pub mod fileio;
 pub mod fuzzing;
 mod handshake;
 mod liveness;
+pub mod log;
 pub mod matching;
 pub mod method;
 pub mod p2p;

@@ -1,4 +1,5 @@
 //! Shared-memory method between two processes: the test binary re-executes itself as the peer.
+//! The tests every method shares are in `method_contract.rs`; these are the shared-memory ones.
 
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -76,7 +77,6 @@ fn wait_child(mut child: Child) {
 }
 
 const SIZES: [usize; 9] = [0, 1, 63, 64, 4095, 4096, 65536, 1 << 20, 16 << 20];
-const SMALL: u64 = 1_000_000;
 /// Size and count of the long messages of the `long-sender` role.
 const LONG: usize = 48 << 20;
 const LONG_COUNT: u64 = 2;
@@ -104,7 +104,7 @@ fn peer_process_entry() {
     }
     let mut ep = shm::connect(&path, config).expect("connect");
     match role.as_str() {
-        "echo" | "echo-chunks" | "echo-unprivileged" => loop {
+        "echo-chunks" | "echo-unprivileged" => loop {
             let (tag, data) = recv(&mut ep).expect("recv");
             if tag == u64::MAX {
                 break;
@@ -112,35 +112,6 @@ fn peer_process_entry() {
             send(&mut ep, tag, tag, data).expect("send");
             while ep.poll().is_some() {}
         },
-        "stream" => {
-            let mut i = 0u64;
-            let deadline = Instant::now() + LIMIT;
-            while i < SMALL {
-                match ep.post_send(i, i, &i.to_le_bytes()).expect("post") {
-                    Posted::InProgress => i += 1,
-                    Posted::NoResources(()) => {
-                        assert!(Instant::now() < deadline);
-                        ep.wait(Duration::from_millis(50)).expect("wait");
-                    }
-                }
-                while ep.poll().is_some() {}
-            }
-            recv(&mut ep).expect("final message");
-        }
-        "endless" => {
-            // Streams until killed or the parent goes away.
-            let mut i = 0u64;
-            loop {
-                match ep.post_send(i, i, &[0u8; 32]) {
-                    Ok(Posted::InProgress) => i += 1,
-                    Ok(Posted::NoResources(())) => {
-                        let _ = ep.wait(Duration::from_millis(50));
-                    }
-                    Err(_) => return,
-                }
-                while ep.poll().is_some() {}
-            }
-        }
         "long-sender" => {
             // Sends long messages and keeps making progress (so it helps copy them) until killed.
             let bufs: Vec<Vec<u8>> = (0..LONG_COUNT).map(|i| pattern(LONG, i)).collect();
@@ -159,17 +130,6 @@ fn peer_process_entry() {
             send(&mut ep, 0, 7, Vec::new()).expect("send");
             std::thread::sleep(LIMIT);
             return;
-        }
-        "rma-target" => {
-            let key = ep.register(vec![0u8; 4096]);
-            send(&mut ep, 0, key.0 as u64, Vec::new()).expect("send the key");
-            // Serves the parent's writes and reads while it waits for the stop message.
-            loop {
-                let (tag, _) = recv(&mut ep).expect("recv");
-                if tag == u64::MAX {
-                    break;
-                }
-            }
         }
         other => panic!("unknown role {other}"),
     }
@@ -209,159 +169,8 @@ fn echo_sizes_both(role: &str, name: &str, out: LongMessages, back: LongMessages
 }
 
 #[test]
-fn sizes_echo_byte_exact_between_processes() {
-    echo_sizes("echo", "echo", LongMessages::SingleCopy);
-}
-
-#[test]
 fn sizes_echo_byte_exact_between_processes_through_ring_chunks() {
     echo_sizes("echo-chunks", "chunks", LongMessages::RingChunks);
-}
-
-#[test]
-fn million_messages_from_another_process_arrive_in_order() {
-    let path = socket_path("stream");
-    let listener = shm::Listener::bind(&path).expect("bind");
-    let child = spawn_peer("stream", &path);
-    let mut ep = listener.accept(Config::default()).expect("accept");
-    let deadline = Instant::now() + LIMIT;
-    let mut expect = 0u64;
-    while expect < SMALL {
-        match ep.next().expect("next") {
-            Some(m) => {
-                assert_eq!(m.tag, expect);
-                assert_eq!(m.data, &expect.to_le_bytes());
-                ep.consume(8).expect("consume");
-                expect += 1;
-            }
-            None => {
-                assert!(Instant::now() < deadline, "stuck at {expect}");
-                ep.wait(Duration::from_millis(50)).expect("wait");
-            }
-        }
-    }
-    send(&mut ep, 0, 0, Vec::new()).expect("final");
-    wait_child(child);
-}
-
-#[test]
-fn killed_peer_fails_outstanding_descriptors_and_the_stream() {
-    let path = socket_path("kill");
-    let listener = shm::Listener::bind(&path).expect("bind");
-    let mut child = spawn_peer("endless", &path);
-    let config = Config {
-        liveness_interval: Duration::from_millis(10),
-        ..Config::default()
-    };
-    let mut ep = listener.accept(config).expect("accept");
-    // Receive a while, post descriptors the peer will not finish, then kill it mid-stream.
-    let mut got = 0;
-    while got < 10_000 {
-        if let Some(m) = ep.next().expect("next") {
-            let n = m.data.len();
-            ep.consume(n).expect("consume");
-            got += 1;
-        } else {
-            ep.wait(Duration::from_millis(50)).expect("wait");
-        }
-    }
-    send(&mut ep, 1, 1, vec![5u8; 1 << 20]).expect("long send");
-    assert!(
-        ep.post_read(2, shm::RegionKey(3), 0, vec![0; 16])
-            .expect("read")
-            .is_posted()
-    );
-    child.kill().expect("SIGKILL");
-    child.wait().expect("reap");
-    let deadline = Instant::now() + LIMIT;
-    let mut failed = Vec::new();
-    let mut stream_failed = false;
-    while failed.len() < 2 || !stream_failed {
-        assert!(
-            Instant::now() < deadline,
-            "no error completion after the peer died"
-        );
-        match ep.next() {
-            Ok(Some(m)) => {
-                let n = m.data.len();
-                ep.consume(n).expect("consume");
-            }
-            Ok(None) => {}
-            Err(e) => {
-                assert!(matches!(e, Error::PeerFailed(_)), "{e}");
-                stream_failed = true;
-            }
-        }
-        while let Some(c) = ep.poll() {
-            // The long send may have been read before the kill; otherwise it failed.
-            if c.id == 2 || c.result.is_err() {
-                assert!(
-                    matches!(c.result, Err(Error::PeerFailed(_))),
-                    "{:?}",
-                    c.result
-                );
-            }
-            failed.push(c.id);
-        }
-        ep.wait(Duration::from_millis(10)).expect("wait");
-    }
-    failed.sort();
-    assert_eq!(failed, [1, 2]);
-}
-
-#[test]
-fn emulated_write_and_read_in_another_process_check_key_and_bounds() {
-    let path = socket_path("rma");
-    let listener = shm::Listener::bind(&path).expect("bind");
-    let child = spawn_peer("rma-target", &path);
-    let mut ep = listener.accept(Config::default()).expect("accept");
-    let (key, _) = recv(&mut ep).expect("key");
-    let key = shm::RegionKey(key as u32);
-    let bad = shm::RegionKey(key.0 ^ 0x40);
-    let data = pattern(1000, 5);
-    assert!(
-        ep.post_write(1, key, 100, &data)
-            .expect("write")
-            .is_posted()
-    );
-    assert!(ep.post_write(2, bad, 0, &data).expect("write").is_posted());
-    assert!(
-        ep.post_write(3, key, 4000, &data)
-            .expect("write")
-            .is_posted()
-    );
-    assert!(
-        ep.post_read(4, key, 0, vec![9; 4096])
-            .expect("read")
-            .is_posted()
-    );
-    assert!(
-        ep.post_read(5, key, 4090, vec![0; 10])
-            .expect("read")
-            .is_posted()
-    );
-    let mut seen = std::collections::HashMap::new();
-    let deadline = Instant::now() + LIMIT;
-    while seen.len() < 5 {
-        match ep.poll() {
-            Some(c) => assert!(seen.insert(c.id, c).is_none(), "two completions for one id"),
-            None => {
-                assert!(Instant::now() < deadline, "missing completions");
-                ep.wait(Duration::from_millis(20)).expect("wait");
-            }
-        }
-    }
-    let refused = |id: u64, want: shm::AccessError| matches!(&seen[&id].result, Err(Error::RemoteAccess(e)) if *e == want);
-    assert_eq!(seen[&1].result.as_ref().ok(), Some(&1000));
-    assert!(refused(2, shm::AccessError::BadKey));
-    assert!(refused(3, shm::AccessError::OutOfBounds));
-    assert!(refused(5, shm::AccessError::OutOfBounds));
-    // The read sees the write and nothing else changed around it.
-    let mut expect = vec![0u8; 4096];
-    expect[100..1100].copy_from_slice(&data);
-    assert!(seen[&4].buffer.as_deref() == Some(&expect[..]));
-    send(&mut ep, 9, u64::MAX, Vec::new()).expect("stop");
-    wait_child(child);
 }
 
 #[test]

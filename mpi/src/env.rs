@@ -28,6 +28,8 @@ fn init(level: c_int) -> Result<(), MpiError> {
     if !state::claim_init() {
         return Err(MpiError::new(err::OTHER, "MPI_Init was called already"));
     }
+    // The agent's diagnostics to stderr, filtered by VIADUCT_LOG (default: warnings).
+    viaduct_agent::log::install_subscriber();
     let agent = Agent::init()?;
     let world = Comm::world(&agent);
     let own = world

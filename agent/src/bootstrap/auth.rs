@@ -10,7 +10,7 @@
 //! ```
 //!
 //! Strength, stated plainly: a peer without the key cannot produce a valid proof (HMAC-SHA256),
-//! a recorded exchange cannot be replayed (fresh 256-bit nonces from `/dev/urandom` on both
+//! a recorded exchange cannot be replayed (fresh 256-bit nonces from the kernel's random source on both
 //! sides), and the connector learns that the acceptor holds the key too. It does **not** encrypt
 //! or authenticate the traffic that follows: someone able to hijack an established TCP
 //! connection can still inject data. It is a guard against strangers and stale jobs reaching a
@@ -133,9 +133,9 @@ pub fn accept_with_log<S: Read + Write>(
     result
 }
 
-/// [`accept_with_log`] writing refusals to standard error.
+/// [`accept_with_log`] reporting refusals as `tracing` warnings (see [`crate::log`]).
 pub fn accept<S: Read + Write>(stream: &mut S, key: &JobKey, peer: &str) -> Result<u32, AuthError> {
-    accept_with_log(stream, key, peer, &mut |line| eprintln!("{line}"))
+    accept_with_log(stream, key, peer, &mut |line| tracing::warn!("{line}"))
 }
 
 fn accept_inner<S: Read + Write>(stream: &mut S, key: &JobKey) -> Result<u32, AuthError> {

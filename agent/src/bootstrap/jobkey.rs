@@ -2,7 +2,7 @@
 //! connections between them (see [`super::auth`]).
 
 use std::fmt;
-use std::io::{self, Read};
+use std::io;
 
 /// Environment variable through which a launcher hands the job key to its ranks (64 hex digits).
 pub const JOB_KEY_VAR: &str = "VIADUCT_JOB_KEY";
@@ -37,21 +37,24 @@ impl JobKey {
                 text.len()
             ));
         }
-        // Hex digits only: `from_str_radix` alone would also take a sign ("+a").
-        if let Some(c) = text.chars().find(|c| !c.is_ascii_hexdigit()) {
-            return Err(format!("{c:?} is not a hex digit"));
-        }
         let mut key = [0u8; JOB_KEY_LEN];
-        for (i, byte) in key.iter_mut().enumerate() {
-            let pair = text.get(2 * i..2 * i + 2).ok_or("not ASCII")?;
-            *byte = u8::from_str_radix(pair, 16).map_err(|_| format!("{pair:?} is not hex"))?;
-        }
+        hex::decode_to_slice(text, &mut key).map_err(|e| match e {
+            // Named as the text holds it (a byte of a multi-byte character is not a character).
+            hex::FromHexError::InvalidHexCharacter { c, index } => {
+                let c = text
+                    .get(index..)
+                    .and_then(|t| t.chars().next())
+                    .unwrap_or(c);
+                format!("{c:?} is not a hex digit")
+            }
+            other => other.to_string(),
+        })?;
         Ok(Self(key))
     }
 
     /// The key as 64 lowercase hex digits (what [`JOB_KEY_VAR`] holds).
     pub fn to_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        hex::encode(self.0)
     }
 
     /// The key's bytes.
@@ -66,9 +69,9 @@ impl fmt::Debug for JobKey {
     }
 }
 
-/// Fills `buf` from `/dev/urandom`.
+/// Fills `buf` from the kernel's random source (`getrandom(2)`).
 pub(crate) fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
-    std::fs::File::open("/dev/urandom")?.read_exact(buf)
+    getrandom::fill(buf).map_err(io::Error::from)
 }
 
 #[cfg(test)]
@@ -85,12 +88,14 @@ mod tests {
         assert!(JobKey::from_hex("abc").is_err());
         assert!(JobKey::from_hex(&"zz".repeat(32)).is_err());
         assert!(JobKey::from_hex(&"\u{e9}".repeat(32)).is_err());
+        let err = JobKey::from_hex(&format!("{}\u{e9}", "0".repeat(62))).unwrap_err();
+        assert_eq!(err, "'\u{e9}' is not a hex digit");
         assert_eq!(format!("{key:?}"), "JobKey(..)");
     }
 
     #[test]
     fn hex_with_signs_is_refused() {
-        // `u8::from_str_radix` takes "+a" for 10: such text is not a key's hex digits.
+        // `u8::from_str_radix` would take "+a" for 10: such text is not a key's hex digits.
         let signed = "+a".repeat(32);
         assert!(
             JobKey::from_hex(&signed).is_err(),

@@ -388,6 +388,7 @@ impl Bootstrap {
     }
 
     /// Asks the launcher to end the whole job, prints `message`, and exits with `exit_code`.
+    /// (Its lines are the process's last words: written to stderr whatever `VIADUCT_LOG` says.)
     pub fn abort(mut self, exit_code: i32, message: &str) -> ! {
         eprintln!("viaduct: rank {} aborts the job: {message}", self.rank);
         self.finalized = true;
@@ -409,7 +410,7 @@ impl Bootstrap {
 impl Drop for Bootstrap {
     fn drop(&mut self) {
         if let Err(e) = self.finalize_inner() {
-            eprintln!("viaduct: rank {}: PMI finalize failed: {e}", self.rank);
+            tracing::warn!("viaduct: rank {}: PMI finalize failed: {e}", self.rank);
         }
     }
 }
