@@ -100,6 +100,7 @@
 //! The `viaduct` command (`viaduct info`, `viaduct launch`, `viaduct demo`, `viaduct bench`)
 //! is built from this package; see the README.
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
 pub use viaduct_agent as agent;
 pub use viaduct_fallback as fallback;
 #[cfg(feature = "rdma")]

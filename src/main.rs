@@ -1,5 +1,7 @@
 //! The `viaduct` command line: machine info, launcher, benchmarks.
 
+#![deny(unsafe_code)]
+
 mod bench;
 mod demo;
 mod info;

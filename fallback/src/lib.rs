@@ -76,6 +76,7 @@
 #![deny(missing_docs)]
 
 pub mod affinity;
+pub mod cputime;
 pub mod fd;
 pub mod file;
 pub mod frame;

@@ -45,18 +45,10 @@ impl GrequestOps for DefaultStatus {
     }
 }
 
-/// CPU time of the calling thread so far (what it ran, not the time it waited for a CPU).
+/// CPU time of the calling thread so far (what it ran, not the time it waited for a CPU);
+/// zero where the clock cannot be read.
 fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    viaduct_fallback::cputime::thread_cpu_time().unwrap_or(Duration::ZERO)
 }
 
 /// One timed trial: wall-clock and thread CPU nanoseconds per request.
