@@ -47,6 +47,18 @@ pub struct Config {
     /// descriptors are left as they were (`poll` there finds nothing). Off by default (the
     /// agent's endpoints serve every thread of a rank); [`pair`](super::pair) refuses it.
     pub single_issuer: bool,
+    /// Moves bytes with plain non-blocking socket calls where the data or the room is already
+    /// there, and uses the ring only for what has to wait (the default). A batch of frames
+    /// (not zero-copy, at most 64 KiB) first tries one `send`/`sendmsg` with `MSG_DONTWAIT`;
+    /// what the socket does not take goes on through the ring in order. Receives are
+    /// `recv(MSG_DONTWAIT)` calls into the endpoint's own receive buffers made by `next`,
+    /// `poll` and `wait`; `wait` arms a one-shot readiness poll in the ring before it sleeps.
+    /// A receive that waits for the ring's task work costs an interrupt of the receiving thread
+    /// and a completion; the plain calls cost a syscall each, as for any socket program
+    /// (measured in `docs/perf/methods.md`). `false`: every send and receive goes through the
+    /// ring (a multishot receive into the provided-buffer ring, which keeps draining the socket
+    /// while the owner does not call the endpoint).
+    pub immediate_io: bool,
 }
 
 impl Default for Config {
@@ -65,6 +77,7 @@ impl Default for Config {
             ring_entries: 64,
             connect_timeout: Duration::from_secs(5),
             single_issuer: false,
+            immediate_io: true,
         }
     }
 }
