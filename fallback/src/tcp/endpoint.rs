@@ -54,6 +54,19 @@ pub struct Message<'a> {
     pub data: &'a [u8],
 }
 
+/// How this end's send batches left the endpoint so far ([`Endpoint::send_paths`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SendPaths {
+    /// Batches a plain non-blocking `send`/`sendmsg` took whole ([`Config::immediate_io`]).
+    pub immediate: u64,
+    /// Batches a plain send took in part; the rest went on through the ring.
+    pub partial: u64,
+    /// Batches for which the socket had no room (`EAGAIN`); they went through the ring.
+    pub would_block: u64,
+    /// Sends submitted to the ring (rests of partial batches and refused ones included).
+    pub ring: u64,
+}
+
 struct Chunk {
     buf: RxBuf,
     off: usize,
@@ -172,6 +185,8 @@ pub struct Endpoint {
     poll_armed: bool,
     /// Whether the last `poll` returned a completion (see `poll` on receiving).
     just_reaped: bool,
+    /// How send batches left so far.
+    send_paths: SendPaths,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -252,6 +267,7 @@ impl Endpoint {
             own_ranges: Vec::new(),
             poll_armed: false,
             just_reaped: false,
+            send_paths: SendPaths::default(),
             config,
         };
         if ep.ring.features().defer_taskrun {
@@ -273,6 +289,12 @@ impl Endpoint {
     /// task work is deferred, say: [`crate::uring::Features::defer_taskrun`]).
     pub fn ring_features(&self) -> &crate::uring::Features {
         self.ring.features()
+    }
+
+    /// How this end's send batches left so far: whole by a plain non-blocking send, in part,
+    /// or through the ring ([`Config::immediate_io`]).
+    pub fn send_paths(&self) -> SendPaths {
+        self.send_paths
     }
 
     /// Why the connection failed, once it has.
@@ -417,6 +439,7 @@ impl Endpoint {
         // the boxed batch, which the ring holds as the payload until the final completion.
         match unsafe { self.ring.push(entry, token, Payload::Send(batch)) } {
             Ok(_) => {
+                self.send_paths.ring += 1;
                 self.in_flight = true;
                 self.ring.submit().map_err(Error::Uring)?;
                 Ok(())
@@ -454,6 +477,7 @@ impl Endpoint {
                 .raw_os_error()
                 .unwrap_or(libc::EIO);
             if matches!(errno, libc::EAGAIN | libc::EINTR | libc::ENOBUFS) {
+                self.send_paths.would_block += 1;
                 return Some(batch);
             }
             // As a failed ring send: every frame of the batch completes with the failure.
@@ -462,12 +486,14 @@ impl Endpoint {
         }
         let sent = r as usize;
         if sent == batch.bytes {
+            self.send_paths.immediate += 1;
             // At most IMMEDIATE_SEND_BYTES: fits the ring's result type.
             self.on_sent(batch, sent as i32);
             return None;
         }
         // Part of the batch went out: the frames sent whole complete, the rest goes back to the
         // head of the queue in stream order, the cut frame first.
+        self.send_paths.partial += 1;
         let mut rest = Vec::new();
         for f in batch.settle(sent) {
             if f.sent == f.total() {
