@@ -585,6 +585,26 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Sleeps in `ppoll` on the socket until it is readable (or at end of stream, or failed)
+    /// or `d` passed ([`Config::immediate_io`], nothing in the ring). An interrupted sleep
+    /// just ends early: the caller loops.
+    fn sleep_on_socket(&self, d: Duration) {
+        let mut pfd = libc::pollfd {
+            fd: self.stream.as_raw_fd(),
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        };
+        let ts = libc::timespec {
+            tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: one valid pollfd and a valid timespec, both alive for the call; no signal
+        // mask is changed.
+        unsafe {
+            libc::ppoll(&mut pfd, 1, &ts, std::ptr::null());
+        }
+    }
+
     /// Reaps completions and acts on them; receives (or re-arms the receive); sends what is
     /// queued.
     fn progress(&mut self) {
@@ -1137,7 +1157,10 @@ impl Endpoint {
     /// `config.spin` times), then sleeps in `io_uring_enter`.
     pub fn wait(&mut self, timeout: Duration) -> Result<(), Error> {
         self.check_issuer()?;
-        self.progress();
+        // With plain receives and no spinning, the socket is not read here: the sleep below
+        // returns at once when it holds bytes, and they are read then (one call fewer for a
+        // caller that found nothing in `next` just before).
+        self.progress_with(self.config.busy_poll || !self.config.immediate_io);
         if self.ready() {
             return Ok(());
         }
@@ -1163,7 +1186,16 @@ impl Endpoint {
             if let Some(k) = self.config.keepalive {
                 slice = slice.min(k.max(Duration::from_millis(1)));
             }
+            if self.config.immediate_io && self.failed.is_none() && self.ring.in_flight() == 0 {
+                // Nothing in the ring: sleep on the socket itself, which wakes this thread
+                // directly when bytes, the end of the stream or an error arrive (no task work
+                // of the ring on the way).
+                self.sleep_on_socket(slice);
+                self.progress();
+                continue;
+            }
             if self.config.immediate_io && !self.poll_armed && self.failed.is_none() {
+                // Sends in the ring: sleep in the ring, woken by them or by the socket.
                 if let Err(e) = self.arm_poll() {
                     self.engine_failed(&e);
                     break;
