@@ -137,7 +137,14 @@ fn complete_all(ep: &mut Endpoint, want: &HashMap<u64, usize>) {
 
 #[test]
 fn a_send_the_socket_takes_in_part_goes_on_in_order_with_the_sends_queued_behind_it() {
-    let (mut ep, mut peer) = endpoint_and_plain_peer(Config::default());
+    // Small batches: when the ring's send is done, the frames queued behind it leave in
+    // several batches, each tried with a plain send first, so that a batch cut short has
+    // frames queued behind it too.
+    let config = Config {
+        max_batch: 3,
+        ..Config::default()
+    };
+    let (mut ep, mut peer) = endpoint_and_plain_peer(config);
     // The peer reads nothing yet: 60000 bytes do not fit its 4 KiB buffer and the sender's.
     let mut want = HashMap::new();
     let first = message(0, 60_000);
