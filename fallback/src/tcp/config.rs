@@ -31,7 +31,8 @@ pub struct Config {
     pub keepalive: Option<Duration>,
     /// Whether `wait` polls the completion queue for a while before it sleeps in the kernel.
     pub busy_poll: bool,
-    /// Polls of the completion queue `wait` spends before it sleeps (with `busy_poll`).
+    /// Polls of the completion queue `wait` spends before it sleeps (with `busy_poll`); with
+    /// [`Config::immediate_io`] every eighth also tries the socket with a `recv`.
     pub spin: u32,
     /// Submission queue entries of the connection's ring.
     pub ring_entries: u32,
