@@ -20,6 +20,12 @@ mod receive;
 
 /// Token of the multishot receive.
 const RECV: u64 = 0;
+/// Token of the one-shot readiness poll armed before `wait` sleeps ([`Config::immediate_io`]).
+const POLL: u64 = u64::MAX;
+/// Largest batch that first tries a non-blocking `send` ([`Config::immediate_io`]): larger
+/// ones rarely fit the socket's free room whole, and one ring send with `MSG_WAITALL` carries
+/// them in one call.
+const IMMEDIATE_SEND_BYTES: usize = 64 << 10;
 /// Buffer group of the receive buffers (one ring per connection).
 const GROUP: u16 = 0;
 /// Payload buffers of sent frames kept for later copying posts.
@@ -33,6 +39,8 @@ enum Payload {
     Send(Box<SendBatch>),
     /// The multishot receive (its memory is the provided-buffer ring).
     Recv,
+    /// The readiness poll of a sleeping `wait` (no memory).
+    Poll,
 }
 
 /// A message shown by [`Endpoint::next`]: its tag and the bytes not consumed yet, borrowed in
@@ -46,9 +54,40 @@ pub struct Message<'a> {
     pub data: &'a [u8],
 }
 
+/// How this end's send batches left the endpoint so far ([`Endpoint::send_paths`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SendPaths {
+    /// Batches a plain non-blocking `send`/`sendmsg` took whole ([`Config::immediate_io`]).
+    pub immediate: u64,
+    /// Batches a plain send took in part; the rest went on through the ring.
+    pub partial: u64,
+    /// Batches for which the socket had no room (`EAGAIN`); they went through the ring.
+    pub would_block: u64,
+    /// Sends submitted to the ring (rests of partial batches and refused ones included).
+    pub ring: u64,
+}
+
 struct Chunk {
-    buf: ProvidedBuf,
+    buf: RxBuf,
     off: usize,
+}
+
+/// Bytes received: a buffer of the provided-buffer ring (filled by the multishot receive), or
+/// one of the endpoint's own receive buffers (filled by a non-blocking `recv`).
+enum RxBuf {
+    Ring(ProvidedBuf),
+    Own { mem: Box<[u8]>, len: usize },
+}
+
+impl std::ops::Deref for RxBuf {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            RxBuf::Ring(b) => b,
+            RxBuf::Own { mem, len } => &mem[..*len],
+        }
+    }
 }
 
 impl Chunk {
@@ -138,6 +177,16 @@ pub struct Endpoint {
     /// With a single-issuer ring, the thread that set the endpoint up ([`thread_mark`]): the
     /// only one that may enter the ring.
     issuer: Option<usize>,
+    /// Own receive buffers not holding data ([`Config::immediate_io`]).
+    own_free: Vec<Box<[u8]>>,
+    /// Own receive buffers allocated so far (at most `recv_buffers`), with their addresses.
+    own_ranges: Vec<std::ops::Range<usize>>,
+    /// Whether the readiness poll of a sleeping `wait` is in the ring.
+    poll_armed: bool,
+    /// Whether the last `poll` returned a completion (see `poll` on receiving).
+    just_reaped: bool,
+    /// How send batches left so far.
+    send_paths: SendPaths,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -214,13 +263,20 @@ impl Endpoint {
             spare_payloads: Vec::new(),
             fixed_socket,
             issuer: None,
+            own_free: Vec::new(),
+            own_ranges: Vec::new(),
+            poll_armed: false,
+            just_reaped: false,
+            send_paths: SendPaths::default(),
             config,
         };
         if ep.ring.features().defer_taskrun {
             ep.issuer = Some(thread_mark());
         }
-        ep.arm_recv()?;
-        ep.ring.submit().map_err(Error::Uring)?;
+        if !ep.config.immediate_io {
+            ep.arm_recv()?;
+            ep.ring.submit().map_err(Error::Uring)?;
+        }
         Ok(ep)
     }
 
@@ -233,6 +289,12 @@ impl Endpoint {
     /// task work is deferred, say: [`crate::uring::Features::defer_taskrun`]).
     pub fn ring_features(&self) -> &crate::uring::Features {
         self.ring.features()
+    }
+
+    /// How this end's send batches left so far: whole by a plain non-blocking send, in part,
+    /// or through the ring ([`Config::immediate_io`]).
+    pub fn send_paths(&self) -> SendPaths {
+        self.send_paths
     }
 
     /// Why the connection failed, once it has.
@@ -265,6 +327,7 @@ impl Endpoint {
             let len = self.bufs.count() as usize * self.bufs.buf_size() as usize;
             v.push(base..base + len);
         }
+        v.extend(self.own_ranges.iter().cloned());
         let a = self.assembly.as_ptr() as usize;
         v.push(a..a + self.assembly.len());
         v
@@ -326,6 +389,24 @@ impl Endpoint {
             self.config.max_batch,
             self.config.zero_copy_threshold,
         );
+        while self.config.immediate_io && !batch.zero_copy && batch.bytes <= IMMEDIATE_SEND_BYTES {
+            match self.send_now(batch) {
+                Some(rest) => batch = rest,
+                // Sent whole (or the connection failed): the next batch, if any.
+                None if self.failed.is_none() && !self.queue.is_empty() => {
+                    batch = self.spare_batch.take().unwrap_or_else(SendBatch::empty);
+                    batch.fill(
+                        &mut self.queue,
+                        self.config.max_batch,
+                        self.config.zero_copy_threshold,
+                    );
+                    continue;
+                }
+                None => return Ok(()),
+            }
+            // The socket took part of the batch or none of it: the rest waits in the ring.
+            break;
+        }
         let flags = (libc::MSG_WAITALL | libc::MSG_NOSIGNAL) as u32;
         let fd = self.stream.as_raw_fd();
         // The socket as the registered file 0 where that worked, else by its descriptor.
@@ -358,6 +439,7 @@ impl Endpoint {
         // the boxed batch, which the ring holds as the payload until the final completion.
         match unsafe { self.ring.push(entry, token, Payload::Send(batch)) } {
             Ok(_) => {
+                self.send_paths.ring += 1;
                 self.in_flight = true;
                 self.ring.submit().map_err(Error::Uring)?;
                 Ok(())
@@ -374,9 +456,165 @@ impl Endpoint {
         }
     }
 
-    /// Reaps completions and acts on them; re-arms the receive; sends what is queued.
+    /// Tries `batch` (not zero-copy, nothing in flight before it) with one non-blocking
+    /// `send`/`sendmsg` ([`Config::immediate_io`]). Returns the batch to go on through the
+    /// ring: untouched when the socket had no room, refilled from the queue (the cut frame
+    /// first, with its progress) when it took part. `None` when the batch is settled: sent
+    /// whole, its frames completed, or failed, the connection with it.
+    fn send_now(&mut self, mut batch: Box<SendBatch>) -> Option<Box<SendBatch>> {
+        let fd = self.stream.as_raw_fd();
+        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+        let r = match batch.contiguous() {
+            // SAFETY: `bytes` borrows the batch's one frame, alive for the call; `send` only
+            // reads it.
+            Some(bytes) => unsafe { libc::send(fd, bytes.as_ptr().cast(), bytes.len(), flags) },
+            // SAFETY: the batch's message header points at its own iovec array and frames (see
+            // `SendBatch::fill`), alive for the call; `sendmsg` only reads them.
+            None => unsafe { libc::sendmsg(fd, &batch.msg, flags) },
+        };
+        if r < 0 {
+            let errno = std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO);
+            if matches!(errno, libc::EAGAIN | libc::EINTR | libc::ENOBUFS) {
+                self.send_paths.would_block += 1;
+                return Some(batch);
+            }
+            // As a failed ring send: every frame of the batch completes with the failure.
+            self.on_sent(batch, -errno);
+            return None;
+        }
+        let sent = r as usize;
+        if sent == batch.bytes {
+            self.send_paths.immediate += 1;
+            // At most IMMEDIATE_SEND_BYTES: fits the ring's result type.
+            self.on_sent(batch, sent as i32);
+            return None;
+        }
+        // Part of the batch went out: the frames sent whole complete, the rest goes back to the
+        // head of the queue in stream order, the cut frame first.
+        self.send_paths.partial += 1;
+        let mut rest = Vec::new();
+        for f in batch.settle(sent) {
+            if f.sent == f.total() {
+                self.finish_sent(f);
+            } else {
+                rest.push(f);
+            }
+        }
+        for f in rest.into_iter().rev() {
+            self.queue.push_front(f);
+        }
+        batch.fill(
+            &mut self.queue,
+            self.config.max_batch,
+            self.config.zero_copy_threshold,
+        );
+        Some(batch)
+    }
+
+    /// Non-blocking receives into the endpoint's own receive buffers until the socket has
+    /// nothing more or every buffer holds data not consumed yet ([`Config::immediate_io`]).
+    /// End of stream and socket errors fail the connection, as they do for the ring's receive.
+    fn recv_now(&mut self) {
+        let fd = self.stream.as_raw_fd();
+        let size = self.config.recv_buffer_bytes as usize;
+        while self.failed.is_none() {
+            let mut mem = match self.own_free.pop() {
+                Some(m) => m,
+                None if self.own_ranges.len() < self.config.recv_buffers as usize => {
+                    let m = vec![0u8; size].into_boxed_slice();
+                    let at = m.as_ptr() as usize;
+                    self.own_ranges.push(at..at + size);
+                    m
+                }
+                // The peer's window keeps it from sending more than these hold.
+                None => return,
+            };
+            // SAFETY: `recv` writes at most `mem.len()` bytes into the owned buffer.
+            let r =
+                unsafe { libc::recv(fd, mem.as_mut_ptr().cast(), mem.len(), libc::MSG_DONTWAIT) };
+            if r > 0 {
+                let n = r as usize;
+                self.received += 1;
+                self.rx.push_back(Chunk {
+                    buf: RxBuf::Own { mem, len: n },
+                    off: 0,
+                });
+                if n < size {
+                    // The socket had no more (a further call would most likely find none).
+                    return;
+                }
+                continue;
+            }
+            let errno = std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO);
+            self.own_free.push(mem);
+            if r == 0 {
+                self.fail("the peer closed the connection");
+            } else if !matches!(errno, libc::EAGAIN | libc::EINTR) {
+                self.fail_with_errno(errno);
+            }
+            return;
+        }
+    }
+
+    /// Gives a chunk's buffer back once nothing in it is needed: to the provided-buffer ring
+    /// (by its drop) or to the own buffers.
+    fn recycle(&mut self, chunk: Chunk) {
+        if let RxBuf::Own { mem, .. } = chunk.buf {
+            self.own_free.push(mem);
+        }
+    }
+
+    /// Arms the one-shot readiness poll that wakes a sleeping `wait` when bytes (or the end of
+    /// the stream, or an error) arrive ([`Config::immediate_io`]).
+    fn arm_poll(&mut self) -> Result<(), Error> {
+        let mask = (libc::POLLIN | libc::POLLRDHUP) as u32;
+        let entry = if self.fixed_socket {
+            opcode::PollAdd::new(types::Fixed(0), mask).build()
+        } else {
+            opcode::PollAdd::new(types::Fd(self.stream.as_raw_fd()), mask).build()
+        };
+        // SAFETY: a poll reads and writes no memory of ours; the socket stays open while the
+        // ring lives (field order).
+        unsafe { self.ring.push(entry, POLL, Payload::Poll) }.map_err(|e| Error::Uring(e.error))?;
+        self.poll_armed = true;
+        self.ring.submit().map_err(Error::Uring)?;
+        Ok(())
+    }
+
+    /// Sleeps in `ppoll` on the socket until it is readable (or at end of stream, or failed)
+    /// or `d` passed ([`Config::immediate_io`], nothing in the ring). An interrupted sleep
+    /// just ends early: the caller loops.
+    fn sleep_on_socket(&self, d: Duration) {
+        let mut pfd = libc::pollfd {
+            fd: self.stream.as_raw_fd(),
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        };
+        let ts = libc::timespec {
+            tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: one valid pollfd and a valid timespec, both alive for the call; no signal
+        // mask is changed.
+        unsafe {
+            libc::ppoll(&mut pfd, 1, &ts, std::ptr::null());
+        }
+    }
+
+    /// Reaps completions and acts on them; receives (or re-arms the receive); sends what is
+    /// queued.
     fn progress(&mut self) {
-        if let Err(e) = self.try_progress() {
+        self.progress_with(true);
+    }
+
+    /// [`Endpoint::progress`]; `receive`: whether to take bytes from the socket when they are
+    /// taken by plain calls ([`Config::immediate_io`]).
+    fn progress_with(&mut self, receive: bool) {
+        if let Err(e) = self.try_progress(receive) {
             self.engine_failed(&e);
         }
     }
@@ -393,7 +631,7 @@ impl Endpoint {
         });
     }
 
-    fn try_progress(&mut self) -> Result<(), Error> {
+    fn try_progress(&mut self, receive: bool) -> Result<(), Error> {
         if self.failed.is_some() && self.ring.unsubmitted() > 0 {
             // A submission failed after its entry was pushed (the connection failed then):
             // the entry still has to reach the kernel, which completes it, with an error on
@@ -408,6 +646,9 @@ impl Endpoint {
         }
         self.reaped = reaped;
         r.map_err(Error::Uring)?;
+        if self.config.immediate_io && receive {
+            self.recv_now();
+        }
         if !self.rx.is_empty() {
             // Credits, replies and requests may wait at the head of the stream; a malformed
             // frame found here is reported by the next `next`.
@@ -415,7 +656,8 @@ impl Endpoint {
                 self.pending_error.get_or_insert(e);
             }
         }
-        if !self.recv_armed
+        if !self.config.immediate_io
+            && !self.recv_armed
             && self.failed.is_none()
             && self.bufs.taken() < self.bufs.count() as usize
         {
@@ -450,6 +692,8 @@ impl Endpoint {
                 self.on_sent(batch, result);
             }
             Some(Payload::Recv) => self.on_recv(&c),
+            // The socket became readable (or failed): the next progress receives.
+            Some(Payload::Poll) => self.poll_armed = false,
         }
     }
 
@@ -470,29 +714,35 @@ impl Endpoint {
                 self.complete_failed(f, Error::PeerFailed(why));
                 continue;
             }
-            let len = f.data_len();
-            match f.owner {
-                // Reads and writes complete on their reply, not when the request leaves.
-                Some((id, Op::Send, give_back)) => {
-                    let buffer = if give_back {
-                        Some(f.payload)
-                    } else {
-                        self.keep_payload(f.payload);
-                        None
-                    };
-                    self.completions.push_back(Completion {
-                        id,
-                        op: Op::Send,
-                        result: Ok(len),
-                        buffer,
-                    });
-                }
-                _ => self.keep_payload(f.payload),
-            }
+            self.finish_sent(f);
         }
         self.spare_batch = Some(batch);
         if let Some(why) = cut {
             self.fail(why);
+        }
+    }
+
+    /// Completes a frame that left whole: a send's descriptor (reads and writes complete on
+    /// their reply, not when the request leaves); its payload buffer goes back to the caller or
+    /// is kept for later copying posts.
+    fn finish_sent(&mut self, f: OutFrame) {
+        let len = f.data_len();
+        match f.owner {
+            Some((id, Op::Send, give_back)) => {
+                let buffer = if give_back {
+                    Some(f.payload)
+                } else {
+                    self.keep_payload(f.payload);
+                    None
+                };
+                self.completions.push_back(Completion {
+                    id,
+                    op: Op::Send,
+                    result: Ok(len),
+                    buffer,
+                });
+            }
+            _ => self.keep_payload(f.payload),
         }
     }
 
@@ -533,7 +783,10 @@ impl Endpoint {
                         let size = self.bufs.buf_size() as usize;
                         self.buffer_base = Some(buf.as_ptr() as usize - buf.bid() as usize * size);
                     }
-                    self.rx.push_back(Chunk { buf, off: 0 });
+                    self.rx.push_back(Chunk {
+                        buf: RxBuf::Ring(buf),
+                        off: 0,
+                    });
                 }
                 None => self.fail("a receive completed without a buffer"),
             }
@@ -821,6 +1074,7 @@ impl Endpoint {
     /// Makes progress and returns the next completion, if any. Never blocks.
     pub fn poll(&mut self) -> Option<Completion> {
         if let Some(c) = self.completions.pop_front() {
+            self.just_reaped = true;
             return Some(c);
         }
         if self.check_issuer().is_err() {
@@ -828,12 +1082,23 @@ impl Endpoint {
             return None;
         }
         self.maybe_keepalive(Instant::now());
-        self.progress();
+        // With plain receives, the call that ends a loop draining completions (the one right
+        // after a completion was returned) leaves the socket alone unless a completion may hang
+        // on the connection moving (a send in the ring, a write or read waiting for its
+        // reply): a sender that reaps its sends makes no receive call for that. Every other
+        // call receives, so the peer's requests are served.
+        let receive = !std::mem::take(&mut self.just_reaped)
+            || self.in_flight
+            || !self.rma_out.is_empty()
+            || !self.queue.is_empty();
+        self.progress_with(receive);
         if self.completions.is_empty() && !self.rma_out.is_empty() {
             // Replies may wait behind inbound frames.
             let _ = self.advance();
         }
-        self.completions.pop_front()
+        let c = self.completions.pop_front();
+        self.just_reaped = c.is_some();
+        c
     }
 
     /// Queues a keepalive frame when [`Config::keepalive`] passed since the last frame this end
@@ -892,13 +1157,19 @@ impl Endpoint {
     /// `config.spin` times), then sleeps in `io_uring_enter`.
     pub fn wait(&mut self, timeout: Duration) -> Result<(), Error> {
         self.check_issuer()?;
-        self.progress();
+        // With plain receives and no spinning, the socket is not read here: the sleep below
+        // returns at once when it holds bytes, and they are read then (one call fewer for a
+        // caller that found nothing in `next` just before).
+        self.progress_with(self.config.busy_poll || !self.config.immediate_io);
         if self.ready() {
             return Ok(());
         }
         if self.config.busy_poll {
-            for _ in 0..self.config.spin {
-                self.progress();
+            for i in 0..self.config.spin {
+                // With plain receives every eighth poll also tries the socket (a syscall, some
+                // ten times a poll of the completion queue), so that the spin lasts about as
+                // long as through the ring.
+                self.progress_with(!self.config.immediate_io || i % 8 == 0);
                 if self.ready() {
                     return Ok(());
                 }
@@ -918,6 +1189,21 @@ impl Endpoint {
             if let Some(k) = self.config.keepalive {
                 slice = slice.min(k.max(Duration::from_millis(1)));
             }
+            if self.config.immediate_io && self.failed.is_none() && self.ring.in_flight() == 0 {
+                // Nothing in the ring: sleep on the socket itself, which wakes this thread
+                // directly when bytes, the end of the stream or an error arrive (no task work
+                // of the ring on the way).
+                self.sleep_on_socket(slice);
+                self.progress();
+                continue;
+            }
+            if self.config.immediate_io && !self.poll_armed && self.failed.is_none() {
+                // Sends in the ring: sleep in the ring, woken by them or by the socket.
+                if let Err(e) = self.arm_poll() {
+                    self.engine_failed(&e);
+                    break;
+                }
+            }
             let mut reaped = std::mem::take(&mut self.reaped);
             let r = self.ring.wait(1, Some(slice), &mut reaped);
             for c in reaped.drain(..) {
@@ -928,8 +1214,9 @@ impl Endpoint {
                 self.engine_failed(&Error::Uring(e));
             }
             self.progress();
-            if self.ring.in_flight() == 0 && !self.ready() {
-                // Nothing can arrive: the receive ended and could not be re-armed.
+            if self.ring.in_flight() == 0 && !self.ready() && !self.config.immediate_io {
+                // Nothing can arrive: the receive ended and could not be re-armed (with plain
+                // receives the next turn arms the readiness poll again).
                 break;
             }
         }

@@ -28,6 +28,12 @@
 //! kernel allows it. [`Config::single_issuer`] sets the ring up for one thread (deferred task
 //! work, cheaper receive completions); calls from other threads are then refused.
 //!
+//! With [`Config::immediate_io`] (the default) a batch that is not zero-copy and at most 64 KiB
+//! first goes to the socket with one non-blocking `send`/`sendmsg` when no send is in flight:
+//! taken whole, its descriptors complete at once without the ring; taken in part or refused
+//! (`EAGAIN`), the rest goes on through the ring as above, the frames queued behind it after
+//! it. [`Endpoint::send_paths`] counts which way batches left.
+//!
 //! # Progress
 //!
 //! Nothing runs in the background: `next`, `poll` and `wait` reap the ring's completions, re-arm
@@ -45,6 +51,14 @@
 //! [`Endpoint::consume`] gives the bytes back; a receive buffer is recycled into the ring once
 //! nothing in it is needed. The multishot receive ends when the ring runs out of buffers and is
 //! re-armed when buffers come back.
+//!
+//! With [`Config::immediate_io`] (the default) there is no multishot receive: `next`, `wait`
+//! and `poll` (except the call right after `poll` returned a completion, when nothing of this
+//! end waits on the connection) take what the socket holds with non-blocking `recv` calls into
+//! the endpoint's own receive buffers (as many as the ring would have, allocated as needed and
+//! reused), and `wait` arms a one-shot readiness poll in the ring before it sleeps, so a
+//! blocking wait still sleeps in the kernel and wakes for data, the end of the stream or an
+//! error. The data stays in the socket until the endpoint is called.
 //!
 //! # Flow control
 //!
@@ -86,6 +100,6 @@ mod setup;
 pub use crate::shm::{AccessError, RegionKey};
 pub use completion::{Completion, Op, Posted};
 pub use config::Config;
-pub use endpoint::{Endpoint, Message};
+pub use endpoint::{Endpoint, Message, SendPaths};
 pub use error::Error;
 pub use setup::{Listener, accept_on, connect, pair};

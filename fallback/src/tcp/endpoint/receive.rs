@@ -43,7 +43,9 @@ impl Endpoint {
 
     pub(super) fn pop_empty_chunks(&mut self) {
         while self.rx.front().is_some_and(|c| c.left() == 0) {
-            self.rx.pop_front();
+            if let Some(c) = self.rx.pop_front() {
+                self.recycle(c);
+            }
         }
     }
 
@@ -121,6 +123,8 @@ impl Endpoint {
                         front.off += len;
                         if front.left() > 0 {
                             self.rx.push_front(front);
+                        } else {
+                            self.recycle(front);
                         }
                         self.credit(header.kind, len);
                         r?;
