@@ -32,8 +32,9 @@
 //!   `test*`/`wait*`/[`Request::get_status`] calls on that request's thread. A class-driven
 //!   request nobody tests or waits on does not progress (unless the class has its own thread).
 //! - A blocking wait sleeps on a condition variable that completions wake, and calls wait hooks
-//!   with timeouts between [`MIN_HOOK_TIMEOUT`] and [`MAX_HOOK_TIMEOUT`], alternating the two, so
-//!   a mixed array never hangs and a completion by another thread is seen within one timeout.
+//!   with a timeout that starts at [`MIN_HOOK_TIMEOUT`] and doubles, up to [`MAX_HOOK_TIMEOUT`],
+//!   while nothing completes, so a mixed array never hangs and a completion by
+//!   another thread is seen within one timeout.
 //! - Callbacks, hooks and handlers never run with an internal lock held: each may call any agent
 //!   function. Query, free and cancel run on the thread of the call named in [`GrequestOps`];
 //!   handlers on the handler thread (see [`handler`]).

@@ -1,11 +1,11 @@
 //! Waiting on and testing arrays of requests: `wait_any`, `wait_some`, `wait_all`, `test_any`,
 //! `test_some`, `test_all`.
 //!
-//! A blocking wait alternates between two ways to sleep so that a mixed array never hangs:
+//! A blocking wait takes turns between two ways to sleep so that a mixed array never hangs:
 //! requests completed by other threads wake a condition variable registered on each of them;
 //! requests driven by progress hooks get their class's `wait` hook (all of the class's requests of
-//! the array in one call) with a bounded timeout that grows from [`MIN_HOOK_TIMEOUT`] to
-//! [`MAX_HOOK_TIMEOUT`] while nothing happens (adaptive polling). After the hooks return the
+//! the array in one call) with a bounded timeout that starts at [`MIN_HOOK_TIMEOUT`] and doubles
+//! up to [`MAX_HOOK_TIMEOUT`] while nothing happens (adaptive polling). After the hooks return the
 //! array is looked at again at once, so a completion by another thread is seen within one
 //! timeout; an array with no hooks sleeps on the condition variable. A wait on one request
 //! driven by a hook registers no waiter at all: the hook alone polls and sleeps.
