@@ -1,5 +1,6 @@
 //! Plain-hardware transports for viaduct: an io_uring engine, a TCP method and a shared-memory
 //! method, all with descriptor semantics (post, then exactly one completion per descriptor).
+//! It needs no RDMA library to build (only Linux with io_uring, 5.19 or later, at run time).
 //!
 //! - [`uring`]: a ring owned by one thread, a slot table from `user_data` to the operation and
 //!   the buffers it owns, batched submission, provided buffer rings, feature probing, errors

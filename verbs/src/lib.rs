@@ -2,6 +2,11 @@
 //! completion queues and channels, reliable-connected queue pairs, work requests and
 //! completions, asynchronous events.
 //!
+//! Building this crate needs rdma-core's `libibverbs-dev` and libclang (`rdma-sys` generates
+//! its bindings with bindgen). A program that should build without them depends on `viaduct`,
+//! `viaduct-agent` or `viaduct-mpi` with `default-features = false` (no `rdma` feature): this
+//! crate is then left out and TCP and shared memory remain.
+//!
 //! # Ownership
 //!
 //! Objects hold what they depend on (`Arc<...Inner>` freeing in `Drop`): a queue pair holds its
