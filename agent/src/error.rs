@@ -409,6 +409,9 @@ pub(crate) fn is_timeout(e: &(dyn StdError + 'static)) -> bool {
         ) || matches!(
             c.downcast_ref::<BootstrapError>(),
             Some(BootstrapError::Timeout { .. })
+        ) || matches!(
+            c.downcast_ref::<crate::request::RequestError>(),
+            Some(crate::request::RequestError::HandlersPending { .. })
         ) || c
             .downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);

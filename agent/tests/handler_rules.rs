@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use viaduct_agent::request::{
     BoxError, Condition, Deadline, GrequestOps, HandlerFn, QueryStatus, Request, RequestError,
-    post_handler,
+    flush_handlers, post_handler,
 };
 
 const LONG: Duration = Duration::from_secs(20);
@@ -22,22 +22,9 @@ fn report(tx: &Sender<&'static str>, tag: &'static str) -> Option<HandlerFn> {
     }))
 }
 
-/// Waits for every handler scheduled so far to have run: handlers run one at a time in order,
-/// so a handler scheduled now runs after them.
+/// Waits for every handler scheduled so far to have run.
 fn drain_handlers() {
-    let (tx, rx) = mpsc::channel();
-    let (req, h) = Request::generalized(());
-    post_handler(
-        &req,
-        Condition::Complete,
-        report(&tx, "sentinel"),
-        None,
-        Deadline::Ignore,
-    )
-    .unwrap();
-    h.complete().unwrap();
-    drop(req);
-    assert_eq!(rx.recv_timeout(LONG).unwrap(), "sentinel");
+    flush_handlers(LONG).expect("handlers due ran within 20 s");
 }
 
 fn no_more(rx: &Receiver<&'static str>) {
@@ -493,4 +480,97 @@ fn free_runs_once_after_handlers_under_racing_free_complete_and_handler() {
     }
     assert_eq!(ran.load(Ordering::SeqCst), N);
     assert_eq!(frees.load(Ordering::SeqCst), N);
+}
+
+#[test]
+fn flush_waits_for_handlers_whose_condition_was_reached() {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut requests = Vec::new();
+    for _ in 0..3 {
+        let (req, h) = Request::generalized(());
+        let n = Arc::clone(&ran);
+        let slow = HandlerFn::new(move |_, _| {
+            thread::sleep(Duration::from_millis(100));
+            n.fetch_add(1, Ordering::SeqCst);
+        });
+        post_handler(
+            &req,
+            Condition::Complete,
+            Some(slow),
+            None,
+            Deadline::Ignore,
+        )
+        .unwrap();
+        h.complete().unwrap();
+        requests.push(req);
+    }
+    flush_handlers(LONG).unwrap();
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        3,
+        "flush returned before the handlers ran"
+    );
+}
+
+#[test]
+fn flush_runs_failures_whose_deadline_passed_and_leaves_later_ones() {
+    let (tx, rx) = mpsc::channel();
+    let (due, _due_h) = Request::generalized(());
+    post_handler(
+        &due,
+        Condition::Complete,
+        report(&tx, "due handler"),
+        report(&tx, "due failure"),
+        Deadline::At(Instant::now()),
+    )
+    .unwrap();
+    let (later, _later_h) = Request::generalized(());
+    post_handler(
+        &later,
+        Condition::Complete,
+        report(&tx, "later handler"),
+        report(&tx, "later failure"),
+        Deadline::At(Instant::now() + Duration::from_secs(3600)),
+    )
+    .unwrap();
+    flush_handlers(LONG).unwrap();
+    assert_eq!(rx.try_recv(), Ok("due failure"));
+    assert!(
+        rx.try_recv().is_err(),
+        "a deadline an hour ahead was waited for"
+    );
+}
+
+#[test]
+fn flush_times_out_behind_a_blocked_handler_and_refuses_the_handler_thread() {
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = Mutex::new(release_rx);
+    let (from_handler_tx, from_handler_rx) = mpsc::channel();
+    let (req, h) = Request::generalized(());
+    let blocker = HandlerFn::new(move |_, _| {
+        // On the handler thread a flush cannot wait for itself: an error at once.
+        let _ = from_handler_tx.send(flush_handlers(LONG));
+        let _ = release_rx.lock().unwrap().recv_timeout(LONG);
+    });
+    post_handler(
+        &req,
+        Condition::Complete,
+        Some(blocker),
+        None,
+        Deadline::Ignore,
+    )
+    .unwrap();
+    h.complete().unwrap();
+    let inside = from_handler_rx.recv_timeout(LONG).unwrap();
+    match inside {
+        Err(RequestError::HandlersPending { waited }) => assert_eq!(waited, Duration::ZERO),
+        other => panic!("a flush on the handler thread gave {other:?}"),
+    }
+    let started = Instant::now();
+    let e = flush_handlers(Duration::from_millis(200)).unwrap_err();
+    assert!(e.is_timeout(), "{e}");
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert!(started.elapsed() < LONG, "the flush did not give up");
+    release_tx.send(()).unwrap();
+    flush_handlers(LONG).unwrap();
 }

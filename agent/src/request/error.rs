@@ -125,6 +125,14 @@ pub enum RequestError {
     /// The handler thread could not be started.
     #[error("cannot start the request handler thread: {}", chain(.0))]
     HandlerThread(#[source] Cause),
+    /// [`flush_handlers`](super::flush_handlers) gave up: handlers whose turn had come had not
+    /// all run after `waited` (zero: it was called on the handler thread, which cannot wait for
+    /// itself).
+    #[error("handlers due have not all run after {waited:?}")]
+    HandlersPending {
+        /// How long it waited.
+        waited: std::time::Duration,
+    },
     /// A status array passed to `wait_all`/`test_all` does not have one entry per request.
     #[error("status array has {statuses} entries for {requests} requests")]
     StatusLength {

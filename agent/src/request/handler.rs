@@ -235,8 +235,22 @@ impl Ord for Timer {
     }
 }
 
+/// A thread waiting in [`flush_handlers`] until the handler thread reaches its turn.
+struct Flush {
+    /// Due timers up to this instant run before the flush is answered.
+    at: Instant,
+    done: Mutex<bool>,
+    cv: Condvar,
+}
+
+/// An entry of the ready queue.
+enum Ready {
+    Job(Job),
+    Flush(Arc<Flush>),
+}
+
 struct Queue {
-    ready: VecDeque<Job>,
+    ready: VecDeque<Ready>,
     timers: BinaryHeap<Reverse<Timer>>,
     /// Timers emptied since the last compaction (an upper bound).
     hollow: usize,
@@ -265,7 +279,7 @@ static STARTED: OnceLock<Result<(), Cause>> = OnceLock::new();
 fn engine() -> Result<&'static Engine, RequestError> {
     let started = STARTED.get_or_init(|| {
         std::thread::Builder::new()
-            .name("viaduct-handlers".into())
+            .name(HANDLER_THREAD.into())
             .spawn(|| run_engine(&ENGINE))
             .map(|_| ())
             .map_err(Cause::new)
@@ -279,7 +293,7 @@ fn engine() -> Result<&'static Engine, RequestError> {
 impl Engine {
     fn schedule(&self, job: Job) {
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        q.ready.push_back(job);
+        q.ready.push_back(Ready::Job(job));
         self.cv.notify_one();
     }
 
@@ -319,6 +333,74 @@ impl Engine {
     }
 }
 
+/// Waits until every handler (or failure function) whose turn had come when this was called has
+/// run: those whose condition was reached, and failures whose [`Deadline::At`] had passed.
+/// Handlers posted later, and deadlines still ahead, are not waited for. Returns at once when no
+/// handler was ever posted in this process.
+///
+/// Handlers run one at a time on the handler thread, so this is how a program (or a test) knows
+/// that the effects of the handlers it caused are visible, without polling flags and sleeping.
+/// It must not be called from a handler (the handler thread would wait for itself): that gives
+/// [`RequestError::HandlersPending`] at once.
+///
+/// # Errors
+/// [`RequestError::HandlersPending`] when they have not all run within `timeout` (a handler
+/// that blocks holds up the ones after it).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::time::Duration;
+/// use viaduct_agent::request::{
+///     Condition, Deadline, HandlerFn, Request, flush_handlers, post_handler,
+/// };
+///
+/// let ran = Arc::new(AtomicBool::new(false));
+/// let (request, complete) = Request::generalized(());
+/// let flag = Arc::clone(&ran);
+/// let handler = HandlerFn::new(move |_, _| flag.store(true, Ordering::SeqCst));
+/// post_handler(&request, Condition::Complete, Some(handler), None, Deadline::Asap)?;
+/// complete.complete()?;
+/// flush_handlers(Duration::from_secs(10))?;
+/// assert!(ran.load(Ordering::SeqCst));
+/// # Ok::<(), viaduct_agent::request::RequestError>(())
+/// ```
+pub fn flush_handlers(timeout: Duration) -> Result<(), RequestError> {
+    let Some(Ok(())) = STARTED.get() else {
+        // No handler thread: nothing was ever posted (or it could not start, and posting
+        // reported that).
+        return Ok(());
+    };
+    if std::thread::current().name() == Some(HANDLER_THREAD) {
+        return Err(RequestError::HandlersPending {
+            waited: Duration::ZERO,
+        });
+    }
+    let flush = Arc::new(Flush {
+        at: Instant::now(),
+        done: Mutex::new(false),
+        cv: Condvar::new(),
+    });
+    {
+        let mut q = ENGINE.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        q.ready.push_back(Ready::Flush(Arc::clone(&flush)));
+        ENGINE.cv.notify_one();
+    }
+    let done = flush.done.lock().unwrap_or_else(PoisonError::into_inner);
+    let (done, _) = flush
+        .cv
+        .wait_timeout_while(done, timeout, |done| !*done)
+        .unwrap_or_else(PoisonError::into_inner);
+    if *done {
+        Ok(())
+    } else {
+        Err(RequestError::HandlersPending { waited: timeout })
+    }
+}
+
+/// The name of the handler thread.
+const HANDLER_THREAD: &str = "viaduct-handlers";
+
 /// What the handler thread does next.
 enum Work {
     Job(Job),
@@ -328,8 +410,23 @@ enum Work {
 fn run_engine(engine: &'static Engine) {
     let mut q = engine.queue.lock().unwrap_or_else(PoisonError::into_inner);
     loop {
-        let work = if let Some(job) = q.ready.pop_front() {
-            Some(Work::Job(job))
+        let work = if let Some(item) = q.ready.pop_front() {
+            match item {
+                Ready::Job(job) => Some(Work::Job(job)),
+                Ready::Flush(flush) => match q.timers.peek() {
+                    // A deadline that had passed when the flush was asked for runs first.
+                    Some(Reverse(t)) if t.at <= flush.at => {
+                        let due = q.timers.pop().map(|Reverse(t)| Work::Timer(t));
+                        q.ready.push_front(Ready::Flush(flush));
+                        due
+                    }
+                    _ => {
+                        *flush.done.lock().unwrap_or_else(PoisonError::into_inner) = true;
+                        flush.cv.notify_all();
+                        None
+                    }
+                },
+            }
         } else {
             let now = Instant::now();
             match q.timers.peek() {
