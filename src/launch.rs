@@ -29,11 +29,11 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use viaduct_fallback::affinity;
+use viaduct_fallback::process::kill_when_parent_dies;
 use viaduct_pmi::env::{DIALECT_VAR, PMI_VARS};
 use viaduct_pmi::server::{MAX_PENDING_VAR, Pmi1Server, ServerConfig, ServerEvent};
 use viaduct_pmi::{JOB_KEY_VAR, JobKey};
-use viaduct_fallback::affinity;
-use viaduct_fallback::process::kill_when_parent_dies;
 
 /// Environment variable naming the transport ranks should use.
 const TRANSPORT_VAR: &str = "VIADUCT_TRANSPORT";

@@ -9,9 +9,7 @@ use std::io::Cursor;
 
 use libfuzzer_sys::fuzz_target;
 use viaduct_pmi::wire::MAX_MESSAGE_LEN;
-use viaduct_pmi::wire2::{
-    PREFIX_LEN, encode_record, parse_body, parse_prefix, read_record,
-};
+use viaduct_pmi::wire2::{PREFIX_LEN, encode_record, parse_body, parse_prefix, read_record};
 
 fn check_body(body: &[u8]) {
     let Ok(msg) = parse_body(body) else {
