@@ -16,7 +16,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use viaduct_agent::bootstrap::{Bootstrap, BootstrapError};
+use viaduct_pmi::{Bootstrap, BootstrapError};
 
 fn host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -9,7 +9,7 @@
 //! killed and the launcher names the cause and exits non-zero.
 //!
 //! The PMI server bounds what ranks and other local processes can make it hold (see
-//! `viaduct_agent::bootstrap::server`): `VIADUCT_PMI_MAX_PENDING` connections waiting to
+//! `viaduct_pmi::server`): `VIADUCT_PMI_MAX_PENDING` connections waiting to
 //! identify themselves (default: the number of ranks plus 64), `VIADUCT_PMI_MAX_KEYS` keys
 //! (default 1024) and `VIADUCT_PMI_MAX_BYTES` bytes (default 1 MiB) put per rank. Refusals are
 //! written to standard error, also when a rank's failure ends the job at the same moment.
@@ -29,11 +29,11 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use viaduct_agent::bootstrap::env::{DIALECT_VAR, PMI_VARS};
-use viaduct_agent::bootstrap::server::{MAX_PENDING_VAR, Pmi1Server, ServerConfig, ServerEvent};
-use viaduct_agent::bootstrap::{JOB_KEY_VAR, JobKey};
 use viaduct_fallback::affinity;
 use viaduct_fallback::process::kill_when_parent_dies;
+use viaduct_pmi::env::{DIALECT_VAR, PMI_VARS};
+use viaduct_pmi::server::{MAX_PENDING_VAR, Pmi1Server, ServerConfig, ServerEvent};
+use viaduct_pmi::{JOB_KEY_VAR, JobKey};
 
 /// Environment variable naming the transport ranks should use.
 const TRANSPORT_VAR: &str = "VIADUCT_TRANSPORT";

@@ -1,10 +1,12 @@
 //! viaduct: a communication library and toolkit for cluster runs.
 //!
-//! This facade re-exports the three crates:
+//! This facade re-exports the four crates:
 //!
 //! - [`agent`] (`viaduct-agent`): the communication agent of one rank (VCs to every peer over
 //!   the best method, tagged point-to-point, requests, progress), generalized requests and
-//!   request classes, request handlers, nonblocking file I/O, the PMI bootstrap.
+//!   request classes, request handlers, nonblocking file I/O, communicators and collectives.
+//! - [`pmi`] (`viaduct-pmi`): the PMI bootstrap (PMI-1 and PMI-2 clients, the PMI-1 server of
+//!   `viaduct launch`, job keys and connection authentication), also `agent::bootstrap`.
 //! - [`fallback`] (`viaduct-fallback`): the io_uring engine, the TCP and shared-memory methods,
 //!   file operations.
 //! - `verbs` (`viaduct-verbs`, with the default `rdma` feature): a safe owned-buffer API over
@@ -103,6 +105,7 @@
 #![deny(unsafe_code)]
 pub use viaduct_agent as agent;
 pub use viaduct_fallback as fallback;
+pub use viaduct_pmi as pmi;
 #[cfg(feature = "rdma")]
 pub use viaduct_verbs as verbs;
 

@@ -2,7 +2,8 @@
 //! best method (verbs, TCP, shared memory), tagged point-to-point messaging with MPI matching,
 //! a byte stream per VC read in place, requests and the `wait_*`/`test_*` functions,
 //! generalized requests and request classes, request handlers, xfer blocks and collectives,
-//! nonblocking file I/O, and the PMI bootstrap that starts it under a launcher.
+//! nonblocking file I/O, and the PMI bootstrap that starts it under a launcher (the
+//! `viaduct-pmi` crate, re-exported as [`bootstrap`]).
 //!
 //! Most programs need only the [`prelude`]: `use viaduct_agent::prelude::*;`. The main types
 //! are also at the crate root ([`Agent`], [`Comm`], [`Request`], [`Status`], [`AgentError`],
@@ -111,7 +112,8 @@
 #![deny(unsafe_code)]
 
 pub mod agent;
-pub mod bootstrap;
+/// The PMI bootstrap: the `viaduct-pmi` crate, which the agent starts on.
+pub use viaduct_pmi as bootstrap;
 pub mod coll;
 pub mod comm;
 pub mod config;

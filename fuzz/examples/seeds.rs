@@ -6,12 +6,12 @@ use std::fs;
 use std::io::{self, Read, Write};
 use std::path::Path;
 
-use viaduct_agent::bootstrap::JobKey;
-use viaduct_agent::bootstrap::auth::{accept_with_log, connect};
-use viaduct_agent::bootstrap::wire::Message;
-use viaduct_agent::bootstrap::{wire1, wire2};
 use viaduct_agent::fuzzing::{self, KINDS};
 use viaduct_fallback::frame::{FLAG_FIRST, Header, Kind};
+use viaduct_pmi::JobKey;
+use viaduct_pmi::auth::{accept_with_log, connect};
+use viaduct_pmi::wire::Message;
+use viaduct_pmi::{wire1, wire2};
 use viaduct_verbs::msg::Card;
 use viaduct_verbs::{Gid, Mtu, RemoteRegion};
 

@@ -1,4 +1,4 @@
-//! The job-key handshake (`bootstrap::auth`, which the agent's method connections run through
+//! The job-key handshake (`viaduct_pmi::auth`, which the agent's method connections run through
 //! `handshake.rs`) against a peer sending arbitrary bytes, and the job key's hex decoding
 //! (the key rank 0 publishes in the PMI key-value space).
 //!
@@ -11,8 +11,8 @@
 use std::io::{self, Read, Write};
 
 use libfuzzer_sys::fuzz_target;
-use viaduct_agent::bootstrap::JobKey;
-use viaduct_agent::bootstrap::auth::{accept_with_log, connect};
+use viaduct_pmi::JobKey;
+use viaduct_pmi::auth::{accept_with_log, connect};
 
 /// A connection whose peer sends `input` (at most `step` bytes per read) and then closes.
 struct Peer<'a> {

@@ -9,8 +9,8 @@
 use std::io::{BufReader, Cursor};
 
 use libfuzzer_sys::fuzz_target;
-use viaduct_agent::bootstrap::wire::MAX_MESSAGE_LEN;
-use viaduct_agent::bootstrap::wire1::{LineRead, encode_line, parse_line, read_line};
+use viaduct_pmi::wire::MAX_MESSAGE_LEN;
+use viaduct_pmi::wire1::{LineRead, encode_line, parse_line, read_line};
 
 fn check_line(line: &[u8]) {
     let Ok(msg) = parse_line(line) else {

@@ -1,4 +1,4 @@
-//! The PMI-1 server of `viaduct launch` (`bootstrap::server`), reading a connection's lines
+//! The PMI-1 server of `viaduct launch` (`viaduct_pmi::server`), reading a connection's lines
 //! over a real TCP socket, as a rank or any local process could send them.
 //!
 //! Input: byte 0 bit 0 says whether the connection first identifies itself properly
@@ -13,8 +13,8 @@ use std::net::{Shutdown, TcpStream};
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use viaduct_agent::bootstrap::server::{Pmi1Server, ServerConfig, ServerEvent};
-use viaduct_agent::bootstrap::wire1::parse_line;
+use viaduct_pmi::server::{Pmi1Server, ServerConfig, ServerEvent};
+use viaduct_pmi::wire1::parse_line;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, input)) = data.split_first() else {

@@ -8,10 +8,8 @@
 use std::io::Cursor;
 
 use libfuzzer_sys::fuzz_target;
-use viaduct_agent::bootstrap::wire::MAX_MESSAGE_LEN;
-use viaduct_agent::bootstrap::wire2::{
-    PREFIX_LEN, encode_record, parse_body, parse_prefix, read_record,
-};
+use viaduct_pmi::wire::MAX_MESSAGE_LEN;
+use viaduct_pmi::wire2::{PREFIX_LEN, encode_record, parse_body, parse_prefix, read_record};
 
 fn check_body(body: &[u8]) {
     let Ok(msg) = parse_body(body) else {

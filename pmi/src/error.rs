@@ -1,9 +1,10 @@
 //! Errors of the bootstrap layer.
 
+use std::error::Error as StdError;
+use std::fmt;
 use std::io;
 
 use super::wire::WireError;
-use crate::error::chain;
 
 /// What can go wrong while finding the launcher, talking PMI to it, or exchanging keys.
 #[derive(Debug, thiserror::Error)]
@@ -159,4 +160,29 @@ pub(crate) fn io_error(
         | io::ErrorKind::BrokenPipe => BootstrapError::Closed { op },
         _ => BootstrapError::Io { op, source: err },
     }
+}
+
+/// Shows an error and its causes, outermost first, separated by `": "`, leaving out a cause
+/// whose text the shown text already holds (a message that embeds its source).
+pub(crate) struct Chain<'a>(&'a (dyn StdError + 'a));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut text = self.0.to_string();
+        let mut next = self.0.source();
+        while let Some(cause) = next {
+            let more = cause.to_string();
+            if !more.is_empty() && !text.contains(&more) {
+                text.push_str(": ");
+                text.push_str(&more);
+            }
+            next = cause.source();
+        }
+        f.write_str(&text)
+    }
+}
+
+/// [`Chain`] of any error value (the form the `#[error]` attributes use).
+pub(crate) fn chain<E: StdError>(e: &E) -> Chain<'_> {
+    Chain(e)
 }

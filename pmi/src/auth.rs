@@ -133,7 +133,8 @@ pub fn accept_with_log<S: Read + Write>(
     result
 }
 
-/// [`accept_with_log`] reporting refusals as `tracing` warnings (see [`crate::log`]).
+/// [`accept_with_log`] reporting refusals as [`tracing`] warnings (shown by the subscriber the
+/// program installs).
 pub fn accept<S: Read + Write>(stream: &mut S, key: &JobKey, peer: &str) -> Result<u32, AuthError> {
     accept_with_log(stream, key, peer, &mut |line| tracing::warn!("{line}"))
 }

@@ -6,9 +6,9 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use viaduct_agent::bootstrap::pmi1::Pmi1Client;
-use viaduct_agent::bootstrap::server::{Pmi1Server, ServerConfig, ServerEvent};
-use viaduct_agent::bootstrap::{Bootstrap, BootstrapError, JOB_KEY_VAR, JobKey, Protocol};
+use viaduct_pmi::pmi1::Pmi1Client;
+use viaduct_pmi::server::{Pmi1Server, ServerConfig, ServerEvent};
+use viaduct_pmi::{Bootstrap, BootstrapError, JOB_KEY_VAR, JobKey, Protocol};
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 

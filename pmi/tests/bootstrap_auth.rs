@@ -5,8 +5,8 @@ use std::net::{TcpListener, TcpStream};
 use std::thread;
 use std::time::Duration;
 
-use viaduct_agent::bootstrap::JobKey;
-use viaduct_agent::bootstrap::auth::{self, AuthError};
+use viaduct_pmi::JobKey;
+use viaduct_pmi::auth::{self, AuthError};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 

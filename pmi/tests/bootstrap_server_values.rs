@@ -5,8 +5,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use viaduct_agent::bootstrap::server::{Pmi1Server, ServerConfig, ServerEvent};
-use viaduct_agent::bootstrap::wire1::parse_line;
+use viaduct_pmi::server::{Pmi1Server, ServerConfig, ServerEvent};
+use viaduct_pmi::wire1::parse_line;
 
 /// Sends `line` and returns the server's answer line (bounded by the socket's timeout).
 fn ask(conn: &mut TcpStream, reader: &mut BufReader<TcpStream>, line: &str) -> String {

@@ -1,4 +1,4 @@
-//! Bootstrap: finding the other ranks of a job through the launcher that started them.
+//! PMI bootstrap: finding the other ranks of a job through the launcher that started them.
 //!
 //! viaduct does not run its own cluster manager. Ranks are started by an existing launcher and
 //! learn about each other through its key-value space (KVS) with the PMI protocols:
@@ -9,15 +9,25 @@
 //! - `viaduct launch` (one machine): PMI-1 over TCP, served by [`server`];
 //! - no launcher at all: a single rank (a "singleton").
 //!
+//! This crate stands alone: it knows nothing of the viaduct agent, which builds on it (and
+//! re-exports it as `viaduct_agent::bootstrap`). Any program started by one of these launchers
+//! can use it to exchange addresses with its peers.
+//!
 //! [`Bootstrap::from_env`] reads the environment ([`mod@env`] tells the rules), connects, and does one
 //! start-up exchange (one fence) that gives every rank the job key and the node of every rank.
-//! Afterwards the agent exchanges its business cards with [`Bootstrap::publish`],
+//! Afterwards a rank exchanges its business cards with [`Bootstrap::publish`],
 //! [`Bootstrap::fence`] and [`Bootstrap::lookup`]; connections between ranks authenticate with
-//! the job key through [`auth`].
+//! the job key through [`auth`]. Process mappings are read by [`mapping`], job keys made and
+//! parsed by [`jobkey`], and the PMI-1 lines and PMI-2 records by [`wire1`] and [`wire2`].
+//!
+//! # A client
+//!
+//! A rank started by a launcher (with no launcher it is a single rank of its own):
 //!
 //! ```no_run
-//! # fn main() -> Result<(), viaduct_agent::bootstrap::BootstrapError> {
-//! use viaduct_agent::bootstrap::Bootstrap;
+//! # fn main() -> Result<(), viaduct_pmi::BootstrapError> {
+//! use viaduct_pmi::Bootstrap;
+//!
 //! let mut boot = Bootstrap::from_env()?;
 //! boot.publish("card", "tcp:10.0.0.5:41000")?;
 //! boot.fence()?;
@@ -27,6 +37,45 @@
 //! }
 //! boot.finalize()?;
 //! # Ok(()) }
+//! ```
+//!
+//! # The server
+//!
+//! A launcher on one machine serves its ranks PMI-1 over TCP with [`server::Pmi1Server`]: each
+//! rank gets `PMI_PORT`, `PMI_ID`, `PMI_RANK` and `PMI_SIZE` (and the job key in
+//! [`JOB_KEY_VAR`]). Here the two ranks are threads that read these variables through
+//! [`Bootstrap::from_vars`]; a launcher puts them in the environment of the processes it starts.
+//!
+//! ```
+//! use std::thread;
+//! use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+//! use viaduct_pmi::{Bootstrap, JOB_KEY_VAR, JobKey};
+//!
+//! let server = Pmi1Server::start(ServerConfig::new(2)).unwrap();
+//! let key = JobKey::generate().unwrap();
+//! let ranks: Vec<_> = (0..2u32)
+//!     .map(|rank| {
+//!         let vars = [
+//!             ("PMI_PORT".to_owned(), server.port_env()),
+//!             ("PMI_ID".to_owned(), rank.to_string()),
+//!             ("PMI_RANK".to_owned(), rank.to_string()),
+//!             ("PMI_SIZE".to_owned(), "2".to_owned()),
+//!             (JOB_KEY_VAR.to_owned(), key.to_hex()),
+//!         ];
+//!         thread::spawn(move || {
+//!             let mut boot = Bootstrap::from_vars(vars).unwrap();
+//!             boot.publish("card", &format!("rank{rank}")).unwrap();
+//!             boot.fence().unwrap();
+//!             let other = boot.lookup("card", 1 - rank).unwrap();
+//!             boot.finalize().unwrap();
+//!             other
+//!         })
+//!     })
+//!     .collect();
+//! let seen: Vec<String> = ranks.into_iter().map(|r| r.join().unwrap()).collect();
+//! assert_eq!(seen, ["rank1", "rank0"]);
+//! assert!(server.take_events().is_empty()); // no refusal, no broken barrier
+//! server.shutdown();
 //! ```
 //!
 //! # Waits
@@ -39,13 +88,22 @@
 //! # Keys and values
 //!
 //! Keys are `[A-Za-z0-9_-]`, values printable ASCII without space, `=`, `;` or `\` (see
-//! [`wire`]); hex-encode binary data. Keys starting with `viaduct-` are used by this module.
+//! [`wire`]); hex-encode binary data. Keys starting with `viaduct-` are used by this crate.
+//!
+//! # Diagnostics
+//!
+//! The crate writes no diagnostics to stderr itself (except the last words of
+//! [`Bootstrap::abort`]): a failed finalize on drop and a refused connection in
+//! [`auth::accept`] are [`tracing`] warnings, shown by whatever subscriber the program installs.
 //!
 //! # Unsafe code
 //!
-//! The agent is `#![deny(unsafe_code)]`. The one exception in the crate is
-//! [`fd::adopt_inherited_fd`], which takes ownership of the socket the launcher passed as
-//! `PMI_FD` (std's `FromRawFd` is `unsafe`); its checks and `// SAFETY:` argument are there.
+//! This crate is `#![deny(unsafe_code)]`. Taking over the socket the launcher passed as
+//! `PMI_FD` ([`fd::adopt_inherited_fd`]) needs std's `unsafe` `FromRawFd`; it is done by
+//! `viaduct_fallback::fd::adopt_inherited_socket`, which holds the checks and the `// SAFETY:`
+//! argument.
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod auth;
 mod conn;

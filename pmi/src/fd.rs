@@ -1,7 +1,7 @@
 //! Taking over the PMI socket a launcher left open for this process (`PMI_FD`).
 //!
 //! Turning the inherited descriptor number into a stream is done by
-//! [`viaduct_fallback::fd::adopt_inherited_socket`] (the agent itself has no `unsafe`): it checks
+//! [`viaduct_fallback::fd::adopt_inherited_socket`] (this crate has no `unsafe`): it checks
 //! the descriptor is open and a socket (through `/proc/self/fd/N`), takes it at most once, and
 //! returns a close-on-exec duplicate.
 

@@ -9,11 +9,11 @@ use std::os::unix::net::UnixStream;
 use std::thread;
 use std::time::Duration;
 
-use viaduct_agent::bootstrap::BootstrapError;
-use viaduct_agent::bootstrap::fd::adopt_inherited_fd;
-use viaduct_agent::bootstrap::pmi2::Pmi2Client;
-use viaduct_agent::bootstrap::wire::Message;
-use viaduct_agent::bootstrap::wire2::read_record;
+use viaduct_pmi::BootstrapError;
+use viaduct_pmi::fd::adopt_inherited_fd;
+use viaduct_pmi::pmi2::Pmi2Client;
+use viaduct_pmi::wire::Message;
+use viaduct_pmi::wire2::read_record;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 

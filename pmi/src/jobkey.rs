@@ -69,8 +69,9 @@ impl fmt::Debug for JobKey {
     }
 }
 
-/// Fills `buf` from the kernel's random source (`getrandom(2)`).
-pub(crate) fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
+/// Fills `buf` from the kernel's random source (`getrandom(2)`): what job keys and handshake
+/// nonces are drawn from.
+pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
     getrandom::fill(buf).map_err(io::Error::from)
 }
 
