@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use crate::error::AgentError;
 use crate::liveness::Heard;
 use crate::matching::{Envelope, MatchQueues, Pattern, Source};
-use crate::method::rndv::{FIN, READ_ID, RTS_READ};
+use crate::method::rndv::READ_ID;
 use crate::method::{Method, MethodError};
 use crate::recv_buffer::RecvBuffer;
 use crate::request::{CarCounter, RequestError};
 use crate::vc::{Link, Outbound, Vc};
-use crate::wire::{self, CTS, DATA, EAGER, EAGER_PACKED, RTS, RTS_LEN, STREAM, XFER};
+use crate::wire::{self, Kind, RTS_LEN};
 use crate::xfer::engine::{Ready, XferEngine};
 
 /// A receive waiting for its message.
@@ -305,7 +305,7 @@ impl Book {
             },
             None => Outbound {
                 id,
-                tag: wire::method_tag(EAGER, 0),
+                tag: wire::method_tag(Kind::Eager, 0),
                 buf: wire::eager(context, tag, data),
             },
         }
@@ -322,7 +322,7 @@ impl Book {
         self.sends.insert(id, (counter, data.len() as u64, peer));
         Outbound {
             id,
-            tag: wire::method_tag(STREAM, 0),
+            tag: wire::method_tag(Kind::Stream, 0),
             buf: data,
         }
     }
@@ -348,7 +348,7 @@ impl Book {
         );
         Outbound {
             id: self.id(),
-            tag: wire::method_tag(RTS, sender_id),
+            tag: wire::method_tag(Kind::Rts, sender_id),
             buf: wire::rts(context, tag, len),
         }
     }
@@ -418,7 +418,7 @@ impl Book {
             env.source,
             Outbound {
                 id,
-                tag: wire::method_tag(CTS, sender_id),
+                tag: wire::method_tag(Kind::Cts, sender_id),
                 buf: rid.to_le_bytes().to_vec(),
             },
         ));
@@ -427,6 +427,7 @@ impl Book {
     /// Handles one inbound message from `peer`.
     pub(crate) fn inbound(&mut self, peer: u32, tag: u64, data: &[u8]) -> Result<(), String> {
         let (kind, id) = wire::split_tag(tag);
+        let kind = kind.map_err(|e| e.to_string())?;
         let envelope = |b: &[u8]| -> Result<Envelope, String> {
             match (wire::u32_at(b, 0), wire::u32_at(b, 4)) {
                 (Some(context), Some(tag)) => Ok(Envelope {
@@ -441,7 +442,7 @@ impl Book {
             }
         };
         match kind {
-            EAGER | EAGER_PACKED => {
+            Kind::Eager | Kind::EagerPacked => {
                 let (context, t, body) = wire::eager_parts(tag, data).ok_or_else(|| {
                     format!("message of kind {kind} too short ({} bytes)", data.len())
                 })?;
@@ -464,12 +465,12 @@ impl Book {
                     }
                 }
             }
-            RTS | RTS_READ => {
+            Kind::Rts | Kind::RtsRead => {
                 let env = envelope(data)?;
                 let len = wire::u64_at(data, 8)
-                    .filter(|_| data.len() == RTS_LEN || kind == RTS_READ)
+                    .filter(|_| data.len() == RTS_LEN || kind == Kind::RtsRead)
                     .ok_or("malformed RTS")?;
-                if kind == RTS_READ {
+                if kind == Kind::RtsRead {
                     self.rdma
                         .announce(peer, id, &data[RTS_LEN.min(data.len())..])?;
                 }
@@ -480,7 +481,7 @@ impl Book {
                         .push_unexpected(env, Unexpected::Rts { sender_id: id, len }),
                 }
             }
-            CTS => {
+            Kind::Cts => {
                 let rid = wire::u64_at(data, 0).ok_or("malformed CTS")?;
                 // Only the rank the send goes to may clear it.
                 match self.rndv_sends.get(&id) {
@@ -507,13 +508,13 @@ impl Book {
                         s.peer,
                         Outbound {
                             id: did,
-                            tag: wire::method_tag(DATA, rid),
+                            tag: wire::method_tag(Kind::Data, rid),
                             buf: chunk,
                         },
                     ));
                 }
             }
-            DATA => {
+            Kind::Data => {
                 let r = self
                     .rndv_recvs
                     .get_mut(&id)
@@ -543,10 +544,14 @@ impl Book {
                     }
                 }
             }
-            XFER => self.xfer.inbound(peer, data)?,
-            FIN => self.rdma.fin(peer, id)?,
-            0xff => {} // the last handshake bytes, if any
-            other => return Err(format!("unknown message kind {other}")),
+            Kind::Xfer => self.xfer.inbound(peer, data)?,
+            Kind::Fin => self.rdma.fin(peer, id)?,
+            Kind::Handshake => {} // the last handshake bytes, if any
+            // Stream bytes stop the progress pass before they get here (they are read in
+            // place); one that comes anyway has no place in the protocol.
+            Kind::Stream => {
+                return Err(format!("a {} message outside the byte stream", kind.name()));
+            }
         }
         Ok(())
     }
@@ -601,8 +606,8 @@ impl Book {
         if let Some((counter, _, _)) = self.sends.remove(&out.id) {
             note(counter.fail_car(peer_failed(peer, reason)));
         }
-        let (_, sid) = wire::split_tag(out.tag);
-        if wire::split_tag(out.tag).0 == RTS {
+        let (kind, sid) = wire::split_tag(out.tag);
+        if kind == Ok(Kind::Rts) {
             if let Some(s) = self.rndv_sends.remove(&sid) {
                 note(s.counter.fail_car(peer_failed(peer, reason)));
             }
@@ -790,7 +795,7 @@ impl State {
             if !vc.drained && !vc.stream_at_head && book.reading() {
                 for _ in 0..INBOUND_BURST {
                     let step = match m.next() {
-                        Ok(Some((tag, _))) if wire::split_tag(tag).0 == STREAM => {
+                        Ok(Some((tag, _))) if wire::is_kind(tag, Kind::Stream) => {
                             // Stream bytes are for `Agent::next`, in place: stop here.
                             vc.stream_at_head = true;
                             Ok(false)
@@ -887,7 +892,7 @@ impl State {
                             peer,
                             Outbound {
                                 id,
-                                tag: wire::method_tag(XFER, 0),
+                                tag: wire::method_tag(Kind::Xfer, 0),
                                 buf,
                             },
                         );
@@ -1004,12 +1009,12 @@ mod tests {
                 ranks: None,
             },
         );
-        b.inbound(1, wire::method_tag(RTS, 77), &wire::rts(3, 4, len))
+        b.inbound(1, wire::method_tag(Kind::Rts, 77), &wire::rts(3, 4, len))
             .unwrap();
         let out = b.take_outbox();
         assert_eq!(out.len(), 1, "one CTS");
         let (to, cts) = &out[0];
-        assert_eq!((*to, wire::split_tag(cts.tag)), (1, (CTS, 77)));
+        assert_eq!((*to, wire::split_tag(cts.tag)), (1, (Ok(Kind::Cts), 77)));
         (request, wire::u64_at(&cts.buf, 0).unwrap())
     }
 
@@ -1018,7 +1023,7 @@ mod tests {
         let mut b = book();
         let (mut request, rid) = rendezvous_recv(&mut b, 8, 8);
         let e = b
-            .inbound(2, wire::method_tag(DATA, rid), &[9; 8])
+            .inbound(2, wire::method_tag(Kind::Data, rid), &[9; 8])
             .unwrap_err();
         assert!(
             e.contains("receives from rank 1, not from this peer"),
@@ -1028,7 +1033,8 @@ mod tests {
             request.test().unwrap().is_none(),
             "completed by a stranger's data"
         );
-        b.inbound(1, wire::method_tag(DATA, rid), &[5; 8]).unwrap();
+        b.inbound(1, wire::method_tag(Kind::Data, rid), &[5; 8])
+            .unwrap();
         let status = request
             .test()
             .unwrap()
@@ -1040,9 +1046,10 @@ mod tests {
     fn data_past_the_announced_length_is_refused() {
         let mut b = book();
         let (mut request, rid) = rendezvous_recv(&mut b, 64, 8);
-        b.inbound(1, wire::method_tag(DATA, rid), &[5; 6]).unwrap();
+        b.inbound(1, wire::method_tag(Kind::Data, rid), &[5; 6])
+            .unwrap();
         let e = b
-            .inbound(1, wire::method_tag(DATA, rid), &[5; 6])
+            .inbound(1, wire::method_tag(Kind::Data, rid), &[5; 6])
             .unwrap_err();
         assert!(e.contains("runs past the 8 bytes its RTS announced"), "{e}");
         assert!(request.test().unwrap().is_none());
@@ -1055,16 +1062,16 @@ mod tests {
         let rts = b.rendezvous_send(1, 3, 4, vec![vec![7; 16]], counter);
         let (_, sid) = wire::split_tag(rts.tag);
         let e = b
-            .inbound(2, wire::method_tag(CTS, sid), &9u64.to_le_bytes())
+            .inbound(2, wire::method_tag(Kind::Cts, sid), &9u64.to_le_bytes())
             .unwrap_err();
         assert!(e.contains("goes to rank 1, not to this peer"), "{e}");
         assert!(b.take_outbox().is_empty(), "data sent on a stranger's CTS");
-        b.inbound(1, wire::method_tag(CTS, sid), &9u64.to_le_bytes())
+        b.inbound(1, wire::method_tag(Kind::Cts, sid), &9u64.to_le_bytes())
             .unwrap();
         let out = b.take_outbox();
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].0, 1);
-        assert_eq!(wire::split_tag(out[0].1.tag), (DATA, 9));
+        assert_eq!(wire::split_tag(out[0].1.tag), (Ok(Kind::Data), 9));
         assert!(request.test().unwrap().is_none(), "sent, not yet completed");
     }
 
@@ -1076,7 +1083,7 @@ mod tests {
         for seq in 0..3 {
             b.inbound(
                 1,
-                wire::method_tag(XFER, 0),
+                wire::method_tag(Kind::Xfer, 0),
                 &wire::xfer_piece(3, 4, seq, 400, &[1; 400]),
             )
             .unwrap();

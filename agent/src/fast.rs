@@ -45,7 +45,7 @@ use crate::matching::{Envelope, Pattern, Source, TagMatch};
 use crate::request::CarCounter;
 use crate::request::Status;
 use crate::vc::Link;
-use crate::wire::{self, EAGER};
+use crate::wire::{self, Kind};
 
 /// Descriptor ids of fast sends carry this bit (above every id the agent hands out).
 pub(crate) const FAST_ID: u64 = 1 << 63;
@@ -175,7 +175,7 @@ impl State {
             Some(packed) => m.post_parts(id, packed, &[data]),
             None => {
                 let header = wire::eager_header(context, tag);
-                m.post_parts(id, wire::method_tag(EAGER, 0), &[&header, data])
+                m.post_parts(id, wire::method_tag(Kind::Eager, 0), &[&header, data])
             }
         };
         match posted {

@@ -46,12 +46,8 @@ use crate::request::CarCounter;
 #[cfg(feature = "rdma")]
 use crate::vc::Link;
 use crate::vc::Outbound;
-use crate::wire;
+use crate::wire::{self, Kind};
 
-/// An `RTS` naming the sender's registered region.
-pub(crate) const RTS_READ: u8 = 7;
-/// The receiver read the data of a rendezvous message.
-pub(crate) const FIN: u8 = 8;
 /// Set on the descriptor ids of rendezvous reads.
 pub(crate) const READ_ID: u64 = 1 << 62;
 /// Bytes of the region in an `RTS_READ`.
@@ -277,7 +273,7 @@ pub(crate) fn announce(st: &mut State, peer: u32, out: Outbound) -> Outbound {
     #[cfg(feature = "rdma")]
     {
         let (kind, sid) = wire::split_tag(out.tag);
-        if kind != wire::RTS || out.buf.len() != wire::RTS_LEN {
+        if kind != Ok(Kind::Rts) || out.buf.len() != wire::RTS_LEN {
             return out;
         }
         let State { vcs, book, .. } = st;
@@ -324,7 +320,7 @@ pub(crate) fn announce(st: &mut State, peer: u32, out: Outbound) -> Outbound {
         region.write(&mut payload);
         Outbound {
             id: out.id,
-            tag: wire::method_tag(RTS_READ, sid),
+            tag: wire::method_tag(Kind::RtsRead, sid),
             buf: payload,
         }
     }
@@ -423,7 +419,7 @@ pub(crate) fn drive(st: &mut State) -> usize {
             peer,
             Outbound {
                 id,
-                tag: wire::method_tag(FIN, sender_id),
+                tag: wire::method_tag(Kind::Fin, sender_id),
                 buf: Vec::new(),
             },
         );

@@ -59,7 +59,7 @@ use crate::error::AgentError;
 use crate::method::MethodError;
 use crate::request::Request;
 use crate::vc::Link;
-use crate::wire::{self, STREAM};
+use crate::wire::{self, Kind};
 
 /// Most stream messages [`Agent::nextv`] shows in one call.
 pub const MAX_VIEWS: usize = 64;
@@ -154,7 +154,7 @@ impl Agent {
             return Err(AgentError::SelfStream);
         };
         let (n, whole) = match m.next() {
-            Ok(Some((tag, data))) if wire::split_tag(tag).0 == STREAM => {
+            Ok(Some((tag, data))) if wire::is_kind(tag, Kind::Stream) => {
                 let n = f(data).min(data.len());
                 (n, n == data.len())
             }
@@ -194,7 +194,7 @@ impl Agent {
             Ok(views) => {
                 let views: Vec<&[u8]> = views
                     .into_iter()
-                    .take_while(|(tag, _)| wire::split_tag(*tag).0 == STREAM)
+                    .take_while(|(tag, _)| wire::is_kind(*tag, Kind::Stream))
                     .map(|(_, d)| d)
                     .collect();
                 if views.is_empty() {
@@ -227,7 +227,7 @@ impl Agent {
                 if head_gone {
                     let more = matches!(
                         m.next(),
-                        Ok(Some((tag, _))) if wire::split_tag(tag).0 == STREAM
+                        Ok(Some((tag, _))) if wire::is_kind(tag, Kind::Stream)
                     );
                     st.vcs[peer as usize].stream_at_head = more;
                 }
