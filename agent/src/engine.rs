@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use crate::error::AgentError;
 use crate::liveness::Heard;
 use crate::matching::{Envelope, MatchQueues, Pattern, Source};
-use crate::method::rndv::READ_ID;
 use crate::method::{Method, MethodError};
+use crate::proto::{DescId, Route};
 use crate::recv_buffer::RecvBuffer;
 use crate::request::{CarCounter, RequestError};
 use crate::vc::{Link, Outbound, Vc};
@@ -556,22 +556,33 @@ impl Book {
         Ok(())
     }
 
-    /// A descriptor completed.
+    /// A descriptor completed: its completion goes to the protocol its id names
+    /// ([`DescId::route`]).
     pub(crate) fn completed(
         &mut self,
         peer: u32,
         id: u64,
         result: Result<usize, MethodError>,
     ) -> Option<String> {
-        if id & crate::fast::FAST_ID != 0 {
-            if let Some(n) = self.fast_sends.get_mut(peer as usize) {
-                *n = n.saturating_sub(1);
+        match DescId::from_raw(id).route() {
+            Route::FastSend => {
+                if let Some(n) = self.fast_sends.get_mut(peer as usize) {
+                    *n = n.saturating_sub(1);
+                }
+                result.err().map(|e| chain(&e))
             }
-            return result.err().map(|e| chain(&e));
+            Route::Read => self.rdma.read_completed(peer, id, result),
+            Route::Send => self.send_completed(peer, id, result),
         }
-        if id & READ_ID != 0 {
-            return self.rdma.read_completed(peer, id, result);
-        }
+    }
+
+    /// A descriptor of a message with a request completed.
+    fn send_completed(
+        &mut self,
+        peer: u32,
+        id: u64,
+        result: Result<usize, MethodError>,
+    ) -> Option<String> {
         match (self.sends.remove(&id), result) {
             (Some((counter, bytes, _)), Ok(_)) => {
                 note(counter.complete_car(bytes));
@@ -1073,6 +1084,30 @@ mod tests {
         assert_eq!(out[0].0, 1);
         assert_eq!(wire::split_tag(out[0].1.tag), (Ok(Kind::Data), 9));
         assert!(request.test().unwrap().is_none(), "sent, not yet completed");
+    }
+
+    #[test]
+    fn completions_go_to_the_protocol_their_id_names() {
+        let mut b = book();
+        let (mut request, counter) = Request::message(1);
+        let id = b.id();
+        b.track_send(id, counter, 5, 1);
+        b.fast_send_posted(1);
+        assert!(b.waits_on(1));
+        // The fast send's completion, of the same agent id, counts the fast send off only.
+        assert_eq!(b.completed(1, DescId::fast(id).raw(), Ok(5)), None);
+        assert_eq!(b.fast_sends[1], 0);
+        assert!(
+            request.test().unwrap().is_none(),
+            "completed by a fast send"
+        );
+        // A read completion of that id is the read rendezvous's (which knows no such read).
+        assert_eq!(b.completed(1, DescId::read(id).raw(), Ok(5)), None);
+        assert!(request.test().unwrap().is_none(), "completed by a read");
+        // The send's own completion completes its request.
+        assert_eq!(b.completed(1, DescId::send(id).raw(), Ok(5)), None);
+        assert_eq!(request.test().unwrap().expect("completed").count(), 5);
+        assert!(!b.sends_pending());
     }
 
     #[test]

@@ -48,8 +48,6 @@ use crate::vc::Link;
 use crate::vc::Outbound;
 use crate::wire::{self, Kind};
 
-/// Set on the descriptor ids of rendezvous reads.
-pub(crate) const READ_ID: u64 = 1 << 62;
 /// Bytes of the region in an `RTS_READ`.
 pub(crate) const REGION_LEN: usize = 20;
 
@@ -170,7 +168,7 @@ impl ReadRndv {
                 return;
             }
         };
-        let rid = rid | READ_ID;
+        let rid = crate::proto::DescId::read(rid).raw();
         self.recvs.insert(
             rid,
             ReadRecv {
