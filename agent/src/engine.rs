@@ -1,81 +1,24 @@
-//! The agent's state behind its mutex: VCs, matching queues, and the protocol state machine
-//! (eager, rendezvous) that the progress engine drives.
+//! The agent's state behind its mutex: VCs, matching queues, and the progress engine that
+//! drives the protocols (eager: [`crate::proto::eager`], rendezvous by messages:
+//! [`crate::proto::rndv`], by RDMA READ: [`crate::method::rndv`], xfer blocks:
+//! [`crate::xfer::engine`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::AgentError;
 use crate::liveness::Heard;
 use crate::matching::{Envelope, MatchQueues, Pattern, Source};
 use crate::method::{Method, MethodError};
+use crate::proto::eager;
+pub(crate) use crate::proto::recv::{COMPLETED, PostedRecv, Unexpected, note};
+use crate::proto::rndv::{Cleared, Rendezvous};
 use crate::proto::{DescId, Route};
-use crate::recv_buffer::RecvBuffer;
-use crate::request::{CarCounter, RequestError};
+use crate::request::CarCounter;
 use crate::vc::{Link, Outbound, Vc};
 use crate::wire::{self, Kind, RTS_LEN};
 use crate::xfer::engine::{Ready, XferEngine};
-
-/// A receive waiting for its message.
-#[derive(Debug)]
-pub(crate) struct PostedRecv {
-    pub(crate) buf: RecvBuffer,
-    pub(crate) counter: CarCounter,
-    /// World rank -> communicator rank, for the status of a receive posted on a communicator
-    /// (`None`: report world ranks).
-    pub(crate) ranks: Option<std::sync::Arc<[u32]>>,
-}
-
-impl PostedRecv {
-    /// The source as the receive's status reports it.
-    fn source_of(&self, world: u32) -> u32 {
-        match &self.ranks {
-            Some(map) => map.get(world as usize).copied().unwrap_or(world),
-            None => world,
-        }
-    }
-}
-
-/// A message that arrived before its receive.
-#[derive(Debug)]
-pub(crate) enum Unexpected {
-    /// A whole small message (from a peer or from this rank). `sync` is a synchronous send to
-    /// self, which completes when matched.
-    Eager {
-        data: Vec<u8>,
-        sync: Option<CarCounter>,
-    },
-    /// The announcement of a rendezvous message; its data stays with the sender.
-    Rts { sender_id: u64, len: u64 },
-}
-
-impl Unexpected {
-    pub(crate) fn len(&self) -> u64 {
-        match self {
-            Unexpected::Eager { data, .. } => data.len() as u64,
-            Unexpected::Rts { len, .. } => *len,
-        }
-    }
-}
-
-/// A rendezvous send waiting for the receiver's go-ahead.
-#[derive(Debug)]
-struct RndvSend {
-    peer: u32,
-    chunks: Vec<Vec<u8>>,
-    counter: CarCounter,
-}
-
-/// A rendezvous receive whose data is arriving.
-#[derive(Debug)]
-struct RndvRecv {
-    peer: u32,
-    buf: RecvBuffer,
-    counter: CarCounter,
-    len: u64,
-    got: u64,
-}
 
 /// Everything but the VCs: matching queues and protocol bookkeeping.
 #[derive(Debug)]
@@ -87,8 +30,8 @@ pub(crate) struct Book {
     /// Descriptor id -> the send request it completes, the payload bytes it carries, and the
     /// peer.
     sends: HashMap<u64, (CarCounter, u64, u32)>,
-    rndv_sends: HashMap<u64, RndvSend>,
-    rndv_recvs: HashMap<u64, RndvRecv>,
+    /// Rendezvous by messages (`RTS`, `CTS`, `DATA`), both sides.
+    rndv: Rendezvous,
     pub(crate) eager_limit: usize,
     pub(crate) chunk: usize,
     pub(crate) max_unexpected: usize,
@@ -154,32 +97,6 @@ pub(crate) fn peer_failed(peer: u32, reason: &str) -> AgentError {
     }
 }
 
-/// Requests completed by the agents of this process so far: a blocking progress round ends
-/// as soon as it completed one, so the wait that called it looks at once.
-pub(crate) static COMPLETED: AtomicU64 = AtomicU64::new(0);
-
-pub(crate) fn note(r: Result<bool, RequestError>) {
-    if r.unwrap_or(false) {
-        COMPLETED.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Completes a receive whose message of `len` bytes is in its buffer (up to its capacity).
-fn finish_recv(counter: &CarCounter, buf: &RecvBuffer, len: u64) {
-    let cap = buf.capacity() as u64;
-    if len > cap {
-        note(counter.fail_car(AgentError::Truncated { len, capacity: cap }));
-    } else {
-        note(counter.complete_car(len));
-    }
-}
-
-fn deliver_eager(r: PostedRecv, env: &Envelope, data: &[u8]) {
-    r.counter.set_envelope(r.source_of(env.source), env.tag);
-    r.buf.fill(data);
-    finish_recv(&r.counter, &r.buf, data.len() as u64);
-}
-
 impl Book {
     pub(crate) fn new(
         rank: u32,
@@ -194,8 +111,7 @@ impl Book {
             unexpected_bytes: 0,
             next_id: 1,
             sends: HashMap::new(),
-            rndv_sends: HashMap::new(),
-            rndv_recvs: HashMap::new(),
+            rndv: Rendezvous::default(),
             eager_limit,
             chunk,
             max_unexpected,
@@ -225,7 +141,7 @@ impl Book {
     /// Whether sends are still on their way (queued, awaiting a go-ahead, or in a method).
     pub(crate) fn sends_pending(&self) -> bool {
         !self.sends.is_empty()
-            || !self.rndv_sends.is_empty()
+            || self.rndv.sends_pending()
             || self.fast_sends.iter().any(|&n| n > 0)
             || self.rdma.sends_pending()
     }
@@ -269,7 +185,7 @@ impl Book {
         let len = data.len() as u64;
         match self.queues.arrive(&env) {
             Some((_, r)) => {
-                deliver_eager(r, &env, &data);
+                eager::deliver(r, &env, &data);
                 note(counter.complete_car(len));
             }
             None => {
@@ -297,18 +213,8 @@ impl Book {
     ) -> Outbound {
         let id = self.id();
         self.sends.insert(id, (counter, data.len() as u64, peer));
-        match wire::eager_packed_tag(context, tag) {
-            Some(packed) => Outbound {
-                id,
-                tag: packed,
-                buf: data.to_vec(),
-            },
-            None => Outbound {
-                id,
-                tag: wire::method_tag(Kind::Eager, 0),
-                buf: wire::eager(context, tag, data),
-            },
-        }
+        let (tag, buf) = eager::encode(context, tag, data);
+        Outbound { id, tag, buf }
     }
 
     /// A message of the VC's byte stream (`Agent::write`), its completion registered.
@@ -336,35 +242,27 @@ impl Book {
         chunks: Vec<Vec<u8>>,
         counter: CarCounter,
     ) -> Outbound {
-        let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
         let sender_id = self.id();
-        self.rndv_sends.insert(
-            sender_id,
-            RndvSend {
-                peer,
-                chunks,
-                counter,
-            },
-        );
+        let buf = self
+            .rndv
+            .send(sender_id, peer, context, tag, chunks, counter);
         Outbound {
             id: self.id(),
             tag: wire::method_tag(Kind::Rts, sender_id),
-            buf: wire::rts(context, tag, len),
+            buf,
         }
     }
 
     /// The data of rendezvous send `sender_id` while it waits for its `CTS`.
     #[cfg(feature = "rdma")]
     pub(crate) fn rndv_chunks(&self, sender_id: u64) -> Option<&[Vec<u8>]> {
-        self.rndv_sends.get(&sender_id).map(|s| s.chunks.as_slice())
+        self.rndv.chunks(sender_id)
     }
 
     /// Takes rendezvous send `sender_id` over to another protocol: its data and request.
     #[cfg(feature = "rdma")]
     pub(crate) fn take_rndv_send(&mut self, sender_id: u64) -> Option<(Vec<Vec<u8>>, CarCounter)> {
-        self.rndv_sends
-            .remove(&sender_id)
-            .map(|s| (s.chunks, s.counter))
+        self.rndv.take_send(sender_id)
     }
 
     /// Posts a receive: matches the oldest acceptable unexpected message, else queues it.
@@ -379,7 +277,7 @@ impl Book {
         match self.queues.take_unexpected(pattern) {
             Some((env, Unexpected::Eager { data, sync })) => {
                 self.unexpected_bytes -= data.len();
-                deliver_eager(r, &env, &data);
+                eager::deliver(r, &env, &data);
                 if let Some(s) = sync {
                     note(s.complete_car(data.len() as u64));
                 }
@@ -403,16 +301,7 @@ impl Book {
             return;
         }
         let rid = self.id();
-        self.rndv_recvs.insert(
-            rid,
-            RndvRecv {
-                peer: env.source,
-                buf: r.buf,
-                counter: r.counter,
-                len,
-                got: 0,
-            },
-        );
+        self.rndv.recv(rid, env.source, r.buf, r.counter, len);
         let id = self.id();
         self.outbox.push((
             env.source,
@@ -422,6 +311,25 @@ impl Book {
                 buf: rid.to_le_bytes().to_vec(),
             },
         ));
+    }
+
+    /// Sends the pieces of a rendezvous send its `CTS` cleared, each a descriptor of its own.
+    fn send_data(&mut self, c: Cleared) {
+        let extra = c.chunks.len().saturating_sub(1) as u32;
+        let _ = c.counter.add_outstanding(extra);
+        for chunk in c.chunks {
+            let did = self.id();
+            self.sends
+                .insert(did, (c.counter.clone(), chunk.len() as u64, c.peer));
+            self.outbox.push((
+                c.peer,
+                Outbound {
+                    id: did,
+                    tag: wire::method_tag(Kind::Data, c.receiver_id),
+                    buf: chunk,
+                },
+            ));
+        }
     }
 
     /// Handles one inbound message from `peer`.
@@ -443,27 +351,9 @@ impl Book {
         };
         match kind {
             Kind::Eager | Kind::EagerPacked => {
-                let (context, t, body) = wire::eager_parts(tag, data).ok_or_else(|| {
-                    format!("message of kind {kind} too short ({} bytes)", data.len())
-                })?;
-                let env = Envelope {
-                    context,
-                    source: peer,
-                    tag: t,
-                };
-                match self.queues.arrive(&env) {
-                    Some((_, r)) => deliver_eager(r, &env, body),
-                    None => {
-                        self.unexpected_bytes += body.len();
-                        self.queues.push_unexpected(
-                            env,
-                            Unexpected::Eager {
-                                data: body.to_vec(),
-                                sync: None,
-                            },
-                        );
-                    }
-                }
+                let (env, body) = eager::parse(peer, tag, data)
+                    .map_err(|n| format!("message of kind {kind} too short ({n} bytes)"))?;
+                eager::arrive(&mut self.queues, &mut self.unexpected_bytes, env, body);
             }
             Kind::Rts | Kind::RtsRead => {
                 let env = envelope(data)?;
@@ -482,68 +372,10 @@ impl Book {
                 }
             }
             Kind::Cts => {
-                let rid = wire::u64_at(data, 0).ok_or("malformed CTS")?;
-                // Only the rank the send goes to may clear it.
-                match self.rndv_sends.get(&id) {
-                    Some(s) if s.peer == peer => {}
-                    Some(s) => {
-                        return Err(format!(
-                            "CTS for send {id}, which goes to rank {}, not to this peer",
-                            s.peer
-                        ));
-                    }
-                    None => return Err(format!("CTS for unknown send {id}")),
-                }
-                let s = self
-                    .rndv_sends
-                    .remove(&id)
-                    .ok_or_else(|| format!("CTS for unknown send {id}"))?;
-                let extra = s.chunks.len().saturating_sub(1) as u32;
-                let _ = s.counter.add_outstanding(extra);
-                for chunk in s.chunks {
-                    let did = self.id();
-                    self.sends
-                        .insert(did, (s.counter.clone(), chunk.len() as u64, s.peer));
-                    self.outbox.push((
-                        s.peer,
-                        Outbound {
-                            id: did,
-                            tag: wire::method_tag(Kind::Data, rid),
-                            buf: chunk,
-                        },
-                    ));
-                }
+                let cleared = self.rndv.cts(peer, id, data)?;
+                self.send_data(cleared);
             }
-            Kind::Data => {
-                let r = self
-                    .rndv_recvs
-                    .get_mut(&id)
-                    .ok_or_else(|| format!("data for unknown receive {id}"))?;
-                // Only the sender the RTS came from may fill the receive, and no further than
-                // the length it announced.
-                if r.peer != peer {
-                    return Err(format!(
-                        "data for receive {id}, which receives from rank {}, not from this peer",
-                        r.peer
-                    ));
-                }
-                if r.got + data.len() as u64 > r.len {
-                    return Err(format!(
-                        "data for receive {id} runs past the {} bytes its RTS announced ({} \
-                         received, {} more came)",
-                        r.len,
-                        r.got,
-                        data.len()
-                    ));
-                }
-                r.buf.fill(data);
-                r.got += data.len() as u64;
-                if r.got >= r.len {
-                    if let Some(r) = self.rndv_recvs.remove(&id) {
-                        finish_recv(&r.counter, &r.buf, r.len);
-                    }
-                }
-            }
+            Kind::Data => self.rndv.data(peer, id, data)?,
             Kind::Xfer => self.xfer.inbound(peer, data)?,
             Kind::Fin => self.rdma.fin(peer, id)?,
             Kind::Handshake => {} // the last handshake bytes, if any
@@ -604,8 +436,7 @@ impl Book {
     pub(crate) fn waits_on(&self, peer: u32) -> bool {
         self.fast_sends.get(peer as usize).is_some_and(|n| *n > 0)
             || self.sends.values().any(|s| s.2 == peer)
-            || self.rndv_sends.values().any(|s| s.peer == peer)
-            || self.rndv_recvs.values().any(|r| r.peer == peer)
+            || self.rndv.waits_on(peer)
             || self
                 .queues
                 .any_posted(|p, _| p.source == Source::Rank(peer))
@@ -619,9 +450,7 @@ impl Book {
         }
         let (kind, sid) = wire::split_tag(out.tag);
         if kind == Ok(Kind::Rts) {
-            if let Some(s) = self.rndv_sends.remove(&sid) {
-                note(s.counter.fail_car(peer_failed(peer, reason)));
-            }
+            self.rndv.fail_send(sid, peer_failed(peer, reason));
         }
     }
 
@@ -646,28 +475,7 @@ impl Book {
                 note(counter.fail_car(peer_failed(peer, reason)));
             }
         }
-        let ids: Vec<u64> = self
-            .rndv_sends
-            .iter()
-            .filter(|(_, s)| s.peer == peer)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in ids {
-            if let Some(s) = self.rndv_sends.remove(&id) {
-                note(s.counter.fail_car(peer_failed(peer, reason)));
-            }
-        }
-        let ids: Vec<u64> = self
-            .rndv_recvs
-            .iter()
-            .filter(|(_, r)| r.peer == peer)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in ids {
-            if let Some(r) = self.rndv_recvs.remove(&id) {
-                note(r.counter.fail_car(peer_failed(peer, reason)));
-            }
-        }
+        self.rndv.peer_failed(peer, || peer_failed(peer, reason));
         for r in self
             .queues
             .drain_posted(|p, _| p.source == Source::Rank(peer))
@@ -700,12 +508,7 @@ impl Book {
         for (_, (c, _, _)) in self.sends.drain() {
             note(c.fail_car(err()));
         }
-        for (_, s) in self.rndv_sends.drain() {
-            note(s.counter.fail_car(err()));
-        }
-        for (_, r) in self.rndv_recvs.drain() {
-            note(r.counter.fail_car(err()));
-        }
+        self.rndv.fail_all();
         for r in self.queues.drain_posted(|_, _| true) {
             note(r.counter.fail_car(err()));
         }
@@ -998,6 +801,7 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recv_buffer::RecvBuffer;
     use crate::request::Request;
 
     fn book() -> Book {
