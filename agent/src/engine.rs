@@ -14,7 +14,7 @@ use crate::method::{Method, MethodError};
 use crate::proto::eager;
 pub(crate) use crate::proto::recv::{COMPLETED, PostedRecv, Unexpected, note};
 use crate::proto::rndv::{Cleared, Rendezvous};
-use crate::proto::{DescId, Route};
+use crate::proto::{DescId, Failure, ProtocolError, Route};
 use crate::request::CarCounter;
 use crate::vc::{Link, Outbound, Vc};
 use crate::wire::{self, Kind, RTS_LEN};
@@ -90,10 +90,13 @@ pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     crate::error::Chain(e).to_string()
 }
 
+/// The error of a request that `peer`'s failure fails, for a failure seen without an error
+/// behind it (see [`Failure::error`] for one with).
 pub(crate) fn peer_failed(peer: u32, reason: &str) -> AgentError {
     AgentError::PeerFailed {
         peer,
         reason: reason.to_owned(),
+        source: None,
     }
 }
 
@@ -333,33 +336,35 @@ impl Book {
     }
 
     /// Handles one inbound message from `peer`.
-    pub(crate) fn inbound(&mut self, peer: u32, tag: u64, data: &[u8]) -> Result<(), String> {
+    pub(crate) fn inbound(
+        &mut self,
+        peer: u32,
+        tag: u64,
+        data: &[u8],
+    ) -> Result<(), ProtocolError> {
         let (kind, id) = wire::split_tag(tag);
-        let kind = kind.map_err(|e| e.to_string())?;
-        let envelope = |b: &[u8]| -> Result<Envelope, String> {
+        let kind = kind?;
+        let envelope = |b: &[u8]| -> Result<Envelope, ProtocolError> {
             match (wire::u32_at(b, 0), wire::u32_at(b, 4)) {
                 (Some(context), Some(tag)) => Ok(Envelope {
                     context,
                     source: peer,
                     tag,
                 }),
-                _ => Err(format!(
-                    "message of kind {kind} too short ({} bytes)",
-                    b.len()
-                )),
+                _ => Err(ProtocolError::TooShort { kind, len: b.len() }),
             }
         };
         match kind {
             Kind::Eager | Kind::EagerPacked => {
                 let (env, body) = eager::parse(peer, tag, data)
-                    .map_err(|n| format!("message of kind {kind} too short ({n} bytes)"))?;
+                    .map_err(|len| ProtocolError::TooShort { kind, len })?;
                 eager::arrive(&mut self.queues, &mut self.unexpected_bytes, env, body);
             }
             Kind::Rts | Kind::RtsRead => {
                 let env = envelope(data)?;
                 let len = wire::u64_at(data, 8)
                     .filter(|_| data.len() == RTS_LEN || kind == Kind::RtsRead)
-                    .ok_or("malformed RTS")?;
+                    .ok_or(ProtocolError::MalformedRts)?;
                 if kind == Kind::RtsRead {
                     self.rdma
                         .announce(peer, id, &data[RTS_LEN.min(data.len())..])?;
@@ -381,9 +386,7 @@ impl Book {
             Kind::Handshake => {} // the last handshake bytes, if any
             // Stream bytes stop the progress pass before they get here (they are read in
             // place); one that comes anyway has no place in the protocol.
-            Kind::Stream => {
-                return Err(format!("a {} message outside the byte stream", kind.name()));
-            }
+            Kind::Stream => return Err(ProtocolError::OutOfPlace(kind)),
         }
         Ok(())
     }
@@ -395,13 +398,13 @@ impl Book {
         peer: u32,
         id: u64,
         result: Result<usize, MethodError>,
-    ) -> Option<String> {
+    ) -> Option<Failure> {
         match DescId::from_raw(id).route() {
             Route::FastSend => {
                 if let Some(n) = self.fast_sends.get_mut(peer as usize) {
                     *n = n.saturating_sub(1);
                 }
-                result.err().map(|e| chain(&e))
+                result.err().map(Failure::of)
             }
             Route::Read => self.rdma.read_completed(peer, id, result),
             Route::Send => self.send_completed(peer, id, result),
@@ -414,19 +417,19 @@ impl Book {
         peer: u32,
         id: u64,
         result: Result<usize, MethodError>,
-    ) -> Option<String> {
+    ) -> Option<Failure> {
         match (self.sends.remove(&id), result) {
             (Some((counter, bytes, _)), Ok(_)) => {
                 note(counter.complete_car(bytes));
                 None
             }
             (Some((counter, _, _)), Err(e)) => {
-                let reason = chain(&e);
-                note(counter.fail_car(peer_failed(peer, &reason)));
-                Some(reason)
+                let failure = Failure::of(e);
+                note(counter.fail_car(failure.error(peer)));
+                Some(failure)
             }
             (None, Ok(_)) => None,
-            (None, Err(e)) => Some(chain(&e)),
+            (None, Err(e)) => Some(Failure::of(e)),
         }
     }
 
@@ -444,19 +447,20 @@ impl Book {
     }
 
     /// Fails the request of one message that cannot be sent.
-    pub(crate) fn peer_failed_one(&mut self, peer: u32, reason: &str, out: Outbound) {
+    pub(crate) fn peer_failed_one(&mut self, peer: u32, failure: &Failure, out: Outbound) {
         if let Some((counter, _, _)) = self.sends.remove(&out.id) {
-            note(counter.fail_car(peer_failed(peer, reason)));
+            note(counter.fail_car(failure.error(peer)));
         }
         let (kind, sid) = wire::split_tag(out.tag);
         if kind == Ok(Kind::Rts) {
-            self.rndv.fail_send(sid, peer_failed(peer, reason));
+            self.rndv.fail_send(sid, failure.error(peer));
         }
     }
 
     /// Fails what depends on a failed peer: queued messages, rendezvous in either direction,
     /// receives naming it, and announcements of its messages nobody can fetch any more.
-    pub(crate) fn peer_failed(&mut self, peer: u32, reason: &str, queued: Vec<Outbound>) {
+    pub(crate) fn peer_failed(&mut self, peer: u32, failure: &Failure, queued: Vec<Outbound>) {
+        let reason = failure;
         // Queued messages, and those the method accepted: the request fails now, and a
         // completion the method may still deliver for them later finds nothing to complete.
         drop(queued);
@@ -472,15 +476,15 @@ impl Book {
             .collect();
         for id in ids {
             if let Some((counter, _, _)) = self.sends.remove(&id) {
-                note(counter.fail_car(peer_failed(peer, reason)));
+                note(counter.fail_car(reason.error(peer)));
             }
         }
-        self.rndv.peer_failed(peer, || peer_failed(peer, reason));
+        self.rndv.peer_failed(peer, || reason.error(peer));
         for r in self
             .queues
             .drain_posted(|p, _| p.source == Source::Rank(peer))
         {
-            note(r.counter.fail_car(peer_failed(peer, reason)));
+            note(r.counter.fail_car(reason.error(peer)));
         }
         self.queues
             .drain_unexpected(|e, u| e.source == peer && matches!(u, Unexpected::Rts { .. }));
@@ -531,12 +535,12 @@ impl Book {
 /// Reaps every completion of `vc`'s method: send buffers the method hands back go to their
 /// method-buffer owner or to the kept buffers, each completion to [`Book::completed`]. Returns
 /// the completions reaped and the first failure they reported.
-pub(crate) fn reap(vc: &mut Vc, book: &mut Book) -> (usize, Option<String>) {
+pub(crate) fn reap(vc: &mut Vc, book: &mut Book) -> (usize, Option<Failure>) {
     reap_with(vc, book, Method::poll_returning)
 }
 
 /// [`reap`] right after the method's `next` made a pass (see [`Method::poll_after_next`]).
-pub(crate) fn reap_after_next(vc: &mut Vc, book: &mut Book) -> (usize, Option<String>) {
+pub(crate) fn reap_after_next(vc: &mut Vc, book: &mut Book) -> (usize, Option<Failure>) {
     reap_with(vc, book, Method::poll_after_next)
 }
 
@@ -544,7 +548,7 @@ fn reap_with(
     vc: &mut Vc,
     book: &mut Book,
     mut poll: impl FnMut(&mut Method) -> Option<crate::method::Returned>,
-) -> (usize, Option<String>) {
+) -> (usize, Option<Failure>) {
     let Link::Remote(m) = &mut vc.link else {
         return (0, None);
     };
@@ -569,20 +573,22 @@ impl State {
     pub(crate) fn write(&mut self, peer: u32, out: Outbound) {
         let out = crate::method::rndv::announce(self, peer, out);
         let vc = &mut self.vcs[peer as usize];
-        if let Some(reason) = vc.failed.clone() {
-            self.book.peer_failed(peer, &reason, vec![out]);
+        if let Some(failure) = vc.failure() {
+            self.book.peer_failed(peer, &failure, vec![out]);
             return;
         }
         if let Err(e) = vc.write(out) {
-            self.fail_vc(peer, chain(&e));
+            self.fail_vc(peer, Failure::of(e));
         }
     }
 
     /// Marks the VC of `peer` failed and fails what depends on it.
-    pub(crate) fn fail_vc(&mut self, peer: u32, reason: String) {
-        let queued = self.vcs[peer as usize].fail(reason.clone());
-        let reason = self.vcs[peer as usize].failed.clone().unwrap_or(reason);
-        self.book.peer_failed(peer, &reason, queued);
+    /// The first failure stays the VC's: what fails now reports it.
+    pub(crate) fn fail_vc(&mut self, peer: u32, failure: impl Into<Failure>) {
+        let failure = failure.into();
+        let queued = self.vcs[peer as usize].fail(failure.clone());
+        let failure = self.vcs[peer as usize].failure().unwrap_or(failure);
+        self.book.peer_failed(peer, &failure, queued);
     }
 
     /// One non-blocking pass over every VC: completions, inbound messages, queued sends,
@@ -594,7 +600,7 @@ impl State {
     /// [`State::progress`] restricted to the VC of `only` (all VCs for `None`).
     pub(crate) fn progress_on(&mut self, only: Option<u32>) -> usize {
         let mut work = 0;
-        let mut failures: Vec<(u32, String)> = Vec::new();
+        let mut failures: Vec<(u32, Failure)> = Vec::new();
         let State { vcs, book, .. } = self;
         for vc in vcs.iter_mut().filter(|v| only.is_none_or(|p| p == v.peer)) {
             let peer = vc.peer;
@@ -617,14 +623,14 @@ impl State {
                         Ok(Some((tag, data))) => {
                             let n = data.len();
                             match book.inbound(peer, tag, data) {
-                                Ok(()) => m.consume(n).map(|()| true).map_err(|e| chain(&e)),
-                                Err(why) => Err(format!("protocol error: {why}")),
+                                Ok(()) => m.consume(n).map(|()| true).map_err(Failure::of),
+                                Err(why) => Err(Failure::protocol(why)),
                             }
                         }
                         Ok(None) => Ok(false),
                         Err(e) => {
                             vc.drained = true;
-                            Err(chain(&e))
+                            Err(Failure::of(e))
                         }
                     };
                     match step {
@@ -640,13 +646,13 @@ impl State {
             if !vc.readers.is_empty() {
                 match vc.feed_readers() {
                     Ok(n) => work += n,
-                    Err(e) => failures.push((peer, chain(&e))),
+                    Err(e) => failures.push((peer, Failure::of(e))),
                 }
             }
             if vc.failed.is_none() && vc.has_queued() {
                 match vc.flush() {
                     Ok(n) => work += n,
-                    Err(e) => failures.push((peer, chain(&e))),
+                    Err(e) => failures.push((peer, Failure::of(e))),
                 }
             }
         }
@@ -685,8 +691,8 @@ impl State {
         peers.dedup();
         self.book.xfer.start(ctx, steps, bufs, counter, shared);
         for p in peers {
-            if let Some(reason) = self.vcs.get(p as usize).and_then(|v| v.failed.clone()) {
-                self.book.xfer.peer_failed(p, &reason);
+            if let Some(failure) = self.vcs.get(p as usize).and_then(|v| v.failure()) {
+                self.book.xfer.peer_failed(p, &failure);
             }
         }
         self.drain_xfer();
@@ -839,7 +845,8 @@ mod tests {
         let (mut request, rid) = rendezvous_recv(&mut b, 8, 8);
         let e = b
             .inbound(2, wire::method_tag(Kind::Data, rid), &[9; 8])
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("receives from rank 1, not from this peer"),
             "{e}"
@@ -865,7 +872,8 @@ mod tests {
             .unwrap();
         let e = b
             .inbound(1, wire::method_tag(Kind::Data, rid), &[5; 6])
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("runs past the 8 bytes its RTS announced"), "{e}");
         assert!(request.test().unwrap().is_none());
     }
@@ -878,7 +886,8 @@ mod tests {
         let (_, sid) = wire::split_tag(rts.tag);
         let e = b
             .inbound(2, wire::method_tag(Kind::Cts, sid), &9u64.to_le_bytes())
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("goes to rank 1, not to this peer"), "{e}");
         assert!(b.take_outbox().is_empty(), "data sent on a stranger's CTS");
         b.inbound(1, wire::method_tag(Kind::Cts, sid), &9u64.to_le_bytes())
@@ -899,19 +908,59 @@ mod tests {
         b.fast_send_posted(1);
         assert!(b.waits_on(1));
         // The fast send's completion, of the same agent id, counts the fast send off only.
-        assert_eq!(b.completed(1, DescId::fast(id).raw(), Ok(5)), None);
+        assert!(b.completed(1, DescId::fast(id).raw(), Ok(5)).is_none());
         assert_eq!(b.fast_sends[1], 0);
         assert!(
             request.test().unwrap().is_none(),
             "completed by a fast send"
         );
         // A read completion of that id is the read rendezvous's (which knows no such read).
-        assert_eq!(b.completed(1, DescId::read(id).raw(), Ok(5)), None);
+        assert!(b.completed(1, DescId::read(id).raw(), Ok(5)).is_none());
         assert!(request.test().unwrap().is_none(), "completed by a read");
         // The send's own completion completes its request.
-        assert_eq!(b.completed(1, DescId::send(id).raw(), Ok(5)), None);
+        assert!(b.completed(1, DescId::send(id).raw(), Ok(5)).is_none());
         assert_eq!(request.test().unwrap().expect("completed").count(), 5);
         assert!(!b.sends_pending());
+    }
+
+    #[test]
+    fn an_unknown_kind_is_refused_with_a_typed_error() {
+        let mut b = book();
+        let e = b.inbound(1, wire::raw_tag(200, 0), &[]).unwrap_err();
+        assert_eq!(e, ProtocolError::Kind(crate::proto::UnknownKind(200)));
+        assert_eq!(e.to_string(), "unknown message kind 200");
+        // Stream bytes are read in place: one that reaches the matching engine is refused.
+        let e = b
+            .inbound(1, wire::method_tag(Kind::Stream, 0), b"x")
+            .unwrap_err();
+        assert_eq!(e, ProtocolError::OutOfPlace(Kind::Stream));
+    }
+
+    #[test]
+    fn a_protocol_error_fails_the_peers_requests_with_itself_as_source() {
+        let mut b = book();
+        let (mut request, _) = rendezvous_recv(&mut b, 8, 8);
+        let why = b
+            .inbound(2, wire::method_tag(Kind::Cts, 99), &9u64.to_le_bytes())
+            .unwrap_err();
+        b.peer_failed(1, &Failure::protocol(why.clone()), Vec::new());
+        let e = request.test().unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("rank 1 failed: protocol error: CTS for unknown send 99"),
+            "{text}"
+        );
+        assert_eq!(text.matches("CTS for unknown send 99").count(), 1, "{text}");
+        assert_eq!(e.failed_peer(), Some(1));
+        // The PeerFailed inside the request's error has the protocol error as its source.
+        let source = crate::error::find_in_chain(&e, |c| match c.downcast_ref::<AgentError>() {
+            Some(AgentError::PeerFailed { .. }) => c
+                .source()
+                .and_then(|s| s.downcast_ref::<ProtocolError>())
+                .cloned(),
+            _ => None,
+        });
+        assert_eq!(source, Some(why));
     }
 
     #[test]
@@ -930,7 +979,7 @@ mod tests {
         assert_eq!(b.xfer.early_bytes(), 1200);
         assert!(!b.reading(), "reads on past the limit");
         // A failed peer's early pieces are dropped, and reading resumes.
-        b.xfer.peer_failed(1, "gone");
+        b.xfer.peer_failed(1, &"gone".into());
         assert_eq!(b.xfer.early_bytes(), 0);
         assert!(b.reading());
     }

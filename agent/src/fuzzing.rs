@@ -122,7 +122,9 @@ impl Inbound {
     /// Handles one inbound message from `peer`, as the agent does when a method delivers it;
     /// an error is what fails the peer's VC.
     pub fn message(&mut self, peer: u32, tag: u64, data: &[u8]) -> Result<(), String> {
-        self.book.inbound(peer, tag, data)
+        self.book
+            .inbound(peer, tag, data)
+            .map_err(|e| e.to_string())
     }
 
     /// Checks what peers cannot be allowed to break: no receive buffer holds more than its

@@ -29,6 +29,7 @@ pub(crate) struct DescId(u64);
 
 impl DescId {
     /// The id of a message with a request: the agent's id as it is.
+    #[cfg(test)]
     #[inline]
     pub(crate) const fn send(id: u64) -> DescId {
         DescId(id)

@@ -35,6 +35,7 @@ pub(crate) enum Kind {
 
 impl Kind {
     /// Every kind, in wire order.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) const ALL: [Kind; 10] = [
         Kind::Eager,
         Kind::Rts,

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 
 use crate::error::AgentError;
+use crate::proto::ProtocolError;
 use crate::proto::recv::{finish_recv, note};
 use crate::recv_buffer::RecvBuffer;
 use crate::request::CarCounter;
@@ -114,23 +115,23 @@ impl Rendezvous {
     }
 
     /// A `CTS` from `peer` for send `id`: the send is cleared when it goes to that peer.
-    pub(crate) fn cts(&mut self, peer: u32, id: u64, data: &[u8]) -> Result<Cleared, String> {
-        let receiver_id = wire::u64_at(data, 0).ok_or("malformed CTS")?;
+    pub(crate) fn cts(
+        &mut self,
+        peer: u32,
+        id: u64,
+        data: &[u8],
+    ) -> Result<Cleared, ProtocolError> {
+        let receiver_id = wire::u64_at(data, 0).ok_or(ProtocolError::MalformedCts)?;
         // Only the rank the send goes to may clear it.
         match self.sends.get(&id) {
             Some(s) if s.peer == peer => {}
-            Some(s) => {
-                return Err(format!(
-                    "CTS for send {id}, which goes to rank {}, not to this peer",
-                    s.peer
-                ));
-            }
-            None => return Err(format!("CTS for unknown send {id}")),
+            Some(s) => return Err(ProtocolError::CtsWrongPeer { id, to: s.peer }),
+            None => return Err(ProtocolError::CtsUnknownSend { id }),
         }
         let s = self
             .sends
             .remove(&id)
-            .ok_or_else(|| format!("CTS for unknown send {id}"))?;
+            .ok_or(ProtocolError::CtsUnknownSend { id })?;
         Ok(Cleared {
             peer: s.peer,
             receiver_id,
@@ -140,27 +141,23 @@ impl Rendezvous {
     }
 
     /// A `DATA` piece from `peer` for receive `id`; the receive completes with its last piece.
-    pub(crate) fn data(&mut self, peer: u32, id: u64, data: &[u8]) -> Result<(), String> {
+    pub(crate) fn data(&mut self, peer: u32, id: u64, data: &[u8]) -> Result<(), ProtocolError> {
         let r = self
             .recvs
             .get_mut(&id)
-            .ok_or_else(|| format!("data for unknown receive {id}"))?;
+            .ok_or(ProtocolError::DataUnknownRecv { id })?;
         // Only the sender the RTS came from may fill the receive, and no further than the
         // length it announced.
         if r.peer != peer {
-            return Err(format!(
-                "data for receive {id}, which receives from rank {}, not from this peer",
-                r.peer
-            ));
+            return Err(ProtocolError::DataWrongPeer { id, from: r.peer });
         }
         if r.got + data.len() as u64 > r.len {
-            return Err(format!(
-                "data for receive {id} runs past the {} bytes its RTS announced ({} received, \
-                 {} more came)",
-                r.len,
-                r.got,
-                data.len()
-            ));
+            return Err(ProtocolError::DataPastEnd {
+                id,
+                len: r.len,
+                got: r.got,
+                more: data.len(),
+            });
         }
         r.buf.fill(data);
         r.got += data.len() as u64;

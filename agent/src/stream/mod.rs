@@ -54,9 +54,10 @@ pub use read::{ReadReservation, StreamRead, StreamReadv};
 use std::time::{Duration, Instant};
 
 use crate::agent::Agent;
-use crate::engine::{State, chain, peer_failed};
+use crate::engine::{State, peer_failed};
 use crate::error::AgentError;
 use crate::method::MethodError;
+use crate::proto::Failure;
 use crate::request::Request;
 use crate::vc::Link;
 use crate::wire::{self, Kind};
@@ -82,8 +83,8 @@ fn stream_head(st: &mut State, peer: u32) -> Head {
         return Head::Answer(Err(AgentError::SelfStream));
     }
     if !vc.stream_at_head || !vc.readers.is_empty() {
-        return Head::Answer(match (&vc.failed, vc.drained) {
-            (Some(reason), true) => Err(peer_failed(peer, reason)),
+        return Head::Answer(match (vc.failure(), vc.drained) {
+            (Some(failure), true) => Err(failure.error(peer)),
             _ => Ok(None),
         });
     }
@@ -113,8 +114,8 @@ impl Agent {
         if st.finalized {
             return Err(AgentError::Finalized);
         }
-        if let Some(reason) = &st.vcs[peer as usize].failed {
-            let _ = counter.fail_car(peer_failed(peer, reason));
+        if let Some(failure) = st.vcs[peer as usize].failure() {
+            let _ = counter.fail_car(failure.error(peer));
             return Ok(request);
         }
         let out = st.book.stream_send(peer, data, counter);
@@ -159,12 +160,21 @@ impl Agent {
                 (n, n == data.len())
             }
             Ok(_) => return Ok(None),
-            Err(e) => return Err(peer_failed(peer, &e.to_string())),
+            Err(e) => {
+                return Err(Failure {
+                    reason: e.to_string(),
+                    source: Some(crate::error::PeerCause::new(e)),
+                }
+                .error(peer));
+            }
         };
         if let Err(e) = m.consume(n) {
-            let reason = e.to_string();
-            st.fail_vc(peer, reason.clone());
-            return Err(peer_failed(peer, &reason));
+            let failure = Failure {
+                reason: e.to_string(),
+                source: Some(crate::error::PeerCause::new(e)),
+            };
+            st.fail_vc(peer, failure.clone());
+            return Err(failure.error(peer));
         }
         if whole {
             st.vcs[peer as usize].stream_at_head = false;
@@ -234,9 +244,9 @@ impl Agent {
                 Ok(Some(n))
             }
             Err(e) => {
-                let reason = chain(&e);
-                st.fail_vc(peer, reason.clone());
-                Err(peer_failed(peer, &reason))
+                let failure = Failure::of(e);
+                st.fail_vc(peer, failure.clone());
+                Err(failure.error(peer))
             }
         }
     }

@@ -446,10 +446,10 @@ impl Agent {
         }
         reservation.bound = true;
         let vc = &mut st.vcs[peer as usize];
-        if let Some(why) = vc.failed.clone() {
+        if let Some(why) = vc.failure() {
             // Nothing more will arrive: the read fails now (its place goes with it).
             vc.readers.readers.retain(|r| r.id != reservation.id);
-            let _ = counter.fail_car(peer_failed(peer, &why));
+            let _ = counter.fail_car(why.error(peer));
         }
         let place = vc
             .readers
