@@ -460,7 +460,6 @@ impl Book {
     /// Fails what depends on a failed peer: queued messages, rendezvous in either direction,
     /// receives naming it, and announcements of its messages nobody can fetch any more.
     pub(crate) fn peer_failed(&mut self, peer: u32, failure: &Failure, queued: Vec<Outbound>) {
-        let reason = failure;
         // Queued messages, and those the method accepted: the request fails now, and a
         // completion the method may still deliver for them later finds nothing to complete.
         drop(queued);
@@ -476,20 +475,20 @@ impl Book {
             .collect();
         for id in ids {
             if let Some((counter, _, _)) = self.sends.remove(&id) {
-                note(counter.fail_car(reason.error(peer)));
+                note(counter.fail_car(failure.error(peer)));
             }
         }
-        self.rndv.peer_failed(peer, || reason.error(peer));
+        self.rndv.peer_failed(peer, || failure.error(peer));
         for r in self
             .queues
             .drain_posted(|p, _| p.source == Source::Rank(peer))
         {
-            note(r.counter.fail_car(reason.error(peer)));
+            note(r.counter.fail_car(failure.error(peer)));
         }
         self.queues
             .drain_unexpected(|e, u| e.source == peer && matches!(u, Unexpected::Rts { .. }));
-        self.rdma.peer_failed(peer, reason);
-        self.xfer.peer_failed(peer, reason);
+        self.rdma.peer_failed(peer, failure);
+        self.xfer.peer_failed(peer, failure);
     }
 
     /// Completes, as cancelled, every posted receive whose request asked for cancellation.
