@@ -181,11 +181,8 @@ impl Agent {
     pub fn connect(&self, peer: u32) -> Result<(), AgentError> {
         self.check_rank(peer)?;
         let st = self.shared.lock();
-        match &st.vcs[peer as usize].failed {
-            Some(reason) => Err(AgentError::PeerFailed {
-                peer,
-                reason: reason.clone(),
-            }),
+        match st.vcs[peer as usize].failure() {
+            Some(f) => Err(f.error(peer)),
             None if st.finalized => Err(AgentError::Finalized),
             None => Ok(()),
         }

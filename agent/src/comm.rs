@@ -220,6 +220,7 @@ impl Comm {
             return Err(AgentError::PeerFailed {
                 peer: self.to_world(bad as u32)?,
                 reason: "short communicator agreement record".into(),
+                source: None,
             });
         }
         Ok(out)

@@ -1,81 +1,24 @@
-//! The agent's state behind its mutex: VCs, matching queues, and the protocol state machine
-//! (eager, rendezvous) that the progress engine drives.
+//! The agent's state behind its mutex: VCs, matching queues, and the progress engine that
+//! drives the protocols (eager: [`crate::proto::eager`], rendezvous by messages:
+//! [`crate::proto::rndv`], by RDMA READ: [`crate::method::rndv`], xfer blocks:
+//! [`crate::xfer::engine`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::AgentError;
 use crate::liveness::Heard;
 use crate::matching::{Envelope, MatchQueues, Pattern, Source};
-use crate::method::rndv::{FIN, READ_ID, RTS_READ};
 use crate::method::{Method, MethodError};
-use crate::recv_buffer::RecvBuffer;
-use crate::request::{CarCounter, RequestError};
+use crate::proto::eager;
+pub(crate) use crate::proto::recv::{COMPLETED, PostedRecv, Unexpected, note};
+use crate::proto::rndv::{Cleared, Rendezvous};
+use crate::proto::{DescId, Failure, ProtocolError, Route};
+use crate::request::CarCounter;
 use crate::vc::{Link, Outbound, Vc};
-use crate::wire::{self, CTS, DATA, EAGER, EAGER_PACKED, RTS, RTS_LEN, STREAM, XFER};
+use crate::wire::{self, Kind, RTS_LEN};
 use crate::xfer::engine::{Ready, XferEngine};
-
-/// A receive waiting for its message.
-#[derive(Debug)]
-pub(crate) struct PostedRecv {
-    pub(crate) buf: RecvBuffer,
-    pub(crate) counter: CarCounter,
-    /// World rank -> communicator rank, for the status of a receive posted on a communicator
-    /// (`None`: report world ranks).
-    pub(crate) ranks: Option<std::sync::Arc<[u32]>>,
-}
-
-impl PostedRecv {
-    /// The source as the receive's status reports it.
-    fn source_of(&self, world: u32) -> u32 {
-        match &self.ranks {
-            Some(map) => map.get(world as usize).copied().unwrap_or(world),
-            None => world,
-        }
-    }
-}
-
-/// A message that arrived before its receive.
-#[derive(Debug)]
-pub(crate) enum Unexpected {
-    /// A whole small message (from a peer or from this rank). `sync` is a synchronous send to
-    /// self, which completes when matched.
-    Eager {
-        data: Vec<u8>,
-        sync: Option<CarCounter>,
-    },
-    /// The announcement of a rendezvous message; its data stays with the sender.
-    Rts { sender_id: u64, len: u64 },
-}
-
-impl Unexpected {
-    pub(crate) fn len(&self) -> u64 {
-        match self {
-            Unexpected::Eager { data, .. } => data.len() as u64,
-            Unexpected::Rts { len, .. } => *len,
-        }
-    }
-}
-
-/// A rendezvous send waiting for the receiver's go-ahead.
-#[derive(Debug)]
-struct RndvSend {
-    peer: u32,
-    chunks: Vec<Vec<u8>>,
-    counter: CarCounter,
-}
-
-/// A rendezvous receive whose data is arriving.
-#[derive(Debug)]
-struct RndvRecv {
-    peer: u32,
-    buf: RecvBuffer,
-    counter: CarCounter,
-    len: u64,
-    got: u64,
-}
 
 /// Everything but the VCs: matching queues and protocol bookkeeping.
 #[derive(Debug)]
@@ -87,8 +30,8 @@ pub(crate) struct Book {
     /// Descriptor id -> the send request it completes, the payload bytes it carries, and the
     /// peer.
     sends: HashMap<u64, (CarCounter, u64, u32)>,
-    rndv_sends: HashMap<u64, RndvSend>,
-    rndv_recvs: HashMap<u64, RndvRecv>,
+    /// Rendezvous by messages (`RTS`, `CTS`, `DATA`), both sides.
+    rndv: Rendezvous,
     pub(crate) eager_limit: usize,
     pub(crate) chunk: usize,
     pub(crate) max_unexpected: usize,
@@ -147,37 +90,14 @@ pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     crate::error::Chain(e).to_string()
 }
 
+/// The error of a request that `peer`'s failure fails, for a failure seen without an error
+/// behind it (see [`Failure::error`] for one with).
 pub(crate) fn peer_failed(peer: u32, reason: &str) -> AgentError {
     AgentError::PeerFailed {
         peer,
         reason: reason.to_owned(),
+        source: None,
     }
-}
-
-/// Requests completed by the agents of this process so far: a blocking progress round ends
-/// as soon as it completed one, so the wait that called it looks at once.
-pub(crate) static COMPLETED: AtomicU64 = AtomicU64::new(0);
-
-pub(crate) fn note(r: Result<bool, RequestError>) {
-    if r.unwrap_or(false) {
-        COMPLETED.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Completes a receive whose message of `len` bytes is in its buffer (up to its capacity).
-fn finish_recv(counter: &CarCounter, buf: &RecvBuffer, len: u64) {
-    let cap = buf.capacity() as u64;
-    if len > cap {
-        note(counter.fail_car(AgentError::Truncated { len, capacity: cap }));
-    } else {
-        note(counter.complete_car(len));
-    }
-}
-
-fn deliver_eager(r: PostedRecv, env: &Envelope, data: &[u8]) {
-    r.counter.set_envelope(r.source_of(env.source), env.tag);
-    r.buf.fill(data);
-    finish_recv(&r.counter, &r.buf, data.len() as u64);
 }
 
 impl Book {
@@ -194,8 +114,7 @@ impl Book {
             unexpected_bytes: 0,
             next_id: 1,
             sends: HashMap::new(),
-            rndv_sends: HashMap::new(),
-            rndv_recvs: HashMap::new(),
+            rndv: Rendezvous::default(),
             eager_limit,
             chunk,
             max_unexpected,
@@ -225,7 +144,7 @@ impl Book {
     /// Whether sends are still on their way (queued, awaiting a go-ahead, or in a method).
     pub(crate) fn sends_pending(&self) -> bool {
         !self.sends.is_empty()
-            || !self.rndv_sends.is_empty()
+            || self.rndv.sends_pending()
             || self.fast_sends.iter().any(|&n| n > 0)
             || self.rdma.sends_pending()
     }
@@ -269,7 +188,7 @@ impl Book {
         let len = data.len() as u64;
         match self.queues.arrive(&env) {
             Some((_, r)) => {
-                deliver_eager(r, &env, &data);
+                eager::deliver(r, &env, &data);
                 note(counter.complete_car(len));
             }
             None => {
@@ -297,18 +216,8 @@ impl Book {
     ) -> Outbound {
         let id = self.id();
         self.sends.insert(id, (counter, data.len() as u64, peer));
-        match wire::eager_packed_tag(context, tag) {
-            Some(packed) => Outbound {
-                id,
-                tag: packed,
-                buf: data.to_vec(),
-            },
-            None => Outbound {
-                id,
-                tag: wire::method_tag(EAGER, 0),
-                buf: wire::eager(context, tag, data),
-            },
-        }
+        let (tag, buf) = eager::encode(context, tag, data);
+        Outbound { id, tag, buf }
     }
 
     /// A message of the VC's byte stream (`Agent::write`), its completion registered.
@@ -322,7 +231,7 @@ impl Book {
         self.sends.insert(id, (counter, data.len() as u64, peer));
         Outbound {
             id,
-            tag: wire::method_tag(STREAM, 0),
+            tag: wire::method_tag(Kind::Stream, 0),
             buf: data,
         }
     }
@@ -336,35 +245,27 @@ impl Book {
         chunks: Vec<Vec<u8>>,
         counter: CarCounter,
     ) -> Outbound {
-        let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
         let sender_id = self.id();
-        self.rndv_sends.insert(
-            sender_id,
-            RndvSend {
-                peer,
-                chunks,
-                counter,
-            },
-        );
+        let buf = self
+            .rndv
+            .send(sender_id, peer, context, tag, chunks, counter);
         Outbound {
             id: self.id(),
-            tag: wire::method_tag(RTS, sender_id),
-            buf: wire::rts(context, tag, len),
+            tag: wire::method_tag(Kind::Rts, sender_id),
+            buf,
         }
     }
 
     /// The data of rendezvous send `sender_id` while it waits for its `CTS`.
     #[cfg(feature = "rdma")]
     pub(crate) fn rndv_chunks(&self, sender_id: u64) -> Option<&[Vec<u8>]> {
-        self.rndv_sends.get(&sender_id).map(|s| s.chunks.as_slice())
+        self.rndv.chunks(sender_id)
     }
 
     /// Takes rendezvous send `sender_id` over to another protocol: its data and request.
     #[cfg(feature = "rdma")]
     pub(crate) fn take_rndv_send(&mut self, sender_id: u64) -> Option<(Vec<Vec<u8>>, CarCounter)> {
-        self.rndv_sends
-            .remove(&sender_id)
-            .map(|s| (s.chunks, s.counter))
+        self.rndv.take_send(sender_id)
     }
 
     /// Posts a receive: matches the oldest acceptable unexpected message, else queues it.
@@ -379,7 +280,7 @@ impl Book {
         match self.queues.take_unexpected(pattern) {
             Some((env, Unexpected::Eager { data, sync })) => {
                 self.unexpected_bytes -= data.len();
-                deliver_eager(r, &env, &data);
+                eager::deliver(r, &env, &data);
                 if let Some(s) = sync {
                     note(s.complete_car(data.len() as u64));
                 }
@@ -403,73 +304,68 @@ impl Book {
             return;
         }
         let rid = self.id();
-        self.rndv_recvs.insert(
-            rid,
-            RndvRecv {
-                peer: env.source,
-                buf: r.buf,
-                counter: r.counter,
-                len,
-                got: 0,
-            },
-        );
+        self.rndv.recv(rid, env.source, r.buf, r.counter, len);
         let id = self.id();
         self.outbox.push((
             env.source,
             Outbound {
                 id,
-                tag: wire::method_tag(CTS, sender_id),
+                tag: wire::method_tag(Kind::Cts, sender_id),
                 buf: rid.to_le_bytes().to_vec(),
             },
         ));
     }
 
+    /// Sends the pieces of a rendezvous send its `CTS` cleared, each a descriptor of its own.
+    fn send_data(&mut self, c: Cleared) {
+        let extra = c.chunks.len().saturating_sub(1) as u32;
+        let _ = c.counter.add_outstanding(extra);
+        for chunk in c.chunks {
+            let did = self.id();
+            self.sends
+                .insert(did, (c.counter.clone(), chunk.len() as u64, c.peer));
+            self.outbox.push((
+                c.peer,
+                Outbound {
+                    id: did,
+                    tag: wire::method_tag(Kind::Data, c.receiver_id),
+                    buf: chunk,
+                },
+            ));
+        }
+    }
+
     /// Handles one inbound message from `peer`.
-    pub(crate) fn inbound(&mut self, peer: u32, tag: u64, data: &[u8]) -> Result<(), String> {
+    pub(crate) fn inbound(
+        &mut self,
+        peer: u32,
+        tag: u64,
+        data: &[u8],
+    ) -> Result<(), ProtocolError> {
         let (kind, id) = wire::split_tag(tag);
-        let envelope = |b: &[u8]| -> Result<Envelope, String> {
+        let kind = kind?;
+        let envelope = |b: &[u8]| -> Result<Envelope, ProtocolError> {
             match (wire::u32_at(b, 0), wire::u32_at(b, 4)) {
                 (Some(context), Some(tag)) => Ok(Envelope {
                     context,
                     source: peer,
                     tag,
                 }),
-                _ => Err(format!(
-                    "message of kind {kind} too short ({} bytes)",
-                    b.len()
-                )),
+                _ => Err(ProtocolError::TooShort { kind, len: b.len() }),
             }
         };
         match kind {
-            EAGER | EAGER_PACKED => {
-                let (context, t, body) = wire::eager_parts(tag, data).ok_or_else(|| {
-                    format!("message of kind {kind} too short ({} bytes)", data.len())
-                })?;
-                let env = Envelope {
-                    context,
-                    source: peer,
-                    tag: t,
-                };
-                match self.queues.arrive(&env) {
-                    Some((_, r)) => deliver_eager(r, &env, body),
-                    None => {
-                        self.unexpected_bytes += body.len();
-                        self.queues.push_unexpected(
-                            env,
-                            Unexpected::Eager {
-                                data: body.to_vec(),
-                                sync: None,
-                            },
-                        );
-                    }
-                }
+            Kind::Eager | Kind::EagerPacked => {
+                let (env, body) = eager::parse(peer, tag, data)
+                    .map_err(|len| ProtocolError::TooShort { kind, len })?;
+                eager::arrive(&mut self.queues, &mut self.unexpected_bytes, env, body);
             }
-            RTS | RTS_READ => {
+            Kind::Rts | Kind::RtsRead => {
                 let env = envelope(data)?;
                 let len = wire::u64_at(data, 8)
-                    .filter(|_| data.len() == RTS_LEN || kind == RTS_READ)
-                    .ok_or("malformed RTS")?;
-                if kind == RTS_READ {
+                    .filter(|_| data.len() == RTS_LEN || kind == Kind::RtsRead)
+                    .ok_or(ProtocolError::MalformedRts)?;
+                if kind == Kind::RtsRead {
                     self.rdma
                         .announce(peer, id, &data[RTS_LEN.min(data.len())..])?;
                 }
@@ -480,105 +376,60 @@ impl Book {
                         .push_unexpected(env, Unexpected::Rts { sender_id: id, len }),
                 }
             }
-            CTS => {
-                let rid = wire::u64_at(data, 0).ok_or("malformed CTS")?;
-                // Only the rank the send goes to may clear it.
-                match self.rndv_sends.get(&id) {
-                    Some(s) if s.peer == peer => {}
-                    Some(s) => {
-                        return Err(format!(
-                            "CTS for send {id}, which goes to rank {}, not to this peer",
-                            s.peer
-                        ));
-                    }
-                    None => return Err(format!("CTS for unknown send {id}")),
-                }
-                let s = self
-                    .rndv_sends
-                    .remove(&id)
-                    .ok_or_else(|| format!("CTS for unknown send {id}"))?;
-                let extra = s.chunks.len().saturating_sub(1) as u32;
-                let _ = s.counter.add_outstanding(extra);
-                for chunk in s.chunks {
-                    let did = self.id();
-                    self.sends
-                        .insert(did, (s.counter.clone(), chunk.len() as u64, s.peer));
-                    self.outbox.push((
-                        s.peer,
-                        Outbound {
-                            id: did,
-                            tag: wire::method_tag(DATA, rid),
-                            buf: chunk,
-                        },
-                    ));
-                }
+            Kind::Cts => {
+                let cleared = self.rndv.cts(peer, id, data)?;
+                self.send_data(cleared);
             }
-            DATA => {
-                let r = self
-                    .rndv_recvs
-                    .get_mut(&id)
-                    .ok_or_else(|| format!("data for unknown receive {id}"))?;
-                // Only the sender the RTS came from may fill the receive, and no further than
-                // the length it announced.
-                if r.peer != peer {
-                    return Err(format!(
-                        "data for receive {id}, which receives from rank {}, not from this peer",
-                        r.peer
-                    ));
-                }
-                if r.got + data.len() as u64 > r.len {
-                    return Err(format!(
-                        "data for receive {id} runs past the {} bytes its RTS announced ({} \
-                         received, {} more came)",
-                        r.len,
-                        r.got,
-                        data.len()
-                    ));
-                }
-                r.buf.fill(data);
-                r.got += data.len() as u64;
-                if r.got >= r.len {
-                    if let Some(r) = self.rndv_recvs.remove(&id) {
-                        finish_recv(&r.counter, &r.buf, r.len);
-                    }
-                }
-            }
-            XFER => self.xfer.inbound(peer, data)?,
-            FIN => self.rdma.fin(peer, id)?,
-            0xff => {} // the last handshake bytes, if any
-            other => return Err(format!("unknown message kind {other}")),
+            Kind::Data => self.rndv.data(peer, id, data)?,
+            Kind::Xfer => self.xfer.inbound(peer, data)?,
+            Kind::Fin => self.rdma.fin(peer, id)?,
+            Kind::Handshake => {} // the last handshake bytes, if any
+            // Stream bytes stop the progress pass before they get here (they are read in
+            // place); one that comes anyway has no place in the protocol.
+            Kind::Stream => return Err(ProtocolError::OutOfPlace(kind)),
         }
         Ok(())
     }
 
-    /// A descriptor completed.
+    /// A descriptor completed: its completion goes to the protocol its id names
+    /// ([`DescId::route`]).
     pub(crate) fn completed(
         &mut self,
         peer: u32,
         id: u64,
         result: Result<usize, MethodError>,
-    ) -> Option<String> {
-        if id & crate::fast::FAST_ID != 0 {
-            if let Some(n) = self.fast_sends.get_mut(peer as usize) {
-                *n = n.saturating_sub(1);
+    ) -> Option<Failure> {
+        match DescId::from_raw(id).route() {
+            Route::FastSend => {
+                if let Some(n) = self.fast_sends.get_mut(peer as usize) {
+                    *n = n.saturating_sub(1);
+                }
+                result.err().map(Failure::of)
             }
-            return result.err().map(|e| chain(&e));
+            Route::Read => self.rdma.read_completed(peer, id, result),
+            Route::Send => self.send_completed(peer, id, result),
         }
-        if id & READ_ID != 0 {
-            return self.rdma.read_completed(peer, id, result);
-        }
+    }
+
+    /// A descriptor of a message with a request completed.
+    fn send_completed(
+        &mut self,
+        peer: u32,
+        id: u64,
+        result: Result<usize, MethodError>,
+    ) -> Option<Failure> {
         match (self.sends.remove(&id), result) {
             (Some((counter, bytes, _)), Ok(_)) => {
                 note(counter.complete_car(bytes));
                 None
             }
             (Some((counter, _, _)), Err(e)) => {
-                let reason = chain(&e);
-                note(counter.fail_car(peer_failed(peer, &reason)));
-                Some(reason)
+                let failure = Failure::of(e);
+                note(counter.fail_car(failure.error(peer)));
+                Some(failure)
             }
             (None, Ok(_)) => None,
-            (None, Err(e)) => Some(chain(&e)),
+            (None, Err(e)) => Some(Failure::of(e)),
         }
     }
 
@@ -588,8 +439,7 @@ impl Book {
     pub(crate) fn waits_on(&self, peer: u32) -> bool {
         self.fast_sends.get(peer as usize).is_some_and(|n| *n > 0)
             || self.sends.values().any(|s| s.2 == peer)
-            || self.rndv_sends.values().any(|s| s.peer == peer)
-            || self.rndv_recvs.values().any(|r| r.peer == peer)
+            || self.rndv.waits_on(peer)
             || self
                 .queues
                 .any_posted(|p, _| p.source == Source::Rank(peer))
@@ -597,21 +447,19 @@ impl Book {
     }
 
     /// Fails the request of one message that cannot be sent.
-    pub(crate) fn peer_failed_one(&mut self, peer: u32, reason: &str, out: Outbound) {
+    pub(crate) fn peer_failed_one(&mut self, peer: u32, failure: &Failure, out: Outbound) {
         if let Some((counter, _, _)) = self.sends.remove(&out.id) {
-            note(counter.fail_car(peer_failed(peer, reason)));
+            note(counter.fail_car(failure.error(peer)));
         }
-        let (_, sid) = wire::split_tag(out.tag);
-        if wire::split_tag(out.tag).0 == RTS {
-            if let Some(s) = self.rndv_sends.remove(&sid) {
-                note(s.counter.fail_car(peer_failed(peer, reason)));
-            }
+        let (kind, sid) = wire::split_tag(out.tag);
+        if kind == Ok(Kind::Rts) {
+            self.rndv.fail_send(sid, failure.error(peer));
         }
     }
 
     /// Fails what depends on a failed peer: queued messages, rendezvous in either direction,
     /// receives naming it, and announcements of its messages nobody can fetch any more.
-    pub(crate) fn peer_failed(&mut self, peer: u32, reason: &str, queued: Vec<Outbound>) {
+    pub(crate) fn peer_failed(&mut self, peer: u32, failure: &Failure, queued: Vec<Outbound>) {
         // Queued messages, and those the method accepted: the request fails now, and a
         // completion the method may still deliver for them later finds nothing to complete.
         drop(queued);
@@ -627,41 +475,20 @@ impl Book {
             .collect();
         for id in ids {
             if let Some((counter, _, _)) = self.sends.remove(&id) {
-                note(counter.fail_car(peer_failed(peer, reason)));
+                note(counter.fail_car(failure.error(peer)));
             }
         }
-        let ids: Vec<u64> = self
-            .rndv_sends
-            .iter()
-            .filter(|(_, s)| s.peer == peer)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in ids {
-            if let Some(s) = self.rndv_sends.remove(&id) {
-                note(s.counter.fail_car(peer_failed(peer, reason)));
-            }
-        }
-        let ids: Vec<u64> = self
-            .rndv_recvs
-            .iter()
-            .filter(|(_, r)| r.peer == peer)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in ids {
-            if let Some(r) = self.rndv_recvs.remove(&id) {
-                note(r.counter.fail_car(peer_failed(peer, reason)));
-            }
-        }
+        self.rndv.peer_failed(peer, || failure.error(peer));
         for r in self
             .queues
             .drain_posted(|p, _| p.source == Source::Rank(peer))
         {
-            note(r.counter.fail_car(peer_failed(peer, reason)));
+            note(r.counter.fail_car(failure.error(peer)));
         }
         self.queues
             .drain_unexpected(|e, u| e.source == peer && matches!(u, Unexpected::Rts { .. }));
-        self.rdma.peer_failed(peer, reason);
-        self.xfer.peer_failed(peer, reason);
+        self.rdma.peer_failed(peer, failure);
+        self.xfer.peer_failed(peer, failure);
     }
 
     /// Completes, as cancelled, every posted receive whose request asked for cancellation.
@@ -684,12 +511,7 @@ impl Book {
         for (_, (c, _, _)) in self.sends.drain() {
             note(c.fail_car(err()));
         }
-        for (_, s) in self.rndv_sends.drain() {
-            note(s.counter.fail_car(err()));
-        }
-        for (_, r) in self.rndv_recvs.drain() {
-            note(r.counter.fail_car(err()));
-        }
+        self.rndv.fail_all();
         for r in self.queues.drain_posted(|_, _| true) {
             note(r.counter.fail_car(err()));
         }
@@ -712,12 +534,12 @@ impl Book {
 /// Reaps every completion of `vc`'s method: send buffers the method hands back go to their
 /// method-buffer owner or to the kept buffers, each completion to [`Book::completed`]. Returns
 /// the completions reaped and the first failure they reported.
-pub(crate) fn reap(vc: &mut Vc, book: &mut Book) -> (usize, Option<String>) {
+pub(crate) fn reap(vc: &mut Vc, book: &mut Book) -> (usize, Option<Failure>) {
     reap_with(vc, book, Method::poll_returning)
 }
 
 /// [`reap`] right after the method's `next` made a pass (see [`Method::poll_after_next`]).
-pub(crate) fn reap_after_next(vc: &mut Vc, book: &mut Book) -> (usize, Option<String>) {
+pub(crate) fn reap_after_next(vc: &mut Vc, book: &mut Book) -> (usize, Option<Failure>) {
     reap_with(vc, book, Method::poll_after_next)
 }
 
@@ -725,7 +547,7 @@ fn reap_with(
     vc: &mut Vc,
     book: &mut Book,
     mut poll: impl FnMut(&mut Method) -> Option<crate::method::Returned>,
-) -> (usize, Option<String>) {
+) -> (usize, Option<Failure>) {
     let Link::Remote(m) = &mut vc.link else {
         return (0, None);
     };
@@ -750,20 +572,22 @@ impl State {
     pub(crate) fn write(&mut self, peer: u32, out: Outbound) {
         let out = crate::method::rndv::announce(self, peer, out);
         let vc = &mut self.vcs[peer as usize];
-        if let Some(reason) = vc.failed.clone() {
-            self.book.peer_failed(peer, &reason, vec![out]);
+        if let Some(failure) = vc.failure() {
+            self.book.peer_failed(peer, &failure, vec![out]);
             return;
         }
         if let Err(e) = vc.write(out) {
-            self.fail_vc(peer, chain(&e));
+            self.fail_vc(peer, Failure::of(e));
         }
     }
 
     /// Marks the VC of `peer` failed and fails what depends on it.
-    pub(crate) fn fail_vc(&mut self, peer: u32, reason: String) {
-        let queued = self.vcs[peer as usize].fail(reason.clone());
-        let reason = self.vcs[peer as usize].failed.clone().unwrap_or(reason);
-        self.book.peer_failed(peer, &reason, queued);
+    /// The first failure stays the VC's: what fails now reports it.
+    pub(crate) fn fail_vc(&mut self, peer: u32, failure: impl Into<Failure>) {
+        let failure = failure.into();
+        let queued = self.vcs[peer as usize].fail(failure.clone());
+        let failure = self.vcs[peer as usize].failure().unwrap_or(failure);
+        self.book.peer_failed(peer, &failure, queued);
     }
 
     /// One non-blocking pass over every VC: completions, inbound messages, queued sends,
@@ -775,7 +599,7 @@ impl State {
     /// [`State::progress`] restricted to the VC of `only` (all VCs for `None`).
     pub(crate) fn progress_on(&mut self, only: Option<u32>) -> usize {
         let mut work = 0;
-        let mut failures: Vec<(u32, String)> = Vec::new();
+        let mut failures: Vec<(u32, Failure)> = Vec::new();
         let State { vcs, book, .. } = self;
         for vc in vcs.iter_mut().filter(|v| only.is_none_or(|p| p == v.peer)) {
             let peer = vc.peer;
@@ -790,7 +614,7 @@ impl State {
             if !vc.drained && !vc.stream_at_head && book.reading() {
                 for _ in 0..INBOUND_BURST {
                     let step = match m.next() {
-                        Ok(Some((tag, _))) if wire::split_tag(tag).0 == STREAM => {
+                        Ok(Some((tag, _))) if wire::is_kind(tag, Kind::Stream) => {
                             // Stream bytes are for `Agent::next`, in place: stop here.
                             vc.stream_at_head = true;
                             Ok(false)
@@ -798,14 +622,14 @@ impl State {
                         Ok(Some((tag, data))) => {
                             let n = data.len();
                             match book.inbound(peer, tag, data) {
-                                Ok(()) => m.consume(n).map(|()| true).map_err(|e| chain(&e)),
-                                Err(why) => Err(format!("protocol error: {why}")),
+                                Ok(()) => m.consume(n).map(|()| true).map_err(Failure::of),
+                                Err(why) => Err(Failure::protocol(why)),
                             }
                         }
                         Ok(None) => Ok(false),
                         Err(e) => {
                             vc.drained = true;
-                            Err(chain(&e))
+                            Err(Failure::of(e))
                         }
                     };
                     match step {
@@ -821,13 +645,13 @@ impl State {
             if !vc.readers.is_empty() {
                 match vc.feed_readers() {
                     Ok(n) => work += n,
-                    Err(e) => failures.push((peer, chain(&e))),
+                    Err(e) => failures.push((peer, Failure::of(e))),
                 }
             }
             if vc.failed.is_none() && vc.has_queued() {
                 match vc.flush() {
                     Ok(n) => work += n,
-                    Err(e) => failures.push((peer, chain(&e))),
+                    Err(e) => failures.push((peer, Failure::of(e))),
                 }
             }
         }
@@ -866,8 +690,8 @@ impl State {
         peers.dedup();
         self.book.xfer.start(ctx, steps, bufs, counter, shared);
         for p in peers {
-            if let Some(reason) = self.vcs.get(p as usize).and_then(|v| v.failed.clone()) {
-                self.book.xfer.peer_failed(p, &reason);
+            if let Some(failure) = self.vcs.get(p as usize).and_then(|v| v.failure()) {
+                self.book.xfer.peer_failed(p, &failure);
             }
         }
         self.drain_xfer();
@@ -887,7 +711,7 @@ impl State {
                             peer,
                             Outbound {
                                 id,
-                                tag: wire::method_tag(XFER, 0),
+                                tag: wire::method_tag(Kind::Xfer, 0),
                                 buf,
                             },
                         );
@@ -982,6 +806,7 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recv_buffer::RecvBuffer;
     use crate::request::Request;
 
     fn book() -> Book {
@@ -1004,12 +829,12 @@ mod tests {
                 ranks: None,
             },
         );
-        b.inbound(1, wire::method_tag(RTS, 77), &wire::rts(3, 4, len))
+        b.inbound(1, wire::method_tag(Kind::Rts, 77), &wire::rts(3, 4, len))
             .unwrap();
         let out = b.take_outbox();
         assert_eq!(out.len(), 1, "one CTS");
         let (to, cts) = &out[0];
-        assert_eq!((*to, wire::split_tag(cts.tag)), (1, (CTS, 77)));
+        assert_eq!((*to, wire::split_tag(cts.tag)), (1, (Ok(Kind::Cts), 77)));
         (request, wire::u64_at(&cts.buf, 0).unwrap())
     }
 
@@ -1018,8 +843,9 @@ mod tests {
         let mut b = book();
         let (mut request, rid) = rendezvous_recv(&mut b, 8, 8);
         let e = b
-            .inbound(2, wire::method_tag(DATA, rid), &[9; 8])
-            .unwrap_err();
+            .inbound(2, wire::method_tag(Kind::Data, rid), &[9; 8])
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("receives from rank 1, not from this peer"),
             "{e}"
@@ -1028,7 +854,8 @@ mod tests {
             request.test().unwrap().is_none(),
             "completed by a stranger's data"
         );
-        b.inbound(1, wire::method_tag(DATA, rid), &[5; 8]).unwrap();
+        b.inbound(1, wire::method_tag(Kind::Data, rid), &[5; 8])
+            .unwrap();
         let status = request
             .test()
             .unwrap()
@@ -1040,10 +867,12 @@ mod tests {
     fn data_past_the_announced_length_is_refused() {
         let mut b = book();
         let (mut request, rid) = rendezvous_recv(&mut b, 64, 8);
-        b.inbound(1, wire::method_tag(DATA, rid), &[5; 6]).unwrap();
+        b.inbound(1, wire::method_tag(Kind::Data, rid), &[5; 6])
+            .unwrap();
         let e = b
-            .inbound(1, wire::method_tag(DATA, rid), &[5; 6])
-            .unwrap_err();
+            .inbound(1, wire::method_tag(Kind::Data, rid), &[5; 6])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("runs past the 8 bytes its RTS announced"), "{e}");
         assert!(request.test().unwrap().is_none());
     }
@@ -1055,17 +884,82 @@ mod tests {
         let rts = b.rendezvous_send(1, 3, 4, vec![vec![7; 16]], counter);
         let (_, sid) = wire::split_tag(rts.tag);
         let e = b
-            .inbound(2, wire::method_tag(CTS, sid), &9u64.to_le_bytes())
-            .unwrap_err();
+            .inbound(2, wire::method_tag(Kind::Cts, sid), &9u64.to_le_bytes())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("goes to rank 1, not to this peer"), "{e}");
         assert!(b.take_outbox().is_empty(), "data sent on a stranger's CTS");
-        b.inbound(1, wire::method_tag(CTS, sid), &9u64.to_le_bytes())
+        b.inbound(1, wire::method_tag(Kind::Cts, sid), &9u64.to_le_bytes())
             .unwrap();
         let out = b.take_outbox();
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].0, 1);
-        assert_eq!(wire::split_tag(out[0].1.tag), (DATA, 9));
+        assert_eq!(wire::split_tag(out[0].1.tag), (Ok(Kind::Data), 9));
         assert!(request.test().unwrap().is_none(), "sent, not yet completed");
+    }
+
+    #[test]
+    fn completions_go_to_the_protocol_their_id_names() {
+        let mut b = book();
+        let (mut request, counter) = Request::message(1);
+        let id = b.id();
+        b.track_send(id, counter, 5, 1);
+        b.fast_send_posted(1);
+        assert!(b.waits_on(1));
+        // The fast send's completion, of the same agent id, counts the fast send off only.
+        assert!(b.completed(1, DescId::fast(id).raw(), Ok(5)).is_none());
+        assert_eq!(b.fast_sends[1], 0);
+        assert!(
+            request.test().unwrap().is_none(),
+            "completed by a fast send"
+        );
+        // A read completion of that id is the read rendezvous's (which knows no such read).
+        assert!(b.completed(1, DescId::read(id).raw(), Ok(5)).is_none());
+        assert!(request.test().unwrap().is_none(), "completed by a read");
+        // The send's own completion completes its request.
+        assert!(b.completed(1, DescId::send(id).raw(), Ok(5)).is_none());
+        assert_eq!(request.test().unwrap().expect("completed").count(), 5);
+        assert!(!b.sends_pending());
+    }
+
+    #[test]
+    fn an_unknown_kind_is_refused_with_a_typed_error() {
+        let mut b = book();
+        let e = b.inbound(1, wire::raw_tag(200, 0), &[]).unwrap_err();
+        assert_eq!(e, ProtocolError::Kind(crate::proto::UnknownKind(200)));
+        assert_eq!(e.to_string(), "unknown message kind 200");
+        // Stream bytes are read in place: one that reaches the matching engine is refused.
+        let e = b
+            .inbound(1, wire::method_tag(Kind::Stream, 0), b"x")
+            .unwrap_err();
+        assert_eq!(e, ProtocolError::OutOfPlace(Kind::Stream));
+    }
+
+    #[test]
+    fn a_protocol_error_fails_the_peers_requests_with_itself_as_source() {
+        let mut b = book();
+        let (mut request, _) = rendezvous_recv(&mut b, 8, 8);
+        let why = b
+            .inbound(2, wire::method_tag(Kind::Cts, 99), &9u64.to_le_bytes())
+            .unwrap_err();
+        b.peer_failed(1, &Failure::protocol(why.clone()), Vec::new());
+        let e = request.test().unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("rank 1 failed: protocol error: CTS for unknown send 99"),
+            "{text}"
+        );
+        assert_eq!(text.matches("CTS for unknown send 99").count(), 1, "{text}");
+        assert_eq!(e.failed_peer(), Some(1));
+        // The PeerFailed inside the request's error has the protocol error as its source.
+        let source = crate::error::find_in_chain(&e, |c| match c.downcast_ref::<AgentError>() {
+            Some(AgentError::PeerFailed { .. }) => c
+                .source()
+                .and_then(|s| s.downcast_ref::<ProtocolError>())
+                .cloned(),
+            _ => None,
+        });
+        assert_eq!(source, Some(why));
     }
 
     #[test]
@@ -1076,7 +970,7 @@ mod tests {
         for seq in 0..3 {
             b.inbound(
                 1,
-                wire::method_tag(XFER, 0),
+                wire::method_tag(Kind::Xfer, 0),
                 &wire::xfer_piece(3, 4, seq, 400, &[1; 400]),
             )
             .unwrap();
@@ -1084,7 +978,7 @@ mod tests {
         assert_eq!(b.xfer.early_bytes(), 1200);
         assert!(!b.reading(), "reads on past the limit");
         // A failed peer's early pieces are dropped, and reading resumes.
-        b.xfer.peer_failed(1, "gone");
+        b.xfer.peer_failed(1, &"gone".into());
         assert_eq!(b.xfer.early_bytes(), 0);
         assert!(b.reading());
     }

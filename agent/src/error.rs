@@ -40,6 +40,8 @@
 
 use std::error::Error as StdError;
 use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
 
 use crate::bootstrap::BootstrapError;
 use crate::bootstrap::auth::AuthError;
@@ -190,8 +192,13 @@ pub enum AgentError {
     PeerFailed {
         /// The peer rank.
         peer: u32,
-        /// What was observed.
+        /// What was observed (the text of `source` when there is one).
         reason: String,
+        /// The error that failed the VC, when one did: the method's error (with the OS error
+        /// behind it, see [`AgentError::errno`]), or the protocol error of a broken message.
+        /// `None` for a failure seen without an error (silence past the peer timeout).
+        #[source]
+        source: Option<PeerCause>,
     },
     /// The message is longer than the receive buffer: carried by the receive's request, whose
     /// buffer holds the first `capacity` bytes.
@@ -260,7 +267,7 @@ impl AgentError {
     /// ```
     /// use viaduct_agent::error::AgentError;
     ///
-    /// let e = AgentError::PeerFailed { peer: 3, reason: "connection reset".into() };
+    /// let e = AgentError::PeerFailed { peer: 3, reason: "connection reset".into(), source: None };
     /// assert!(e.is_peer_failed());
     /// ```
     pub fn is_peer_failed(&self) -> bool {
@@ -272,7 +279,7 @@ impl AgentError {
     /// ```
     /// use viaduct_agent::error::AgentError;
     ///
-    /// let e = AgentError::PeerFailed { peer: 3, reason: "connection reset".into() };
+    /// let e = AgentError::PeerFailed { peer: 3, reason: "connection reset".into(), source: None };
     /// assert_eq!(e.failed_peer(), Some(3));
     /// assert_eq!(AgentError::Finalized.failed_peer(), None);
     /// ```
@@ -323,6 +330,48 @@ impl AgentError {
     /// ```
     pub fn is_cancelled(&self) -> bool {
         is_cancelled(self)
+    }
+}
+
+/// The error behind a peer failure ([`AgentError::PeerFailed`]), shared by every request the
+/// failure fails. [`std::error::Error::source`] of the `PeerFailed` error is the wrapped error
+/// itself (this type derefs to it), so a caller downcasts it directly:
+///
+/// ```
+/// use std::error::Error;
+/// use viaduct_agent::error::{AgentError, PeerCause};
+///
+/// let os = std::io::Error::from_raw_os_error(libc::ECONNRESET);
+/// let e = AgentError::PeerFailed { peer: 1, reason: os.to_string(), source: Some(PeerCause::new(os)) };
+/// assert!(e.source().unwrap().downcast_ref::<std::io::Error>().is_some());
+/// assert_eq!(e.errno(), Some(libc::ECONNRESET));
+/// ```
+#[derive(Clone)]
+pub struct PeerCause(Arc<dyn StdError + Send + Sync + 'static>);
+
+impl PeerCause {
+    /// Wraps an error.
+    pub fn new(error: impl Into<Box<dyn StdError + Send + Sync + 'static>>) -> PeerCause {
+        PeerCause(Arc::from(error.into()))
+    }
+
+    /// The wrapped error.
+    pub fn get_ref(&self) -> &(dyn StdError + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+impl Deref for PeerCause {
+    type Target = dyn StdError + Send + Sync + 'static;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
+impl fmt::Debug for PeerCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
     }
 }
 
@@ -504,6 +553,7 @@ mod tests {
                 source: Box::new(AgentError::PeerFailed {
                     peer: 1,
                     reason: "closed its end".into(),
+                    source: None,
                 }),
             }),
         ];
@@ -588,6 +638,7 @@ mod tests {
         let failed = || AgentError::PeerFailed {
             peer: 5,
             reason: "closed its end".into(),
+            source: None,
         };
         assert_eq!(failed().failed_peer(), Some(5));
         let nested = AgentError::Request(RequestError::Operation(Cause::new(failed())));
@@ -623,6 +674,46 @@ mod tests {
         // An io::Error that is not the OS's has no errno.
         let custom = AgentError::Thread(io::Error::other("no threads left"));
         assert_eq!(custom.errno(), None);
+    }
+
+    #[test]
+    fn a_peer_failure_keeps_the_method_error_and_its_errno() {
+        use crate::proto::Failure;
+        // From an OS error: the source is that io::Error, and its errno answers.
+        let f = Failure::of(os(libc::ECONNRESET));
+        let e = f.error(3);
+        assert_eq!(
+            e.to_string(),
+            format!("rank 3 failed: {}", os(libc::ECONNRESET))
+        );
+        let source = e.source().expect("the OS error as source");
+        assert_eq!(
+            source
+                .downcast_ref::<io::Error>()
+                .and_then(io::Error::raw_os_error),
+            Some(libc::ECONNRESET)
+        );
+        assert_eq!(e.errno(), Some(libc::ECONNRESET));
+        assert_eq!(e.failed_peer(), Some(3));
+        // From a method's error: the source is the MethodError, the errno is found below it,
+        // also through a request's cause.
+        let method = MethodError::Tcp(viaduct_fallback::tcp::Error::Socket {
+            step: "send",
+            source: os(libc::EPIPE),
+        });
+        let text = crate::engine::chain(&method);
+        let e = Failure::of(method).error(2);
+        assert_eq!(e.to_string(), format!("rank 2 failed: {text}"));
+        assert!(e.source().unwrap().downcast_ref::<MethodError>().is_some());
+        assert_eq!(e.errno(), Some(libc::EPIPE));
+        let nested = AgentError::Request(RequestError::Operation(Cause::new(e)));
+        assert_eq!(nested.errno(), Some(libc::EPIPE));
+        assert_eq!(nested.failed_peer(), Some(2));
+        assert_eq!(nested.to_string().matches(&text).count(), 1, "{nested}");
+        // A failure seen without an error has no source and no errno.
+        let silent = Failure::from("no sign of life").error(4);
+        assert!(silent.source().is_none());
+        assert_eq!(silent.errno(), None);
     }
 
     #[test]

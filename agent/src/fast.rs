@@ -9,7 +9,7 @@
 //! verbs) before the post returns. The caller's buffer is free at once, which is all
 //! `MPI_Send` promises, so no request is made and nothing is waited for. The method's
 //! completion for the descriptor still arrives, exactly once, and is counted off by the
-//! progress pass (its id carries [`FAST_ID`]); a failed one fails the VC like any other.
+//! progress pass (its id is a [`DescId::fast`]); a failed one fails the VC like any other.
 //! `finalize` waits for these too.
 //!
 //! Anything else (a rendezvous size, a queued or reserved VC, a method without resources, a
@@ -42,13 +42,11 @@
 use crate::agent::Agent;
 use crate::engine::{State, Unexpected};
 use crate::matching::{Envelope, Pattern, Source, TagMatch};
+use crate::proto::DescId;
 use crate::request::CarCounter;
 use crate::request::Status;
 use crate::vc::Link;
-use crate::wire::{self, EAGER};
-
-/// Descriptor ids of fast sends carry this bit (above every id the agent hands out).
-pub(crate) const FAST_ID: u64 = 1 << 63;
+use crate::wire::{self, Kind};
 
 /// A full progress pass over every VC runs every this many turns of a fast receive.
 const FULL_PASS_EVERY: u32 = 64;
@@ -89,7 +87,7 @@ impl Agent {
         if st.finalized || data.len() > st.book.eager_limit {
             return false;
         }
-        let id = st.book.id() | FAST_ID;
+        let id = DescId::fast(st.book.id()).raw();
         if st.post_eager(id, dest, self.context, tag, data) {
             st.book.fast_send_posted(dest);
             return true;
@@ -175,7 +173,7 @@ impl State {
             Some(packed) => m.post_parts(id, packed, &[data]),
             None => {
                 let header = wire::eager_header(context, tag);
-                m.post_parts(id, wire::method_tag(EAGER, 0), &[&header, data])
+                m.post_parts(id, wire::method_tag(Kind::Eager, 0), &[&header, data])
             }
         };
         match posted {

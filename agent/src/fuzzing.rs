@@ -6,29 +6,25 @@
 use crate::config::Config;
 use crate::engine::{Book, PostedRecv};
 use crate::matching::{Pattern, Source, TagMatch};
-use crate::method::rndv::{FIN, RTS_READ};
 use crate::recv_buffer::RecvBuffer;
 use crate::request::Request;
 use crate::wire;
 
 /// Every message kind the agent knows (the method tag's top byte), the last handshake
 /// bytes' kind included.
-pub const KINDS: [u8; 10] = [
-    wire::EAGER,
-    wire::RTS,
-    wire::CTS,
-    wire::DATA,
-    wire::STREAM,
-    wire::XFER,
-    RTS_READ,
-    FIN,
-    wire::EAGER_PACKED,
-    0xff,
-];
+pub const KINDS: [u8; 10] = {
+    let mut k = [0u8; 10];
+    let mut i = 0;
+    while i < k.len() {
+        k[i] = wire::Kind::ALL[i].byte();
+        i += 1;
+    }
+    k
+};
 
 /// A method tag: `kind` in the top byte, `id` in the low 56 bits.
 pub fn method_tag(kind: u8, id: u64) -> u64 {
-    wire::method_tag(kind, id)
+    wire::raw_tag(kind, id)
 }
 
 /// An `EAGER` payload (for seed inputs).
@@ -126,7 +122,9 @@ impl Inbound {
     /// Handles one inbound message from `peer`, as the agent does when a method delivers it;
     /// an error is what fails the peer's VC.
     pub fn message(&mut self, peer: u32, tag: u64, data: &[u8]) -> Result<(), String> {
-        self.book.inbound(peer, tag, data)
+        self.book
+            .inbound(peer, tag, data)
+            .map_err(|e| e.to_string())
     }
 
     /// Checks what peers cannot be allowed to break: no receive buffer holds more than its

@@ -20,7 +20,7 @@ use crate::method::Method;
 /// Descriptor id used by handshake messages (never used by the agent's traffic).
 const HANDSHAKE_ID: u64 = u64::MAX;
 /// Method tag of handshake messages.
-const HANDSHAKE_TAG: u64 = 0xff << 56;
+const HANDSHAKE_TAG: u64 = (crate::wire::Kind::Handshake as u64) << 56;
 
 /// A byte stream over a method connection, for the handshake only.
 struct MethodStream<'a> {

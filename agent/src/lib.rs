@@ -132,6 +132,7 @@ pub mod matching;
 pub mod method;
 pub mod p2p;
 pub mod progress;
+mod proto;
 pub mod recv_buffer;
 pub mod report;
 pub mod request;

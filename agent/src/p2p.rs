@@ -29,7 +29,7 @@
 use std::time::{Duration, Instant};
 
 use crate::agent::Agent;
-use crate::engine::{PostedRecv, peer_failed};
+use crate::engine::PostedRecv;
 use crate::error::AgentError;
 use crate::matching::{Pattern, Source, TagMatch};
 use crate::recv_buffer::RecvBuffer;
@@ -133,8 +133,8 @@ impl Agent {
                 .self_send(self.context, tag, data.into_vec(), counter, sync);
             return Ok(request);
         }
-        if let Some(reason) = &st.vcs[dest as usize].failed {
-            let _ = counter.fail_car(peer_failed(dest, reason));
+        if let Some(failure) = st.vcs[dest as usize].failure() {
+            let _ = counter.fail_car(failure.error(dest));
             return Ok(request);
         }
         let len = data.as_slice().len();
@@ -160,8 +160,7 @@ impl Agent {
             Some(m) => {
                 if let Err(out) = st.vcs[dest as usize].set_marker(m, out) {
                     let why = st.vcs[dest as usize]
-                        .failed
-                        .clone()
+                        .failure()
                         .unwrap_or_else(|| "the marker was bound already".into());
                     st.book.peer_failed_one(dest, &why, out);
                 }
@@ -296,7 +295,7 @@ impl Agent {
             tag,
         };
         let dead = match source {
-            Source::Rank(r) => st.vcs[r as usize].failed.clone().map(|why| (r, why)),
+            Source::Rank(r) => st.vcs[r as usize].failure().map(|why| (r, why)),
             Source::Any => None,
         };
         let posted = PostedRecv {
@@ -309,7 +308,7 @@ impl Agent {
             // that arrived before the failure fails now.
             Some((r, why)) => {
                 if let Some(p) = st.book.try_match(&pattern, posted) {
-                    let _ = p.counter.fail_car(peer_failed(r, &why));
+                    let _ = p.counter.fail_car(why.error(r));
                 }
             }
             None => st.book.post_recv(pattern, posted),
@@ -406,8 +405,10 @@ impl Agent {
             }));
         }
         if let Source::Rank(r) = source {
-            if let (Some(reason), true) = (&st.vcs[r as usize].failed, st.vcs[r as usize].drained) {
-                return Err(peer_failed(r, reason));
+            if let (Some(failure), true) =
+                (st.vcs[r as usize].failure(), st.vcs[r as usize].drained)
+            {
+                return Err(failure.error(r));
             }
         }
         Ok(None)

@@ -29,8 +29,9 @@
 
 use std::collections::VecDeque;
 
-use crate::engine::peer_failed;
+use crate::error::PeerCause;
 use crate::method::{Method, MethodError};
+use crate::proto::Failure;
 use crate::stream::method_buffer::BufferPool;
 use crate::stream::read::ReadQueue;
 
@@ -67,6 +68,8 @@ pub(crate) struct Vc {
     queue: VecDeque<Slot>,
     /// Why the VC failed, once it did.
     pub(crate) failed: Option<String>,
+    /// The error behind [`Vc::failed`], when an error failed the VC.
+    failed_source: Option<PeerCause>,
     /// Set once `next` reported the failure: nothing more will arrive.
     pub(crate) drained: bool,
     /// The next inbound message is stream bytes waiting for `Agent::next`: the progress engine
@@ -85,6 +88,7 @@ impl Vc {
             link,
             queue: VecDeque::new(),
             failed: None,
+            failed_source: None,
             drained: false,
             stream_at_head: false,
             readers: ReadQueue::default(),
@@ -149,6 +153,14 @@ impl Vc {
         Ok(posted)
     }
 
+    /// Why the VC failed, with the error behind it; `None` while it works.
+    pub(crate) fn failure(&self) -> Option<Failure> {
+        self.failed.as_ref().map(|reason| Failure {
+            reason: reason.clone(),
+            source: self.failed_source.clone(),
+        })
+    }
+
     /// Whether messages wait in the queue.
     pub(crate) fn has_queued(&self) -> bool {
         !self.queue.is_empty()
@@ -156,13 +168,16 @@ impl Vc {
 
     /// Marks the VC failed, fails its reserved reads, and hands back every queued message
     /// (their requests must fail).
-    pub(crate) fn fail(&mut self, reason: String) -> Vec<Outbound> {
+    pub(crate) fn fail(&mut self, failure: Failure) -> Vec<Outbound> {
         if self.failed.is_none() {
-            self.failed = Some(reason);
+            self.failed = Some(failure.reason);
+            self.failed_source = failure.source;
         }
-        let why = self.failed.clone().unwrap_or_default();
+        let why = self
+            .failure()
+            .unwrap_or_else(|| Failure::from(String::new()));
         let peer = self.peer;
-        self.readers.fail_all(|| peer_failed(peer, &why));
+        self.readers.fail_all(|| why.error(peer));
         self.buffers.clear_in_method();
         self.queue
             .drain(..)

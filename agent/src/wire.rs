@@ -13,36 +13,22 @@
 //! | `STREAM` | 0 | bytes of the VC's byte stream (`Agent::write` / `Agent::next`) |
 //! | `XFER` | 0 | context u32, tag u32, block sequence u32, 0 u32, message length u64, then a piece of the message |
 //!
+//! The kinds are the values of [`Kind`] (one byte each; the RDMA-read rendezvous adds
+//! `RTS_READ` and `FIN`, see [`crate::method::rndv`]).
+//!
 //! Rendezvous: the sender keeps the data and sends `RTS`; the receiver matches it like any
 //! message and answers `CTS` naming where the data goes; the sender then sends the data in
 //! `DATA` pieces of `rendezvous_chunk` bytes, pipelined by the method.
 
-/// A message carrying a whole small message.
-pub(crate) const EAGER: u8 = 1;
-/// The announcement of a rendezvous message.
-pub(crate) const RTS: u8 = 2;
-/// The receiver's go-ahead for a rendezvous message.
-pub(crate) const CTS: u8 = 3;
-/// A piece of a rendezvous message.
-pub(crate) const DATA: u8 = 4;
-
-/// Bytes of the VC's byte stream, read in place by `Agent::next` (no envelope, no matching).
-pub(crate) const STREAM: u8 = 5;
-
-/// A piece of an xfer block's message (see `crate::xfer`): pieces of one message arrive in
-/// order; the block sequence is the sender's count of earlier blocks to the same peer with the
-/// same context and tag, so blocks match in start order whatever order their pieces leave in.
-pub(crate) const XFER: u8 = 6;
+pub(crate) use crate::proto::{Kind, UnknownKind};
 
 /// Bytes of the `XFER` header.
 pub(crate) const XFER_HEADER: usize = 24;
 
-/// A whole small message whose envelope rides in the method tag, for contexts below
-/// [`PACKED_CONTEXTS`] (every context a job makes in practice): no header in the payload, so
-/// the data lies where the method puts a payload (in the shared-memory ring, at the same offset
-/// as a raw method message) and a send posts one part instead of two.
-pub(crate) const EAGER_PACKED: u8 = 9;
-/// Contexts below this fit an [`EAGER_PACKED`] tag (24 bits).
+/// Contexts below this fit an [`Kind::EagerPacked`] tag (24 bits): every context a job makes
+/// in practice. Such a message has no header in the payload, so the data lies where the method
+/// puts a payload (in the shared-memory ring, at the same offset as a raw method message) and a
+/// send posts one part instead of two.
 pub(crate) const PACKED_CONTEXTS: u32 = 1 << 24;
 
 /// Bytes of the `EAGER` header.
@@ -52,14 +38,34 @@ pub(crate) const RTS_LEN: usize = 16;
 /// Ids fit in the low 56 bits of a method tag.
 pub(crate) const ID_MASK: u64 = (1 << 56) - 1;
 
+/// The method tag of a message of `kind` with `id` (its low 56 bits).
 #[inline]
-pub(crate) fn method_tag(kind: u8, id: u64) -> u64 {
+pub(crate) fn method_tag(kind: Kind, id: u64) -> u64 {
+    raw_tag(kind.byte(), id)
+}
+
+/// A method tag with any top byte (a peer's, or a fuzzer's).
+#[inline]
+pub(crate) fn raw_tag(kind: u8, id: u64) -> u64 {
     (u64::from(kind) << 56) | (id & ID_MASK)
 }
 
+/// The top byte of a method tag, unchecked.
 #[inline]
-pub(crate) fn split_tag(tag: u64) -> (u8, u64) {
-    ((tag >> 56) as u8, tag & ID_MASK)
+pub(crate) fn kind_byte(tag: u64) -> u8 {
+    (tag >> 56) as u8
+}
+
+/// Whether `tag` is of `kind` (one compare, for the loops that look for stream bytes).
+#[inline]
+pub(crate) fn is_kind(tag: u64, kind: Kind) -> bool {
+    kind_byte(tag) == kind.byte()
+}
+
+/// Kind and id of a method tag; an unknown kind is an error naming its byte.
+#[inline]
+pub(crate) fn split_tag(tag: u64) -> (Result<Kind, UnknownKind>, u64) {
+    (Kind::try_from(kind_byte(tag)), tag & ID_MASK)
 }
 
 #[inline]
@@ -81,11 +87,11 @@ pub(crate) fn eager_header(context: u32, tag: u32) -> [u8; EAGER_HEADER] {
     h
 }
 
-/// The method tag of an [`EAGER_PACKED`] message, when `context` fits one.
+/// The method tag of an [`Kind::EagerPacked`] message, when `context` fits one.
 #[inline]
 pub(crate) fn eager_packed_tag(context: u32, tag: u32) -> Option<u64> {
     (context < PACKED_CONTEXTS)
-        .then(|| method_tag(EAGER_PACKED, u64::from(context) << 32 | u64::from(tag)))
+        .then(|| method_tag(Kind::EagerPacked, u64::from(context) << 32 | u64::from(tag)))
 }
 
 /// Context, tag and data of an eager message of either form (`EAGER`, `EAGER_PACKED`), from
@@ -94,8 +100,8 @@ pub(crate) fn eager_packed_tag(context: u32, tag: u32) -> Option<u64> {
 #[inline]
 pub(crate) fn eager_parts(tag: u64, payload: &[u8]) -> Option<(u32, u32, &[u8])> {
     match split_tag(tag) {
-        (EAGER_PACKED, id) => Some(((id >> 32) as u32, id as u32, payload)),
-        (EAGER, _) => Some((
+        (Ok(Kind::EagerPacked), id) => Some(((id >> 32) as u32, id as u32, payload)),
+        (Ok(Kind::Eager), _) => Some((
             u32_at(payload, 0)?,
             u32_at(payload, 4)?,
             &payload[EAGER_HEADER..],
@@ -139,10 +145,14 @@ mod tests {
 
     #[test]
     fn tags_round_trip() {
-        for kind in [EAGER, RTS, CTS, DATA] {
-            assert_eq!(split_tag(method_tag(kind, 12345)), (kind, 12345));
+        for kind in [Kind::Eager, Kind::Rts, Kind::Cts, Kind::Data] {
+            assert_eq!(split_tag(method_tag(kind, 12345)), (Ok(kind), 12345));
         }
-        assert_eq!(split_tag(method_tag(DATA, u64::MAX)), (DATA, ID_MASK));
+        assert_eq!(
+            split_tag(method_tag(Kind::Data, u64::MAX)),
+            (Ok(Kind::Data), ID_MASK)
+        );
+        assert_eq!(split_tag(raw_tag(200, 1)), (Err(UnknownKind(200)), 1));
         let e = eager(3, 9, b"abc");
         assert_eq!(
             (u32_at(&e, 0), u32_at(&e, 4), &e[8..]),
@@ -154,10 +164,10 @@ mod tests {
             Some((PACKED_CONTEXTS - 1, u32::MAX, &b"xyz"[..]))
         );
         assert_eq!(eager_packed_tag(PACKED_CONTEXTS, 0), None);
-        let t = method_tag(EAGER, 0);
+        let t = method_tag(Kind::Eager, 0);
         assert_eq!(eager_parts(t, &e), Some((3, 9, &b"abc"[..])));
         assert_eq!(eager_parts(t, &e[..7]), None);
-        assert_eq!(eager_parts(method_tag(RTS, 0), &e), None);
+        assert_eq!(eager_parts(method_tag(Kind::Rts, 0), &e), None);
         let r = rts(1, 2, 99);
         assert_eq!(u64_at(&r, 8), Some(99));
         assert_eq!(u64_at(&r, 9), None);

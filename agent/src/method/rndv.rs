@@ -41,19 +41,14 @@ use std::collections::HashMap;
 
 use crate::engine::{State, note, peer_failed};
 use crate::error::AgentError;
+use crate::proto::{Failure, ProtocolError};
 use crate::recv_buffer::RecvBuffer;
 use crate::request::CarCounter;
 #[cfg(feature = "rdma")]
 use crate::vc::Link;
 use crate::vc::Outbound;
-use crate::wire;
+use crate::wire::{self, Kind};
 
-/// An `RTS` naming the sender's registered region.
-pub(crate) const RTS_READ: u8 = 7;
-/// The receiver read the data of a rendezvous message.
-pub(crate) const FIN: u8 = 8;
-/// Set on the descriptor ids of rendezvous reads.
-pub(crate) const READ_ID: u64 = 1 << 62;
 /// Bytes of the region in an `RTS_READ`.
 pub(crate) const REGION_LEN: usize = 20;
 
@@ -139,8 +134,13 @@ impl ReadRndv {
     }
 
     /// Records the region of an `RTS_READ` (its envelope is matched by the caller).
-    pub(crate) fn announce(&mut self, peer: u32, sender_id: u64, b: &[u8]) -> Result<(), String> {
-        let region = Region::read(b).ok_or("malformed region in RTS_READ")?;
+    pub(crate) fn announce(
+        &mut self,
+        peer: u32,
+        sender_id: u64,
+        b: &[u8],
+    ) -> Result<(), ProtocolError> {
+        let region = Region::read(b).ok_or(ProtocolError::MalformedRegion)?;
         self.announced.insert((peer, sender_id), region);
         Ok(())
     }
@@ -174,7 +174,7 @@ impl ReadRndv {
                 return;
             }
         };
-        let rid = rid | READ_ID;
+        let rid = crate::proto::DescId::read(rid).raw();
         self.recvs.insert(
             rid,
             ReadRecv {
@@ -190,7 +190,7 @@ impl ReadRndv {
     }
 
     /// `FIN` for send `sender_id`: the send completes and its buffer goes back.
-    pub(crate) fn fin(&mut self, peer: u32, sender_id: u64) -> Result<(), String> {
+    pub(crate) fn fin(&mut self, peer: u32, sender_id: u64) -> Result<(), ProtocolError> {
         match self.sends.remove(&sender_id) {
             Some(s) if s.peer == peer => {
                 note(s.counter.complete_car(s.len));
@@ -199,9 +199,12 @@ impl ReadRndv {
             Some(s) => {
                 let other = s.peer;
                 self.sends.insert(sender_id, s);
-                Err(format!("FIN for send {sender_id} to rank {other}"))
+                Err(ProtocolError::FinWrongPeer {
+                    id: sender_id,
+                    to: other,
+                })
             }
-            None => Err(format!("FIN for unknown send {sender_id}")),
+            None => Err(ProtocolError::FinUnknownSend { id: sender_id }),
         }
     }
 
@@ -211,7 +214,7 @@ impl ReadRndv {
         peer: u32,
         id: u64,
         result: Result<usize, crate::method::MethodError>,
-    ) -> Option<String> {
+    ) -> Option<Failure> {
         match result {
             Ok(_) => {
                 if self.recvs.contains_key(&id) {
@@ -220,17 +223,17 @@ impl ReadRndv {
                 None
             }
             Err(e) => {
-                let reason = crate::engine::chain(&e);
+                let failure = Failure::of(e);
                 if let Some(r) = self.recvs.remove(&id) {
-                    note(r.counter.fail_car(peer_failed(peer, &reason)));
+                    note(r.counter.fail_car(failure.error(peer)));
                 }
-                Some(reason)
+                Some(failure)
             }
         }
     }
 
     /// Fails what depends on `peer`.
-    pub(crate) fn peer_failed(&mut self, peer: u32, reason: &str) {
+    pub(crate) fn peer_failed(&mut self, peer: u32, failure: &Failure) {
         self.announced.retain(|(p, _), _| *p != peer);
         let gone: Vec<u64> = self
             .sends
@@ -240,7 +243,7 @@ impl ReadRndv {
             .collect();
         for id in gone {
             if let Some(s) = self.sends.remove(&id) {
-                note(s.counter.fail_car(peer_failed(peer, reason)));
+                note(s.counter.fail_car(failure.error(peer)));
             }
         }
         let gone: Vec<u64> = self
@@ -251,7 +254,7 @@ impl ReadRndv {
             .collect();
         for id in gone {
             if let Some(r) = self.recvs.remove(&id) {
-                note(r.counter.fail_car(peer_failed(peer, reason)));
+                note(r.counter.fail_car(failure.error(peer)));
             }
         }
     }
@@ -277,7 +280,7 @@ pub(crate) fn announce(st: &mut State, peer: u32, out: Outbound) -> Outbound {
     #[cfg(feature = "rdma")]
     {
         let (kind, sid) = wire::split_tag(out.tag);
-        if kind != wire::RTS || out.buf.len() != wire::RTS_LEN {
+        if kind != Ok(Kind::Rts) || out.buf.len() != wire::RTS_LEN {
             return out;
         }
         let State { vcs, book, .. } = st;
@@ -324,7 +327,7 @@ pub(crate) fn announce(st: &mut State, peer: u32, out: Outbound) -> Outbound {
         region.write(&mut payload);
         Outbound {
             id: out.id,
-            tag: wire::method_tag(RTS_READ, sid),
+            tag: wire::method_tag(Kind::RtsRead, sid),
             buf: payload,
         }
     }
@@ -343,7 +346,7 @@ pub(crate) fn drive(st: &mut State) -> usize {
     }
     let mut work = 0;
     #[cfg_attr(not(feature = "rdma"), allow(unused_mut))]
-    let mut failures: Vec<(u32, String)> = Vec::new();
+    let mut failures: Vec<(u32, Failure)> = Vec::new();
     #[cfg_attr(not(feature = "rdma"), allow(unused_mut))]
     let mut fins: Vec<(u32, u64)> = Vec::new();
     #[cfg(feature = "rdma")]
@@ -365,7 +368,7 @@ pub(crate) fn drive(st: &mut State) -> usize {
                 continue;
             }
             let Link::Remote(crate::method::Method::Verbs(ep)) = &mut vc.link else {
-                failures.push((peer, "an RTS_READ arrived on a VC without verbs".to_owned()));
+                failures.push((peer, "an RTS_READ arrived on a VC without verbs".into()));
                 continue;
             };
             let buf = match ep.cache().get(r.len as usize) {
@@ -373,11 +376,14 @@ pub(crate) fn drive(st: &mut State) -> usize {
                 Err(e) => {
                     failures.push((
                         peer,
-                        format!(
-                            "registering {} bytes for a rendezvous read: {}",
-                            r.len,
-                            crate::engine::chain(&e)
-                        ),
+                        Failure {
+                            reason: format!(
+                                "registering {} bytes for a rendezvous read: {}",
+                                r.len,
+                                crate::engine::chain(&e)
+                            ),
+                            source: Some(crate::error::PeerCause::new(e)),
+                        },
                     ));
                     continue;
                 }
@@ -390,7 +396,7 @@ pub(crate) fn drive(st: &mut State) -> usize {
             match ep.post_read(rid, buf, remote) {
                 Ok(Posted::InProgress) => work += 1,
                 Ok(Posted::NoResources(_)) => rdma.to_post.push(rid),
-                Err(e) => failures.push((peer, crate::engine::chain(&e))),
+                Err(e) => failures.push((peer, Failure::of(e))),
             }
         }
         for rid in std::mem::take(&mut rdma.landed) {
@@ -412,7 +418,7 @@ pub(crate) fn drive(st: &mut State) -> usize {
                 None => {
                     let why = "a rendezvous read completed without its buffer";
                     note(r.counter.fail_car(peer_failed(r.peer, why)));
-                    failures.push((r.peer, why.to_owned()));
+                    failures.push((r.peer, why.into()));
                 }
             }
         }
@@ -423,7 +429,7 @@ pub(crate) fn drive(st: &mut State) -> usize {
             peer,
             Outbound {
                 id,
-                tag: wire::method_tag(FIN, sender_id),
+                tag: wire::method_tag(Kind::Fin, sender_id),
                 buf: Vec::new(),
             },
         );
@@ -472,7 +478,7 @@ mod tests {
         r.announce(1, 5, &b).unwrap();
         assert!(r.is_announced(1, 5) && !r.is_announced(2, 5));
         assert!(r.fin(1, 5).is_err(), "no send 5 waits for a FIN");
-        r.peer_failed(1, "gone");
+        r.peer_failed(1, &"gone".into());
         assert!(!r.is_announced(1, 5));
         assert!(!r.sends_pending());
     }

@@ -166,7 +166,7 @@ impl RequestError {
     /// use viaduct_agent::error::AgentError;
     /// use viaduct_agent::request::{Cause, RequestError};
     ///
-    /// let failed = AgentError::PeerFailed { peer: 2, reason: "closed".into() };
+    /// let failed = AgentError::PeerFailed { peer: 2, reason: "closed".into(), source: None };
     /// assert!(RequestError::Operation(Cause::new(failed)).is_peer_failed());
     /// ```
     pub fn is_peer_failed(&self) -> bool {
@@ -179,7 +179,7 @@ impl RequestError {
     /// use viaduct_agent::error::AgentError;
     /// use viaduct_agent::request::{Cause, RequestError};
     ///
-    /// let failed = AgentError::PeerFailed { peer: 2, reason: "closed".into() };
+    /// let failed = AgentError::PeerFailed { peer: 2, reason: "closed".into(), source: None };
     /// assert_eq!(RequestError::Operation(Cause::new(failed)).failed_peer(), Some(2));
     /// assert_eq!(RequestError::Null.failed_peer(), None);
     /// ```

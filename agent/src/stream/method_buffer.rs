@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::agent::Agent;
-use crate::engine::{State, peer_failed};
+use crate::engine::State;
 use crate::error::AgentError;
 use crate::request::Request;
 
@@ -304,8 +304,8 @@ impl Agent {
         let peer = buf.peer;
         let (request, counter) = Request::message_driven(1, self.shared.driver.clone());
         let slot: Slot = Arc::new(Mutex::new(None));
-        if let Some(reason) = &st.vcs[peer as usize].failed {
-            let _ = counter.fail_car(peer_failed(peer, reason));
+        if let Some(failure) = st.vcs[peer as usize].failure() {
+            let _ = counter.fail_car(failure.error(peer));
             *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(buf.data);
         } else {
             let out = st.book.stream_send(peer, buf.data, counter);

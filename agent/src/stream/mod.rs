@@ -54,12 +54,13 @@ pub use read::{ReadReservation, StreamRead, StreamReadv};
 use std::time::{Duration, Instant};
 
 use crate::agent::Agent;
-use crate::engine::{State, chain, peer_failed};
+use crate::engine::{State, peer_failed};
 use crate::error::AgentError;
 use crate::method::MethodError;
+use crate::proto::Failure;
 use crate::request::Request;
 use crate::vc::Link;
-use crate::wire::{self, STREAM};
+use crate::wire::{self, Kind};
 
 /// Most stream messages [`Agent::nextv`] shows in one call.
 pub const MAX_VIEWS: usize = 64;
@@ -82,8 +83,8 @@ fn stream_head(st: &mut State, peer: u32) -> Head {
         return Head::Answer(Err(AgentError::SelfStream));
     }
     if !vc.stream_at_head || !vc.readers.is_empty() {
-        return Head::Answer(match (&vc.failed, vc.drained) {
-            (Some(reason), true) => Err(peer_failed(peer, reason)),
+        return Head::Answer(match (vc.failure(), vc.drained) {
+            (Some(failure), true) => Err(failure.error(peer)),
             _ => Ok(None),
         });
     }
@@ -113,8 +114,8 @@ impl Agent {
         if st.finalized {
             return Err(AgentError::Finalized);
         }
-        if let Some(reason) = &st.vcs[peer as usize].failed {
-            let _ = counter.fail_car(peer_failed(peer, reason));
+        if let Some(failure) = st.vcs[peer as usize].failure() {
+            let _ = counter.fail_car(failure.error(peer));
             return Ok(request);
         }
         let out = st.book.stream_send(peer, data, counter);
@@ -154,17 +155,26 @@ impl Agent {
             return Err(AgentError::SelfStream);
         };
         let (n, whole) = match m.next() {
-            Ok(Some((tag, data))) if wire::split_tag(tag).0 == STREAM => {
+            Ok(Some((tag, data))) if wire::is_kind(tag, Kind::Stream) => {
                 let n = f(data).min(data.len());
                 (n, n == data.len())
             }
             Ok(_) => return Ok(None),
-            Err(e) => return Err(peer_failed(peer, &e.to_string())),
+            Err(e) => {
+                return Err(Failure {
+                    reason: e.to_string(),
+                    source: Some(crate::error::PeerCause::new(e)),
+                }
+                .error(peer));
+            }
         };
         if let Err(e) = m.consume(n) {
-            let reason = e.to_string();
-            st.fail_vc(peer, reason.clone());
-            return Err(peer_failed(peer, &reason));
+            let failure = Failure {
+                reason: e.to_string(),
+                source: Some(crate::error::PeerCause::new(e)),
+            };
+            st.fail_vc(peer, failure.clone());
+            return Err(failure.error(peer));
         }
         if whole {
             st.vcs[peer as usize].stream_at_head = false;
@@ -194,7 +204,7 @@ impl Agent {
             Ok(views) => {
                 let views: Vec<&[u8]> = views
                     .into_iter()
-                    .take_while(|(tag, _)| wire::split_tag(*tag).0 == STREAM)
+                    .take_while(|(tag, _)| wire::is_kind(*tag, Kind::Stream))
                     .map(|(_, d)| d)
                     .collect();
                 if views.is_empty() {
@@ -227,16 +237,16 @@ impl Agent {
                 if head_gone {
                     let more = matches!(
                         m.next(),
-                        Ok(Some((tag, _))) if wire::split_tag(tag).0 == STREAM
+                        Ok(Some((tag, _))) if wire::is_kind(tag, Kind::Stream)
                     );
                     st.vcs[peer as usize].stream_at_head = more;
                 }
                 Ok(Some(n))
             }
             Err(e) => {
-                let reason = chain(&e);
-                st.fail_vc(peer, reason.clone());
-                Err(peer_failed(peer, &reason))
+                let failure = Failure::of(e);
+                st.fail_vc(peer, failure.clone());
+                Err(failure.error(peer))
             }
         }
     }

@@ -28,7 +28,7 @@ use crate::error::AgentError;
 use crate::method::MethodError;
 use crate::request::{CarCounter, Request};
 use crate::vc::{Link, Vc};
-use crate::wire::{self, STREAM};
+use crate::wire::{self, Kind};
 
 /// Where the buffers of a finished read are handed back to the waiting handle.
 type Slot<B> = Arc<Mutex<Option<Vec<B>>>>;
@@ -184,7 +184,7 @@ impl Vc {
                 break;
             }
             let (taken, whole) = match m.next()? {
-                Some((tag, data)) if wire::split_tag(tag).0 == STREAM => {
+                Some((tag, data)) if wire::is_kind(tag, Kind::Stream) => {
                     let n = reader.take_from(data);
                     (n, n == data.len())
                 }
@@ -199,7 +199,7 @@ impl Vc {
                 // The next message may be stream bytes too: look without reading it.
                 self.stream_at_head = matches!(
                     m.next()?,
-                    Some((tag, _)) if wire::split_tag(tag).0 == STREAM
+                    Some((tag, _)) if wire::is_kind(tag, Kind::Stream)
                 );
             }
         }
@@ -446,10 +446,10 @@ impl Agent {
         }
         reservation.bound = true;
         let vc = &mut st.vcs[peer as usize];
-        if let Some(why) = vc.failed.clone() {
+        if let Some(why) = vc.failure() {
             // Nothing more will arrive: the read fails now (its place goes with it).
             vc.readers.readers.retain(|r| r.id != reservation.id);
-            let _ = counter.fail_car(peer_failed(peer, &why));
+            let _ = counter.fail_car(why.error(peer));
         }
         let place = vc
             .readers

@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex};
 use super::buffers::RunShared;
 use super::error::XferError;
 use super::plan::{Action, OutPart, Step};
-use crate::engine::{note, peer_failed};
+use crate::engine::note;
 use crate::error::AgentError;
+use crate::proto::{Failure, ProtocolError};
 use crate::request::CarCounter;
 use crate::wire;
 
@@ -196,14 +197,14 @@ impl XferEngine {
     }
 
     /// Handles an `XFER` piece from `peer`.
-    pub(crate) fn inbound(&mut self, peer: u32, data: &[u8]) -> Result<(), String> {
+    pub(crate) fn inbound(&mut self, peer: u32, data: &[u8]) -> Result<(), ProtocolError> {
         let (Some(ctx), Some(tag), Some(seq), Some(total)) = (
             wire::u32_at(data, 0),
             wire::u32_at(data, 4),
             wire::u32_at(data, 8),
             wire::u64_at(data, 16),
         ) else {
-            return Err(format!("xfer piece too short ({} bytes)", data.len()));
+            return Err(ProtocolError::XferTooShort { len: data.len() });
         };
         let body = &data[wire::XFER_HEADER..];
         let key = (ctx, peer, tag, seq);
@@ -464,7 +465,7 @@ impl XferEngine {
     }
 
     /// Fails every run that still needs `peer`.
-    pub(crate) fn peer_failed(&mut self, peer: u32, reason: &str) {
+    pub(crate) fn peer_failed(&mut self, peer: u32, failure: &Failure) {
         let ids: Vec<u64> = self
             .runs
             .iter()
@@ -479,7 +480,7 @@ impl XferEngine {
             .map(|(id, _)| *id)
             .collect();
         for id in ids {
-            self.fail(id, peer_failed(peer, reason));
+            self.fail(id, failure.error(peer));
         }
         // Nothing more comes from it.
         self.dead.retain(|k, _| k.1 != peer);

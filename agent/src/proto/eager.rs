@@ -1,0 +1,64 @@
+//! The eager protocol: a small message travels whole, its envelope in an 8-byte header
+//! (`EAGER`) or in the method tag (`EAGER_PACKED`, see [`crate::wire`]), and is delivered to
+//! the oldest matching posted receive or queued as unexpected.
+
+use crate::matching::{Envelope, MatchQueues};
+use crate::proto::recv::{PostedRecv, Unexpected, finish_recv};
+use crate::wire::{self, Kind};
+
+/// Method tag and payload of an eager message to send: packed when the context fits a tag.
+#[inline]
+pub(crate) fn encode(context: u32, tag: u32, data: &[u8]) -> (u64, Vec<u8>) {
+    match wire::eager_packed_tag(context, tag) {
+        Some(packed) => (packed, data.to_vec()),
+        None => (
+            wire::method_tag(Kind::Eager, 0),
+            wire::eager(context, tag, data),
+        ),
+    }
+}
+
+/// Envelope and data of an inbound eager message of `kind` from `peer`; `Err` with the
+/// payload's length when it is shorter than its header.
+#[inline]
+pub(crate) fn parse(peer: u32, tag: u64, data: &[u8]) -> Result<(Envelope, &[u8]), usize> {
+    let (context, t, body) = wire::eager_parts(tag, data).ok_or(data.len())?;
+    Ok((
+        Envelope {
+            context,
+            source: peer,
+            tag: t,
+        },
+        body,
+    ))
+}
+
+/// Delivers `data` into the matched receive `r` and completes it.
+pub(crate) fn deliver(r: PostedRecv, env: &Envelope, data: &[u8]) {
+    r.counter.set_envelope(r.source_of(env.source), env.tag);
+    r.buf.fill(data);
+    finish_recv(&r.counter, &r.buf, data.len() as u64);
+}
+
+/// An eager message arrived: into the oldest matching posted receive, else to the unexpected
+/// queue (counted in `unexpected_bytes`).
+pub(crate) fn arrive(
+    queues: &mut MatchQueues<PostedRecv, Unexpected>,
+    unexpected_bytes: &mut usize,
+    env: Envelope,
+    body: &[u8],
+) {
+    match queues.arrive(&env) {
+        Some((_, r)) => deliver(r, &env, body),
+        None => {
+            *unexpected_bytes += body.len();
+            queues.push_unexpected(
+                env,
+                Unexpected::Eager {
+                    data: body.to_vec(),
+                    sync: None,
+                },
+            );
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! The receive side shared by the protocols: a posted receive, a message that came before its
+//! receive, and how a receive completes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::AgentError;
+use crate::recv_buffer::RecvBuffer;
+use crate::request::{CarCounter, RequestError};
+
+/// A receive waiting for its message.
+#[derive(Debug)]
+pub(crate) struct PostedRecv {
+    pub(crate) buf: RecvBuffer,
+    pub(crate) counter: CarCounter,
+    /// World rank -> communicator rank, for the status of a receive posted on a communicator
+    /// (`None`: report world ranks).
+    pub(crate) ranks: Option<Arc<[u32]>>,
+}
+
+impl PostedRecv {
+    /// The source as the receive's status reports it.
+    pub(crate) fn source_of(&self, world: u32) -> u32 {
+        match &self.ranks {
+            Some(map) => map.get(world as usize).copied().unwrap_or(world),
+            None => world,
+        }
+    }
+}
+
+/// A message that arrived before its receive.
+#[derive(Debug)]
+pub(crate) enum Unexpected {
+    /// A whole small message (from a peer or from this rank). `sync` is a synchronous send to
+    /// self, which completes when matched.
+    Eager {
+        data: Vec<u8>,
+        sync: Option<CarCounter>,
+    },
+    /// The announcement of a rendezvous message; its data stays with the sender.
+    Rts { sender_id: u64, len: u64 },
+}
+
+impl Unexpected {
+    pub(crate) fn len(&self) -> u64 {
+        match self {
+            Unexpected::Eager { data, .. } => data.len() as u64,
+            Unexpected::Rts { len, .. } => *len,
+        }
+    }
+}
+
+/// Requests completed by the agents of this process so far: a blocking progress round ends
+/// as soon as it completed one, so the wait that called it looks at once.
+pub(crate) static COMPLETED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a request that a CAR's completion completed (see [`COMPLETED`]).
+pub(crate) fn note(r: Result<bool, RequestError>) {
+    if r.unwrap_or(false) {
+        COMPLETED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Completes a receive whose message of `len` bytes is in its buffer (up to its capacity).
+pub(crate) fn finish_recv(counter: &CarCounter, buf: &RecvBuffer, len: u64) {
+    let cap = buf.capacity() as u64;
+    if len > cap {
+        note(counter.fail_car(AgentError::Truncated { len, capacity: cap }));
+    } else {
+        note(counter.complete_car(len));
+    }
+}
