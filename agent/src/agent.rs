@@ -1,6 +1,6 @@
 //! [`Agent`]: the communication agent of one rank.
 //!
-//! One agent per rank (`Init`/`Finalize` of seed 002): [`Agent::init`] reads the launcher's
+//! One agent per rank (`Init`/the agent operation `Finalize`): [`Agent::init`] reads the launcher's
 //! environment ([`Bootstrap::from_env`]) and the settings ([`Config::from_env`]), picks a method
 //! per peer, and connects and authenticates a VC with every other rank. [`Agent::finalize`]
 //! lets outstanding sends finish, waits for every rank at a fence, and closes the VCs.
@@ -9,7 +9,7 @@
 //!
 //! An `Agent` is a cheap handle (`Clone`, `Send`, `Sync`): any number of threads may post
 //! sends and receives and wait on their requests at once. All state lives behind one mutex,
-//! which is the seed's read/write lock of a VC: each post, and each progress pass, takes it
+//! which is the agent design's read/write lock of a VC: each post, and each progress pass, takes it
 //! once. See [`crate::progress`] for who runs progress and what a wait blocks on.
 
 use std::sync::atomic::AtomicU32;
@@ -176,7 +176,7 @@ impl Agent {
         })
     }
 
-    /// `Connect` of seed 002: VCs are connected at [`Agent::init`], so this only reports whether
+    /// the agent operation `Connect`: VCs are connected at [`Agent::init`], so this only reports whether
     /// the VC to `peer` is usable (`Err` with the reason when it failed).
     pub fn connect(&self, peer: u32) -> Result<(), AgentError> {
         self.check_rank(peer)?;

@@ -1,6 +1,6 @@
 //! Envelope matching: the posted-receive queue and the unexpected-message queue.
 //!
-//! An envelope is (context, source rank, tag) (seed 002). A receive names a [`Pattern`]: a
+//! An envelope is (context, source rank, tag). A receive names a [`Pattern`]: a
 //! context, a source or [`Source::Any`], a tag or [`TagMatch::Any`]. The rules:
 //!
 //! - An arriving message matches the **oldest** posted receive whose pattern accepts its

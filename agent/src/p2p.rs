@@ -171,7 +171,7 @@ impl Agent {
     }
 
     /// Holds a place for a message to `dest` in its VC's outgoing order now
-    /// (`Reserve_write` of seed 002); bind the message later with [`Agent::set_marker`].
+    /// (the agent operation `Reserve_write`); bind the message later with [`Agent::set_marker`].
     /// Messages to `dest` posted after the reservation leave after the bound message, so
     /// markers bound out of order still go out in reservation order (and match receives in that
     /// order). Not available on the self loop (`dest` = own rank), whose messages are matched
@@ -190,8 +190,8 @@ impl Agent {
         Ok(Marker { peer: dest, id })
     }
 
-    /// Binds a tagged message to a place held by [`Agent::reserve_write`] (`Set_marker` of
-    /// seed 002) and returns its send request. The data is copied as by [`Agent::isend`].
+    /// Binds a tagged message to a place held by [`Agent::reserve_write`] (the agent
+    /// operation `Set_marker`) and returns its send request. The data is copied as by [`Agent::isend`].
     pub fn set_marker(&self, marker: Marker, tag: u32, data: &[u8]) -> Result<Request, AgentError> {
         if tag == u32::MAX {
             return Err(AgentError::ReservedTag(tag));
@@ -206,7 +206,7 @@ impl Agent {
     }
 
     /// Binds a tagged message made of several buffers to a place held by
-    /// [`Agent::reserve_write`] (`Set_markerv` of seed 002) and returns its send request. The
+    /// [`Agent::reserve_write`] (the agent operation `Set_markerv`) and returns its send request. The
     /// parts are gathered into one message buffer (the one copy: an eager message adds its
     /// envelope in front, a rendezvous message of one piece is sent from that buffer), so
     /// they may be reused as soon as this returns. Order as for [`Agent::set_marker`].

@@ -199,14 +199,15 @@ impl Shared {
 }
 
 impl Agent {
-    /// One non-blocking progress pass over every VC (`Make_progress` of seed 002); returns the
+    /// One non-blocking progress pass over every VC (the agent operation `Make_progress`); returns the
     /// number of events handled (0: nothing happened).
     pub fn make_progress(&self) -> usize {
         self.shared.make_progress()
     }
 
-    /// One non-blocking progress pass over the VC of `peer` only (`Make_progress(VC)` of seed
-    /// 002); returns the events handled. Cancellations are handled as in a full pass.
+    /// One non-blocking progress pass over the VC of `peer` only (the agent operation
+    /// `Make_progress(VC)`); returns the events handled. Cancellations are handled as in a full
+    /// pass.
     pub fn make_progress_vc(&self, peer: u32) -> Result<usize, AgentError> {
         self.check_rank(peer)?;
         let mut st = self.shared.lock();
@@ -217,7 +218,7 @@ impl Agent {
     }
 
     /// Makes progress, blocking up to `timeout` when there is nothing to do
-    /// (`Make_progress_blocking` of seed 002): spins adaptively, then sleeps in the methods'
+    /// (the agent operation `Make_progress_blocking`): spins adaptively, then sleeps in the methods'
     /// waits. Returns the events handled.
     pub fn make_progress_blocking(&self, timeout: Duration) -> usize {
         self.shared.progress_blocking(timeout)

@@ -1,7 +1,7 @@
 //! Virtual connections (VCs): the agent's connection to one peer rank over one method.
 //!
 //! A VC owns its method connection (or is the self loop, for the own rank) and an ordered
-//! queue of outgoing messages. The operations of seed 002, as the agent implements them:
+//! queue of outgoing messages. The agent's VC operations, as implemented here:
 //!
 //! - **write**: [`Vc::write`] hands one message to the method now when nothing is queued
 //!   before it, else appends it to the queue; [`Vc::flush`] posts queued messages in order
@@ -20,7 +20,7 @@
 //! - **reserve_read / read / readv, get_buffer / write_buffer**: reserved reads wait in the
 //!   VC's read queue and take stream bytes in reservation order; method buffers come from
 //!   the VC's pool and go back to it (see [`crate::stream`]).
-//! - **locking**: the seed's `Lock_read`/`Lock_write` are the agent's state mutex: every VC
+//! - **locking**: the agent design's `Lock_read`/`Lock_write` are the agent's state mutex: every VC
 //!   operation runs with it held, so a block of writes by one thread is never interleaved
 //!   with another thread's (callers that need several writes adjacent make them under one
 //!   call).

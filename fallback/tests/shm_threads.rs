@@ -87,12 +87,27 @@ fn long_messages_split(sender_config: Config, receiver_config: Config, count: u6
 #[test]
 fn split_single_copy_shares_the_work_and_stays_byte_exact() {
     // Both ends copy chunks: over 12 messages of 9 chunks each the sender, which keeps polling,
-    // takes some of them.
-    let helped = long_messages_split(Config::default(), Config::default(), 12);
-    assert!(helped > 0, "the sender never copied a chunk");
+    // takes some of them. How the chunks split depends on which thread the kernel runs when (on
+    // a loaded machine one thread may be off its core for a whole message), so a run in which
+    // one side did all the copying is tried again, up to 5 runs: sharing must show in one.
+    let total = 12 * ((8 << 20) + 5);
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        let helped = long_messages_split(Config::default(), Config::default(), 12);
+        seen.push(helped);
+        if helped > 0 && helped < total {
+            break;
+        }
+    }
+    let last = *seen.last().unwrap();
     assert!(
-        helped < 12 * ((8 << 20) + 5),
-        "the receiver never copied a chunk"
+        seen.iter().any(|h| *h > 0),
+        "the sender never copied a chunk in {} runs",
+        seen.len()
+    );
+    assert!(
+        last > 0 && last < total,
+        "no run had both ends copy (bytes the sender copied, per run of {total}: {seen:?})"
     );
     // Either end can turn it off; then the receiver copies alone.
     let off = Config {

@@ -5,7 +5,7 @@
 //! agent [`Request`](crate::request::Request) (usable in every `wait*`/`test*` array, mixed with
 //! other requests) plus the claim on the operation's buffers, which come back when it completes.
 //!
-//! Progress (seed 000): a test on a file request reaps the ring without blocking (the class's
+//! Progress: a test on a file request reaps the ring without blocking (the class's
 //! `poll` hook); a blocking wait hands **every** incomplete file request of the engine in its
 //! array to the class's `wait` hook, which is one `io_uring_enter` with a timeout. No helper
 //! thread is involved: a file request nobody tests or waits on does not progress (its operation

@@ -23,7 +23,7 @@ use super::status::QueryStatus;
 ///
 /// When `poll` fails, the class's `cancel` runs and the request completes with
 /// [`RequestError::Poll`]; when `wait` fails, the same happens to every incomplete request of
-/// the batch, with [`RequestError::WaitHook`] (seed 001: a cancel callback that also runs on
+/// the batch, with [`RequestError::WaitHook`] (a cancel callback that also runs on
 /// failure). No hook is called with an internal lock held.
 pub trait ClassOps: Send + Sync + 'static {
     /// Per-request state of this class.

@@ -507,7 +507,7 @@ impl Core {
         self.error.get()
     }
 
-    /// Fails an incomplete request (seed 001): the cancel callback runs, then the request
+    /// Fails an incomplete request: the cancel callback runs, then the request
     /// completes with `error`. Returns the cancel callback's error, if any.
     ///
     /// The failure is decided before the cancel callback runs: a completion that comes later

@@ -1,4 +1,4 @@
-//! Request handlers (seed 003): a function run when a request reaches a condition, within a
+//! Request handlers: a function run when a request reaches a condition, within a
 //! deadline, or else a failure function instead.
 //!
 //! # Where handlers run

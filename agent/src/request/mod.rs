@@ -1,7 +1,7 @@
 //! Requests: the one handle type for every operation of the agent in progress.
 //!
-//! A [`Request`] is, underneath, a counter of outstanding CARs (communication agent requests,
-//! seed 002): it completes when the count reaches 0, and it then reports a [`Status`] (source,
+//! A [`Request`] is, underneath, a counter of outstanding CARs (communication agent requests):
+//! it completes when the count reaches 0, and it then reports a [`Status`] (source,
 //! tag, byte count, cancellation, error). Three kinds share the handle and mix freely in the
 //! arrays given to [`wait_any`], [`wait_some`], [`wait_all`], [`test_any`], [`test_some`] and
 //! [`test_all`]:

@@ -1,5 +1,5 @@
 //! Buffers of a VC's method: `get_buffer`, `release_buffer`, `write_buffer` and their `v`
-//! forms (seed 002's `Get_buffer`, `Release_buffer`, `Get_bufferv`, `Release_bufferv`).
+//! forms (the agent operations `Get_buffer`, `Release_buffer`, `Get_bufferv`, `Release_bufferv`).
 //!
 //! [`Agent::get_buffer`] hands out a [`MethodBuffer`] for the VC of one peer: memory from that
 //! VC's pool, which the method takes as it is when the buffer is written. The caller fills it
@@ -212,7 +212,7 @@ impl Agent {
         Ok(())
     }
 
-    /// A method buffer of `len` bytes for the VC of `peer` (`Get_buffer` of seed 002), from
+    /// A method buffer of `len` bytes for the VC of `peer` (the agent operation `Get_buffer`), from
     /// that VC's pool (allocated when the pool has none large enough; new bytes are zero). At
     /// most `Config::rendezvous_chunk` bytes, the longest stream message. Does not block.
     pub fn get_buffer(&self, peer: u32, len: usize) -> Result<MethodBuffer, AgentError> {
@@ -241,7 +241,7 @@ impl Agent {
         }
     }
 
-    /// Gives a method buffer back to its VC's pool unused (`Release_buffer` of seed 002).
+    /// Gives a method buffer back to its VC's pool unused (the agent operation `Release_buffer`).
     pub fn release_buffer(&self, buf: MethodBuffer) {
         let mut st = self.shared.lock();
         if let Some(vc) = st.vcs.get_mut(buf.peer as usize) {

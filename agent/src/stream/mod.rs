@@ -1,4 +1,4 @@
-//! The byte stream of a VC (seed 002's VC operations): `write`/`writev`/`write_buffer` on
+//! The byte stream of a VC (the agent's VC operations): `write`/`writev`/`write_buffer` on
 //! one side; `next`/`nextv` + consume in place, or `reserve_read` + `read`/`readv` into the
 //! caller's buffers, on the other.
 //!
@@ -31,11 +31,11 @@
 //! one only), and consumes across their boundaries. A message is released to the method once
 //! consumed whole.
 //!
-//! **Locking.** The closures of `next`/`nextv` run with the agent's mutex held (the seed's
+//! **Locking.** The closures of `next`/`nextv` run with the agent's mutex held (the agent design's
 //! `Lock_read`): other threads' calls wait until they return, and tagged traffic behind an
 //! unconsumed stream message on the same VC waits until it is consumed. A block of writes made
 //! by one call (`writev`, `write_bufferv`) is never interleaved with another thread's
-//! messages (the seed's `Lock_write`).
+//! messages (the agent design's `Lock_write`).
 //!
 //! **Limits and failure.** One stream message holds at most `Config::rendezvous_chunk` bytes
 //! ([`AgentError::StreamTooLong`]). The self loop has no stream ([`AgentError::SelfStream`]).
@@ -93,7 +93,7 @@ fn stream_head(st: &mut State, peer: u32) -> Head {
 
 impl Agent {
     /// Sends `data` (at most `Config::rendezvous_chunk` bytes) as the next message of the
-    /// byte stream to `peer` (`Write` of seed 002), without copying it: the method owns the
+    /// byte stream to `peer` (the agent operation `Write`), without copying it: the method owns the
     /// buffer until its completion. The request completes when the method is done with it.
     /// Stream and tagged messages to one peer leave in the order they were posted. Does not
     /// block.
@@ -123,7 +123,7 @@ impl Agent {
         Ok(request)
     }
 
-    /// Sends the concatenation of `parts` as one stream message (`Writev` of seed 002): the
+    /// Sends the concatenation of `parts` as one stream message (the agent operation `Writev`): the
     /// parts are gathered into one message buffer (the one copy), which is then sent as by
     /// [`Agent::write`]; `parts` may be reused as soon as this returns. At most
     /// `Config::rendezvous_chunk` bytes in all. Does not block.
@@ -138,7 +138,7 @@ impl Agent {
     }
 
     /// Shows the unconsumed bytes of the oldest stream message from `peer` in place to `f`,
-    /// which returns how many of them it consumed (`Next` + `Consume` of seed 002; more than
+    /// which returns how many of them it consumed (the agent operations `Next` + `Consume`; more than
     /// shown counts as all). `Ok(None)` when no stream message is there after one progress
     /// pass (or reserved reads of the VC come first); `Ok(Some(n))` with the bytes consumed
     /// otherwise. Makes no copy; does not block.
@@ -185,7 +185,7 @@ impl Agent {
     /// Shows the unconsumed bytes of the queued stream messages from `peer` in place to `f`,
     /// one slice per message in arrival order (at most [`MAX_VIEWS`], as many as the method
     /// holds in place together: see the [module docs](self)), and consumes the number of bytes
-    /// `f` returns across them, front to back (`Nextv` + `Consume` of seed 002; more than shown
+    /// `f` returns across them, front to back (the agent operations `Nextv` + `Consume`; more than shown
     /// counts as all). Messages consumed whole are released to the method. Answers as
     /// [`Agent::next`] does; makes no copy; does not block.
     pub fn nextv<F>(&self, peer: u32, f: F) -> Result<Option<usize>, AgentError>

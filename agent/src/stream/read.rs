@@ -1,12 +1,12 @@
-//! Reserved reads of a VC's byte stream: `reserve_read`, `read`, `readv` (seed 002's
-//! `Reserve_read`, `Read`, `Readv`).
+//! Reserved reads of a VC's byte stream: `reserve_read`, `read`, `readv` (the agent
+//! operations `Reserve_read`, `Read`, `Readv`).
 //!
 //! [`Agent::reserve_read`] holds a place for `len` bytes in the inbound stream order of one VC
 //! at once, without a buffer; [`Agent::read`] / [`Agent::readv`] bind the buffer(s) to that
 //! place later. Places are served strictly in reservation order: the bytes that arrive go to
 //! the oldest reservation until it has its `len` bytes, then to the next, whatever the order
 //! in which buffers were bound. A reservation whose buffer is not bound yet holds the stream
-//! (the bytes wait in place in the method, nothing behind them is read), which is the seed's
+//! (the bytes wait in place in the method, nothing behind them is read), which is the agent design's
 //! "the buffer is only needed when the first byte is there". Dropping an unbound reservation
 //! gives its place up.
 //!
@@ -366,8 +366,8 @@ impl<B> StreamReadv<B> {
 }
 
 impl Agent {
-    /// Holds a place for the next `len` bytes of the byte stream from `peer` (`Reserve_read` of
-    /// seed 002), before any buffer exists; bind the buffer with [`Agent::read`] or
+    /// Holds a place for the next `len` bytes of the byte stream from `peer` (the agent
+    /// operation `Reserve_read`), before any buffer exists; bind the buffer with [`Agent::read`] or
     /// [`Agent::readv`]. Reservations are served in the order they were made. Does not block.
     pub fn reserve_read(&self, peer: u32, len: usize) -> Result<ReadReservation, AgentError> {
         self.check_rank(peer)?;
@@ -394,7 +394,7 @@ impl Agent {
         })
     }
 
-    /// Binds `buf` to a reserved place (`Read` of seed 002): the reserved bytes are copied into
+    /// Binds `buf` to a reserved place (the agent operation `Read`): the reserved bytes are copied into
     /// its start as they arrive (one copy, out of the method's receive memory). `buf` must
     /// hold at least the reserved length ([`AgentError::ReadBufferTooSmall`] otherwise). Does
     /// not block; bytes already there are copied before it returns.
@@ -407,7 +407,7 @@ impl Agent {
         })
     }
 
-    /// Like [`Agent::read`] for several buffers (`Readv` of seed 002), filled front to back;
+    /// Like [`Agent::read`] for several buffers (the agent operation `Readv`), filled front to back;
     /// together they must hold at least the reserved length.
     pub fn readv<B>(
         &self,

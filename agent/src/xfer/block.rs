@@ -1,4 +1,4 @@
-//! The two forms of xfer block (seed 002): [`ScatterBlock`] (0 or 1 source, any number of
+//! The two forms of xfer block: [`ScatterBlock`] (0 or 1 source, any number of
 //! destinations) and [`GatherBlock`] (any number of sources, 0 or 1 destination).
 
 use super::buffers::XferBuffers;

@@ -1,4 +1,4 @@
-//! Xfer blocks (seed 002): the buffer-flow building block of collectives.
+//! Xfer blocks: the buffer-flow building block of collectives.
 //!
 //! A block is created on a communicator ([`Comm::xfer_scatter`](crate::comm::Comm::xfer_scatter),
 //! [`Comm::xfer_gather`](crate::comm::Comm::xfer_gather)), given owned buffers
@@ -29,7 +29,7 @@
 //! Every message moves in pieces of `Config::xfer_chunk` bytes (`VIADUCT_XFER_CHUNK`). The
 //! request of a block is a counter of outstanding CARs: one per incoming message (completed when
 //! its last piece was handled), one per piece sent (completed by the method), plus one for the
-//! block itself. The dependencies are a table per incoming message, as the seed puts it: each
+//! block itself. The dependencies are a table per incoming message, as the agent design puts it: each
 //! byte range lists what depends on it (store into a buffer, combine into a buffer, forward to a
 //! destination). When a piece arrives, its ranges are handled and their dependents go onto the
 //! agent's ready queue, which every progress pass drains (posting the forwarded pieces through

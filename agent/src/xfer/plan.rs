@@ -86,7 +86,7 @@ pub(crate) struct Segment {
 
 /// Bytes of a buffer that leave as the receives writing them progress: a combining forward
 /// (after its own combine and every earlier combine into the same bytes), or a send of bytes
-/// that earlier receive ops of the block write (the seed's progress dependency).
+/// that earlier receive ops of the block write (the agent design's progress dependency).
 #[derive(Debug)]
 pub(crate) struct Flow {
     pub(crate) buf: usize,

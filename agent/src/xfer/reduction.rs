@@ -1,4 +1,4 @@
-//! Reductions of `mop` ops ("MPI operation" in seed 002): built-in operations on built-in
+//! Reductions of `mop` ops ("MPI operations"): built-in operations on built-in
 //! element types, and user functions.
 
 use std::sync::Arc;
