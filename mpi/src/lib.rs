@@ -64,6 +64,7 @@ macro_rules! mpi_raw {
 }
 
 pub mod abi;
+mod attr;
 mod coll;
 mod comm;
 mod datatype;
@@ -79,5 +80,6 @@ mod request;
 mod state;
 pub mod stubs;
 mod symbols;
+mod topo;
 mod types;
 mod vcoll;
