@@ -222,7 +222,7 @@ unsafe fn range_ranks(ranges: *const [c_int; 3], n: c_int, size: usize) -> Resul
         }
         for end in [first, last] {
             if end < 0 || end as usize >= size {
-                return Err(MpiError::new(err::RANK, format!("rank {end} of range {k} is not in the group of {size} ranks")));
+                return Err(MpiError::new(err::ARG, format!("rank {end} of range {k} is not in the group of {size} ranks")));
             }
         }
         if (stride > 0 && first > last) || (stride < 0 && first < last) {

@@ -153,7 +153,7 @@ unsafe fn write_ints(p: *mut c_int, v: &[c_int], what: &str) -> Result<(), MpiEr
 
 fn ndims_of(ndims: c_int) -> Result<usize, MpiError> {
     usize::try_from(ndims)
-        .map_err(|_| MpiError::new(err::DIMS, format!("ndims {ndims} is negative")))
+        .map_err(|_| MpiError::new(err::ARG, format!("ndims {ndims} is negative")))
 }
 
 /// Coordinates of `rank` in row-major order.

@@ -25,7 +25,7 @@ struct Setup {
 
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
-    "misc", "fatal",
+    "misc", "fatal", "attr", "topo", "groups",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -343,6 +343,21 @@ fn vcoll_program() {
 #[test]
 fn misc_program() {
     program("misc");
+}
+
+#[test]
+fn attr_program() {
+    program("attr");
+}
+
+#[test]
+fn topo_program() {
+    program("topo");
+}
+
+#[test]
+fn groups_program() {
+    program("groups");
 }
 
 /// MPICH's generalized request extensions. Not compared with MPICH: there the wait function
