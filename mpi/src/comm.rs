@@ -106,6 +106,7 @@ unsafe fn idup(comm: Handle, newcomm: *mut Handle, request: *mut Handle) -> Resu
         out: std::sync::Mutex::new(None),
         dst: 0,
         len: 0,
+        post: None,
     };
     let r = rt.add_request(crate::state::ReqEntry::new(viaduct_agent::request::Request::null(), meta));
     // SAFETY: the caller's handles, checked not NULL.

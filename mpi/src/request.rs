@@ -19,6 +19,9 @@ use crate::error::{MpiError, request_class};
 use crate::state::{ReqEntry, Runtime, rt};
 
 /// What a request is for, and what its completion does.
+/// Turns a collective's result into what the caller's buffer receives.
+pub type Post = Box<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
+
 pub enum Meta {
     /// A send: nothing to do.
     Send {
@@ -56,6 +59,9 @@ pub enum Meta {
         dst: usize,
         /// Its size in bytes.
         len: usize,
+        /// What turns the agent's result into the caller's (the rank-order fold of gathered
+        /// contributions for a non-commutative operation); `None`: the result as it is.
+        post: Option<Post>,
     },
     /// A file read or write (`MPI_File_iread_at`, ...): a read copies its data into the
     /// caller's buffer.
@@ -114,9 +120,20 @@ impl Meta {
                 let out = unsafe { std::slice::from_raw_parts_mut(*dst as *mut u8, *cap) };
                 buf.copy_to(out);
             }
-            Meta::Coll { out, dst, len, .. } if *len > 0 => {
+            Meta::Coll {
+                out,
+                dst,
+                len,
+                post,
+                ..
+            } if *len > 0 => {
                 let taken = out.lock().unwrap_or_else(|e| e.into_inner()).take();
-                if let Some(v) = taken.and_then(|mut b| b.take()) {
+                let taken = taken.and_then(|mut b| b.take());
+                let taken = match (taken, post) {
+                    (Some(v), Some(p)) => Some(p(&v)),
+                    (v, _) => v,
+                };
+                if let Some(v) = taken {
                     let n = v.len().min(*len);
                     // SAFETY: `dst` is the caller's result buffer of `len` bytes given to the
                     // collective; MPI leaves it to the library until the request completes.

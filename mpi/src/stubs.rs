@@ -285,7 +285,6 @@ stub!(MPI_Recv_init_c / PMPI_Recv_init_c);
 stub!(MPI_Reduce_c / PMPI_Reduce_c);
 stub!(MPI_Reduce_init / PMPI_Reduce_init);
 stub!(MPI_Reduce_init_c / PMPI_Reduce_init_c);
-stub!(MPI_Reduce_local / PMPI_Reduce_local);
 stub!(MPI_Reduce_local_c / PMPI_Reduce_local_c);
 stub!(MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c);
 stub!(MPI_Reduce_scatter_block_init / PMPI_Reduce_scatter_block_init);

@@ -369,7 +369,7 @@ fn reduce_then_pick(
     out: &mut [u8],
 ) -> Result<(), MpiError> {
     let red = reduction(datatype, op)?;
-    c.allreduce_with(&mut all, &red)?;
+    crate::coll::allreduce(c, &mut all, &red, crate::op::commutes(op))?;
     let len = out.len();
     out.copy_from_slice(&all[first..first + len]);
     Ok(())

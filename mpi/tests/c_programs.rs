@@ -25,7 +25,7 @@ struct Setup {
 
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
-    "misc", "fatal", "attr", "topo", "groups",
+    "misc", "fatal", "attr", "topo", "groups", "noncomm",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -358,6 +358,11 @@ fn topo_program() {
 #[test]
 fn groups_program() {
     program("groups");
+}
+
+#[test]
+fn noncomm_program() {
+    program("noncomm");
 }
 
 /// MPICH's generalized request extensions. Not compared with MPICH: there the wait function
