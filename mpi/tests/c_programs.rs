@@ -501,6 +501,31 @@ fn abort_code_never_reads_as_success() {
     }
 }
 
+/// `MPI_Abort` on one rank goes through the PMI abort command: `viaduct launch` reports the
+/// abort with its code and ends the rank waiting for a message; under `mpiexec` the job ends
+/// with the code too.
+#[test]
+fn abort_reaches_the_launcher() {
+    let Some(s) = setup() else { return };
+    let env = [("TEST_ABORT", "5"), ("TEST_ABORT_RANK", "1")];
+    let j = job(s, "fatal", Launch::Viaduct(2), true, &env);
+    assert_eq!(j.code, Some(5), "{}", j.stderr);
+    assert!(
+        j.stderr.contains("rank 1 aborted the job (exit code 5)"),
+        "the launcher reports the PMI abort:\n{}",
+        j.stderr
+    );
+    assert!(
+        j.stderr.contains("MPI_Abort(comm 0x44000000, errorcode 5) called"),
+        "{}",
+        j.stderr
+    );
+    if s.mpiexec {
+        let j = job(s, "fatal", Launch::Mpiexec(2), true, &env);
+        assert_eq!(j.code, Some(5), "{}", j.stderr);
+    }
+}
+
 /// A function of `mpi.h` the library does not implement loads, and calling it raises
 /// `MPI_ERR_UNSUPPORTED_OPERATION` naming it: fatal by default, returned under
 /// `MPI_ERRORS_RETURN`.
