@@ -229,7 +229,10 @@ impl Agent {
         match boot {
             Some(b) => b.abort(exit_code, message),
             None => {
-                eprintln!("viaduct: rank {} aborts the job: {message}", self.shared.rank);
+                eprintln!(
+                    "viaduct: rank {} aborts the job: {message}",
+                    self.shared.rank
+                );
                 std::process::exit(exit_code)
             }
         }

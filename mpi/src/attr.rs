@@ -88,15 +88,25 @@ fn live(s: &Store, kind: Kind, keyval: c_int) -> Result<(), MpiError> {
         Some(k) if k.kind == kind && !k.freed => Ok(()),
         Some(k) if k.kind != kind => Err(MpiError::new(
             ERR_KEYVAL,
-            format!("keyval {keyval:#x} is a {} keyval, not a {} keyval", k.kind.name(), kind.name()),
+            format!(
+                "keyval {keyval:#x} is a {} keyval, not a {} keyval",
+                k.kind.name(),
+                kind.name()
+            ),
         )),
-        Some(_) => Err(MpiError::new(ERR_KEYVAL, format!("keyval {keyval:#x} was freed"))),
+        Some(_) => Err(MpiError::new(
+            ERR_KEYVAL,
+            format!("keyval {keyval:#x} was freed"),
+        )),
         None => Err(MpiError::new(
             ERR_KEYVAL,
             if keyval == KEYVAL_INVALID {
                 "the keyval is MPI_KEYVAL_INVALID".to_string()
             } else {
-                format!("{keyval:#x} is not a {} keyval of this process", kind.name())
+                format!(
+                    "{keyval:#x} is not a {} keyval of this process",
+                    kind.name()
+                )
             },
         )),
     }
@@ -104,7 +114,10 @@ fn live(s: &Store, kind: Kind, keyval: c_int) -> Result<(), MpiError> {
 
 /// A callback's error code as the call's error.
 fn callback_error(code: c_int, what: &str) -> MpiError {
-    MpiError::new(code, format!("the {what} callback returned error code {code}"))
+    MpiError::new(
+        code,
+        format!("the {what} callback returned error code {code}"),
+    )
 }
 
 /// Runs the delete callback of `keyval` for `value` on object `h`.
@@ -181,7 +194,10 @@ fn set_attr(kind: Kind, h: Handle, keyval: c_int, value: *mut c_void) -> Result<
     let old = {
         let s = store();
         live(&s, kind, keyval)?;
-        s.attrs.get(&(kind, h)).and_then(|m| m.get(&keyval)).copied()
+        s.attrs
+            .get(&(kind, h))
+            .and_then(|m| m.get(&keyval))
+            .copied()
     };
     if let Some(old) = old {
         run_delete(h, keyval, old)?;
@@ -207,14 +223,20 @@ fn known(s: &Store, kind: Kind, keyval: c_int) -> Result<(), MpiError> {
 fn get_attr(kind: Kind, h: Handle, keyval: c_int) -> Result<Option<usize>, MpiError> {
     let s = store();
     known(&s, kind, keyval)?;
-    Ok(s.attrs.get(&(kind, h)).and_then(|m| m.get(&keyval)).copied())
+    Ok(s.attrs
+        .get(&(kind, h))
+        .and_then(|m| m.get(&keyval))
+        .copied())
 }
 
 fn delete_attr(kind: Kind, h: Handle, keyval: c_int) -> Result<(), MpiError> {
     let value = {
         let s = store();
         known(&s, kind, keyval)?;
-        s.attrs.get(&(kind, h)).and_then(|m| m.get(&keyval)).copied()
+        s.attrs
+            .get(&(kind, h))
+            .and_then(|m| m.get(&keyval))
+            .copied()
     };
     // Deleting an attribute that is not set does nothing (as MPICH).
     let Some(value) = value else {
@@ -364,7 +386,12 @@ mpi_fn! {
 /// # Safety
 ///
 /// `attribute_val` is a writable `void *`, `flag` a writable int.
-unsafe fn comm_get_attr(comm: Handle, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> Result<(), MpiError> {
+unsafe fn comm_get_attr(
+    comm: Handle,
+    keyval: c_int,
+    attribute_val: *mut c_void,
+    flag: *mut c_int,
+) -> Result<(), MpiError> {
     rt()?.comm(comm)?;
     if flag.is_null() || attribute_val.is_null() {
         return Err(MpiError::new(err::ARG, "attribute_val or flag is NULL"));
@@ -385,7 +412,11 @@ unsafe fn comm_get_attr(comm: Handle, keyval: c_int, attribute_val: *mut c_void,
     unsafe {
         put(flag, c_int::from(v.is_some()), "flag")?;
         if let Some(v) = v {
-            put(attribute_val.cast::<*mut c_void>(), v as *mut c_void, "attribute_val")?;
+            put(
+                attribute_val.cast::<*mut c_void>(),
+                v as *mut c_void,
+                "attribute_val",
+            )?;
         }
     }
     Ok(())

@@ -131,7 +131,12 @@ mpi_fn! {
 
 /// The agent's allreduce of `buf`, or for a non-commutative operation an allgather of every
 /// contribution folded in rank order on each rank.
-pub fn allreduce(c: &Comm, buf: &mut [u8], red: &Reduction, commutative: bool) -> Result<(), MpiError> {
+pub fn allreduce(
+    c: &Comm,
+    buf: &mut [u8],
+    red: &Reduction,
+    commutative: bool,
+) -> Result<(), MpiError> {
     if commutative {
         c.allreduce_with(buf, red)?;
         return Ok(());
@@ -273,7 +278,7 @@ unsafe fn give(
 /// # Safety
 ///
 /// As for [`give`].
-unsafe fn give_with(
+pub(crate) unsafe fn give_with(
     comm: Handle,
     started: (Request, Option<CollBuffer>),
     dst: *mut c_void,

@@ -50,8 +50,13 @@ fn dup(comm: Handle) -> Result<Handle, MpiError> {
     let rt = rt()?;
     let c = rt.comm(comm)?;
     let d = c.comm.dup()?;
-    let h = rt.add_comm(CommEntry::new(d.clone(), c.errhandler.load(Ordering::Relaxed), rt.agent.size()));
-    let copied = crate::topo::copy(comm, h, &d).and_then(|()| crate::attr::copy_all(Kind::Comm, comm, h));
+    let h = rt.add_comm(CommEntry::new(
+        d.clone(),
+        c.errhandler.load(Ordering::Relaxed),
+        rt.agent.size(),
+    ));
+    let copied =
+        crate::topo::copy(comm, h, &d).and_then(|()| crate::attr::copy_all(Kind::Comm, comm, h));
     if let Err(e) = copied {
         crate::topo::forget(h);
         let _ = rt.remove_comm(h);
@@ -108,7 +113,10 @@ unsafe fn idup(comm: Handle, newcomm: *mut Handle, request: *mut Handle) -> Resu
         len: 0,
         post: None,
     };
-    let r = rt.add_request(crate::state::ReqEntry::new(viaduct_agent::request::Request::null(), meta));
+    let r = rt.add_request(crate::state::ReqEntry::new(
+        viaduct_agent::request::Request::null(),
+        meta,
+    ));
     // SAFETY: the caller's handles, checked not NULL.
     unsafe {
         put(newcomm, h, "newcomm")?;

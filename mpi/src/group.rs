@@ -166,7 +166,11 @@ unsafe fn give_group(members: Vec<u32>, newgroup: *mut Handle) -> Result<(), Mpi
     if newgroup.is_null() {
         return Err(MpiError::new(err::ARG, "newgroup is NULL"));
     }
-    let h = if members.is_empty() { abi::GROUP_EMPTY } else { rt.add_group(members) };
+    let h = if members.is_empty() {
+        abi::GROUP_EMPTY
+    } else {
+        rt.add_group(members)
+    };
     // SAFETY: the caller's handle, checked not NULL.
     unsafe { put(newgroup, h, "newgroup") }
 }
@@ -176,9 +180,15 @@ fn positions(g: &[u32], ranks: &[c_int]) -> Result<Vec<usize>, MpiError> {
     let mut seen = vec![false; g.len()];
     let mut v = Vec::with_capacity(ranks.len());
     for &r in ranks {
-        let i = usize::try_from(r).ok().filter(|&i| i < g.len()).ok_or_else(|| {
-            MpiError::new(err::RANK, format!("rank {r} is not in the group of {} ranks", g.len()))
-        })?;
+        let i = usize::try_from(r)
+            .ok()
+            .filter(|&i| i < g.len())
+            .ok_or_else(|| {
+                MpiError::new(
+                    err::RANK,
+                    format!("rank {r} is not in the group of {} ranks", g.len()),
+                )
+            })?;
         if seen[i] {
             return Err(MpiError::new(err::RANK, format!("rank {r} is given twice")));
         }
@@ -206,7 +216,11 @@ mpi_fn! {
 /// # Safety
 ///
 /// `ranges` points to `n` triplets of ints.
-unsafe fn range_ranks(ranges: *const [c_int; 3], n: c_int, size: usize) -> Result<Vec<c_int>, MpiError> {
+unsafe fn range_ranks(
+    ranges: *const [c_int; 3],
+    n: c_int,
+    size: usize,
+) -> Result<Vec<c_int>, MpiError> {
     if n < 0 {
         return Err(MpiError::new(err::ARG, format!("count {n} is negative")));
     }
@@ -222,7 +236,10 @@ unsafe fn range_ranks(ranges: *const [c_int; 3], n: c_int, size: usize) -> Resul
         }
         for end in [first, last] {
             if end < 0 || end as usize >= size {
-                return Err(MpiError::new(err::ARG, format!("rank {end} of range {k} is not in the group of {size} ranks")));
+                return Err(MpiError::new(
+                    err::ARG,
+                    format!("rank {end} of range {k} is not in the group of {size} ranks"),
+                ));
             }
         }
         if (stride > 0 && first > last) || (stride < 0 && first < last) {

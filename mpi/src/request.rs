@@ -63,6 +63,15 @@ pub enum Meta {
         /// contributions for a non-commutative operation); `None`: the result as it is.
         post: Option<Post>,
     },
+    /// A collective built of xfer blocks (the nonblocking `v` collectives and scans): when
+    /// `req` completes, the other blocks' requests are waited for and `post` writes the
+    /// result into the caller's buffer.
+    Blocks {
+        /// The communicator (for its error handler).
+        comm: Handle,
+        /// The started blocks and what delivers their result.
+        started: Mutex<Option<crate::vcoll::Started>>,
+    },
     /// A file read or write (`MPI_File_iread_at`, ...): a read copies its data into the
     /// caller's buffer.
     File {
@@ -95,6 +104,7 @@ impl Meta {
             | Meta::Recv { comm, .. }
             | Meta::ProcNull { comm }
             | Meta::Coll { comm, .. }
+            | Meta::Blocks { comm, .. }
             | Meta::File { comm, .. }
             | Meta::Inactive { comm } => *comm,
             Meta::Greq { .. } => abi::COMM_WORLD,
@@ -144,6 +154,13 @@ impl Meta {
             Meta::File {
                 claim, dst, len, ..
             } => crate::file::deliver(claim, *dst, *len),
+            Meta::Blocks { started, .. } => {
+                if let Some(st) = started.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                    // The receiving block completed; a failure of the sending block shows
+                    // at the ranks it sends to.
+                    let _ = st.deliver();
+                }
+            }
             _ => {}
         }
     }
@@ -171,7 +188,7 @@ impl Meta {
                 s.set_cancelled(st.test_cancelled());
                 s
             }
-            Meta::Send { .. } | Meta::Coll { .. } => {
+            Meta::Send { .. } | Meta::Coll { .. } | Meta::Blocks { .. } => {
                 let mut s = MpiStatus::empty();
                 s.set_cancelled(st.test_cancelled());
                 s

@@ -36,7 +36,10 @@ const DIST_GRAPH: c_int = 3;
 /// A communicator's topology.
 enum Shape {
     /// Cartesian: the extent and periodicity of each dimension (row-major rank order).
-    Cart { dims: Vec<c_int>, periods: Vec<bool> },
+    Cart {
+        dims: Vec<c_int>,
+        periods: Vec<bool>,
+    },
     /// Distributed graph: in- and out-neighbours with their weights.
     DistGraph {
         sources: Vec<c_int>,
@@ -474,7 +477,10 @@ fn special_weights(w: *const c_int) -> bool {
 /// Checks a neighbour list against a communicator of `n` ranks.
 fn check_ranks(v: &[c_int], n: u32, what: &str) -> Result<(), MpiError> {
     match v.iter().find(|&&r| r < 0 || r as u32 >= n) {
-        Some(r) => Err(MpiError::new(err::RANK, format!("{what} {r} is not in the communicator of {n} ranks"))),
+        Some(r) => Err(MpiError::new(
+            err::RANK,
+            format!("{what} {r} is not in the communicator of {n} ranks"),
+        )),
         None => Ok(()),
     }
 }
@@ -571,10 +577,15 @@ mpi_fn! {
 }
 
 /// In- and out-neighbours of `comm`'s topology (`MPI_PROC_NULL` entries kept).
-fn neighbours(comm: Handle) -> Result<(Arc<CommEntry>, Arc<Topo>, Vec<c_int>, Vec<c_int>), MpiError> {
+fn neighbours(
+    comm: Handle,
+) -> Result<(Arc<CommEntry>, Arc<Topo>, Vec<c_int>, Vec<c_int>), MpiError> {
     let c = rt()?.comm(comm)?;
     let t = topo_of(comm).ok_or_else(|| {
-        MpiError::new(err::TOPOLOGY, format!("communicator {comm:#x} has no topology"))
+        MpiError::new(
+            err::TOPOLOGY,
+            format!("communicator {comm:#x} has no topology"),
+        )
     })?;
     let (ins, outs) = match &t.shape {
         Shape::Cart { dims, periods } => {
@@ -617,7 +628,9 @@ fn neighbour_exchange(
     let mut bufs = Vec::new();
     for (i, &r) in ins.iter().enumerate() {
         if r != abi::PROC_NULL {
-            let (req, b) = t.shadow.irecv(len, Source::Rank(r as u32), TagMatch::Tag(oi[i]))?;
+            let (req, b) = t
+                .shadow
+                .irecv(len, Source::Rank(r as u32), TagMatch::Tag(oi[i]))?;
             reqs.push(req);
             bufs.push((i, b));
         }

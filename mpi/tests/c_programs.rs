@@ -25,7 +25,7 @@ struct Setup {
 
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
-    "misc", "fatal", "attr", "topo", "groups", "noncomm",
+    "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -365,6 +365,11 @@ fn noncomm_program() {
     program("noncomm");
 }
 
+#[test]
+fn ivcoll_program() {
+    program("ivcoll");
+}
+
 /// MPICH's generalized request extensions. Not compared with MPICH: there the wait function
 /// gets one request at a time, here every request of the class in the wait (the batch).
 #[test]
@@ -516,7 +521,8 @@ fn abort_reaches_the_launcher() {
         j.stderr
     );
     assert!(
-        j.stderr.contains("MPI_Abort(comm 0x44000000, errorcode 5) called"),
+        j.stderr
+            .contains("MPI_Abort(comm 0x44000000, errorcode 5) called"),
         "{}",
         j.stderr
     );

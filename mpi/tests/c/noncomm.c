@@ -1,6 +1,6 @@
 /* A non-commutative operation (2x2 matrix product) combined in rank order by every reduction:
    Reduce, Allreduce, Ireduce, Iallreduce, Scan, Exscan, Reduce_scatter_block, Reduce_scatter,
-   Reduce_local; MPI_Op_commutative. */
+   Ireduce_scatter_block, Iscan, Reduce_local; MPI_Op_commutative. */
 #include "common.h"
 
 typedef struct { long a, b, c, d; } mat;
@@ -94,6 +94,16 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) counts[i] = 1;
     CHECK(MPI_Reduce_scatter(all, &got, counts, tm, op, MPI_COMM_WORLD) == MPI_SUCCESS);
     CHECK(eq(got, prod(0, n, rank)));
+
+    MPI_Request rr;
+    got = (mat){0, 0, 0, 0};
+    CHECK(MPI_Ireduce_scatter_block(all, &got, 1, tm, op, MPI_COMM_WORLD, &rr) == MPI_SUCCESS);
+    CHECK(MPI_Wait(&rr, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    CHECK(eq(got, prod(0, n, rank)));
+    mat sc[K];
+    CHECK(MPI_Iscan(in, sc, K, tm, op, MPI_COMM_WORLD, &rr) == MPI_SUCCESS);
+    CHECK(MPI_Wait(&rr, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    for (int k = 0; k < K; k++) CHECK(eq(sc[k], prod(0, rank + 1, k)));
 
     /* Reduce_local: inout = in op inout. */
     mat a = mine(0, 0), b = mine(1, 0);
