@@ -15,7 +15,10 @@
 //! context; every member then moves its counter past it. Sibling communicators of one split
 //! have disjoint members, so they share the id. Creating communicators is collective: every
 //! member of the parent calls it, in the same order with respect to the parent's other
-//! communicator creations.
+//! communicator creations. [`Comm::create_group`] is the exception: only the new
+//! communicator's members take part, agreeing on the maximum of their own counters over the
+//! parent's collective context (a tag per call tells concurrent calls apart); a non-member
+//! never receives on that id, and every member's counter moves past it.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -576,10 +576,11 @@ mpi_fn! {
     }
 }
 
+/// A topology with its in- and out-neighbours.
+type Neighbours = (Arc<Topo>, Vec<c_int>, Vec<c_int>);
+
 /// In- and out-neighbours of `comm`'s topology (`MPI_PROC_NULL` entries kept).
-fn neighbours(
-    comm: Handle,
-) -> Result<(Arc<CommEntry>, Arc<Topo>, Vec<c_int>, Vec<c_int>), MpiError> {
+fn neighbours(comm: Handle) -> Result<Neighbours, MpiError> {
     let c = rt()?.comm(comm)?;
     let t = topo_of(comm).ok_or_else(|| {
         MpiError::new(
@@ -599,7 +600,7 @@ fn neighbours(
         }
         Shape::DistGraph { sources, dests, .. } => (sources.clone(), dests.clone()),
     };
-    Ok((c, t, ins, outs))
+    Ok((t, ins, outs))
 }
 
 /// Sends `blocks[j]` to `outs[j]` and receives `len` bytes from each `ins[i]` into
@@ -653,7 +654,7 @@ mpi_fn! {
     /// `MPI_Neighbor_allgather`: this rank's data to every out-neighbour, block i from the
     /// i-th in-neighbour (`MPI_PROC_NULL` blocks are left as they are).
     MPI_Neighbor_allgather / PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
-        let (_, t, ins, outs) = neighbours(comm)?;
+        let (t, ins, outs) = neighbours(comm)?;
         let slen = bytes(sendcount, sendtype)?;
         let rlen = bytes(recvcount, recvtype)?;
         // SAFETY: the caller's send buffer.
@@ -669,7 +670,7 @@ mpi_fn! {
     /// `MPI_Neighbor_alltoall`: block j to the j-th out-neighbour, block i from the i-th
     /// in-neighbour.
     MPI_Neighbor_alltoall / PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
-        let (_, t, ins, outs) = neighbours(comm)?;
+        let (t, ins, outs) = neighbours(comm)?;
         let slen = bytes(sendcount, sendtype)?;
         let rlen = bytes(recvcount, recvtype)?;
         // SAFETY: the caller's send buffer of one block per out-neighbour.
