@@ -3,7 +3,9 @@
 //! `MPI_Cart_map`), distributed graphs given by their adjacency
 //! (`MPI_Dist_graph_create_adjacent`, `MPI_Dist_graph_neighbors_count`,
 //! `MPI_Dist_graph_neighbors`), `MPI_Topo_test`, and the neighbourhood collectives
-//! `MPI_Neighbor_allgather` and `MPI_Neighbor_alltoall`.
+//! `MPI_Neighbor_allgather`, `MPI_Neighbor_alltoall`, `MPI_Neighbor_allgatherv`,
+//! `MPI_Neighbor_alltoallv`, on Cartesian, graph (MPI-1 `MPI_Graph_create` and its queries)
+//! and distributed graph topologies.
 //!
 //! A topology communicator is the agent's split of the old one (`reorder` is accepted and no
 //! rank moves). Its topology keeps a second communicator of the same members (a `dup`), whose
@@ -34,11 +36,17 @@ const CART: c_int = 2;
 const DIST_GRAPH: c_int = 3;
 
 /// A communicator's topology.
+#[derive(Clone)]
 enum Shape {
     /// Cartesian: the extent and periodicity of each dimension (row-major rank order).
     Cart {
         dims: Vec<c_int>,
         periods: Vec<bool>,
+    },
+    /// Graph (MPI-1): `index[i]` is the number of edges of nodes 0..=i, `edges` their ends.
+    Graph {
+        index: Vec<c_int>,
+        edges: Vec<c_int>,
     },
     /// Distributed graph: in- and out-neighbours with their weights.
     DistGraph {
@@ -73,25 +81,7 @@ pub fn copy(old: Handle, new: Handle, newcomm: &Comm) -> Result<(), MpiError> {
     let Some(t) = topo_of(old) else {
         return Ok(());
     };
-    let shape = match &t.shape {
-        Shape::Cart { dims, periods } => Shape::Cart {
-            dims: dims.clone(),
-            periods: periods.clone(),
-        },
-        Shape::DistGraph {
-            sources,
-            sweights,
-            dests,
-            dweights,
-            weighted,
-        } => Shape::DistGraph {
-            sources: sources.clone(),
-            sweights: sweights.clone(),
-            dests: dests.clone(),
-            dweights: dweights.clone(),
-            weighted: *weighted,
-        },
-    };
+    let shape = t.shape.clone();
     let shadow = newcomm.dup()?;
     table().insert(new, Arc::new(Topo { shape, shadow }));
     Ok(())
@@ -117,7 +107,7 @@ fn cart(comm: Handle) -> Result<(Arc<CommEntry>, Arc<Topo>), MpiError> {
 fn cart_shape(t: &Topo) -> (&[c_int], &[bool]) {
     match &t.shape {
         Shape::Cart { dims, periods } => (dims, periods),
-        Shape::DistGraph { .. } => (&[], &[]),
+        _ => (&[], &[]),
     }
 }
 
@@ -454,15 +444,15 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_Topo_test`: `MPI_CART`, `MPI_DIST_GRAPH` or `MPI_UNDEFINED`.
+    /// `MPI_Topo_test`: `MPI_CART`, `MPI_GRAPH`, `MPI_DIST_GRAPH` or `MPI_UNDEFINED`.
     MPI_Topo_test / PMPI_Topo_test(comm: Handle, status: *mut c_int) on comm => {
         rt()?.comm(comm)?;
-        let s = match topo_of(comm).map(|t| matches!(t.shape, Shape::Cart { .. })) {
-            Some(true) => CART,
-            Some(false) => DIST_GRAPH,
+        let s = match topo_of(comm).map(|t| t.shape.clone()) {
+            Some(Shape::Cart { .. }) => CART,
+            Some(Shape::Graph { .. }) => GRAPH,
+            Some(Shape::DistGraph { .. }) => DIST_GRAPH,
             None => abi::UNDEFINED,
         };
-        let _ = GRAPH;
         // SAFETY: the caller's int.
         unsafe { put(status, s, "status") }
     }
@@ -598,20 +588,24 @@ fn neighbours(comm: Handle) -> Result<Neighbours, MpiError> {
             }
             (v.clone(), v)
         }
+        Shape::Graph { index, edges } => {
+            let v = graph_neighbours(index, edges, c.comm.rank() as usize).to_vec();
+            (v.clone(), v)
+        }
         Shape::DistGraph { sources, dests, .. } => (sources.clone(), dests.clone()),
     };
     Ok((t, ins, outs))
 }
 
-/// Sends `blocks[j]` to `outs[j]` and receives `len` bytes from each `ins[i]` into
-/// `out[i * len..]` on the topology's shadow communicator; the k-th message between two
-/// ranks has tag k.
+/// Sends `blocks[j]` to `outs[j]` and receives from each `ins[i]` into the part
+/// `recvs[i]` (offset, length) of `out`, on the topology's shadow communicator; the k-th
+/// message between two ranks has tag k.
 fn neighbour_exchange(
     t: &Topo,
     ins: &[c_int],
     outs: &[c_int],
     blocks: &[&[u8]],
-    len: usize,
+    recvs: &[(usize, usize)],
     out: &mut [u8],
 ) -> Result<(), MpiError> {
     let ordinals = |v: &[c_int]| -> Vec<u32> {
@@ -629,9 +623,9 @@ fn neighbour_exchange(
     let mut bufs = Vec::new();
     for (i, &r) in ins.iter().enumerate() {
         if r != abi::PROC_NULL {
-            let (req, b) = t
-                .shadow
-                .irecv(len, Source::Rank(r as u32), TagMatch::Tag(oi[i]))?;
+            let (req, b) =
+                t.shadow
+                    .irecv(recvs[i].1, Source::Rank(r as u32), TagMatch::Tag(oi[i]))?;
             reqs.push(req);
             bufs.push((i, b));
         }
@@ -644,8 +638,9 @@ fn neighbour_exchange(
     wait_all(&mut reqs, None)?;
     for (i, b) in bufs {
         let got = b.take();
-        let n = got.len().min(len);
-        out[i * len..i * len + n].copy_from_slice(&got[..n]);
+        let (o, l) = recvs[i];
+        let n = got.len().min(l);
+        out[o..o + n].copy_from_slice(&got[..n]);
     }
     Ok(())
 }
@@ -662,7 +657,8 @@ mpi_fn! {
         // SAFETY: the caller's receive buffer of one block per in-neighbour.
         let out = unsafe { output(recvbuf, rlen * ins.len()) }?;
         let blocks: Vec<&[u8]> = outs.iter().map(|_| &send[..]).collect();
-        neighbour_exchange(&t, &ins, &outs, &blocks, rlen, out)
+        let recvs: Vec<(usize, usize)> = (0..ins.len()).map(|i| (i * rlen, rlen)).collect();
+        neighbour_exchange(&t, &ins, &outs, &blocks, &recvs, out)
     }
 }
 
@@ -678,6 +674,224 @@ mpi_fn! {
         // SAFETY: the caller's receive buffer of one block per in-neighbour.
         let out = unsafe { output(recvbuf, rlen * ins.len()) }?;
         let blocks: Vec<&[u8]> = (0..outs.len()).map(|j| &send[j * slen..(j + 1) * slen]).collect();
-        neighbour_exchange(&t, &ins, &outs, &blocks, rlen, out)
+        let recvs: Vec<(usize, usize)> = (0..ins.len()).map(|i| (i * rlen, rlen)).collect();
+        neighbour_exchange(&t, &ins, &outs, &blocks, &recvs, out)
+    }
+}
+
+/// The neighbours of node `r` of a graph.
+fn graph_neighbours<'a>(index: &[c_int], edges: &'a [c_int], r: usize) -> &'a [c_int] {
+    let lo = if r == 0 { 0 } else { index[r - 1] as usize };
+    let hi = index.get(r).map_or(lo, |&h| h as usize);
+    &edges[lo.min(edges.len())..hi.min(edges.len())]
+}
+
+/// A graph's index and edges.
+type GraphArrays = (Vec<c_int>, Vec<c_int>);
+
+/// The graph of `comm` (`MPI_ERR_TOPOLOGY` when it has none).
+fn graph(comm: Handle) -> Result<GraphArrays, MpiError> {
+    rt()?.comm(comm)?;
+    match topo_of(comm).map(|t| t.shape.clone()) {
+        Some(Shape::Graph { index, edges }) => Ok((index, edges)),
+        _ => Err(MpiError::new(
+            err::TOPOLOGY,
+            format!("communicator {comm:#x} has no graph topology"),
+        )),
+    }
+}
+
+/// Checks a graph description of `nnodes` nodes for a communicator of `size` ranks.
+///
+/// # Safety
+///
+/// `indx` holds `nnodes` ints, `edges` as many as its last entry.
+unsafe fn graph_args(
+    nnodes: c_int,
+    indx: *const c_int,
+    edges: *const c_int,
+    size: u32,
+) -> Result<GraphArrays, MpiError> {
+    if nnodes < 0 || nnodes as u32 > size {
+        return Err(MpiError::new(
+            err::ARG,
+            format!("{nnodes} nodes for a communicator of {size} ranks"),
+        ));
+    }
+    // SAFETY: the caller's array of `nnodes` ints.
+    let index = unsafe { ints(indx, nnodes as usize, "index") }?.to_vec();
+    let mut prev = 0;
+    for &x in &index {
+        if x < prev {
+            return Err(MpiError::new(
+                err::ARG,
+                format!("index {index:?} is not non-decreasing"),
+            ));
+        }
+        prev = x;
+    }
+    // SAFETY: the caller's array of `index[nnodes - 1]` ints.
+    let e = unsafe { ints(edges, prev as usize, "edges") }?.to_vec();
+    if let Some(bad) = e.iter().find(|&&x| x < 0 || x >= nnodes) {
+        return Err(MpiError::new(
+            err::ARG,
+            format!("edge to {bad} is not a node of the {nnodes}"),
+        ));
+    }
+    Ok((index, e))
+}
+
+mpi_fn! {
+    /// `MPI_Graph_create` (collective): ranks beyond the graph's nodes get `MPI_COMM_NULL`;
+    /// `reorder` keeps every rank.
+    MPI_Graph_create / PMPI_Graph_create(comm_old: Handle, nnodes: c_int, indx: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut Handle) on comm_old => {
+        let _ = reorder;
+        let c = rt()?.comm(comm_old)?;
+        // SAFETY: the caller's arrays.
+        let (index, e) = unsafe { graph_args(nnodes, indx, edges, c.comm.size()) }?;
+        if comm_graph.is_null() {
+            return Err(MpiError::new(err::ARG, "comm_graph is NULL"));
+        }
+        let r = c.comm.rank() as c_int;
+        let key = (r < nnodes).then_some(r);
+        let h = make(&c, key, 0, Shape::Graph { index, edges: e })?;
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(comm_graph, h, "comm_graph") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Graphdims_get`.
+    MPI_Graphdims_get / PMPI_Graphdims_get(comm: Handle, nnodes: *mut c_int, nedges: *mut c_int) on comm => {
+        let (index, edges) = graph(comm)?;
+        // SAFETY: the caller's ints.
+        unsafe {
+            put(nnodes, index.len() as c_int, "nnodes")?;
+            put(nedges, edges.len() as c_int, "nedges")
+        }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Graph_get`: the first `maxindex` index entries and `maxedges` edges.
+    MPI_Graph_get / PMPI_Graph_get(comm: Handle, maxindex: c_int, maxedges: c_int, indx: *mut c_int, edges: *mut c_int) on comm => {
+        let (index, e) = graph(comm)?;
+        if maxindex < 0 || maxedges < 0 {
+            return Err(MpiError::new(err::ARG, "maxindex or maxedges is negative"));
+        }
+        // SAFETY: the caller's arrays of `maxindex` and `maxedges` ints.
+        unsafe {
+            write_ints(indx, &index[..index.len().min(maxindex as usize)], "index")?;
+            write_ints(edges, &e[..e.len().min(maxedges as usize)], "edges")
+        }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Graph_neighbors_count`.
+    MPI_Graph_neighbors_count / PMPI_Graph_neighbors_count(comm: Handle, rank: c_int, nneighbors: *mut c_int) on comm => {
+        let (index, e) = graph(comm)?;
+        if rank < 0 || rank as usize >= index.len() {
+            return Err(MpiError::new(err::RANK, format!("rank {rank} is not a node of the {}", index.len())));
+        }
+        // SAFETY: the caller's int.
+        unsafe { put(nneighbors, graph_neighbours(&index, &e, rank as usize).len() as c_int, "nneighbors") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Graph_neighbors`: the first `maxneighbors` neighbours of node `rank`.
+    MPI_Graph_neighbors / PMPI_Graph_neighbors(comm: Handle, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) on comm => {
+        let (index, e) = graph(comm)?;
+        if rank < 0 || rank as usize >= index.len() {
+            return Err(MpiError::new(err::RANK, format!("rank {rank} is not a node of the {}", index.len())));
+        }
+        if maxneighbors < 0 {
+            return Err(MpiError::new(err::ARG, "maxneighbors is negative"));
+        }
+        let v = graph_neighbours(&index, &e, rank as usize);
+        // SAFETY: the caller's array of `maxneighbors` ints.
+        unsafe { write_ints(neighbors, &v[..v.len().min(maxneighbors as usize)], "neighbors") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Graph_map`: the rank itself when it is a node, else `MPI_UNDEFINED`.
+    MPI_Graph_map / PMPI_Graph_map(comm: Handle, nnodes: c_int, indx: *const c_int, edges: *const c_int, newrank: *mut c_int) on comm => {
+        let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arrays.
+        unsafe { graph_args(nnodes, indx, edges, c.comm.size()) }?;
+        let r = c.comm.rank() as c_int;
+        // SAFETY: the caller's int.
+        unsafe { put(newrank, if r < nnodes { r } else { abi::UNDEFINED }, "newrank") }
+    }
+}
+
+/// Byte parts `(displs[i] * extent, counts[i] * size)` of `n` neighbours.
+///
+/// # Safety
+///
+/// `counts` and `displs` hold `n` ints.
+unsafe fn vparts(
+    counts: *const c_int,
+    displs: *const c_int,
+    t: Handle,
+    n: usize,
+) -> Result<Vec<(usize, usize)>, MpiError> {
+    // SAFETY: the caller's arrays of `n` ints.
+    let (c, d) = unsafe {
+        (
+            ints(counts, n, "counts")?,
+            ints(displs, n, "displacements")?,
+        )
+    };
+    let ext = bytes(1, t)?;
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        if d[i] < 0 {
+            return Err(MpiError::new(
+                err::ARG,
+                format!("displacement {} is negative", d[i]),
+            ));
+        }
+        v.push((d[i] as usize * ext, bytes(c[i], t)?));
+    }
+    Ok(v)
+}
+
+fn span(parts: &[(usize, usize)]) -> usize {
+    parts.iter().map(|(o, l)| o + l).max().unwrap_or(0)
+}
+
+mpi_fn! {
+    /// `MPI_Neighbor_allgatherv`: this rank's data to every out-neighbour, the i-th
+    /// in-neighbour's into part i.
+    MPI_Neighbor_allgatherv / PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) on comm => {
+        let (t, ins, outs) = neighbours(comm)?;
+        let slen = bytes(sendcount, sendtype)?;
+        // SAFETY: the caller's send buffer.
+        let send = unsafe { input(sendbuf, slen) }?.to_vec();
+        // SAFETY: the caller's arrays of one entry per in-neighbour.
+        let recvs = unsafe { vparts(recvcounts, displs, recvtype, ins.len()) }?;
+        // SAFETY: the caller's receive buffer covering every part.
+        let out = unsafe { output(recvbuf, span(&recvs)) }?;
+        let blocks: Vec<&[u8]> = outs.iter().map(|_| &send[..]).collect();
+        neighbour_exchange(&t, &ins, &outs, &blocks, &recvs, out)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Neighbor_alltoallv`: part j to the j-th out-neighbour, the i-th in-neighbour's into
+    /// part i.
+    MPI_Neighbor_alltoallv / PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle) on comm => {
+        let (t, ins, outs) = neighbours(comm)?;
+        // SAFETY: the caller's arrays of one entry per neighbour.
+        let (sends, recvs) = unsafe { (vparts(sendcounts, sdispls, sendtype, outs.len())?, vparts(recvcounts, rdispls, recvtype, ins.len())?) };
+        // SAFETY: the caller's send buffer covering every part.
+        let send = unsafe { input(sendbuf, span(&sends)) }?.to_vec();
+        // SAFETY: the caller's receive buffer covering every part.
+        let out = unsafe { output(recvbuf, span(&recvs)) }?;
+        let blocks: Vec<&[u8]> = sends.iter().map(|&(o, l)| &send[o..o + l]).collect();
+        neighbour_exchange(&t, &ins, &outs, &blocks, &recvs, out)
     }
 }

@@ -1,5 +1,6 @@
 /* Topologies: MPI_Dims_create, Cartesian communicators (get, rank, coords, shift, sub),
-   distributed graphs (adjacent), MPI_Topo_test, neighbourhood collectives, and their errors. */
+   graphs, distributed graphs (adjacent), MPI_Topo_test, neighbourhood collectives (allgather,
+   alltoall, allgatherv, alltoallv), and their errors. */
 #include "common.h"
 
 int main(int argc, char **argv) {
@@ -144,6 +145,42 @@ int main(int argc, char **argv) {
     free(allsrc);
     free(in2);
 
+    /* A graph (MPI-1): a ring, each node linked to its left and right neighbours. */
+    int *gidx = malloc(n * sizeof(int)), *gedg = malloc(2 * n * sizeof(int));
+    for (int i = 0; i < n; i++) {
+        gidx[i] = 2 * (i + 1);
+        gedg[2 * i] = (i - 1 + n) % n;
+        gedg[2 * i + 1] = (i + 1) % n;
+    }
+    MPI_Comm gr;
+    CHECK(MPI_Graph_create(MPI_COMM_WORLD, n, gidx, gedg, 0, &gr) == MPI_SUCCESS);
+    CHECK(MPI_Topo_test(gr, &topo) == MPI_SUCCESS && topo == MPI_GRAPH);
+    int gnn, gne, gcount, gnb[2], gi2[64], ge2[128];
+    CHECK(MPI_Graphdims_get(gr, &gnn, &gne) == MPI_SUCCESS && gnn == n && gne == 2 * n);
+    CHECK(MPI_Graph_get(gr, n, 2 * n, gi2, ge2) == MPI_SUCCESS && gi2[n - 1] == 2 * n && ge2[1] == 1 % n);
+    CHECK(MPI_Graph_neighbors_count(gr, wrank, &gcount) == MPI_SUCCESS && gcount == 2);
+    CHECK(MPI_Graph_neighbors(gr, wrank, 2, gnb) == MPI_SUCCESS && gnb[0] == left && gnb[1] == right);
+    int gmap;
+    CHECK(MPI_Graph_map(MPI_COMM_WORLD, n, gidx, gedg, &gmap) == MPI_SUCCESS && gmap == wrank);
+    int gv[2] = {-5, -5};
+    CHECK(MPI_Neighbor_allgather(&wrank, 1, MPI_INT, gv, 1, MPI_INT, gr) == MPI_SUCCESS);
+    CHECK(gv[0] == left && gv[1] == right);
+    /* Neighbor_allgatherv: the left's one int lands at 3, the right's at 0. */
+    int vc[2] = {1, 1}, vd[2] = {3, 0}, vb[4] = {-5, -5, -5, -5};
+    CHECK(MPI_Neighbor_allgatherv(&wrank, 1, MPI_INT, vb, vc, vd, MPI_INT, gr) == MPI_SUCCESS);
+    CHECK(vb[3] == left && vb[0] == right && vb[1] == -5 && vb[2] == -5);
+    /* Neighbor_alltoallv: 1 int to the left, 2 to the right. */
+    int asc[2] = {1, 2}, asd[2] = {0, 1}, asb[3] = {wrank * 10, wrank * 10 + 1, wrank * 10 + 2};
+    int arc[2] = {2, 1}, ard[2] = {0, 2}, arb[3] = {-5, -5, -5};
+    if (n > 2) {
+        CHECK(MPI_Neighbor_alltoallv(asb, asc, asd, MPI_INT, arb, arc, ard, MPI_INT, gr) == MPI_SUCCESS);
+        /* From the left: what it sent to its right (2 ints); from the right: 1 int. */
+        CHECK(arb[0] == left * 10 + 1 && arb[1] == left * 10 + 2 && arb[2] == right * 10);
+    }
+    MPI_Comm_free(&gr);
+    free(gidx);
+    free(gedg);
+
     /* Errors. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(cart, MPI_ERRORS_RETURN);
@@ -156,6 +193,7 @@ int main(int argc, char **argv) {
     CHECK_RC(MPI_Dims_create(4, 2, bad), MPI_ERR_DIMS);
     CHECK_RC(MPI_Dims_create(4, -1, dz), MPI_ERR_ARG);
     CHECK_RC(MPI_Dist_graph_neighbors_count(cart, &indeg, &outdeg, &weighted), MPI_ERR_TOPOLOGY);
+    CHECK_RC(MPI_Graphdims_get(cart, &gnn, &gne), MPI_ERR_TOPOLOGY);
     int far[2] = {0, dims[1]};
     CHECK_RC(MPI_Cart_rank(cart, far, &back), MPI_ERR_ARG);
     MPI_Comm_free(&row);
