@@ -91,7 +91,6 @@ stub!(MPI_Comm_set_info / PMPI_Comm_set_info);
 stub!(MPI_Comm_spawn / PMPI_Comm_spawn);
 stub!(MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple);
 stub!(MPI_Compare_and_swap / PMPI_Compare_and_swap);
-stub!(MPI_Dist_graph_create / PMPI_Dist_graph_create);
 stub!(MPI_Errhandler_create / PMPI_Errhandler_create);
 stub!(MPI_Errhandler_get / PMPI_Errhandler_get);
 stub!(MPI_Errhandler_set / PMPI_Errhandler_set);

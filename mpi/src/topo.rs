@@ -895,3 +895,91 @@ mpi_fn! {
         neighbour_exchange(&t, &ins, &outs, &blocks, &recvs, out)
     }
 }
+
+mpi_fn! {
+    /// `MPI_Dist_graph_create` (collective): each rank gives any edges of the graph; every
+    /// rank learns its own in- and out-edges through one all-to-all of the agent (edge
+    /// records padded to the largest count, agreed by an allreduce). Neighbours come in the
+    /// order of the ranks that gave the edges, then of the edges given. `reorder` keeps every
+    /// rank.
+    MPI_Dist_graph_create / PMPI_Dist_graph_create(comm_old: Handle, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights: *const c_int, info: Handle, reorder: c_int, comm_dist_graph: *mut Handle) on comm_old => {
+        let _ = (info, reorder);
+        let c = rt()?.comm(comm_old)?;
+        let size = c.comm.size();
+        if n < 0 {
+            return Err(MpiError::new(err::ARG, format!("n {n} is negative")));
+        }
+        // SAFETY: the caller's arrays of `n` ints.
+        let (srcs, degs) = unsafe { (ints(sources, n as usize, "sources")?, ints(degrees, n as usize, "degrees")?) };
+        if let Some(d) = degs.iter().find(|&&d| d < 0) {
+            return Err(MpiError::new(err::ARG, format!("degree {d} is negative")));
+        }
+        let total: usize = degs.iter().map(|&d| d as usize).sum();
+        // SAFETY: the caller's array of the sum of the degrees.
+        let dsts = unsafe { ints(destinations, total, "destinations") }?;
+        check_ranks(srcs, size, "source")?;
+        check_ranks(dsts, size, "destination")?;
+        let unweighted = std::ptr::eq(weights, &crate::symbols::MPIR_C_MPI_UNWEIGHTED);
+        let w: Vec<c_int> = if unweighted || special_weights(weights) {
+            vec![0; total]
+        } else {
+            // SAFETY: the caller's array of the sum of the degrees.
+            unsafe { ints(weights, total, "weights") }?.to_vec()
+        };
+        if comm_dist_graph.is_null() {
+            return Err(MpiError::new(err::ARG, "comm_dist_graph is NULL"));
+        }
+        // Records for each rank: (0: an out-edge to, 1: an in-edge from; the other end; weight).
+        let mut recs: Vec<Vec<[c_int; 3]>> = vec![Vec::new(); size as usize];
+        let mut k = 0;
+        for (i, &s) in srcs.iter().enumerate() {
+            for _ in 0..degs[i] {
+                let (d, wt) = (dsts[k], w[k]);
+                recs[s as usize].push([0, d, wt]);
+                recs[d as usize].push([1, s, wt]);
+                k += 1;
+            }
+        }
+        let mut most = (recs.iter().map(Vec::len).max().unwrap_or(0) as u32).to_ne_bytes().to_vec();
+        c.comm.allreduce(&mut most, viaduct_agent::xfer::Datatype::U32, viaduct_agent::xfer::ReduceOp::Max)?;
+        let most = u32::from_ne_bytes([most[0], most[1], most[2], most[3]]) as usize;
+        let part = 4 + 12 * most;
+        let mut send = vec![0u8; part * size as usize];
+        for (r, v) in recs.iter().enumerate() {
+            let p = &mut send[r * part..(r + 1) * part];
+            p[..4].copy_from_slice(&(v.len() as u32).to_ne_bytes());
+            for (j, rec) in v.iter().enumerate() {
+                for (f, x) in rec.iter().enumerate() {
+                    let at = 4 + 12 * j + 4 * f;
+                    p[at..at + 4].copy_from_slice(&x.to_ne_bytes());
+                }
+            }
+        }
+        let mut got = vec![0u8; part * size as usize];
+        c.comm.alltoall(&send, &mut got)?;
+        let word = |b: &[u8], at: usize| c_int::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let (mut ins, mut sw, mut outs, mut dw) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for r in 0..size as usize {
+            let p = &got[r * part..(r + 1) * part];
+            let count = (word(p, 0) as usize).min(most);
+            for j in 0..count {
+                let (kind, other, wt) = (word(p, 4 + 12 * j), word(p, 8 + 12 * j), word(p, 12 + 12 * j));
+                if kind == 0 {
+                    outs.push(other);
+                    dw.push(wt);
+                } else {
+                    ins.push(other);
+                    sw.push(wt);
+                }
+            }
+        }
+        let shape = if unweighted {
+            Shape::DistGraph { sources: ins, sweights: Vec::new(), dests: outs, dweights: Vec::new(), weighted: false }
+        } else {
+            Shape::DistGraph { sources: ins, sweights: sw, dests: outs, dweights: dw, weighted: true }
+        };
+        let h = make(&c, Some(c.comm.rank() as c_int), 0, shape)?;
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(comm_dist_graph, h, "comm_dist_graph") }
+    }
+}

@@ -145,6 +145,23 @@ int main(int argc, char **argv) {
     free(allsrc);
     free(in2);
 
+    /* Dist_graph_create: rank 0 gives every edge of a ring i -> i+1 (weight i). */
+    int *dsrc = malloc(n * sizeof(int)), *ddeg = malloc(n * sizeof(int));
+    int *ddst = malloc(n * sizeof(int)), *dwt = malloc(n * sizeof(int));
+    for (int i = 0; i < n; i++) { dsrc[i] = i; ddeg[i] = 1; ddst[i] = (i + 1) % n; dwt[i] = i; }
+    CHECK(MPI_Dist_graph_create(MPI_COMM_WORLD, wrank == 0 ? n : 0, dsrc, ddeg, ddst, dwt, MPI_INFO_NULL, 0, &g) == MPI_SUCCESS);
+    CHECK(MPI_Dist_graph_neighbors_count(g, &indeg, &outdeg, &weighted) == MPI_SUCCESS);
+    CHECK(indeg == 1 && outdeg == 1 && weighted);
+    CHECK(MPI_Dist_graph_neighbors(g, 1, gs, gsw, 1, gdst, gdw) == MPI_SUCCESS);
+    CHECK(gs[0] == left && gsw[0] == left && gdst[0] == right && gdw[0] == wrank);
+    int from = -5;
+    CHECK(MPI_Neighbor_allgather(&wrank, 1, MPI_INT, &from, 1, MPI_INT, g) == MPI_SUCCESS && from == left);
+    MPI_Comm_free(&g);
+    free(dsrc);
+    free(ddeg);
+    free(ddst);
+    free(dwt);
+
     /* A graph (MPI-1): a ring, each node linked to its left and right neighbours. */
     int *gidx = malloc(n * sizeof(int)), *gedg = malloc(2 * n * sizeof(int));
     for (int i = 0; i < n; i++) {
