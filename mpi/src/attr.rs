@@ -315,6 +315,7 @@ struct Predefined {
     host: c_int,
     io: c_int,
     wtime_is_global: c_int,
+    appnum: c_int,
 }
 
 static PREDEFINED: Predefined = Predefined {
@@ -322,6 +323,7 @@ static PREDEFINED: Predefined = Predefined {
     host: abi::PROC_NULL,
     io: abi::ANY_SOURCE,
     wtime_is_global: 0,
+    appnum: 0,
 };
 
 /// Whether `keyval` is one of the predefined communicator keyvals of `mpi.h` (kind bits
@@ -402,6 +404,7 @@ unsafe fn comm_get_attr(
             abi::KEY_HOST => Some(&PREDEFINED.host),
             abi::KEY_IO => Some(&PREDEFINED.io),
             abi::KEY_WTIME_IS_GLOBAL => Some(&PREDEFINED.wtime_is_global),
+            abi::KEY_APPNUM => Some(&PREDEFINED.appnum),
             _ => None,
         };
         p.map(|p| p as *const c_int as usize)
@@ -424,7 +427,8 @@ unsafe fn comm_get_attr(
 
 mpi_fn! {
     /// `MPI_Comm_get_attr`: the predefined attributes `MPI_TAG_UB`, `MPI_HOST`, `MPI_IO`,
-    /// `MPI_WTIME_IS_GLOBAL` (other predefined ones: flag 0) and the program's.
+    /// `MPI_WTIME_IS_GLOBAL`, `MPI_APPNUM` (0; other predefined ones: flag 0, as MPICH gives
+    /// for `MPI_UNIVERSE_SIZE`) and the program's.
     MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Handle, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) on comm => {
         // SAFETY: the caller's pointers, as the standard specifies.
         unsafe { comm_get_attr(comm, keyval, attribute_val, flag) }

@@ -81,6 +81,8 @@ int main(int argc, char **argv) {
     int *tag_ub;
     CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag) == MPI_SUCCESS && flag);
     CHECK(*tag_ub >= 32767);
+    int *appnum;
+    CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_APPNUM, &appnum, &flag) == MPI_SUCCESS && flag && *appnum == 0);
 
     /* Overwrite runs the delete callback on the old value. */
     CHECK(MPI_Comm_set_attr(MPI_COMM_WORLD, k1, a2) == MPI_SUCCESS);
