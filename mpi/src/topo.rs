@@ -29,6 +29,7 @@ use crate::comm::put;
 use crate::datatype::{bytes, input, output};
 use crate::error::MpiError;
 use crate::state::{CommEntry, rt};
+use crate::vcoll::{Finish, Started, all_of};
 
 /// `MPI_GRAPH`, `MPI_CART`, `MPI_DIST_GRAPH` (`enum MPIR_Topo_type`).
 const GRAPH: c_int = 1;
@@ -606,7 +607,7 @@ fn neighbour_exchange(
     outs: &[c_int],
     blocks: &[&[u8]],
     recvs: &[(usize, usize)],
-    out: &mut [u8],
+    out: Out,
 ) -> Result<(), MpiError> {
     let ordinals = |v: &[c_int]| -> Vec<u32> {
         let mut seen: HashMap<c_int, u32> = HashMap::new();
@@ -627,7 +628,7 @@ fn neighbour_exchange(
                 t.shadow
                     .irecv(recvs[i].1, Source::Rank(r as u32), TagMatch::Tag(oi[i]))?;
             reqs.push(req);
-            bufs.push((i, b));
+            bufs.push((recvs[i], b));
         }
     }
     for (j, &r) in outs.iter().enumerate() {
@@ -635,47 +636,155 @@ fn neighbour_exchange(
             reqs.push(t.shadow.isend(r as u32, oo[j], blocks[j])?);
         }
     }
-    wait_all(&mut reqs, None)?;
-    for (i, b) in bufs {
-        let got = b.take();
-        let (o, l) = recvs[i];
-        let n = got.len().min(l);
-        out[o..o + n].copy_from_slice(&got[..n]);
+    let finish: Finish = Box::new(move |out: &mut [u8]| {
+        for ((o, l), b) in bufs {
+            let got = b.take();
+            let n = got.len().min(l);
+            if o + n <= out.len() {
+                out[o..o + n].copy_from_slice(&got[..n]);
+            }
+        }
+    });
+    match out.request {
+        None => {
+            wait_all(&mut reqs, None)?;
+            // SAFETY: the caller's receive buffer, checked by the call.
+            let o = unsafe { output(out.buf, out.len) }?;
+            finish(o);
+            Ok(())
+        }
+        // SAFETY: the caller's handle; the receive buffer stays the library's until the
+        // request completes.
+        Some(h) => unsafe {
+            Started::with_finish(all_of(reqs), out.buf, out.len, finish).give(out.comm, h)
+        },
     }
-    Ok(())
+}
+
+/// Where a neighbourhood collective's result goes: the caller's receive buffer of `len`
+/// bytes, and for the nonblocking form the request handle to write.
+struct Out {
+    comm: Handle,
+    buf: *mut c_void,
+    len: usize,
+    request: Option<*mut Handle>,
+}
+
+/// `MPI_Neighbor_allgather` and its nonblocking form (`request`).
+///
+/// # Safety
+///
+/// The arguments follow `MPI_Neighbor_allgather`'s contract.
+#[allow(clippy::too_many_arguments)]
+unsafe fn n_allgather(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    comm: Handle,
+    request: Option<*mut Handle>,
+) -> Result<(), MpiError> {
+    let (t, ins, outs) = neighbours(comm)?;
+    let slen = bytes(sendcount, sendtype)?;
+    let rlen = bytes(recvcount, recvtype)?;
+    // SAFETY: the caller's send buffer.
+    let send = unsafe { input(sendbuf, slen) }?.to_vec();
+    let len = rlen * ins.len();
+    // SAFETY: the caller's receive buffer of one block per in-neighbour (checked here, written at completion).
+    unsafe { output(recvbuf, len) }?;
+    let blocks: Vec<&[u8]> = outs.iter().map(|_| &send[..]).collect();
+    let recvs: Vec<(usize, usize)> = (0..ins.len()).map(|i| (i * rlen, rlen)).collect();
+    neighbour_exchange(
+        &t,
+        &ins,
+        &outs,
+        &blocks,
+        &recvs,
+        Out {
+            comm,
+            buf: recvbuf,
+            len,
+            request,
+        },
+    )
 }
 
 mpi_fn! {
     /// `MPI_Neighbor_allgather`: this rank's data to every out-neighbour, block i from the
     /// i-th in-neighbour (`MPI_PROC_NULL` blocks are left as they are).
     MPI_Neighbor_allgather / PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
-        let (t, ins, outs) = neighbours(comm)?;
-        let slen = bytes(sendcount, sendtype)?;
-        let rlen = bytes(recvcount, recvtype)?;
-        // SAFETY: the caller's send buffer.
-        let send = unsafe { input(sendbuf, slen) }?.to_vec();
-        // SAFETY: the caller's receive buffer of one block per in-neighbour.
-        let out = unsafe { output(recvbuf, rlen * ins.len()) }?;
-        let blocks: Vec<&[u8]> = outs.iter().map(|_| &send[..]).collect();
-        let recvs: Vec<(usize, usize)> = (0..ins.len()).map(|i| (i * rlen, rlen)).collect();
-        neighbour_exchange(&t, &ins, &outs, &blocks, &recvs, out)
+        // SAFETY: the caller's arguments.
+        unsafe { n_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, None) }
     }
+}
+
+mpi_fn! {
+    /// `MPI_Ineighbor_allgather`: the same exchange; the request completes when every message did.
+    MPI_Ineighbor_allgather / PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arguments and handle.
+        unsafe { n_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, Some(request)) }
+    }
+}
+
+/// `MPI_Neighbor_alltoall` and its nonblocking form (`request`).
+///
+/// # Safety
+///
+/// The arguments follow `MPI_Neighbor_alltoall`'s contract.
+#[allow(clippy::too_many_arguments)]
+unsafe fn n_alltoall(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    comm: Handle,
+    request: Option<*mut Handle>,
+) -> Result<(), MpiError> {
+    let (t, ins, outs) = neighbours(comm)?;
+    let slen = bytes(sendcount, sendtype)?;
+    let rlen = bytes(recvcount, recvtype)?;
+    // SAFETY: the caller's send buffer of one block per out-neighbour.
+    let send = unsafe { input(sendbuf, slen * outs.len()) }?.to_vec();
+    let len = rlen * ins.len();
+    // SAFETY: the caller's receive buffer of one block per in-neighbour (checked here, written at completion).
+    unsafe { output(recvbuf, len) }?;
+    let blocks: Vec<&[u8]> = (0..outs.len())
+        .map(|j| &send[j * slen..(j + 1) * slen])
+        .collect();
+    let recvs: Vec<(usize, usize)> = (0..ins.len()).map(|i| (i * rlen, rlen)).collect();
+    neighbour_exchange(
+        &t,
+        &ins,
+        &outs,
+        &blocks,
+        &recvs,
+        Out {
+            comm,
+            buf: recvbuf,
+            len,
+            request,
+        },
+    )
 }
 
 mpi_fn! {
     /// `MPI_Neighbor_alltoall`: block j to the j-th out-neighbour, block i from the i-th
     /// in-neighbour.
     MPI_Neighbor_alltoall / PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
-        let (t, ins, outs) = neighbours(comm)?;
-        let slen = bytes(sendcount, sendtype)?;
-        let rlen = bytes(recvcount, recvtype)?;
-        // SAFETY: the caller's send buffer of one block per out-neighbour.
-        let send = unsafe { input(sendbuf, slen * outs.len()) }?.to_vec();
-        // SAFETY: the caller's receive buffer of one block per in-neighbour.
-        let out = unsafe { output(recvbuf, rlen * ins.len()) }?;
-        let blocks: Vec<&[u8]> = (0..outs.len()).map(|j| &send[j * slen..(j + 1) * slen]).collect();
-        let recvs: Vec<(usize, usize)> = (0..ins.len()).map(|i| (i * rlen, rlen)).collect();
-        neighbour_exchange(&t, &ins, &outs, &blocks, &recvs, out)
+        // SAFETY: the caller's arguments.
+        unsafe { n_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, None) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Ineighbor_alltoall`: the same exchange; the request completes when every message did.
+    MPI_Ineighbor_alltoall / PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arguments and handle.
+        unsafe { n_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, Some(request)) }
     }
 }
 
@@ -863,36 +972,126 @@ fn span(parts: &[(usize, usize)]) -> usize {
     parts.iter().map(|(o, l)| o + l).max().unwrap_or(0)
 }
 
+/// `MPI_Neighbor_allgatherv` and its nonblocking form (`request`).
+///
+/// # Safety
+///
+/// The arguments follow `MPI_Neighbor_allgatherv`'s contract.
+#[allow(clippy::too_many_arguments)]
+unsafe fn n_allgatherv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    displs: *const c_int,
+    recvtype: Handle,
+    comm: Handle,
+    request: Option<*mut Handle>,
+) -> Result<(), MpiError> {
+    let (t, ins, outs) = neighbours(comm)?;
+    let slen = bytes(sendcount, sendtype)?;
+    // SAFETY: the caller's send buffer.
+    let send = unsafe { input(sendbuf, slen) }?.to_vec();
+    // SAFETY: the caller's arrays of one entry per in-neighbour.
+    let recvs = unsafe { vparts(recvcounts, displs, recvtype, ins.len()) }?;
+    let len = span(&recvs);
+    // SAFETY: the caller's receive buffer covering every part (checked here, written at completion).
+    unsafe { output(recvbuf, len) }?;
+    let blocks: Vec<&[u8]> = outs.iter().map(|_| &send[..]).collect();
+    neighbour_exchange(
+        &t,
+        &ins,
+        &outs,
+        &blocks,
+        &recvs,
+        Out {
+            comm,
+            buf: recvbuf,
+            len,
+            request,
+        },
+    )
+}
+
 mpi_fn! {
     /// `MPI_Neighbor_allgatherv`: this rank's data to every out-neighbour, the i-th
     /// in-neighbour's into part i.
     MPI_Neighbor_allgatherv / PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) on comm => {
-        let (t, ins, outs) = neighbours(comm)?;
-        let slen = bytes(sendcount, sendtype)?;
-        // SAFETY: the caller's send buffer.
-        let send = unsafe { input(sendbuf, slen) }?.to_vec();
-        // SAFETY: the caller's arrays of one entry per in-neighbour.
-        let recvs = unsafe { vparts(recvcounts, displs, recvtype, ins.len()) }?;
-        // SAFETY: the caller's receive buffer covering every part.
-        let out = unsafe { output(recvbuf, span(&recvs)) }?;
-        let blocks: Vec<&[u8]> = outs.iter().map(|_| &send[..]).collect();
-        neighbour_exchange(&t, &ins, &outs, &blocks, &recvs, out)
+        // SAFETY: the caller's arguments.
+        unsafe { n_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, None) }
     }
+}
+
+mpi_fn! {
+    /// `MPI_Ineighbor_allgatherv`: the same exchange; the request completes when every message did.
+    MPI_Ineighbor_allgatherv / PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arguments and handle.
+        unsafe { n_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, Some(request)) }
+    }
+}
+
+/// `MPI_Neighbor_alltoallv` and its nonblocking form (`request`).
+///
+/// # Safety
+///
+/// The arguments follow `MPI_Neighbor_alltoallv`'s contract.
+#[allow(clippy::too_many_arguments)]
+unsafe fn n_alltoallv(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtype: Handle,
+    comm: Handle,
+    request: Option<*mut Handle>,
+) -> Result<(), MpiError> {
+    let (t, ins, outs) = neighbours(comm)?;
+    // SAFETY: the caller's arrays of one entry per neighbour.
+    let (sends, recvs) = unsafe {
+        (
+            vparts(sendcounts, sdispls, sendtype, outs.len())?,
+            vparts(recvcounts, rdispls, recvtype, ins.len())?,
+        )
+    };
+    // SAFETY: the caller's send buffer covering every part.
+    let send = unsafe { input(sendbuf, span(&sends)) }?.to_vec();
+    let len = span(&recvs);
+    // SAFETY: the caller's receive buffer covering every part (checked here, written at completion).
+    unsafe { output(recvbuf, len) }?;
+    let blocks: Vec<&[u8]> = sends.iter().map(|&(o, l)| &send[o..o + l]).collect();
+    neighbour_exchange(
+        &t,
+        &ins,
+        &outs,
+        &blocks,
+        &recvs,
+        Out {
+            comm,
+            buf: recvbuf,
+            len,
+            request,
+        },
+    )
 }
 
 mpi_fn! {
     /// `MPI_Neighbor_alltoallv`: part j to the j-th out-neighbour, the i-th in-neighbour's into
     /// part i.
     MPI_Neighbor_alltoallv / PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle) on comm => {
-        let (t, ins, outs) = neighbours(comm)?;
-        // SAFETY: the caller's arrays of one entry per neighbour.
-        let (sends, recvs) = unsafe { (vparts(sendcounts, sdispls, sendtype, outs.len())?, vparts(recvcounts, rdispls, recvtype, ins.len())?) };
-        // SAFETY: the caller's send buffer covering every part.
-        let send = unsafe { input(sendbuf, span(&sends)) }?.to_vec();
-        // SAFETY: the caller's receive buffer covering every part.
-        let out = unsafe { output(recvbuf, span(&recvs)) }?;
-        let blocks: Vec<&[u8]> = sends.iter().map(|&(o, l)| &send[o..o + l]).collect();
-        neighbour_exchange(&t, &ins, &outs, &blocks, &recvs, out)
+        // SAFETY: the caller's arguments.
+        unsafe { n_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, None) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Ineighbor_alltoallv`: the same exchange; the request completes when every message did.
+    MPI_Ineighbor_alltoallv / PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arguments and handle.
+        unsafe { n_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, Some(request)) }
     }
 }
 

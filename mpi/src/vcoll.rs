@@ -15,10 +15,12 @@
 
 use std::ffi::{c_int, c_void};
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use viaduct_agent::comm::Comm;
-use viaduct_agent::request::Request;
+use viaduct_agent::request::{
+    BoxError, ClassOps, ClassRequest, CompleteHandle, Request, RequestClass, test_all,
+};
 use viaduct_agent::xfer::{BufId, XferBuffers};
 
 use crate::abi::{self, Handle, err};
@@ -94,6 +96,49 @@ fn root_of(comm: &Comm, root: c_int) -> Result<u32, MpiError> {
 /// Writes a collective's gathered data into the caller's buffer.
 type Deliver = Box<dyn FnOnce(&[u8], &mut [u8]) + Send>;
 
+/// Writes a collective's result into the caller's buffer (the result held by the closure).
+pub type Finish = Box<dyn FnOnce(&mut [u8]) + Send>;
+
+/// The state of an [`all_of`] request: the requests it stands for, and the handle that keeps
+/// it from being abandoned until it completes.
+type AllOfState = (Mutex<Vec<Request>>, Arc<Mutex<Option<CompleteHandle>>>);
+
+/// The request class of [`all_of`]: its poll hook tests the requests it stands for (which
+/// drives the agent's progress) and completes when every one did.
+struct AllOf;
+
+impl ClassOps for AllOf {
+    type State = AllOfState;
+
+    fn poll(&self, request: &ClassRequest<'_, AllOfState>) -> Result<(), BoxError> {
+        let done = {
+            let mut subs = request.state().0.lock().unwrap_or_else(|e| e.into_inner());
+            test_all(&mut subs, None)?
+        };
+        if done {
+            request.complete()?;
+        }
+        Ok(())
+    }
+
+    fn free(&self, state: &AllOfState) -> Result<(), BoxError> {
+        state.1.lock().unwrap_or_else(|e| e.into_inner()).take();
+        state.0.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        Ok(())
+    }
+}
+
+/// One request that completes when every one of `requests` did (fails when one fails),
+/// progressed by the tests and waits that look at it: no thread.
+pub fn all_of(requests: Vec<Request>) -> Request {
+    static CLASS: OnceLock<RequestClass<AllOf>> = OnceLock::new();
+    let class = CLASS.get_or_init(|| RequestClass::new(AllOf));
+    let keep = Arc::new(Mutex::new(None));
+    let (req, handle) = class.start((Mutex::new(requests), Arc::clone(&keep)));
+    *keep.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+    req
+}
+
 /// A started collective of xfer blocks: the request whose completion brings the result, the
 /// other blocks' requests, and what writes the result into the caller's buffer.
 pub struct Started {
@@ -103,6 +148,7 @@ pub struct Started {
     dst: usize,
     len: usize,
     post: Option<Deliver>,
+    finish: Option<Finish>,
 }
 
 impl Started {
@@ -115,6 +161,19 @@ impl Started {
             dst: 0,
             len: 0,
             post: None,
+            finish: None,
+        }
+    }
+
+    /// A started operation of `req` whose completion runs `finish` on the caller's `len`
+    /// bytes at `dst`.
+    pub fn with_finish(req: Request, dst: *mut c_void, len: usize, finish: Finish) -> Self {
+        Started {
+            req,
+            dst: dst as usize,
+            len,
+            finish: Some(finish),
+            ..Started::nothing()
         }
     }
 
@@ -123,22 +182,24 @@ impl Started {
         for r in &mut self.extra {
             r.wait()?;
         }
+        let out: &mut [u8] = if self.len == 0 || self.dst == 0 {
+            &mut []
+        } else {
+            // SAFETY: `dst` is the caller's result buffer of `len` bytes given to the
+            // collective; MPI leaves it to the library until the request completes.
+            unsafe { std::slice::from_raw_parts_mut(self.dst as *mut u8, self.len) }
+        };
         if let (Some((bufs, id)), Some(post)) = (self.result.take(), self.post.take()) {
             let got = bufs.take(id).unwrap_or_default();
-            let out: &mut [u8] = if self.len == 0 || self.dst == 0 {
-                &mut []
-            } else {
-                // SAFETY: `dst` is the caller's result buffer of `len` bytes given to the
-                // collective; MPI leaves it to the library until the request completes.
-                unsafe { std::slice::from_raw_parts_mut(self.dst as *mut u8, self.len) }
-            };
             post(&got, out);
+        } else if let Some(finish) = self.finish.take() {
+            finish(out);
         }
         Ok(())
     }
 
     /// The blocking form: waits for the blocks and delivers.
-    fn run(mut self) -> Result<(), MpiError> {
+    pub fn run(mut self) -> Result<(), MpiError> {
         self.req.wait()?;
         self.deliver()
     }
@@ -148,12 +209,18 @@ impl Started {
     /// # Safety
     ///
     /// `request` is the caller's writable handle.
-    unsafe fn give(mut self, comm: Handle, request: *mut Handle) -> Result<(), MpiError> {
+    pub unsafe fn give(mut self, comm: Handle, request: *mut Handle) -> Result<(), MpiError> {
         if request.is_null() {
             return Err(MpiError::new(err::ARG, "request is NULL"));
         }
         let rt = rt()?;
-        let req = std::mem::replace(&mut self.req, Request::null());
+        let mut req = std::mem::replace(&mut self.req, Request::null());
+        if !self.extra.is_empty() {
+            // One request for the caller: complete when every block is.
+            let mut all = std::mem::take(&mut self.extra);
+            all.insert(0, req);
+            req = all_of(all);
+        }
         let meta = Meta::Blocks {
             comm,
             started: Mutex::new(Some(self)),
@@ -244,6 +311,7 @@ unsafe fn gatherv(
         post: Some(Box::new(move |got: &[u8], out: &mut [u8]| {
             copy_parts(&ps, me, got, out)
         })),
+        finish: None,
     })
 }
 
@@ -287,6 +355,7 @@ unsafe fn scatterv(
                 let k = got.len().min(out.len());
                 out[..k].copy_from_slice(&got[..k]);
             })),
+            finish: None,
         });
     }
     // SAFETY: the root's arrays of `size` ints.
@@ -360,6 +429,7 @@ fn exchange(
         dst: dst as usize,
         len: recv_len,
         post: Some(post),
+        finish: None,
     })
 }
 
@@ -613,6 +683,7 @@ unsafe fn scan(
             let k = got.len().min(out.len());
             out[..k].copy_from_slice(&got[..k]);
         })),
+        finish: None,
     })
 }
 

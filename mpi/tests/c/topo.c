@@ -1,6 +1,6 @@
 /* Topologies: MPI_Dims_create, Cartesian communicators (get, rank, coords, shift, sub),
    graphs, distributed graphs (adjacent), MPI_Topo_test, neighbourhood collectives (allgather,
-   alltoall, allgatherv, alltoallv), and their errors. */
+   alltoall, allgatherv, alltoallv, blocking and nonblocking), and their errors. */
 #include "common.h"
 
 int main(int argc, char **argv) {
@@ -193,6 +193,30 @@ int main(int argc, char **argv) {
         CHECK(MPI_Neighbor_alltoallv(asb, asc, asd, MPI_INT, arb, arc, ard, MPI_INT, gr) == MPI_SUCCESS);
         /* From the left: what it sent to its right (2 ints); from the right: 1 int. */
         CHECK(arb[0] == left * 10 + 1 && arb[1] == left * 10 + 2 && arb[2] == right * 10);
+    }
+    /* The nonblocking forms, all outstanding at once, then tested until done. */
+    {
+        int ga[2] = {-5, -5}, gv2[4] = {-5, -5, -5, -5}, gt[2] = {-5, -5};
+        int ts[2] = {wrank * 10, wrank * 10 + 1};
+        int ar2[3] = {-5, -5, -5};
+        MPI_Request nr[4];
+        CHECK(MPI_Ineighbor_allgather(&wrank, 1, MPI_INT, ga, 1, MPI_INT, gr, &nr[0]) == MPI_SUCCESS);
+        CHECK(MPI_Ineighbor_allgatherv(&wrank, 1, MPI_INT, gv2, vc, vd, MPI_INT, gr, &nr[1]) == MPI_SUCCESS);
+        CHECK(MPI_Ineighbor_alltoall(ts, 1, MPI_INT, gt, 1, MPI_INT, gr, &nr[2]) == MPI_SUCCESS);
+        int nreq = 3;
+        if (n > 2) {
+            CHECK(MPI_Ineighbor_alltoallv(asb, asc, asd, MPI_INT, ar2, arc, ard, MPI_INT, gr, &nr[3]) == MPI_SUCCESS);
+            nreq = 4;
+        }
+        int alldone = 0;
+        while (!alldone) CHECK(MPI_Testall(nreq, nr, &alldone, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+        CHECK(ga[0] == left && ga[1] == right);
+        CHECK(gv2[3] == left && gv2[0] == right && gv2[1] == -5);
+        if (n > 2) {
+            /* From the left its block for the right, from the right its block for the left. */
+            CHECK(gt[0] == left * 10 + 1 && gt[1] == right * 10);
+            CHECK(ar2[0] == left * 10 + 1 && ar2[1] == left * 10 + 2 && ar2[2] == right * 10);
+        }
     }
     MPI_Comm_free(&gr);
     free(gidx);
