@@ -212,6 +212,29 @@ impl Agent {
         }
     }
 
+    /// Ends the whole job: asks the launcher through the PMI `abort` command (PMI-1 or PMI-2,
+    /// whichever bootstrapped this rank) to end every rank with `exit_code`, prints
+    /// `message`, and exits this process with `exit_code`. Without a launcher (a single rank),
+    /// or once finalized, it only prints and exits.
+    pub fn abort(&self, exit_code: i32, message: &str) -> ! {
+        let boot = self
+            .shared
+            .boot
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        match boot {
+            Some(b) => b.abort(exit_code, message),
+            None => {
+                eprintln!(
+                    "viaduct: rank {} aborts the job: {message}",
+                    self.shared.rank
+                );
+                std::process::exit(exit_code)
+            }
+        }
+    }
+
     /// Ends the agent: waits (at most the connect timeout) for this rank's sends to leave,
     /// meets every rank at a fence so no VC closes while a peer still needs it, then closes
     /// the VCs. Requests still open fail with [`AgentError::Finalized`]; later calls

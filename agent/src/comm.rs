@@ -15,7 +15,10 @@
 //! context; every member then moves its counter past it. Sibling communicators of one split
 //! have disjoint members, so they share the id. Creating communicators is collective: every
 //! member of the parent calls it, in the same order with respect to the parent's other
-//! communicator creations.
+//! communicator creations. [`Comm::create_group`] is the exception: only the new
+//! communicator's members take part, agreeing on the maximum of their own counters over the
+//! parent's collective context (a tag per call tells concurrent calls apart); a non-member
+//! never receives on that id, and every member's counter moves past it.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -33,6 +36,10 @@ pub const FIRST_CONTEXT: u32 = 16;
 /// Tag of the agreement messages of `split`/`dup` (on the parent's collective context, which
 /// carries no other point-to-point messages).
 const SPLIT_TAG: u32 = 0x7fff_fff0;
+
+/// Base of the tags of `create_group`'s agreement messages (the group's tag in the low 24
+/// bits), on the parent's collective context, below `SPLIT_TAG`.
+const GROUP_TAG_BASE: u32 = 0x7e00_0000;
 
 /// Bytes of one member's agreement record: color, key, next free context.
 const RECORD: usize = 12;
@@ -177,6 +184,12 @@ impl Comm {
             .iter()
             .map(|&(_, r)| self.inner.world[r as usize])
             .collect();
+        Ok(Some(self.child(ctx, world)))
+    }
+
+    /// The communicator of world ranks `world` (in that order) on contexts `ctx`, `ctx + 1`.
+    fn child(&self, ctx: u32, world: Vec<u32>) -> Comm {
+        let shared = &self.inner.p2p.shared;
         let me = shared.rank;
         let rank = world.iter().position(|&w| w == me).unwrap_or(0) as u32;
         let mut to_comm = vec![u32::MAX; shared.size as usize];
@@ -184,7 +197,7 @@ impl Comm {
             to_comm[w as usize] = i as u32;
         }
         let agent = &self.inner.p2p;
-        Ok(Some(Comm {
+        Comm {
             inner: Arc::new(Inner {
                 p2p: agent.with_context(ctx),
                 coll: agent.with_context(ctx + 1),
@@ -192,7 +205,59 @@ impl Comm {
                 world,
                 to_comm: Some(to_comm.into()),
             }),
-        }))
+        }
+    }
+
+    /// A communicator of the members `ranks` (ranks here, in the new communicator's order),
+    /// collective over those members only (`MPI_Comm_create_group`): each calls it with the
+    /// same `ranks` and `tag`; calls of overlapping member sets run concurrently when their
+    /// tags differ (the low 24 bits of `tag` tell them apart). `None` for a rank not in
+    /// `ranks`, which takes no part.
+    pub fn create_group(&self, ranks: &[u32], tag: u32) -> Result<Option<Comm>, AgentError> {
+        let me = self.rank();
+        if !ranks.contains(&me) {
+            return Ok(None);
+        }
+        let mut world = Vec::with_capacity(ranks.len());
+        for (i, &r) in ranks.iter().enumerate() {
+            if ranks[..i].contains(&r) {
+                return Err(AgentError::BadRank {
+                    rank: r,
+                    size: self.size(),
+                });
+            }
+            world.push(self.to_world(r)?);
+        }
+        let tag = GROUP_TAG_BASE | (tag & 0x00ff_ffff);
+        let shared = &self.inner.p2p.shared;
+        let next = shared.next_context.load(Ordering::Relaxed);
+        let coll = &self.inner.coll;
+        let mut reqs = Vec::new();
+        let mut bufs = Vec::new();
+        for &w in world.iter().filter(|&&w| w != shared.rank) {
+            let (req, buf) = coll.irecv(4, Source::Rank(w), TagMatch::Tag(tag))?;
+            reqs.push(req);
+            bufs.push((w, buf));
+        }
+        for &w in world.iter().filter(|&&w| w != shared.rank) {
+            reqs.push(coll.isend(w, tag, &next.to_le_bytes())?);
+        }
+        wait_all(&mut reqs, None)?;
+        let mut ctx = next;
+        for (w, b) in bufs {
+            let v = b.take();
+            let Ok(bytes) = <[u8; 4]>::try_from(&v[..]) else {
+                return Err(AgentError::PeerFailed {
+                    peer: w,
+                    reason: "short communicator agreement record".into(),
+                });
+            };
+            ctx = ctx.max(u32::from_le_bytes(bytes));
+        }
+        shared
+            .next_context
+            .fetch_max(ctx.saturating_add(2), Ordering::Relaxed);
+        Ok(Some(self.child(ctx, world)))
     }
 
     /// Every member's record, in communicator rank order.

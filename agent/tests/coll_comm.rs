@@ -1,6 +1,7 @@
 //! Communicators: `dup` and `split` give fresh contexts whose messages never match another
 //! communicator's, ranks and statuses in communicator ranks, collectives on the new
-//! communicators. Over `shm` with 5 ranks and `tcp` with 3.
+//! communicators; `create_group` among a subset only, while the others build their own.
+//! Over `shm` with 5 ranks and `tcp` with 3.
 
 mod agent_common;
 
@@ -85,4 +86,49 @@ fn comms_shm() {
 #[test]
 fn comms_tcp() {
     comms(MethodKind::Tcp, 3);
+}
+
+/// `create_group`: the even ranks build a communicator (reversed order) without the odd ranks
+/// taking part, while the odd ranks build theirs with another tag; its contexts are fresh,
+/// collectives run on it, and a later `dup` of the world does not reuse its contexts.
+fn groups(method: MethodKind, n: u32) {
+    job(n, config(method), move |agent| {
+        let world = Comm::world(&agent);
+        let r = world.rank();
+        let mine: Vec<u32> = (0..n).filter(|w| w % 2 == r % 2).rev().collect();
+        let g = world
+            .create_group(&mine, 7 + r % 2)
+            .unwrap()
+            .expect("a member gets the communicator");
+        assert_eq!(g.size() as usize, mine.len());
+        assert_eq!(g.world_rank(g.rank()), Some(r));
+        for (i, w) in mine.iter().enumerate() {
+            assert_eq!(g.world_rank(i as u32), Some(*w));
+        }
+        assert_ne!(g.p2p_context(), world.p2p_context());
+        let mut x = u64::from(r).to_ne_bytes().to_vec();
+        g.allreduce(&mut x, Datatype::U64, ReduceOp::Sum).unwrap();
+        let want: u64 = mine.iter().map(|&w| u64::from(w)).sum();
+        assert_eq!(x, want.to_ne_bytes());
+        // Not a member: no communicator, nothing exchanged.
+        let others: Vec<u32> = (0..n).filter(|w| w % 2 != r % 2).collect();
+        if !others.is_empty() {
+            assert!(world.create_group(&others, 9).unwrap().is_none());
+        }
+        // A rank given twice is refused.
+        assert!(world.create_group(&[r, r], 10).is_err());
+        let d = world.dup().unwrap();
+        assert_ne!(d.p2p_context(), g.p2p_context());
+        world.barrier().unwrap();
+    });
+}
+
+#[test]
+fn create_group_shm() {
+    groups(MethodKind::Shm, 5);
+}
+
+#[test]
+fn create_group_tcp() {
+    groups(MethodKind::Tcp, 3);
 }

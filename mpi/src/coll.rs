@@ -9,14 +9,15 @@ use std::ffi::{c_int, c_void};
 
 use std::sync::Mutex;
 
-use viaduct_agent::coll::CollBuffer;
+use viaduct_agent::coll::{CollBuffer, Reduction};
+use viaduct_agent::comm::Comm;
 use viaduct_agent::request::Request;
 
 use crate::abi::{self, Handle, err};
 use crate::datatype::{bytes, input, output};
 use crate::error::MpiError;
-use crate::op::reduction;
-use crate::request::Meta;
+use crate::op::{commutes, fold, reduction};
+use crate::request::{Meta, Post};
 use crate::state::ReqEntry;
 use crate::state::{CommEntry, rt};
 
@@ -75,6 +76,24 @@ mpi_fn! {
         let root = root_of(&c, root)?;
         let len = bytes(count, datatype)?;
         let red = reduction(datatype, op)?;
+        if !commutes(op) {
+            // Rank order: gather every contribution to the root, which folds them.
+            let n = c.comm.size() as usize;
+            let at_root = c.comm.rank() == root;
+            let src: *const c_void = if at_root && in_place(sendbuf) { recvbuf } else { sendbuf };
+            // SAFETY: the caller's buffer of `count` elements.
+            let mine = unsafe { input(src, len) }?.to_vec();
+            if !at_root {
+                c.comm.gather(&mine, &mut [], root)?;
+                return Ok(());
+            }
+            let mut all = vec![0u8; len * n];
+            c.comm.gather(&mine, &mut all, root)?;
+            // SAFETY: the root's receive buffer of `count` elements.
+            let out = unsafe { output(recvbuf, len) }?;
+            fold(&red, &all, out);
+            return Ok(());
+        }
         if c.comm.rank() == root {
             // SAFETY: the root's receive buffer of `count` elements.
             let out = unsafe { output(recvbuf, len) }?;
@@ -106,9 +125,36 @@ mpi_fn! {
             let send = unsafe { input(sendbuf, len) }?;
             out.copy_from_slice(send);
         }
-        c.comm.allreduce_with(out, &red)?;
-        Ok(())
+        allreduce(&c.comm, out, &red, commutes(op))
     }
+}
+
+/// The agent's allreduce of `buf`, or for a non-commutative operation an allgather of every
+/// contribution folded in rank order on each rank.
+pub fn allreduce(
+    c: &Comm,
+    buf: &mut [u8],
+    red: &Reduction,
+    commutative: bool,
+) -> Result<(), MpiError> {
+    if commutative {
+        c.allreduce_with(buf, red)?;
+        return Ok(());
+    }
+    let mut all = vec![0u8; buf.len() * c.size() as usize];
+    c.allgather(buf, &mut all)?;
+    fold(red, &all, buf);
+    Ok(())
+}
+
+/// The post step of a nonblocking non-commutative reduction: folds the gathered
+/// contributions of `len` bytes each.
+fn folding(red: Reduction, len: usize) -> Post {
+    Box::new(move |all: &[u8]| {
+        let mut out = vec![0u8; len];
+        fold(&red, all, &mut out);
+        out
+    })
 }
 
 mpi_fn! {
@@ -223,6 +269,23 @@ unsafe fn give(
     len: usize,
     request: *mut Handle,
 ) -> Result<(), MpiError> {
+    // SAFETY: as this function's.
+    unsafe { give_with(comm, started, dst, len, request, None) }
+}
+
+/// As [`give`], with `post` turning the agent's result into the caller's.
+///
+/// # Safety
+///
+/// As for [`give`].
+pub(crate) unsafe fn give_with(
+    comm: Handle,
+    started: (Request, Option<CollBuffer>),
+    dst: *mut c_void,
+    len: usize,
+    request: *mut Handle,
+    post: Option<Post>,
+) -> Result<(), MpiError> {
     let rt = rt()?;
     let (req, out) = started;
     let meta = Meta::Coll {
@@ -230,6 +293,7 @@ unsafe fn give(
         out: Mutex::new(out),
         dst: dst as usize,
         len: if dst.is_null() { 0 } else { len },
+        post,
     };
     let h = rt.add_request(ReqEntry::new(req, meta));
     // SAFETY: the caller's handle.
@@ -271,8 +335,13 @@ mpi_fn! {
         let src: *const c_void = if at_root && in_place(sendbuf) { recvbuf } else { sendbuf };
         // SAFETY: the caller's buffer of `count` elements.
         let data = unsafe { input(src, len) }?.to_vec();
-        let (r, b) = c.comm.ireduce(data, &red, root)?;
         let dst = if at_root { recvbuf } else { std::ptr::null_mut() };
+        if !commutes(op) {
+            let (r, b) = c.comm.igather(data, root)?;
+            // SAFETY: the caller's buffer and handle.
+            return unsafe { give_with(comm, (r, Some(b)), dst, len, request, Some(folding(red, len))) };
+        }
+        let (r, b) = c.comm.ireduce(data, &red, root)?;
         // SAFETY: the caller's buffer and handle.
         unsafe { give(comm, (r, Some(b)), dst, len, request) }
     }
@@ -287,6 +356,11 @@ mpi_fn! {
         let src: *const c_void = if in_place(sendbuf) { recvbuf } else { sendbuf };
         // SAFETY: the caller's buffer of `count` elements.
         let data = unsafe { input(src, len) }?.to_vec();
+        if !commutes(op) {
+            let (r, b) = c.comm.iallgather(data)?;
+            // SAFETY: the caller's buffer and handle.
+            return unsafe { give_with(comm, (r, Some(b)), recvbuf, len, request, Some(folding(red, len))) };
+        }
         let (r, b) = c.comm.iallreduce(data, &red)?;
         // SAFETY: the caller's buffer and handle.
         unsafe { give(comm, (r, Some(b)), recvbuf, len, request) }

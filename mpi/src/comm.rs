@@ -1,11 +1,12 @@
 //! Communicators: `MPI_Comm_rank`, `MPI_Comm_size`, `MPI_Comm_dup`, `MPI_Comm_split`,
-//! `MPI_Comm_free`, `MPI_Comm_compare`, error handlers and the predefined attributes, on the
+//! `MPI_Comm_free`, `MPI_Comm_compare`, and error handlers, on the
 //! agent's [`Comm`](viaduct_agent::comm::Comm).
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 use std::sync::atomic::Ordering;
 
 use crate::abi::{self, Handle, err};
+use crate::attr::Kind;
 use crate::error::MpiError;
 use crate::state::{CommEntry, rt};
 
@@ -43,19 +44,101 @@ mpi_fn! {
     }
 }
 
+/// Duplicates `comm` (collective): same members, new contexts, the same error handler and
+/// topology, and the attributes its copy callbacks copy.
+fn dup(comm: Handle) -> Result<Handle, MpiError> {
+    let rt = rt()?;
+    let c = rt.comm(comm)?;
+    let d = c.comm.dup()?;
+    let h = rt.add_comm(CommEntry::new(
+        d.clone(),
+        c.errhandler.load(Ordering::Relaxed),
+        rt.agent.size(),
+    ));
+    let copied =
+        crate::topo::copy(comm, h, &d).and_then(|()| crate::attr::copy_all(Kind::Comm, comm, h));
+    if let Err(e) = copied {
+        crate::topo::forget(h);
+        let _ = rt.remove_comm(h);
+        return Err(e);
+    }
+    Ok(h)
+}
+
 mpi_fn! {
-    /// `MPI_Comm_dup` (collective): a communicator with the same members, new contexts and
-    /// the same error handler.
+    /// `MPI_Comm_dup` (collective): a communicator with the same members, new contexts, the
+    /// same error handler and topology, and the attributes the copy callbacks copy.
     MPI_Comm_dup / PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) on comm => {
-        let rt = rt()?;
-        let c = rt.comm(comm)?;
+        rt()?.comm(comm)?;
         if newcomm.is_null() {
             return Err(MpiError::new(err::ARG, "newcomm is NULL"));
         }
-        let d = c.comm.dup()?;
-        let h = rt.add_comm(CommEntry::new(d, c.errhandler.load(Ordering::Relaxed), rt.agent.size()));
+        let h = dup(comm)?;
         // SAFETY: the caller's handle, checked not NULL.
         unsafe { put(newcomm, h, "newcomm") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Comm_dup_with_info`: as `MPI_Comm_dup` (hints are accepted and ignored).
+    MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: Handle, info: Handle, newcomm: *mut Handle) on comm => {
+        let _ = info;
+        rt()?.comm(comm)?;
+        if newcomm.is_null() {
+            return Err(MpiError::new(err::ARG, "newcomm is NULL"));
+        }
+        let h = dup(comm)?;
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(newcomm, h, "newcomm") }
+    }
+}
+
+/// `MPI_Comm_idup`: the duplicate is made at once (a blocking agreement among the members)
+/// and the request given back is complete.
+///
+/// # Safety
+///
+/// `newcomm` and `request` are the caller's writable handles.
+unsafe fn idup(comm: Handle, newcomm: *mut Handle, request: *mut Handle) -> Result<(), MpiError> {
+    let rt = rt()?;
+    rt.comm(comm)?;
+    if newcomm.is_null() || request.is_null() {
+        return Err(MpiError::new(err::ARG, "newcomm or request is NULL"));
+    }
+    let h = dup(comm)?;
+    let meta = crate::request::Meta::Coll {
+        comm,
+        out: std::sync::Mutex::new(None),
+        dst: 0,
+        len: 0,
+        post: None,
+    };
+    let r = rt.add_request(crate::state::ReqEntry::new(
+        viaduct_agent::request::Request::null(),
+        meta,
+    ));
+    // SAFETY: the caller's handles, checked not NULL.
+    unsafe {
+        put(newcomm, h, "newcomm")?;
+        put(request, r, "request")
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Comm_idup` (the duplicate is made before the call returns; the request is
+    /// complete).
+    MPI_Comm_idup / PMPI_Comm_idup(comm: Handle, newcomm: *mut Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's handles.
+        unsafe { idup(comm, newcomm, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Comm_idup_with_info`: as `MPI_Comm_idup`.
+    MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: Handle, info: Handle, newcomm: *mut Handle, request: *mut Handle) on comm => {
+        let _ = info;
+        // SAFETY: the caller's handles.
+        unsafe { idup(comm, newcomm, request) }
     }
 }
 
@@ -89,6 +172,12 @@ mpi_fn! {
         let rt = rt()?;
         // SAFETY: the caller's handle.
         let h = unsafe { comm.as_mut() }.ok_or_else(|| MpiError::new(err::COMM, "comm is NULL"))?;
+        if *h == abi::COMM_WORLD || *h == abi::COMM_SELF {
+            return Err(MpiError::new(err::COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed").on(*h));
+        }
+        rt.comm(*h).map_err(|e| e.on(*h))?;
+        crate::attr::delete_all(Kind::Comm, *h).map_err(|e| e.on(*h))?;
+        crate::topo::forget(*h);
         rt.remove_comm(*h).map_err(|e| e.on(*h))?;
         *h = abi::COMM_NULL;
         Ok(())
@@ -165,53 +254,5 @@ mpi_fn! {
         }
         *h = abi::ERRHANDLER_NULL;
         Ok(())
-    }
-}
-
-/// Values of the predefined attributes (`MPI_TAG_UB`, ...): the pointer `MPI_Comm_get_attr`
-/// gives back points into this.
-struct Attrs {
-    tag_ub: c_int,
-    host: c_int,
-    io: c_int,
-    wtime_is_global: c_int,
-}
-
-static ATTRS: Attrs = Attrs {
-    tag_ub: abi::TAG_UB,
-    host: abi::PROC_NULL,
-    io: abi::ANY_SOURCE,
-    wtime_is_global: 0,
-};
-
-mpi_fn! {
-    /// `MPI_Comm_get_attr` for the predefined attributes `MPI_TAG_UB`, `MPI_HOST`, `MPI_IO`,
-    /// `MPI_WTIME_IS_GLOBAL` (others: flag 0).
-    MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Handle, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) on comm => {
-        rt()?.comm(comm)?;
-        let v: Option<&'static c_int> = match keyval {
-            abi::KEY_TAG_UB => Some(&ATTRS.tag_ub),
-            abi::KEY_HOST => Some(&ATTRS.host),
-            abi::KEY_IO => Some(&ATTRS.io),
-            abi::KEY_WTIME_IS_GLOBAL => Some(&ATTRS.wtime_is_global),
-            _ => None,
-        };
-        // SAFETY: the caller's flag and `void **` attribute value.
-        unsafe {
-            put(flag, c_int::from(v.is_some()), "flag")?;
-            if let Some(v) = v {
-                put(attribute_val.cast::<*const c_int>(), v as *const c_int, "attribute_val")?;
-            }
-        }
-        Ok(())
-    }
-}
-
-mpi_fn! {
-    /// `MPI_Attr_get` (the MPI-1 name of `MPI_Comm_get_attr`).
-    MPI_Attr_get / PMPI_Attr_get(comm: Handle, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) on comm => {
-        // SAFETY: same contract.
-        let code = unsafe { PMPI_Comm_get_attr(comm, keyval, attribute_val, flag) };
-        if code == abi::SUCCESS { Ok(()) } else { Err(MpiError::new(code, "MPI_Comm_get_attr failed")) }
     }
 }

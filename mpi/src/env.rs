@@ -72,6 +72,8 @@ mpi_fn! {
     /// `MPI_Finalize`: ends the agent (its sends leave, every rank meets at a fence).
     MPI_Finalize / PMPI_Finalize() on abi::COMM_WORLD => {
         let rt = rt()?;
+        // The standard: MPI_Finalize first deletes the attributes of MPI_COMM_SELF.
+        crate::attr::delete_all(crate::attr::Kind::Comm, abi::COMM_SELF)?;
         let agent = rt.agent.clone();
         state::set_finalized();
         agent.finalize()?;

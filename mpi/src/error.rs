@@ -161,15 +161,30 @@ pub fn is_valid_code(code: c_int) -> bool {
     (0..=err::LAST_CLASS).contains(&code) || (101..=105).contains(&code)
 }
 
+/// How long a fatal error's message has to reach the launcher before the PMI abort.
+const ABORT_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Ends the job after a fatal error: prints `message` and exits with the low 8 bits of `code`
 /// (1 when they are 0, so that the launcher ends every other rank).
+///
+/// Between `MPI_Init` and `MPI_Finalize` the agent asks the launcher, through the PMI `abort`
+/// command, to end the job with that status (`viaduct launch` reports the abort and its code,
+/// MPICH's `mpiexec` ends the job with it); otherwise the process just exits with it.
 pub fn abort_job(code: c_int, message: &str) -> ! {
     let rank = state::world_rank().map_or_else(|| "?".to_string(), |r| r.to_string());
-    eprintln!("viaduct MPI: rank {rank}: {message}");
+    let text = format!("viaduct MPI: rank {rank}: {message}");
     // An exit status keeps the low 8 bits: a code whose low bits are 0 (0, 256, ...) would
     // read as success and leave the other ranks running.
     let status = code & 0xff;
-    std::process::exit(if status == 0 { 1 } else { status })
+    let status = if status == 0 { 1 } else { status };
+    eprintln!("{text}");
+    if let Some(agent) = state::live_agent() {
+        // A launcher that forwards standard error (MPICH's hydra) may end the job on the
+        // abort before it forwarded the message above: give it a moment first.
+        std::thread::sleep(ABORT_GRACE);
+        agent.abort(status, message)
+    }
+    std::process::exit(status)
 }
 
 /// Reports the outcome of MPI function `name`: `MPI_SUCCESS`, or the error through the error

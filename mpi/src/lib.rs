@@ -68,6 +68,7 @@ macro_rules! mpi_raw {
 }
 
 pub mod abi;
+mod attr;
 mod coll;
 mod comm;
 mod datatype;
@@ -83,5 +84,6 @@ mod request;
 mod state;
 pub mod stubs;
 mod symbols;
+mod topo;
 mod types;
 mod vcoll;

@@ -1,6 +1,6 @@
 //! Smaller parts of the interface: user error handlers (`MPI_Comm_create_errhandler`,
 //! `MPI_Comm_call_errhandler`), `MPI_Info` objects, communicator names,
-//! `MPI_Comm_split_type`, `MPI_Get_address`, `MPI_Comm_test_inter`, `MPI_Topo_test`.
+//! `MPI_Comm_split_type`, `MPI_Get_address`, `MPI_Comm_test_inter`.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -371,14 +371,5 @@ mpi_fn! {
         rt()?.comm(comm)?;
         // SAFETY: the caller's int.
         unsafe { put(flag, 0, "flag") }
-    }
-}
-
-mpi_fn! {
-    /// `MPI_Topo_test`: no communicator here has a topology.
-    MPI_Topo_test / PMPI_Topo_test(comm: Handle, status: *mut c_int) on comm => {
-        rt()?.comm(comm)?;
-        // SAFETY: the caller's int.
-        unsafe { put(status, abi::UNDEFINED, "status") }
     }
 }

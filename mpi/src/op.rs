@@ -16,9 +16,35 @@ use crate::error::MpiError;
 /// `MPI_User_function`: `inoutvec[i] = invec[i] op inoutvec[i]` for `*len` elements.
 pub type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut Handle);
 
-fn ops() -> &'static Mutex<HashMap<Handle, UserFn>> {
-    static OPS: OnceLock<Mutex<HashMap<Handle, UserFn>>> = OnceLock::new();
+/// The program's operations: function and whether it commutes.
+fn ops() -> &'static Mutex<HashMap<Handle, (UserFn, bool)>> {
+    static OPS: OnceLock<Mutex<HashMap<Handle, (UserFn, bool)>>> = OnceLock::new();
     OPS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Whether operation `o` commutes (every predefined one does; an unknown handle counts as
+/// commutative, and is refused where its reduction is built).
+pub fn commutes(o: Handle) -> bool {
+    ops()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&o)
+        .is_none_or(|&(_, c)| c)
+}
+
+/// Folds the contributions of every rank (`all`: `n` blocks of `out.len()` bytes in rank
+/// order) into `out` in rank order: `out = x0 op (x1 op (... op x(n-1)))`, the order the
+/// standard requires of a non-commutative operation.
+pub fn fold(red: &Reduction, all: &[u8], out: &mut [u8]) {
+    let len = out.len();
+    let n = all.len().checked_div(len).unwrap_or(0);
+    if n == 0 {
+        return;
+    }
+    out.copy_from_slice(&all[(n - 1) * len..n * len]);
+    for i in (0..n - 1).rev() {
+        red.combine(&all[i * len..(i + 1) * len], out);
+    }
 }
 
 static NEXT: AtomicI32 = AtomicI32::new(abi::OP_FIRST_USER);
@@ -29,7 +55,7 @@ pub fn reduction(t: Handle, o: Handle) -> Result<Reduction, MpiError> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&o)
-        .copied();
+        .map(|&(f, _)| f);
     if crate::types::is_derived(t) {
         let l = crate::types::derived(t)?;
         return match user {
@@ -79,21 +105,16 @@ fn user_reduction(f: UserFn, t: Handle, size: usize) -> Reduction {
 }
 
 mpi_fn! {
-    /// `MPI_Op_create`: commutative operations only (the agent combines contributions in the
-    /// order they arrive).
+    /// `MPI_Op_create`: a commutative operation runs in the agent's reductions, which combine
+    /// contributions in the order they meet; a non-commutative one is combined in rank order
+    /// (the contributions gathered, then folded).
     MPI_Op_create / PMPI_Op_create(user_fn: Option<UserFn>, commute: c_int, op: *mut Handle) on abi::COMM_WORLD => {
         let f = user_fn.ok_or_else(|| MpiError::new(err::ARG, "the user function is NULL"))?;
-        if commute == 0 {
-            return Err(MpiError::new(
-                err::UNSUPPORTED_OPERATION,
-                "non-commutative user operations are not supported",
-            ));
-        }
         if op.is_null() {
             return Err(MpiError::new(err::ARG, "op is NULL"));
         }
         let h = NEXT.fetch_add(1, Ordering::Relaxed);
-        ops().lock().unwrap_or_else(|e| e.into_inner()).insert(h, f);
+        ops().lock().unwrap_or_else(|e| e.into_inner()).insert(h, (f, commute != 0));
         // SAFETY: the caller's handle, checked not NULL.
         unsafe { put(op, h, "op") }
     }
@@ -115,12 +136,25 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Op_commutative`.
     MPI_Op_commutative / PMPI_Op_commutative(op: Handle, commute: *mut c_int) on abi::COMM_WORLD => {
-        let known = (crate::abi::op::MAX..=crate::abi::op::NO_OP).contains(&op)
-            || ops().lock().unwrap_or_else(|e| e.into_inner()).contains_key(&op);
-        if !known {
-            return Err(MpiError::new(err::OP, format!("{op:#x} is not an operation")));
-        }
+        let user = ops().lock().unwrap_or_else(|e| e.into_inner()).get(&op).map(|&(_, c)| c);
+        let c = match user {
+            Some(c) => c,
+            None if (crate::abi::op::MAX..=crate::abi::op::NO_OP).contains(&op) => true,
+            None => return Err(MpiError::new(err::OP, format!("{op:#x} is not an operation"))),
+        };
         // SAFETY: the caller's int.
-        unsafe { put(commute, 1, "commute") }
+        unsafe { put(commute, c_int::from(c), "commute") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Reduce_local`: `inoutbuf = inbuf op inoutbuf`, element by element.
+    MPI_Reduce_local / PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle) on abi::COMM_WORLD => {
+        let len = crate::datatype::bytes(count, datatype)?;
+        let red = reduction(datatype, op)?;
+        // SAFETY: the caller's buffers of `count` elements.
+        let (inb, acc) = unsafe { (crate::datatype::input(inbuf, len)?.to_vec(), crate::datatype::output(inoutbuf, len)?) };
+        red.combine(&inb, acc);
+        Ok(())
     }
 }

@@ -19,6 +19,9 @@ use crate::error::{MpiError, request_class};
 use crate::state::{ReqEntry, Runtime, rt};
 
 /// What a request is for, and what its completion does.
+/// Turns a collective's result into what the caller's buffer receives.
+pub type Post = Box<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
+
 pub enum Meta {
     /// A send: nothing to do.
     Send {
@@ -56,6 +59,18 @@ pub enum Meta {
         dst: usize,
         /// Its size in bytes.
         len: usize,
+        /// What turns the agent's result into the caller's (the rank-order fold of gathered
+        /// contributions for a non-commutative operation); `None`: the result as it is.
+        post: Option<Post>,
+    },
+    /// A collective built of xfer blocks (the nonblocking `v` collectives and scans): when
+    /// `req` completes, the other blocks' requests are waited for and `post` writes the
+    /// result into the caller's buffer.
+    Blocks {
+        /// The communicator (for its error handler).
+        comm: Handle,
+        /// The started blocks and what delivers their result.
+        started: Mutex<Option<crate::vcoll::Started>>,
     },
     /// A file read or write (`MPI_File_iread_at`, ...): a read copies its data into the
     /// caller's buffer.
@@ -89,6 +104,7 @@ impl Meta {
             | Meta::Recv { comm, .. }
             | Meta::ProcNull { comm }
             | Meta::Coll { comm, .. }
+            | Meta::Blocks { comm, .. }
             | Meta::File { comm, .. }
             | Meta::Inactive { comm } => *comm,
             Meta::Greq { .. } => abi::COMM_WORLD,
@@ -114,9 +130,20 @@ impl Meta {
                 let out = unsafe { std::slice::from_raw_parts_mut(*dst as *mut u8, *cap) };
                 buf.copy_to(out);
             }
-            Meta::Coll { out, dst, len, .. } if *len > 0 => {
+            Meta::Coll {
+                out,
+                dst,
+                len,
+                post,
+                ..
+            } if *len > 0 => {
                 let taken = out.lock().unwrap_or_else(|e| e.into_inner()).take();
-                if let Some(v) = taken.and_then(|mut b| b.take()) {
+                let taken = taken.and_then(|mut b| b.take());
+                let taken = match (taken, post) {
+                    (Some(v), Some(p)) => Some(p(&v)),
+                    (v, _) => v,
+                };
+                if let Some(v) = taken {
                     let n = v.len().min(*len);
                     // SAFETY: `dst` is the caller's result buffer of `len` bytes given to the
                     // collective; MPI leaves it to the library until the request completes.
@@ -127,6 +154,13 @@ impl Meta {
             Meta::File {
                 claim, dst, len, ..
             } => crate::file::deliver(claim, *dst, *len),
+            Meta::Blocks { started, .. } => {
+                if let Some(st) = started.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                    // The receiving block completed; a failure of the sending block shows
+                    // at the ranks it sends to.
+                    let _ = st.deliver();
+                }
+            }
             _ => {}
         }
     }
@@ -154,7 +188,7 @@ impl Meta {
                 s.set_cancelled(st.test_cancelled());
                 s
             }
-            Meta::Send { .. } | Meta::Coll { .. } => {
+            Meta::Send { .. } | Meta::Coll { .. } | Meta::Blocks { .. } => {
                 let mut s = MpiStatus::empty();
                 s.set_cancelled(st.test_cancelled());
                 s

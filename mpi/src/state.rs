@@ -133,6 +133,11 @@ pub fn world_rank() -> Option<u32> {
     RUNTIME.get().map(|r| r.agent.rank())
 }
 
+/// The agent, between `MPI_Init` and `MPI_Finalize`.
+pub fn live_agent() -> Option<&'static Agent> {
+    RUNTIME.get().filter(|_| !finalized()).map(|r| &r.agent)
+}
+
 /// The runtime, or the error of a call before `MPI_Init` or after `MPI_Finalize`.
 pub fn rt() -> Result<&'static Runtime, MpiError> {
     match RUNTIME.get() {

@@ -371,7 +371,14 @@ mpi_fn! {
     /// `MPI_Type_dup`.
     MPI_Type_dup / PMPI_Type_dup(oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
         let l = (*layout(oldtype)?).clone();
-        give(l, newtype)
+        give(l, newtype)?;
+        // SAFETY: `give` wrote the new handle.
+        let h = unsafe { *newtype };
+        if let Err(e) = crate::attr::copy_all(crate::attr::Kind::Type, oldtype, h) {
+            table().lock().unwrap_or_else(|e| e.into_inner()).remove(&h);
+            return Err(e);
+        }
+        Ok(())
     }
 }
 
@@ -393,6 +400,8 @@ mpi_fn! {
         if !is_derived(*h) {
             return Err(MpiError::new(err::TYPE, format!("{:#x} is a predefined datatype", *h)));
         }
+        derived(*h)?;
+        crate::attr::delete_all(crate::attr::Kind::Type, *h)?;
         table().lock().unwrap_or_else(|e| e.into_inner()).remove(h)
             .ok_or_else(|| MpiError::new(err::TYPE, format!("{:#x} is not a datatype", *h)))?;
         *h = abi::DATATYPE_NULL;

@@ -5,18 +5,30 @@
 //! of gather blocks: a rank combines what its left neighbour sent and forwards each piece as
 //! soon as it was combined), and `MPI_Reduce_scatter_block`/`MPI_Reduce_scatter` (the agent's
 //! allreduce, then this rank's block). Every `MPI_IN_PLACE` form.
+//!
+//! The nonblocking forms (`MPI_Igatherv`, `MPI_Iscatterv`, `MPI_Iallgatherv`,
+//! `MPI_Ialltoallv`, `MPI_Ialltoallw`, `MPI_Iscan`, `MPI_Iexscan`) start the same blocks and
+//! give back the request of the block that receives (a [`Started`]); the result reaches the
+//! caller's buffer when that request completes. `MPI_Ireduce_scatter_block` and
+//! `MPI_Ireduce_scatter` are the agent's `iallreduce` (an `iallgather` folded in rank order
+//! for a non-commutative operation) with this rank's block picked at completion.
 
 use std::ffi::{c_int, c_void};
 
+use std::sync::{Arc, Mutex, OnceLock};
+
 use viaduct_agent::comm::Comm;
-use viaduct_agent::request::Request;
-use viaduct_agent::xfer::XferBuffers;
+use viaduct_agent::request::{
+    BoxError, ClassOps, ClassRequest, CompleteHandle, Request, RequestClass, test_all,
+};
+use viaduct_agent::xfer::{BufId, XferBuffers};
 
 use crate::abi::{self, Handle, err};
 use crate::datatype::{bytes, input, output};
 use crate::error::MpiError;
 use crate::op::reduction;
-use crate::state::rt;
+use crate::request::Meta;
+use crate::state::{ReqEntry, rt};
 
 /// Tags of the blocks (below the collectives' reserved bit; blocks use the communicator's
 /// collective context, so they never meet point-to-point messages).
@@ -26,16 +38,10 @@ const TAG_ALLGATHERV: u32 = 0x7f00_0003;
 const TAG_ALLTOALLV: u32 = 0x7f00_0004;
 const TAG_SCAN: u32 = 0x7f00_0005;
 const TAG_EXSCAN: u32 = 0x7f00_0006;
+const TAG_ALLTOALLW: u32 = 0x7f00_0007;
 
 fn in_place(p: *const c_void) -> bool {
     p as usize == abi::IN_PLACE
-}
-
-/// Waits for a started block; returns its buffers.
-fn finish(started: (Request, XferBuffers)) -> Result<XferBuffers, MpiError> {
-    let (mut req, bufs) = started;
-    req.wait()?;
-    Ok(bufs)
 }
 
 /// `(offset, length)` in bytes of each rank's part: `counts[i]` elements of `t` at `displs[i]`
@@ -87,104 +93,308 @@ fn root_of(comm: &Comm, root: c_int) -> Result<u32, MpiError> {
     Ok(root as u32)
 }
 
-mpi_fn! {
-    /// `MPI_Gatherv` (`MPI_IN_PLACE` as `sendbuf` at the root).
-    MPI_Gatherv / PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
-        let c = rt()?.comm(comm)?;
-        let c = &c.comm;
-        let root = root_of(c, root)?;
-        let (me, n) = (c.rank() as usize, c.size() as usize);
-        if c.rank() != root {
-            let len = bytes(sendcount, sendtype)?;
-            if len > 0 {
-                // SAFETY: the caller's send buffer.
-                let data = unsafe { input(sendbuf, len) }?.to_vec();
-                let mut b = c.xfer_gather(Some(root), TAG_GATHERV);
-                let id = b.buffer(data);
-                b.send_op(id, 0, len);
-                finish(b.start()?)?;
-            }
-            return Ok(());
+/// Writes a collective's gathered data into the caller's buffer.
+type Deliver = Box<dyn FnOnce(&[u8], &mut [u8]) + Send>;
+
+/// Writes a collective's result into the caller's buffer (the result held by the closure).
+pub type Finish = Box<dyn FnOnce(&mut [u8]) + Send>;
+
+/// The state of an [`all_of`] request: the requests it stands for, and the handle that keeps
+/// it from being abandoned until it completes.
+type AllOfState = (Mutex<Vec<Request>>, Arc<Mutex<Option<CompleteHandle>>>);
+
+/// The request class of [`all_of`]: its poll hook tests the requests it stands for (which
+/// drives the agent's progress) and completes when every one did.
+struct AllOf;
+
+impl ClassOps for AllOf {
+    type State = AllOfState;
+
+    fn poll(&self, request: &ClassRequest<'_, AllOfState>) -> Result<(), BoxError> {
+        let done = {
+            let mut subs = request.state().0.lock().unwrap_or_else(|e| e.into_inner());
+            test_all(&mut subs, None)?
+        };
+        if done {
+            request.complete()?;
         }
-        // SAFETY: the root's arrays of `size` ints.
-        let ps = unsafe { parts(recvcounts, displs, recvtype, n) }?;
-        // SAFETY: the root's receive buffer covering every part.
-        let out = unsafe { output(recvbuf, span(&ps)) }?;
-        if !in_place(sendbuf) {
-            let len = bytes(sendcount, sendtype)?;
-            if len != ps[me].1 {
-                return Err(MpiError::new(err::TRUNCATE, format!("the root sends {len} bytes to itself but receives {}", ps[me].1)));
-            }
-            // SAFETY: the caller's send buffer.
-            let own = unsafe { input(sendbuf, len) }?;
-            out[ps[me].0..ps[me].0 + len].copy_from_slice(own);
-        }
-        let mut b = c.xfer_gather(None, TAG_GATHERV);
-        let id = b.buffer(vec![0; span(&ps)]);
-        for (i, &(o, l)) in ps.iter().enumerate() {
-            if i != me && l > 0 {
-                b.recv_op(id, o, o + l, i as u32);
-            }
-        }
-        let bufs = finish(b.start()?)?;
-        let got = bufs.take(id).unwrap_or_default();
-        for (i, &(o, l)) in ps.iter().enumerate() {
-            if i != me && l > 0 && o + l <= got.len() {
-                out[o..o + l].copy_from_slice(&got[o..o + l]);
-            }
-        }
+        Ok(())
+    }
+
+    fn free(&self, state: &AllOfState) -> Result<(), BoxError> {
+        state.1.lock().unwrap_or_else(|e| e.into_inner()).take();
+        state.0.lock().unwrap_or_else(|e| e.into_inner()).clear();
         Ok(())
     }
 }
 
-mpi_fn! {
-    /// `MPI_Scatterv` (`MPI_IN_PLACE` as `recvbuf` at the root).
-    MPI_Scatterv / PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
-        let c = rt()?.comm(comm)?;
-        let c = &c.comm;
-        let root = root_of(c, root)?;
-        let (me, n) = (c.rank() as usize, c.size() as usize);
-        if c.rank() != root {
-            let len = bytes(recvcount, recvtype)?;
-            if len > 0 {
-                let mut b = c.xfer_scatter(Some(root), TAG_SCATTERV);
-                let id = b.buffer(vec![0; len]);
-                b.recv_op(id, 0, len);
-                let bufs = finish(b.start()?)?;
-                let got = bufs.take(id).unwrap_or_default();
-                // SAFETY: the caller's receive buffer.
-                let out = unsafe { output(recvbuf, len) }?;
-                out.copy_from_slice(&got[..len.min(got.len())]);
-            }
-            return Ok(());
+/// One request that completes when every one of `requests` did (fails when one fails),
+/// progressed by the tests and waits that look at it: no thread.
+pub fn all_of(requests: Vec<Request>) -> Request {
+    static CLASS: OnceLock<RequestClass<AllOf>> = OnceLock::new();
+    let class = CLASS.get_or_init(|| RequestClass::new(AllOf));
+    let keep = Arc::new(Mutex::new(None));
+    let (req, handle) = class.start((Mutex::new(requests), Arc::clone(&keep)));
+    *keep.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+    req
+}
+
+/// A started collective of xfer blocks: the request whose completion brings the result, the
+/// other blocks' requests, and what writes the result into the caller's buffer.
+pub struct Started {
+    req: Request,
+    extra: Vec<Request>,
+    result: Option<(XferBuffers, BufId)>,
+    dst: usize,
+    len: usize,
+    post: Option<Deliver>,
+    finish: Option<Finish>,
+}
+
+impl Started {
+    /// Nothing to do (this rank neither sends nor receives).
+    fn nothing() -> Self {
+        Started {
+            req: Request::null(),
+            extra: Vec::new(),
+            result: None,
+            dst: 0,
+            len: 0,
+            post: None,
+            finish: None,
         }
-        // SAFETY: the root's arrays of `size` ints.
-        let ps = unsafe { parts(sendcounts, displs, sendtype, n) }?;
-        // SAFETY: the root's send buffer covering every part.
-        let data = unsafe { input(sendbuf, span(&ps)) }?;
-        if !in_place(recvbuf) {
-            let len = bytes(recvcount, recvtype)?;
-            if len != ps[me].1 {
-                return Err(MpiError::new(err::TRUNCATE, format!("the root sends {} bytes to itself but receives {len}", ps[me].1)));
-            }
-            // SAFETY: the caller's receive buffer.
-            let out = unsafe { output(recvbuf, len) }?;
-            out.copy_from_slice(&data[ps[me].0..ps[me].0 + len]);
+    }
+
+    /// A started operation of `req` whose completion runs `finish` on the caller's `len`
+    /// bytes at `dst`.
+    pub fn with_finish(req: Request, dst: *mut c_void, len: usize, finish: Finish) -> Self {
+        Started {
+            req,
+            dst: dst as usize,
+            len,
+            finish: Some(finish),
+            ..Started::nothing()
         }
-        let mut b = c.xfer_scatter(None, TAG_SCATTERV);
-        let id = b.buffer(data.to_vec());
-        for (i, &(o, l)) in ps.iter().enumerate() {
-            if i != me && l > 0 {
-                b.send_op(id, o, o + l, i as u32);
-            }
+    }
+
+    /// Once `req` completed: waits for the other blocks and writes the result.
+    pub fn deliver(mut self) -> Result<(), MpiError> {
+        for r in &mut self.extra {
+            r.wait()?;
         }
-        finish(b.start()?)?;
+        let out: &mut [u8] = if self.len == 0 || self.dst == 0 {
+            &mut []
+        } else {
+            // SAFETY: `dst` is the caller's result buffer of `len` bytes given to the
+            // collective; MPI leaves it to the library until the request completes.
+            unsafe { std::slice::from_raw_parts_mut(self.dst as *mut u8, self.len) }
+        };
+        if let (Some((bufs, id)), Some(post)) = (self.result.take(), self.post.take()) {
+            let got = bufs.take(id).unwrap_or_default();
+            post(&got, out);
+        } else if let Some(finish) = self.finish.take() {
+            finish(out);
+        }
         Ok(())
+    }
+
+    /// The blocking form: waits for the blocks and delivers.
+    pub fn run(mut self) -> Result<(), MpiError> {
+        self.req.wait()?;
+        self.deliver()
+    }
+
+    /// The nonblocking form: registers the request and writes its handle.
+    ///
+    /// # Safety
+    ///
+    /// `request` is the caller's writable handle.
+    pub unsafe fn give(mut self, comm: Handle, request: *mut Handle) -> Result<(), MpiError> {
+        if request.is_null() {
+            return Err(MpiError::new(err::ARG, "request is NULL"));
+        }
+        let rt = rt()?;
+        let mut req = std::mem::replace(&mut self.req, Request::null());
+        if !self.extra.is_empty() {
+            // One request for the caller: complete when every block is.
+            let mut all = std::mem::take(&mut self.extra);
+            all.insert(0, req);
+            req = all_of(all);
+        }
+        let meta = Meta::Blocks {
+            comm,
+            started: Mutex::new(Some(self)),
+        };
+        let h = rt.add_request(ReqEntry::new(req, meta));
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { crate::comm::put(request, h, "request") }
     }
 }
 
-/// Sends `mine[part i]` to each rank i (`sends`) and receives each rank's part into `recv`
-/// ranges (`recvs`), with one scatter block and one gather block; returns the gathered buffer.
+/// Copies the parts `ps` (other than `skip`) of `got` into `out`.
+fn copy_parts(ps: &[(usize, usize)], skip: usize, got: &[u8], out: &mut [u8]) {
+    for (i, &(o, l)) in ps.iter().enumerate() {
+        if i != skip && l > 0 && o + l <= got.len() && o + l <= out.len() {
+            out[o..o + l].copy_from_slice(&got[o..o + l]);
+        }
+    }
+}
+
+/// Starts `MPI_Gatherv`.
+///
+/// # Safety
+///
+/// The arguments follow `MPI_Gatherv`'s contract.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gatherv(
+    c: &Comm,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    displs: *const c_int,
+    recvtype: Handle,
+    root: c_int,
+) -> Result<Started, MpiError> {
+    let root = root_of(c, root)?;
+    let (me, n) = (c.rank() as usize, c.size() as usize);
+    if c.rank() != root {
+        let len = bytes(sendcount, sendtype)?;
+        if len == 0 {
+            return Ok(Started::nothing());
+        }
+        // SAFETY: the caller's send buffer.
+        let data = unsafe { input(sendbuf, len) }?.to_vec();
+        let mut b = c.xfer_gather(Some(root), TAG_GATHERV);
+        let id = b.buffer(data);
+        b.send_op(id, 0, len);
+        let (req, _) = b.start()?;
+        return Ok(Started {
+            req,
+            ..Started::nothing()
+        });
+    }
+    // SAFETY: the root's arrays of `size` ints.
+    let ps = unsafe { parts(recvcounts, displs, recvtype, n) }?;
+    // SAFETY: the root's receive buffer covering every part.
+    let out = unsafe { output(recvbuf, span(&ps)) }?;
+    if !in_place(sendbuf) {
+        let len = bytes(sendcount, sendtype)?;
+        if len != ps[me].1 {
+            return Err(MpiError::new(
+                err::TRUNCATE,
+                format!(
+                    "the root sends {len} bytes to itself but receives {}",
+                    ps[me].1
+                ),
+            ));
+        }
+        // SAFETY: the caller's send buffer.
+        let own = unsafe { input(sendbuf, len) }?;
+        out[ps[me].0..ps[me].0 + len].copy_from_slice(own);
+    }
+    let mut b = c.xfer_gather(None, TAG_GATHERV);
+    let id = b.buffer(vec![0; span(&ps)]);
+    for (i, &(o, l)) in ps.iter().enumerate() {
+        if i != me && l > 0 {
+            b.recv_op(id, o, o + l, i as u32);
+        }
+    }
+    let (req, bufs) = b.start()?;
+    Ok(Started {
+        req,
+        extra: Vec::new(),
+        result: Some((bufs, id)),
+        dst: recvbuf as usize,
+        len: span(&ps),
+        post: Some(Box::new(move |got: &[u8], out: &mut [u8]| {
+            copy_parts(&ps, me, got, out)
+        })),
+        finish: None,
+    })
+}
+
+/// Starts `MPI_Scatterv`.
+///
+/// # Safety
+///
+/// The arguments follow `MPI_Scatterv`'s contract.
+#[allow(clippy::too_many_arguments)]
+unsafe fn scatterv(
+    c: &Comm,
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    displs: *const c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    root: c_int,
+) -> Result<Started, MpiError> {
+    let root = root_of(c, root)?;
+    let (me, n) = (c.rank() as usize, c.size() as usize);
+    if c.rank() != root {
+        let len = bytes(recvcount, recvtype)?;
+        if len == 0 {
+            return Ok(Started::nothing());
+        }
+        // SAFETY: the caller's receive buffer (checked now, written at completion).
+        unsafe { output(recvbuf, len) }?;
+        let mut b = c.xfer_scatter(Some(root), TAG_SCATTERV);
+        let id = b.buffer(vec![0; len]);
+        b.recv_op(id, 0, len);
+        let (req, bufs) = b.start()?;
+        return Ok(Started {
+            req,
+            extra: Vec::new(),
+            result: Some((bufs, id)),
+            dst: recvbuf as usize,
+            len,
+            post: Some(Box::new(|got: &[u8], out: &mut [u8]| {
+                let k = got.len().min(out.len());
+                out[..k].copy_from_slice(&got[..k]);
+            })),
+            finish: None,
+        });
+    }
+    // SAFETY: the root's arrays of `size` ints.
+    let ps = unsafe { parts(sendcounts, displs, sendtype, n) }?;
+    // SAFETY: the root's send buffer covering every part.
+    let data = unsafe { input(sendbuf, span(&ps)) }?;
+    if !in_place(recvbuf) {
+        let len = bytes(recvcount, recvtype)?;
+        if len != ps[me].1 {
+            return Err(MpiError::new(
+                err::TRUNCATE,
+                format!(
+                    "the root sends {} bytes to itself but receives {len}",
+                    ps[me].1
+                ),
+            ));
+        }
+        // SAFETY: the caller's receive buffer.
+        let out = unsafe { output(recvbuf, len) }?;
+        out.copy_from_slice(&data[ps[me].0..ps[me].0 + len]);
+    }
+    let mut b = c.xfer_scatter(None, TAG_SCATTERV);
+    let id = b.buffer(data.to_vec());
+    for (i, &(o, l)) in ps.iter().enumerate() {
+        if i != me && l > 0 {
+            b.send_op(id, o, o + l, i as u32);
+        }
+    }
+    let (req, _) = b.start()?;
+    Ok(Started {
+        req,
+        ..Started::nothing()
+    })
+}
+
+/// Starts the exchange of `mine[sends[i]]` to each rank i and of each rank's part into the
+/// `recvs` ranges of a buffer of `recv_len` bytes: one gather block (the request that brings
+/// the result) and one scatter block. `post` writes the gathered buffer into `dst`.
+#[allow(clippy::too_many_arguments)]
 fn exchange(
     c: &Comm,
     tag: u32,
@@ -192,7 +402,9 @@ fn exchange(
     sends: &[(usize, usize)],
     recv_len: usize,
     recvs: &[(usize, usize)],
-) -> Result<Vec<u8>, MpiError> {
+    dst: *mut c_void,
+    post: Deliver,
+) -> Result<Started, MpiError> {
     let me = c.rank() as usize;
     let mut g = c.xfer_gather(None, tag);
     let gid = g.buffer(vec![0; recv_len]);
@@ -208,43 +420,324 @@ fn exchange(
             s.send_op(sid, o, o + l, i as u32);
         }
     }
-    let gathered = g.start()?;
-    let sent = s.start()?;
-    let bufs = finish(gathered)?;
-    finish(sent)?;
-    Ok(bufs.take(gid).unwrap_or_default())
+    let (req, bufs) = g.start()?;
+    let (sent, _) = s.start()?;
+    Ok(Started {
+        req,
+        extra: vec![sent],
+        result: Some((bufs, gid)),
+        dst: dst as usize,
+        len: recv_len,
+        post: Some(post),
+        finish: None,
+    })
+}
+
+/// Starts `MPI_Allgatherv`.
+///
+/// # Safety
+///
+/// The arguments follow `MPI_Allgatherv`'s contract.
+#[allow(clippy::too_many_arguments)]
+unsafe fn allgatherv(
+    c: &Comm,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    displs: *const c_int,
+    recvtype: Handle,
+) -> Result<Started, MpiError> {
+    let (me, n) = (c.rank() as usize, c.size() as usize);
+    // SAFETY: the caller's arrays of `size` ints.
+    let ps = unsafe { parts(recvcounts, displs, recvtype, n) }?;
+    // SAFETY: the caller's receive buffer covering every part.
+    let out = unsafe { output(recvbuf, span(&ps)) }?;
+    let (o, l) = ps[me];
+    let own = if in_place(sendbuf) {
+        out[o..o + l].to_vec()
+    } else {
+        let len = bytes(sendcount, sendtype)?;
+        if len != l {
+            return Err(MpiError::new(
+                err::TRUNCATE,
+                format!("this rank sends {len} bytes but its part is {l}"),
+            ));
+        }
+        // SAFETY: the caller's send buffer.
+        unsafe { input(sendbuf, len) }?.to_vec()
+    };
+    out[o..o + l].copy_from_slice(&own);
+    let sends: Vec<(usize, usize)> = (0..n).map(|_| (0, l)).collect();
+    let recv_len = span(&ps);
+    let rps = ps.clone();
+    let post: Deliver = Box::new(move |got: &[u8], out: &mut [u8]| copy_parts(&ps, me, got, out));
+    exchange(
+        c,
+        TAG_ALLGATHERV,
+        own,
+        &sends,
+        recv_len,
+        &rps,
+        recvbuf,
+        post,
+    )
+}
+
+/// Starts an all-to-all exchange of the parts `sps` of the send buffer (or the receive
+/// buffer, in place) into the parts `rps` of the receive buffer.
+fn alltoall_parts(
+    c: &Comm,
+    tag: u32,
+    sendbuf: *const c_void,
+    sps: Option<Vec<(usize, usize)>>,
+    recvbuf: *mut c_void,
+    rps: Vec<(usize, usize)>,
+) -> Result<Started, MpiError> {
+    let me = c.rank() as usize;
+    // SAFETY: the caller's receive buffer covering every part.
+    let out = unsafe { output(recvbuf, span(&rps)) }?;
+    let (sps, mine) = match sps {
+        None => (rps.clone(), out.to_vec()),
+        Some(sps) => {
+            // SAFETY: the caller's send buffer covering every part.
+            let mine = unsafe { input(sendbuf, span(&sps)) }?.to_vec();
+            (sps, mine)
+        }
+    };
+    if sps[me].1 != rps[me].1 {
+        return Err(MpiError::new(
+            err::TRUNCATE,
+            format!(
+                "this rank sends {} bytes to itself but receives {}",
+                sps[me].1, rps[me].1
+            ),
+        ));
+    }
+    let own = mine[sps[me].0..sps[me].0 + sps[me].1].to_vec();
+    let recv_len = span(&rps);
+    let (ro, rl) = rps[me];
+    out[ro..ro + rl].copy_from_slice(&own);
+    let rps2 = rps.clone();
+    let post: Deliver = Box::new(move |got: &[u8], out: &mut [u8]| copy_parts(&rps2, me, got, out));
+    exchange(c, tag, mine, &sps, recv_len, &rps, recvbuf, post)
+}
+
+/// Starts `MPI_Alltoallv`.
+///
+/// # Safety
+///
+/// The arguments follow `MPI_Alltoallv`'s contract.
+#[allow(clippy::too_many_arguments)]
+unsafe fn alltoallv(
+    c: &Comm,
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtype: Handle,
+) -> Result<Started, MpiError> {
+    let n = c.size() as usize;
+    // SAFETY: the caller's arrays of `size` ints.
+    let rps = unsafe { parts(recvcounts, rdispls, recvtype, n) }?;
+    let sps = if in_place(sendbuf) {
+        None
+    } else {
+        // SAFETY: the caller's arrays of `size` ints.
+        Some(unsafe { parts(sendcounts, sdispls, sendtype, n) }?)
+    };
+    alltoall_parts(c, TAG_ALLTOALLV, sendbuf, sps, recvbuf, rps)
+}
+
+/// `(offset, length)` in bytes of each rank's part: `counts[i]` elements of `types[i]` at
+/// byte displacement `displs[i]`.
+///
+/// # Safety
+///
+/// The three arrays hold `n` entries.
+unsafe fn parts_w(
+    counts: *const c_int,
+    displs: *const c_int,
+    types: *const Handle,
+    n: usize,
+) -> Result<Vec<(usize, usize)>, MpiError> {
+    if counts.is_null() || displs.is_null() || types.is_null() {
+        return Err(MpiError::new(
+            err::ARG,
+            "counts, displacements or types are NULL",
+        ));
+    }
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        // SAFETY: the caller's arrays of `n` entries.
+        let (c, d, t) = unsafe { (*counts.add(i), *displs.add(i), *types.add(i)) };
+        let len = bytes(c, t)?;
+        if d < 0 {
+            return Err(MpiError::new(
+                err::ARG,
+                format!("displacement {d} is negative"),
+            ));
+        }
+        v.push((d as usize, len));
+    }
+    Ok(v)
+}
+
+/// Starts `MPI_Alltoallw`.
+///
+/// # Safety
+///
+/// The arguments follow `MPI_Alltoallw`'s contract.
+#[allow(clippy::too_many_arguments)]
+unsafe fn alltoallw(
+    c: &Comm,
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtypes: *const Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtypes: *const Handle,
+) -> Result<Started, MpiError> {
+    let n = c.size() as usize;
+    // SAFETY: the caller's arrays of `size` entries.
+    let rps = unsafe { parts_w(recvcounts, rdispls, recvtypes, n) }?;
+    let sps = if in_place(sendbuf) {
+        None
+    } else {
+        // SAFETY: the caller's arrays of `size` entries.
+        Some(unsafe { parts_w(sendcounts, sdispls, sendtypes, n) }?)
+    };
+    alltoall_parts(c, TAG_ALLTOALLW, sendbuf, sps, recvbuf, rps)
+}
+
+/// Starts `MPI_Scan` (`exclusive`: `MPI_Exscan`): a chain of gather blocks; each rank
+/// combines the prefix from its left neighbour into its own data (in rank order: the
+/// incoming prefix on the left) and forwards each combined piece. For `MPI_Exscan` each rank
+/// receives its left neighbour's prefix twice, once kept (its result) and once combined and
+/// forwarded; rank 0's receive buffer is left as it is.
+///
+/// # Safety
+///
+/// The arguments follow `MPI_Scan`'s contract.
+unsafe fn scan(
+    c: &Comm,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    exclusive: bool,
+) -> Result<Started, MpiError> {
+    let len = bytes(count, datatype)?;
+    let red = reduction(datatype, op)?;
+    // SAFETY: the caller's receive buffer of `count` elements.
+    let out = unsafe { output(recvbuf, len) }?;
+    let own = if in_place(sendbuf) {
+        out.to_vec()
+    } else {
+        // SAFETY: the caller's send buffer of `count` elements.
+        unsafe { input(sendbuf, len) }?.to_vec()
+    };
+    if !exclusive {
+        out.copy_from_slice(&own);
+    }
+    let (r, n) = (c.rank(), c.size());
+    if len == 0 || n == 1 {
+        return Ok(Started::nothing());
+    }
+    let tag = if exclusive { TAG_EXSCAN } else { TAG_SCAN };
+    let mut b = c.xfer_gather((r + 1 < n).then_some(r + 1), tag);
+    let kept = exclusive.then(|| b.buffer(vec![0; len]));
+    let acc = b.buffer(own);
+    if r > 0 {
+        if let Some(k) = kept {
+            b.recv_op(k, 0, len, r - 1);
+        }
+        b.recv_mop_op(acc, 0, len, red, r - 1);
+    }
+    if r + 1 < n {
+        b.send_op(acc, 0, len);
+        if exclusive {
+            b.send_op(acc, 0, len);
+        }
+    }
+    let (req, bufs) = b.start()?;
+    let result = if r == 0 {
+        None
+    } else {
+        Some((bufs, kept.unwrap_or(acc)))
+    };
+    Ok(Started {
+        req,
+        extra: Vec::new(),
+        result,
+        dst: recvbuf as usize,
+        len,
+        post: Some(Box::new(|got: &[u8], out: &mut [u8]| {
+            let k = got.len().min(out.len());
+            out[..k].copy_from_slice(&got[..k]);
+        })),
+        finish: None,
+    })
+}
+
+mpi_fn! {
+    /// `MPI_Gatherv` (`MPI_IN_PLACE` as `sendbuf` at the root).
+    MPI_Gatherv / PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments.
+        unsafe { gatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root) }?.run()
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Igatherv`.
+    MPI_Igatherv / PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments and handle.
+        unsafe { gatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root)?.give(comm, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Scatterv` (`MPI_IN_PLACE` as `recvbuf` at the root).
+    MPI_Scatterv / PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments.
+        unsafe { scatterv(&c.comm, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root) }?.run()
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Iscatterv`.
+    MPI_Iscatterv / PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments and handle.
+        unsafe { scatterv(&c.comm, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root)?.give(comm, request) }
+    }
 }
 
 mpi_fn! {
     /// `MPI_Allgatherv` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Allgatherv / PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) on comm => {
         let c = rt()?.comm(comm)?;
-        let c = &c.comm;
-        let (me, n) = (c.rank() as usize, c.size() as usize);
-        // SAFETY: the caller's arrays of `size` ints.
-        let ps = unsafe { parts(recvcounts, displs, recvtype, n) }?;
-        // SAFETY: the caller's receive buffer covering every part.
-        let out = unsafe { output(recvbuf, span(&ps)) }?;
-        let (o, l) = ps[me];
-        let own = if in_place(sendbuf) {
-            out[o..o + l].to_vec()
-        } else {
-            let len = bytes(sendcount, sendtype)?;
-            if len != l {
-                return Err(MpiError::new(err::TRUNCATE, format!("this rank sends {len} bytes but its part is {l}")));
-            }
-            // SAFETY: the caller's send buffer.
-            unsafe { input(sendbuf, len) }?.to_vec()
-        };
-        out[o..o + l].copy_from_slice(&own);
-        let sends: Vec<(usize, usize)> = (0..n).map(|_| (0, l)).collect();
-        let got = exchange(c, TAG_ALLGATHERV, own, &sends, span(&ps), &ps)?;
-        for (i, &(o, l)) in ps.iter().enumerate() {
-            if i != me && l > 0 && o + l <= got.len() {
-                out[o..o + l].copy_from_slice(&got[o..o + l]);
-            }
-        }
-        Ok(())
+        // SAFETY: the caller's arguments.
+        unsafe { allgatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype) }?.run()
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Iallgatherv`.
+    MPI_Iallgatherv / PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments and handle.
+        unsafe { allgatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype)?.give(comm, request) }
     }
 }
 
@@ -252,109 +745,71 @@ mpi_fn! {
     /// `MPI_Alltoallv` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Alltoallv / PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle) on comm => {
         let c = rt()?.comm(comm)?;
-        let c = &c.comm;
-        let (me, n) = (c.rank() as usize, c.size() as usize);
-        // SAFETY: the caller's arrays of `size` ints.
-        let rps = unsafe { parts(recvcounts, rdispls, recvtype, n) }?;
-        // SAFETY: the caller's receive buffer covering every part.
-        let out = unsafe { output(recvbuf, span(&rps)) }?;
-        let (sps, mine) = if in_place(sendbuf) {
-            (rps.clone(), out.to_vec())
-        } else {
-            // SAFETY: the caller's arrays of `size` ints.
-            let sps = unsafe { parts(sendcounts, sdispls, sendtype, n) }?;
-            // SAFETY: the caller's send buffer covering every part.
-            let mine = unsafe { input(sendbuf, span(&sps)) }?.to_vec();
-            (sps, mine)
-        };
-        if sps[me].1 != rps[me].1 {
-            return Err(MpiError::new(err::TRUNCATE, format!("this rank sends {} bytes to itself but receives {}", sps[me].1, rps[me].1)));
-        }
-        let own = mine[sps[me].0..sps[me].0 + sps[me].1].to_vec();
-        let got = exchange(c, TAG_ALLTOALLV, mine, &sps, span(&rps), &rps)?;
-        out[rps[me].0..rps[me].0 + own.len()].copy_from_slice(&own);
-        for (i, &(o, l)) in rps.iter().enumerate() {
-            if i != me && l > 0 && o + l <= got.len() {
-                out[o..o + l].copy_from_slice(&got[o..o + l]);
-            }
-        }
-        Ok(())
+        // SAFETY: the caller's arguments.
+        unsafe { alltoallv(&c.comm, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype) }?.run()
     }
 }
 
 mpi_fn! {
-    /// `MPI_Scan` (`MPI_IN_PLACE` as `sendbuf`): a chain of gather blocks; each rank combines
-    /// the prefix from its left neighbour into its own data and forwards each combined piece.
+    /// `MPI_Ialltoallv`.
+    MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments and handle.
+        unsafe { alltoallv(&c.comm, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype)?.give(comm, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Alltoallw` (`MPI_IN_PLACE` as `sendbuf`): per-rank datatypes, byte displacements.
+    MPI_Alltoallw / PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments.
+        unsafe { alltoallw(&c.comm, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes) }?.run()
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Ialltoallw`.
+    MPI_Ialltoallw / PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments and handle.
+        unsafe { alltoallw(&c.comm, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes)?.give(comm, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Scan` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Scan / PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
         let c = rt()?.comm(comm)?;
-        let c = &c.comm;
-        let len = bytes(count, datatype)?;
-        let red = reduction(datatype, op)?;
-        // SAFETY: the caller's receive buffer of `count` elements.
-        let out = unsafe { output(recvbuf, len) }?;
-        if !in_place(sendbuf) {
-            // SAFETY: the caller's send buffer of `count` elements.
-            out.copy_from_slice(unsafe { input(sendbuf, len) }?);
-        }
-        let (r, n) = (c.rank(), c.size());
-        if len == 0 || n == 1 {
-            return Ok(());
-        }
-        let mut b = c.xfer_gather((r + 1 < n).then_some(r + 1), TAG_SCAN);
-        let id = b.buffer(out.to_vec());
-        if r > 0 {
-            b.recv_mop_op(id, 0, len, red, r - 1);
-        }
-        if r + 1 < n {
-            b.send_op(id, 0, len);
-        }
-        let bufs = finish(b.start()?)?;
-        if let Some(v) = bufs.take(id) {
-            out.copy_from_slice(&v[..len]);
-        }
-        Ok(())
+        // SAFETY: the caller's arguments.
+        unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, false) }?.run()
     }
 }
 
 mpi_fn! {
-    /// `MPI_Exscan` (`MPI_IN_PLACE` as `sendbuf`): as `MPI_Scan`, each rank receiving its left
-    /// neighbour's prefix twice, once kept (its result) and once combined and forwarded. The
-    /// receive buffer of rank 0 is left as it is.
+    /// `MPI_Iscan`.
+    MPI_Iscan / PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments and handle.
+        unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, false)?.give(comm, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Exscan` (`MPI_IN_PLACE` as `sendbuf`); rank 0's receive buffer is left as it is.
     MPI_Exscan / PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
         let c = rt()?.comm(comm)?;
-        let c = &c.comm;
-        let len = bytes(count, datatype)?;
-        let red = reduction(datatype, op)?;
-        // SAFETY: the caller's receive buffer of `count` elements.
-        let out = unsafe { output(recvbuf, len) }?;
-        let own = if in_place(sendbuf) {
-            out.to_vec()
-        } else {
-            // SAFETY: the caller's send buffer of `count` elements.
-            unsafe { input(sendbuf, len) }?.to_vec()
-        };
-        let (r, n) = (c.rank(), c.size());
-        if len == 0 || n == 1 {
-            return Ok(());
-        }
-        let mut b = c.xfer_gather((r + 1 < n).then_some(r + 1), TAG_EXSCAN);
-        let kept = b.buffer(vec![0; len]);
-        let acc = b.buffer(own);
-        if r > 0 {
-            b.recv_op(kept, 0, len, r - 1);
-            b.recv_mop_op(acc, 0, len, red, r - 1);
-        }
-        if r + 1 < n {
-            b.send_op(acc, 0, len);
-            b.send_op(acc, 0, len);
-        }
-        let bufs = finish(b.start()?)?;
-        if r > 0 {
-            if let Some(v) = bufs.take(kept) {
-                out.copy_from_slice(&v[..len]);
-            }
-        }
-        Ok(())
+        // SAFETY: the caller's arguments.
+        unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, true) }?.run()
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Iexscan`.
+    MPI_Iexscan / PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments and handle.
+        unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, true)?.give(comm, request) }
     }
 }
 
@@ -369,7 +824,7 @@ fn reduce_then_pick(
     out: &mut [u8],
 ) -> Result<(), MpiError> {
     let red = reduction(datatype, op)?;
-    c.allreduce_with(&mut all, &red)?;
+    crate::coll::allreduce(c, &mut all, &red, crate::op::commutes(op))?;
     let len = out.len();
     out.copy_from_slice(&all[first..first + len]);
     Ok(())
@@ -421,5 +876,86 @@ mpi_fn! {
         // SAFETY: the caller's receive buffer of this rank's count.
         let out = unsafe { output(recvbuf, lens[me]) }?;
         reduce_then_pick(c, all, datatype, op, first, out)
+    }
+}
+
+/// Starts the reduction of `all` (every rank's full input) and registers a request whose
+/// completion puts this rank's block `first..first + len` into `recvbuf`.
+///
+/// # Safety
+///
+/// `recvbuf` holds `len` bytes until completion; `request` is the caller's handle.
+#[allow(clippy::too_many_arguments)]
+unsafe fn ireduce_then_pick(
+    comm: Handle,
+    c: &Comm,
+    all: Vec<u8>,
+    datatype: Handle,
+    op: Handle,
+    first: usize,
+    recvbuf: *mut c_void,
+    len: usize,
+    request: *mut Handle,
+) -> Result<(), MpiError> {
+    let red = reduction(datatype, op)?;
+    let total = all.len();
+    let (started, post): (_, crate::request::Post) = if crate::op::commutes(op) {
+        let s = c.iallreduce(all, &red)?;
+        (
+            s,
+            Box::new(move |v: &[u8]| v[first.min(v.len())..(first + len).min(v.len())].to_vec()),
+        )
+    } else {
+        let s = c.iallgather(all)?;
+        (
+            s,
+            Box::new(move |v: &[u8]| {
+                let mut r = vec![0u8; total];
+                crate::op::fold(&red, v, &mut r);
+                r[first..first + len].to_vec()
+            }),
+        )
+    };
+    let (r, b) = started;
+    // SAFETY: the caller's buffer and handle.
+    unsafe { crate::coll::give_with(comm, (r, Some(b)), recvbuf, len, request, Some(post)) }
+}
+
+mpi_fn! {
+    /// `MPI_Ireduce_scatter_block` (`MPI_IN_PLACE` as `sendbuf`).
+    MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let c = &c.comm;
+        let (me, n) = (c.rank() as usize, c.size() as usize);
+        let part = bytes(recvcount, datatype)?;
+        let src: *const c_void = if in_place(sendbuf) { recvbuf } else { sendbuf };
+        // SAFETY: the caller's buffer of `size * recvcount` elements.
+        let all = unsafe { input(src, part * n) }?.to_vec();
+        // SAFETY: the caller's receive buffer and handle.
+        unsafe { ireduce_then_pick(comm, c, all, datatype, op, me * part, recvbuf, part, request) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Ireduce_scatter` (`MPI_IN_PLACE` as `sendbuf`).
+    MPI_Ireduce_scatter / PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        let c = rt()?.comm(comm)?;
+        let c = &c.comm;
+        let (me, n) = (c.rank() as usize, c.size() as usize);
+        if recvcounts.is_null() {
+            return Err(MpiError::new(err::ARG, "recvcounts is NULL"));
+        }
+        let mut lens = Vec::with_capacity(n);
+        for i in 0..n {
+            // SAFETY: the caller's array of `size` ints.
+            lens.push(bytes(unsafe { *recvcounts.add(i) }, datatype)?);
+        }
+        let total: usize = lens.iter().sum();
+        let first: usize = lens[..me].iter().sum();
+        let src: *const c_void = if in_place(sendbuf) { recvbuf } else { sendbuf };
+        // SAFETY: the caller's buffer of the sum of the counts.
+        let all = unsafe { input(src, total) }?.to_vec();
+        // SAFETY: the caller's receive buffer and handle.
+        unsafe { ireduce_then_pick(comm, c, all, datatype, op, first, recvbuf, lens[me], request) }
     }
 }

@@ -25,7 +25,7 @@ struct Setup {
 
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
-    "misc", "fatal",
+    "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -345,6 +345,31 @@ fn misc_program() {
     program("misc");
 }
 
+#[test]
+fn attr_program() {
+    program("attr");
+}
+
+#[test]
+fn topo_program() {
+    program("topo");
+}
+
+#[test]
+fn groups_program() {
+    program("groups");
+}
+
+#[test]
+fn noncomm_program() {
+    program("noncomm");
+}
+
+#[test]
+fn ivcoll_program() {
+    program("ivcoll");
+}
+
 /// MPICH's generalized request extensions. Not compared with MPICH: there the wait function
 /// gets one request at a time, here every request of the class in the wait (the batch).
 #[test]
@@ -478,6 +503,32 @@ fn abort_code_never_reads_as_success() {
             "{}",
             j.stderr
         );
+    }
+}
+
+/// `MPI_Abort` on one rank goes through the PMI abort command: `viaduct launch` reports the
+/// abort with its code and ends the rank waiting for a message; under `mpiexec` the job ends
+/// with the code too.
+#[test]
+fn abort_reaches_the_launcher() {
+    let Some(s) = setup() else { return };
+    let env = [("TEST_ABORT", "5"), ("TEST_ABORT_RANK", "1")];
+    let j = job(s, "fatal", Launch::Viaduct(2), true, &env);
+    assert_eq!(j.code, Some(5), "{}", j.stderr);
+    assert!(
+        j.stderr.contains("rank 1 aborted the job (exit code 5)"),
+        "the launcher reports the PMI abort:\n{}",
+        j.stderr
+    );
+    assert!(
+        j.stderr
+            .contains("MPI_Abort(comm 0x44000000, errorcode 5) called"),
+        "{}",
+        j.stderr
+    );
+    if s.mpiexec {
+        let j = job(s, "fatal", Launch::Mpiexec(2), true, &env);
+        assert_eq!(j.code, Some(5), "{}", j.stderr);
     }
 }
 

@@ -120,7 +120,7 @@ impl Reduction {
     }
 
     /// `acc = incoming (op) acc`; both hold the same whole number of elements.
-    pub(crate) fn combine(&self, incoming: &[u8], acc: &mut [u8]) {
+    pub fn combine(&self, incoming: &[u8], acc: &mut [u8]) {
         debug_assert_eq!(incoming.len(), acc.len());
         match self {
             Reduction::User { f, .. } => f(incoming, acc),
