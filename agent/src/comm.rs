@@ -250,6 +250,7 @@ impl Comm {
                 return Err(AgentError::PeerFailed {
                     peer: w,
                     reason: "short communicator agreement record".into(),
+                    source: None,
                 });
             };
             ctx = ctx.max(u32::from_le_bytes(bytes));
