@@ -29,14 +29,18 @@ const RING: usize = 1 << 20;
 /// descriptors.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// The memfds of shared segments open in this process.
-fn segment_fds() -> Vec<String> {
+/// The memfds of shared segments open in this process: descriptor path and the segment's inode
+/// (a descriptor number closed by another test and reused for a new segment is told apart by
+/// its inode).
+fn segment_fds() -> Vec<(String, u64)> {
+    use std::os::unix::fs::MetadataExt;
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
         if let Ok(l) = std::fs::read_link(e.path())
             && l.to_string_lossy().starts_with("/memfd:viaduct-shm")
+            && let Ok(m) = std::fs::metadata(e.path())
         {
-            out.push(e.path().to_string_lossy().into_owned());
+            out.push((e.path().to_string_lossy().into_owned(), m.ino()));
         }
     }
     out
@@ -51,9 +55,9 @@ fn pair_and_segment() -> (Endpoint, Endpoint, File, MutexGuard<'static, ()>) {
         ..Config::default()
     })
     .expect("pair");
-    let fd = segment_fds()
+    let (fd, _) = segment_fds()
         .into_iter()
-        .find(|f| !before.contains(f))
+        .find(|(_, ino)| !before.iter().any(|(_, b)| b == ino))
         .expect("the pair's segment among this process's descriptors");
     let seg = OpenOptions::new()
         .read(true)
