@@ -6,8 +6,8 @@ use std::thread;
 use std::time::Duration;
 
 use viaduct_agent::request::{
-    BoxError, GrequestOps, QueryStatus, Request, RequestError, Status, test_all, test_any,
-    test_some, wait_all, wait_any, wait_some,
+    AnyOutcome, BoxError, GrequestOps, QueryStatus, Request, RequestError, Status, test_all,
+    test_any, test_some, wait_all, wait_any, wait_some,
 };
 
 mod watchdog;
@@ -134,7 +134,7 @@ fn query_runs_in_the_completing_wait_and_test() {
             r
         })
         .collect();
-    let mut statuses = vec![Status::empty(); 3];
+    let mut statuses = Vec::new();
     wait_all(&mut reqs, Some(&mut statuses)).unwrap();
     assert_eq!(
         log.queries.load(Ordering::SeqCst),
@@ -197,7 +197,7 @@ fn test_on_incomplete_request_returns_false_and_runs_no_callback() {
     std::mem::swap(&mut one, &mut reqs[0]);
     assert!(one.test().unwrap().is_none());
     std::mem::swap(&mut one, &mut reqs[0]);
-    assert!(test_any(&mut reqs).is_none());
+    assert!(test_any(&mut reqs).is_pending());
     let mut indices = vec![9];
     test_some(&mut reqs, &mut indices, None).unwrap();
     assert!(indices.is_empty());
@@ -228,7 +228,7 @@ fn free_runs_after_query_in_the_completing_call() {
     let (r, h) = Request::generalized(Ops::new(&log));
     h.complete().unwrap();
     let mut reqs = vec![Request::null(), r];
-    let (i, result) = wait_any(&mut reqs).expect("one active");
+    let (i, result) = wait_any(&mut reqs).completed().expect("one active");
     assert_eq!(i, 1);
     result.unwrap();
     assert_eq!(log.events(), ["query", "free"]);
@@ -392,7 +392,7 @@ fn free_error_wins_when_wait_runs_both_callbacks() {
     let (r, h) = Request::generalized(ops);
     h.complete().unwrap();
     let mut reqs = vec![r];
-    let (_, result) = test_any(&mut reqs).expect("complete");
+    let (_, result) = test_any(&mut reqs).completed().expect("complete");
     assert_eq!(cause(&result.unwrap_err()), "free broke");
 }
 
@@ -412,7 +412,7 @@ fn some_and_all_report_error_in_status() {
         make(Some("free 1"), None),
         make(None, Some("query 2")),
     ];
-    let mut statuses = vec![Status::empty(); 3];
+    let mut statuses = Vec::new();
     let e = wait_all(&mut reqs, Some(&mut statuses)).unwrap_err();
     assert!(matches!(e, RequestError::InStatus { failed: 2 }));
     assert!(statuses[0].error().is_none());
@@ -435,7 +435,7 @@ fn some_and_all_report_error_in_status() {
     assert_eq!(indices, [0]);
     // test_all with an error.
     let mut reqs = vec![make(None, Some("q")), make(None, None)];
-    let mut statuses = vec![Status::empty(); 2];
+    let mut statuses = Vec::new();
     let e = test_all(&mut reqs, Some(&mut statuses)).unwrap_err();
     assert!(matches!(e, RequestError::InStatus { failed: 1 }));
     assert!(statuses[0].error().is_some() && statuses[1].error().is_none());
@@ -459,20 +459,79 @@ fn complete_twice_is_an_error_not_a_second_completion() {
 }
 
 #[test]
-fn status_array_of_wrong_length_is_an_error() {
-    let (r, h) = Request::generalized(());
-    h.complete().unwrap();
-    let mut reqs = vec![r];
-    let mut statuses = vec![Status::empty(); 2];
-    assert!(matches!(
-        wait_all(&mut reqs, Some(&mut statuses)),
-        Err(RequestError::StatusLength {
-            requests: 1,
-            statuses: 2
-        })
-    ));
-    assert!(!reqs[0].is_null(), "nothing completed");
-    wait_all(&mut reqs, None).unwrap();
+fn statuses_follow_one_rule_in_all_four_calls() {
+    // Whatever the vector held before, each call clears it and pushes the statuses of the
+    // requests it completed: wait_all/test_all one per request (null ones empty), wait_some/
+    // test_some one per index.
+    let junk = || vec![Status::empty(); 5];
+    let (a, ha) = Request::generalized(());
+    let (b, hb) = Request::generalized(());
+    let mut reqs = vec![a, Request::null(), b];
+    let mut statuses = junk();
+    assert!(!test_all(&mut reqs, Some(&mut statuses)).unwrap());
+    assert!(statuses.is_empty(), "nothing completed: {statuses:?}");
+    ha.complete().unwrap();
+    let mut indices = Vec::new();
+    let mut statuses = junk();
+    test_some(&mut reqs, &mut indices, Some(&mut statuses)).unwrap();
+    assert_eq!(
+        (indices.as_slice(), statuses.len()),
+        ([0usize].as_slice(), 1)
+    );
+    let mut statuses = junk();
+    test_some(&mut reqs, &mut indices, Some(&mut statuses)).unwrap();
+    assert!(indices.is_empty() && statuses.is_empty());
+    hb.complete().unwrap();
+    let mut statuses = junk();
+    wait_some(&mut reqs, &mut indices, Some(&mut statuses)).unwrap();
+    assert_eq!(
+        (indices.as_slice(), statuses.len()),
+        ([2usize].as_slice(), 1)
+    );
+
+    let (a, ha) = Request::generalized(());
+    let mut reqs = vec![Request::null(), a];
+    ha.complete().unwrap();
+    let mut statuses = junk();
+    assert!(test_all(&mut reqs, Some(&mut statuses)).unwrap());
+    assert_eq!(statuses.len(), 2);
+    let mut statuses = junk();
+    wait_all(&mut reqs, Some(&mut statuses)).unwrap();
+    assert_eq!(statuses.len(), 2, "null requests get an empty status each");
+    assert!(
+        statuses
+            .iter()
+            .all(|s| s.count() == 0 && s.error().is_none())
+    );
+    let mut statuses = junk();
+    wait_all(&mut [], Some(&mut statuses)).unwrap();
+    assert!(statuses.is_empty());
+}
+
+#[test]
+fn test_any_tells_nothing_completed_from_all_null() {
+    let log = Arc::new(Log::default());
+    let (a, ha) = Request::generalized(Ops::new(&log));
+    let mut reqs = vec![Request::null(), a, Request::null()];
+    // Active but incomplete: pending, nothing runs.
+    assert!(test_any(&mut reqs).is_pending());
+    assert!(!test_any(&mut reqs).is_all_null());
+    assert!(log.events().is_empty());
+    ha.complete().unwrap();
+    match test_any(&mut reqs) {
+        AnyOutcome::Completed(1, Ok(_)) => {}
+        other => panic!("expected request 1 to complete, got {other:?}"),
+    }
+    // Every request null now: not pending.
+    assert!(reqs.iter().all(Request::is_null));
+    let outcome = test_any(&mut reqs);
+    assert!(
+        outcome.is_all_null() && !outcome.is_pending(),
+        "{outcome:?}"
+    );
+    assert!(outcome.completed().is_none());
+    assert!(wait_any(&mut reqs).is_all_null());
+    assert!(test_any(&mut []).is_all_null());
 }
 
 #[test]
@@ -483,7 +542,9 @@ fn null_requests_are_complete_with_an_empty_status() {
     assert!(s.error().is_none() && !s.test_cancelled());
     assert!(r.get_status().unwrap().is_some());
     let mut reqs = vec![Request::null(), Request::null()];
-    assert!(wait_any(&mut reqs).is_none());
+    assert!(wait_any(&mut reqs).is_all_null());
+    assert!(test_any(&mut reqs).is_all_null());
+    assert!(wait_any(&mut []).is_all_null());
     let mut indices = vec![1];
     wait_some(&mut reqs, &mut indices, None).unwrap();
     assert!(indices.is_empty());

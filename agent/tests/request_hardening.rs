@@ -371,7 +371,7 @@ fn a_mixed_array_with_a_default_wait_hook_does_not_spin_either() {
         thread::sleep(Duration::from_millis(300));
         done.complete().unwrap();
     });
-    let (index, result) = wait_any(&mut reqs).unwrap();
+    let (index, result) = wait_any(&mut reqs).completed().unwrap();
     completer.join().unwrap();
     assert_eq!(index, 1);
     result.unwrap();
@@ -852,7 +852,7 @@ fn a_mixed_wait_enters_no_further_hook_once_satisfied() {
     let (ra, _ha) = a.start(());
     let (rb, _hb) = b.start(());
     let mut reqs = [ra, rb, greq];
-    let (index, result) = wait_any(&mut reqs).unwrap();
+    let (index, result) = wait_any(&mut reqs).completed().unwrap();
     assert_eq!(index, 2);
     result.unwrap();
     assert_eq!(
