@@ -6,8 +6,8 @@ use std::thread;
 use std::time::Duration;
 
 use viaduct_agent::request::{
-    AnyOutcome, BoxError, GrequestOps, QueryStatus, Request, RequestError, Status, test_all,
-    test_any, test_some, wait_all, wait_any, wait_some,
+    AnyOutcome, BoxError, CompleteHandle, GrequestOps, QueryStatus, Request, RequestError, Status,
+    test_all, test_any, test_some, wait_all, wait_any, wait_some,
 };
 
 mod watchdog;
@@ -83,7 +83,7 @@ impl GrequestOps for Ops {
         }
     }
 
-    fn cancel(&self, complete: bool) -> Result<(), BoxError> {
+    fn cancel(&self, complete: bool, _: &CompleteHandle) -> Result<(), BoxError> {
         self.log.push(format!("cancel({complete})"));
         self.cancelled_by_query.store(true, Ordering::SeqCst);
         match self.cancel_error {
@@ -326,6 +326,120 @@ fn cancel_passes_complete_false_before_and_true_after_complete() {
         ["cancel(false)", "cancel(true)", "query", "free"]
     );
     assert!(status.test_cancelled());
+}
+
+/// What the completion from a cancel callback returned.
+type Completion = Arc<Mutex<Option<Result<(), RequestError>>>>;
+
+/// A request whose operation stops only when cancelled: its cancel callback completes the
+/// request with the handle it is given, so the state holds no handle of its own request.
+struct StopsOnCancel {
+    cancelled: AtomicBool,
+    /// Completes from another thread, through a clone of the handle, when set.
+    later: bool,
+    /// Set when the state is dropped.
+    dropped: Arc<AtomicBool>,
+    /// What the completion from the cancel callback returned.
+    completion: Completion,
+}
+
+impl GrequestOps for StopsOnCancel {
+    fn query(&self, status: &mut QueryStatus<'_>) -> Result<(), BoxError> {
+        status.set_cancelled(self.cancelled.load(Ordering::SeqCst));
+        Ok(())
+    }
+    fn cancel(&self, complete: bool, handle: &CompleteHandle) -> Result<(), BoxError> {
+        if complete {
+            *self.completion.lock().unwrap() = Some(handle.complete());
+            return Ok(());
+        }
+        self.cancelled.store(true, Ordering::SeqCst);
+        if self.later {
+            let handle = handle.clone();
+            let completion = Arc::clone(&self.completion);
+            thread::spawn(move || {
+                thread::sleep(Duration::from_millis(20));
+                *completion.lock().unwrap() = Some(handle.complete());
+            });
+        } else {
+            *self.completion.lock().unwrap() = Some(handle.complete());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StopsOnCancel {
+    fn drop(&mut self) {
+        self.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+fn stops_on_cancel(later: bool) -> (StopsOnCancel, Arc<AtomicBool>, Completion) {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let completion = Arc::new(Mutex::new(None));
+    let ops = StopsOnCancel {
+        cancelled: AtomicBool::new(false),
+        later,
+        dropped: Arc::clone(&dropped),
+        completion: Arc::clone(&completion),
+    };
+    (ops, dropped, completion)
+}
+
+#[test]
+fn cancel_callback_completes_its_own_request_without_a_handle_in_the_state() {
+    for later in [false, true] {
+        let (ops, dropped, completion) = stops_on_cancel(later);
+        // The operation's handle: held by whatever runs it, never by the state.
+        let (mut req, operation) = Request::generalized(ops);
+        assert!(req.test().unwrap().is_none());
+        req.cancel().unwrap();
+        let status = req.wait().unwrap();
+        assert!(status.test_cancelled(), "later: {later}");
+        assert!(operation.is_complete());
+        assert!(matches!(*completion.lock().unwrap(), Some(Ok(()))));
+        // A cancel on a complete request: the handle it gets says so.
+        let (ops2, dropped2, completion2) = stops_on_cancel(false);
+        let (mut done, h2) = Request::generalized(ops2);
+        h2.complete().unwrap();
+        done.cancel().unwrap();
+        assert!(matches!(
+            *completion2.lock().unwrap(),
+            Some(Err(RequestError::AlreadyComplete))
+        ));
+        done.wait().unwrap();
+        drop(h2);
+        assert!(dropped2.load(Ordering::SeqCst));
+        // No cycle: the state goes once the request and the operation's handle are gone (the
+        // clone of the later completion is dropped by its thread).
+        drop(req);
+        drop(operation);
+        let t0 = std::time::Instant::now();
+        while !dropped.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(10) {
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "the state leaked (later: {later})"
+        );
+    }
+}
+
+#[test]
+fn a_cancel_with_no_handle_left_is_abandoned_not_hung() {
+    // The operation's handle dropped before the cancel: the request was abandoned then, and the
+    // handle the cancel callback gets finds it complete.
+    let (ops, dropped, completion) = stops_on_cancel(false);
+    let (mut req, operation) = Request::generalized(ops);
+    drop(operation);
+    req.cancel().unwrap();
+    assert!(matches!(
+        *completion.lock().unwrap(),
+        Some(Err(RequestError::AlreadyComplete))
+    ));
+    assert!(matches!(req.wait(), Err(RequestError::Abandoned)));
+    drop(req);
+    assert!(dropped.load(Ordering::SeqCst));
 }
 
 #[test]
