@@ -89,7 +89,7 @@ fn run(dir: Option<PathBuf>, keep: bool) -> Result<String, BoxError> {
     // Keep computing; look at the writes between steps without blocking.
     let mut scratch = Vec::with_capacity(CELLS);
     let mut steps = 0u32;
-    let mut statuses = vec![Status::empty(); requests.len()];
+    let mut statuses = Vec::with_capacity(requests.len());
     let mut done = false;
     while !done && started.elapsed() < LIMIT {
         step(&mut u, &mut scratch);
@@ -98,11 +98,13 @@ fn run(dir: Option<PathBuf>, keep: bool) -> Result<String, BoxError> {
     }
     if !done {
         // Out of time for overlap: wait for each write, still with a limit.
-        for (r, s) in requests.iter_mut().zip(statuses.iter_mut()) {
-            *s = r
-                .wait_timeout(LIMIT)
-                .map_err(|e| on_file("writing", &e))?
-                .ok_or_else(|| on_file("writing", &"a write did not finish within 30 s"))?;
+        statuses.clear();
+        for r in &mut requests {
+            statuses.push(
+                r.wait_timeout(LIMIT)
+                    .map_err(|e| on_file("writing", &e))?
+                    .ok_or_else(|| on_file("writing", &"a write did not finish within 30 s"))?,
+            );
         }
     }
     let overlap_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -119,13 +121,13 @@ fn run(dir: Option<PathBuf>, keep: bool) -> Result<String, BoxError> {
         drop(claim.take());
     }
     let sync = file.isync();
-    sync.wait().map_err(|(e, _)| on_file("syncing", &e))?;
+    sync.wait().map_err(|e| on_file("syncing", e.error()))?;
 
     // Read the checkpoint back and compare with the image taken at the start.
     let (status, buffers) = file
         .iread_at(IoBuffer::from(vec![0u8; image.len()]), 0)
         .wait()
-        .map_err(|(e, _)| on_file("reading back", &e))?;
+        .map_err(|e| on_file("reading back", e.error()))?;
     let back = buffers
         .into_one()
         .ok_or_else(|| on_file("reading back", &"the read gave no buffer back"))?;

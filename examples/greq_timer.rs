@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use viaduct_agent::bootstrap::Bootstrap;
 use viaduct_agent::request::{
-    BoxError, CompleteHandle, GrequestOps, QueryStatus, Request, wait_any,
+    AnyOutcome, BoxError, CompleteHandle, GrequestOps, QueryStatus, Request, wait_any,
 };
 
 /// How many requests had their free callback run.
@@ -167,7 +167,7 @@ fn run() -> Result<String, BoxError> {
     requests.push(pool.submit(100, move || (1..=n).sum())?);
 
     let mut order = Vec::new();
-    while let Some((index, status)) = wait_any(&mut requests) {
+    while let AnyOutcome::Completed(index, status) = wait_any(&mut requests) {
         let status = status?;
         let tag = status.tag().ok_or("a request reported no tag")?;
         match tag {

@@ -111,6 +111,6 @@ pub use viaduct_verbs as verbs;
 
 pub use viaduct_agent::prelude;
 pub use viaduct_agent::{
-    Agent, AgentError, Comm, Config, RecvBuffer, Request, RequestError, Source, Status, TagMatch,
-    post_handler, test_all, test_any, test_some, wait_all, wait_any, wait_some,
+    Agent, AgentError, AnyOutcome, Comm, Config, RecvBuffer, Request, RequestError, Source, Status,
+    TagMatch, post_handler, test_all, test_any, test_some, wait_all, wait_any, wait_some,
 };

@@ -32,7 +32,7 @@
 //!     let (recv, data) = agent.irecv(16, Source::Any, TagMatch::Any)?;
 //!     let send = agent.isend(me, 8, b"world")?;
 //!     let mut requests = [recv, send];
-//!     let mut statuses = [Status::empty(), Status::empty()];
+//!     let mut statuses = Vec::new();
 //!     wait_all(&mut requests, Some(&mut statuses))?;
 //!     assert_eq!(statuses[0].tag(), Some(8));
 //!     assert_eq!(data.take(), b"world");
@@ -149,8 +149,8 @@ pub use error::AgentError;
 pub use matching::{Source, TagMatch};
 pub use recv_buffer::RecvBuffer;
 pub use request::{
-    Request, RequestError, Status, post_handler, test_all, test_any, test_some, wait_all, wait_any,
-    wait_some,
+    AnyOutcome, Request, RequestError, Status, post_handler, test_all, test_any, test_some,
+    wait_all, wait_any, wait_some,
 };
 
 /// The names most programs use, for `use viaduct_agent::prelude::*;` (or
@@ -177,6 +177,7 @@ pub mod prelude {
     pub use crate::matching::{Source, TagMatch};
     pub use crate::recv_buffer::RecvBuffer;
     pub use crate::request::{
-        Request, RequestError, Status, test_all, test_any, test_some, wait_all, wait_any, wait_some,
+        AnyOutcome, Request, RequestError, Status, test_all, test_any, test_some, wait_all,
+        wait_any, wait_some,
     };
 }

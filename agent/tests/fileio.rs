@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use viaduct_agent::fileio::{File, FileError, IoBuffer, OpenOptions};
-use viaduct_agent::request::{RequestError, Status, test_any, wait_all, wait_any};
+use viaduct_agent::request::{RequestError, test_any, wait_all, wait_any};
 
 mod fileio_common;
 use fileio_common::{Rng, TempPath, engine, within};
@@ -74,7 +74,7 @@ fn many_requests_in_one_wait_all_and_wait_any() {
             requests.push(r);
             claims.push(c);
         }
-        let mut statuses = vec![Status::empty(); 64];
+        let mut statuses = Vec::new();
         wait_all(&mut requests, Some(&mut statuses)).unwrap();
         assert!(statuses.iter().all(|s| s.count() == 1024));
         for c in claims {
@@ -91,7 +91,7 @@ fn many_requests_in_one_wait_all_and_wait_any() {
             .map(|i| file.iread_at(IoBuffer::from(vec![0; 10]), i).into_parts().0)
             .collect();
         let mut seen = 0;
-        while let Some((_, r)) = wait_any(&mut requests) {
+        while let Some((_, r)) = wait_any(&mut requests).completed() {
             assert_eq!(r.unwrap().count(), 10);
             seen += 1;
         }
@@ -119,7 +119,7 @@ fn cancel_of_a_blocked_read_reports_cancelled() {
         let mut req = fifo.iread_at(IoBuffer::from(vec![5; 16]), 0);
         assert!(req.request.test().unwrap().is_none());
         let mut pending = [req.request];
-        assert!(test_any(&mut pending).is_none());
+        assert!(test_any(&mut pending).is_pending());
         pending[0].cancel().unwrap();
         let [request] = pending;
         req.request = request;
@@ -163,7 +163,8 @@ fn write_to_read_only_file_fails_with_ebadf() {
         let (err, bufs) = file
             .iwrite_at(IoBuffer::from(vec![1; 4]), 0)
             .wait()
-            .unwrap_err();
+            .unwrap_err()
+            .into_parts();
         assert_eq!(err.errno(), Some(libc::EBADF), "{err}");
         assert!(err.to_string().contains("read-only"), "{err}");
         assert_eq!(bufs.unwrap().into_one().unwrap().len(), 4);
@@ -212,7 +213,8 @@ fn o_direct_misaligned_request_fails_with_the_alignment() {
         let (err, bufs) = file
             .iwrite_at(IoBuffer::aligned(100, 4096).unwrap(), 0)
             .wait()
-            .unwrap_err();
+            .unwrap_err()
+            .into_parts();
         let RequestError::Operation(cause) = &err else {
             panic!("unexpected error {err}");
         };
@@ -239,7 +241,7 @@ fn file_requests_mix_with_generalized_requests() {
             handle.complete().unwrap();
         });
         let mut requests = [greq, fread];
-        let mut statuses = vec![Status::empty(); 2];
+        let mut statuses = Vec::new();
         wait_all(&mut requests, Some(&mut statuses)).unwrap();
         completer.join().unwrap();
         assert_eq!(statuses[1].count(), 64);
@@ -352,7 +354,7 @@ fn random_offsets_and_sizes_up_to_64_mib_are_byte_exact() {
             requests.push(r);
             claims.push(c);
         }
-        let mut statuses = vec![Status::empty(); requests.len()];
+        let mut statuses = Vec::new();
         wait_all(&mut requests, Some(&mut statuses)).unwrap();
         for ((_, data), s) in layout.iter().zip(&statuses) {
             assert_eq!(s.count(), data.len() as u64);

@@ -92,7 +92,8 @@ proptest! {
                 }
                 Op::TestAny if !handle_done => {
                     let r = test_any(&mut slot);
-                    prop_assert_eq!(r.is_some(), completed);
+                    prop_assert_eq!(r.is_pending(), !completed);
+                    prop_assert_eq!(r.completed().is_some(), completed);
                     handle_done |= completed;
                 }
                 Op::TestAll if !handle_done => {

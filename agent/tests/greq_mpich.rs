@@ -7,8 +7,8 @@ use std::thread;
 use std::time::Duration;
 
 use viaduct_agent::request::{
-    BoxError, CompleteHandle, GrequestOps, QueryStatus, Request, Status, test_all, test_some,
-    wait_all, wait_some,
+    BoxError, CompleteHandle, GrequestOps, QueryStatus, Request, test_all, test_some, wait_all,
+    wait_some,
 };
 
 mod watchdog;
@@ -87,7 +87,7 @@ fn greq_wait_thread_completes_while_main_waits() {
     let (request, handle) = Request::generalized(Greq1 { counter: None });
     let t = complete_later(handle);
     let mut reqs = vec![request];
-    let mut statuses = vec![Status::empty()];
+    let mut statuses = Vec::new();
     wait_all(&mut reqs, Some(&mut statuses)).unwrap();
     assert!(reqs[0].is_null());
     t.join().unwrap();
@@ -116,7 +116,7 @@ fn greq_test_thread_completes_while_main_polls() {
     let (request, handle) = Request::generalized(Greq1 { counter: None });
     let t = complete_later(handle);
     let mut reqs = vec![request];
-    let mut statuses = vec![Status::empty()];
+    let mut statuses = Vec::new();
     while !test_all(&mut reqs, Some(&mut statuses)).unwrap() {
         thread::yield_now();
     }

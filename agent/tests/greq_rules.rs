@@ -6,8 +6,8 @@ use std::thread;
 use std::time::Duration;
 
 use viaduct_agent::request::{
-    BoxError, GrequestOps, QueryStatus, Request, RequestError, Status, test_all, test_any,
-    test_some, wait_all, wait_any, wait_some,
+    AnyOutcome, BoxError, CompleteHandle, GrequestOps, QueryStatus, Request, RequestError, Status,
+    test_all, test_any, test_some, wait_all, wait_any, wait_some,
 };
 
 mod watchdog;
@@ -83,7 +83,7 @@ impl GrequestOps for Ops {
         }
     }
 
-    fn cancel(&self, complete: bool) -> Result<(), BoxError> {
+    fn cancel(&self, complete: bool, _: &CompleteHandle) -> Result<(), BoxError> {
         self.log.push(format!("cancel({complete})"));
         self.cancelled_by_query.store(true, Ordering::SeqCst);
         match self.cancel_error {
@@ -134,7 +134,7 @@ fn query_runs_in_the_completing_wait_and_test() {
             r
         })
         .collect();
-    let mut statuses = vec![Status::empty(); 3];
+    let mut statuses = Vec::new();
     wait_all(&mut reqs, Some(&mut statuses)).unwrap();
     assert_eq!(
         log.queries.load(Ordering::SeqCst),
@@ -197,7 +197,7 @@ fn test_on_incomplete_request_returns_false_and_runs_no_callback() {
     std::mem::swap(&mut one, &mut reqs[0]);
     assert!(one.test().unwrap().is_none());
     std::mem::swap(&mut one, &mut reqs[0]);
-    assert!(test_any(&mut reqs).is_none());
+    assert!(test_any(&mut reqs).is_pending());
     let mut indices = vec![9];
     test_some(&mut reqs, &mut indices, None).unwrap();
     assert!(indices.is_empty());
@@ -228,7 +228,7 @@ fn free_runs_after_query_in_the_completing_call() {
     let (r, h) = Request::generalized(Ops::new(&log));
     h.complete().unwrap();
     let mut reqs = vec![Request::null(), r];
-    let (i, result) = wait_any(&mut reqs).expect("one active");
+    let (i, result) = wait_any(&mut reqs).completed().expect("one active");
     assert_eq!(i, 1);
     result.unwrap();
     assert_eq!(log.events(), ["query", "free"]);
@@ -328,6 +328,120 @@ fn cancel_passes_complete_false_before_and_true_after_complete() {
     assert!(status.test_cancelled());
 }
 
+/// What the completion from a cancel callback returned.
+type Completion = Arc<Mutex<Option<Result<(), RequestError>>>>;
+
+/// A request whose operation stops only when cancelled: its cancel callback completes the
+/// request with the handle it is given, so the state holds no handle of its own request.
+struct StopsOnCancel {
+    cancelled: AtomicBool,
+    /// Completes from another thread, through a clone of the handle, when set.
+    later: bool,
+    /// Set when the state is dropped.
+    dropped: Arc<AtomicBool>,
+    /// What the completion from the cancel callback returned.
+    completion: Completion,
+}
+
+impl GrequestOps for StopsOnCancel {
+    fn query(&self, status: &mut QueryStatus<'_>) -> Result<(), BoxError> {
+        status.set_cancelled(self.cancelled.load(Ordering::SeqCst));
+        Ok(())
+    }
+    fn cancel(&self, complete: bool, handle: &CompleteHandle) -> Result<(), BoxError> {
+        if complete {
+            *self.completion.lock().unwrap() = Some(handle.complete());
+            return Ok(());
+        }
+        self.cancelled.store(true, Ordering::SeqCst);
+        if self.later {
+            let handle = handle.clone();
+            let completion = Arc::clone(&self.completion);
+            thread::spawn(move || {
+                thread::sleep(Duration::from_millis(20));
+                *completion.lock().unwrap() = Some(handle.complete());
+            });
+        } else {
+            *self.completion.lock().unwrap() = Some(handle.complete());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StopsOnCancel {
+    fn drop(&mut self) {
+        self.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+fn stops_on_cancel(later: bool) -> (StopsOnCancel, Arc<AtomicBool>, Completion) {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let completion = Arc::new(Mutex::new(None));
+    let ops = StopsOnCancel {
+        cancelled: AtomicBool::new(false),
+        later,
+        dropped: Arc::clone(&dropped),
+        completion: Arc::clone(&completion),
+    };
+    (ops, dropped, completion)
+}
+
+#[test]
+fn cancel_callback_completes_its_own_request_without_a_handle_in_the_state() {
+    for later in [false, true] {
+        let (ops, dropped, completion) = stops_on_cancel(later);
+        // The operation's handle: held by whatever runs it, never by the state.
+        let (mut req, operation) = Request::generalized(ops);
+        assert!(req.test().unwrap().is_none());
+        req.cancel().unwrap();
+        let status = req.wait().unwrap();
+        assert!(status.test_cancelled(), "later: {later}");
+        assert!(operation.is_complete());
+        assert!(matches!(*completion.lock().unwrap(), Some(Ok(()))));
+        // A cancel on a complete request: the handle it gets says so.
+        let (ops2, dropped2, completion2) = stops_on_cancel(false);
+        let (mut done, h2) = Request::generalized(ops2);
+        h2.complete().unwrap();
+        done.cancel().unwrap();
+        assert!(matches!(
+            *completion2.lock().unwrap(),
+            Some(Err(RequestError::AlreadyComplete))
+        ));
+        done.wait().unwrap();
+        drop(h2);
+        assert!(dropped2.load(Ordering::SeqCst));
+        // No cycle: the state goes once the request and the operation's handle are gone (the
+        // clone of the later completion is dropped by its thread).
+        drop(req);
+        drop(operation);
+        let t0 = std::time::Instant::now();
+        while !dropped.load(Ordering::SeqCst) && t0.elapsed() < Duration::from_secs(10) {
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "the state leaked (later: {later})"
+        );
+    }
+}
+
+#[test]
+fn a_cancel_with_no_handle_left_is_abandoned_not_hung() {
+    // The operation's handle dropped before the cancel: the request was abandoned then, and the
+    // handle the cancel callback gets finds it complete.
+    let (ops, dropped, completion) = stops_on_cancel(false);
+    let (mut req, operation) = Request::generalized(ops);
+    drop(operation);
+    req.cancel().unwrap();
+    assert!(matches!(
+        *completion.lock().unwrap(),
+        Some(Err(RequestError::AlreadyComplete))
+    ));
+    assert!(matches!(req.wait(), Err(RequestError::Abandoned)));
+    drop(req);
+    assert!(dropped.load(Ordering::SeqCst));
+}
+
 #[test]
 fn test_cancelled_reports_what_query_set() {
     let log = Arc::new(Log::default());
@@ -392,7 +506,7 @@ fn free_error_wins_when_wait_runs_both_callbacks() {
     let (r, h) = Request::generalized(ops);
     h.complete().unwrap();
     let mut reqs = vec![r];
-    let (_, result) = test_any(&mut reqs).expect("complete");
+    let (_, result) = test_any(&mut reqs).completed().expect("complete");
     assert_eq!(cause(&result.unwrap_err()), "free broke");
 }
 
@@ -412,7 +526,7 @@ fn some_and_all_report_error_in_status() {
         make(Some("free 1"), None),
         make(None, Some("query 2")),
     ];
-    let mut statuses = vec![Status::empty(); 3];
+    let mut statuses = Vec::new();
     let e = wait_all(&mut reqs, Some(&mut statuses)).unwrap_err();
     assert!(matches!(e, RequestError::InStatus { failed: 2 }));
     assert!(statuses[0].error().is_none());
@@ -435,7 +549,7 @@ fn some_and_all_report_error_in_status() {
     assert_eq!(indices, [0]);
     // test_all with an error.
     let mut reqs = vec![make(None, Some("q")), make(None, None)];
-    let mut statuses = vec![Status::empty(); 2];
+    let mut statuses = Vec::new();
     let e = test_all(&mut reqs, Some(&mut statuses)).unwrap_err();
     assert!(matches!(e, RequestError::InStatus { failed: 1 }));
     assert!(statuses[0].error().is_some() && statuses[1].error().is_none());
@@ -459,20 +573,79 @@ fn complete_twice_is_an_error_not_a_second_completion() {
 }
 
 #[test]
-fn status_array_of_wrong_length_is_an_error() {
-    let (r, h) = Request::generalized(());
-    h.complete().unwrap();
-    let mut reqs = vec![r];
-    let mut statuses = vec![Status::empty(); 2];
-    assert!(matches!(
-        wait_all(&mut reqs, Some(&mut statuses)),
-        Err(RequestError::StatusLength {
-            requests: 1,
-            statuses: 2
-        })
-    ));
-    assert!(!reqs[0].is_null(), "nothing completed");
-    wait_all(&mut reqs, None).unwrap();
+fn statuses_follow_one_rule_in_all_four_calls() {
+    // Whatever the vector held before, each call clears it and pushes the statuses of the
+    // requests it completed: wait_all/test_all one per request (null ones empty), wait_some/
+    // test_some one per index.
+    let junk = || vec![Status::empty(); 5];
+    let (a, ha) = Request::generalized(());
+    let (b, hb) = Request::generalized(());
+    let mut reqs = vec![a, Request::null(), b];
+    let mut statuses = junk();
+    assert!(!test_all(&mut reqs, Some(&mut statuses)).unwrap());
+    assert!(statuses.is_empty(), "nothing completed: {statuses:?}");
+    ha.complete().unwrap();
+    let mut indices = Vec::new();
+    let mut statuses = junk();
+    test_some(&mut reqs, &mut indices, Some(&mut statuses)).unwrap();
+    assert_eq!(
+        (indices.as_slice(), statuses.len()),
+        ([0usize].as_slice(), 1)
+    );
+    let mut statuses = junk();
+    test_some(&mut reqs, &mut indices, Some(&mut statuses)).unwrap();
+    assert!(indices.is_empty() && statuses.is_empty());
+    hb.complete().unwrap();
+    let mut statuses = junk();
+    wait_some(&mut reqs, &mut indices, Some(&mut statuses)).unwrap();
+    assert_eq!(
+        (indices.as_slice(), statuses.len()),
+        ([2usize].as_slice(), 1)
+    );
+
+    let (a, ha) = Request::generalized(());
+    let mut reqs = vec![Request::null(), a];
+    ha.complete().unwrap();
+    let mut statuses = junk();
+    assert!(test_all(&mut reqs, Some(&mut statuses)).unwrap());
+    assert_eq!(statuses.len(), 2);
+    let mut statuses = junk();
+    wait_all(&mut reqs, Some(&mut statuses)).unwrap();
+    assert_eq!(statuses.len(), 2, "null requests get an empty status each");
+    assert!(
+        statuses
+            .iter()
+            .all(|s| s.count() == 0 && s.error().is_none())
+    );
+    let mut statuses = junk();
+    wait_all(&mut [], Some(&mut statuses)).unwrap();
+    assert!(statuses.is_empty());
+}
+
+#[test]
+fn test_any_tells_nothing_completed_from_all_null() {
+    let log = Arc::new(Log::default());
+    let (a, ha) = Request::generalized(Ops::new(&log));
+    let mut reqs = vec![Request::null(), a, Request::null()];
+    // Active but incomplete: pending, nothing runs.
+    assert!(test_any(&mut reqs).is_pending());
+    assert!(!test_any(&mut reqs).is_all_null());
+    assert!(log.events().is_empty());
+    ha.complete().unwrap();
+    match test_any(&mut reqs) {
+        AnyOutcome::Completed(1, Ok(_)) => {}
+        other => panic!("expected request 1 to complete, got {other:?}"),
+    }
+    // Every request null now: not pending.
+    assert!(reqs.iter().all(Request::is_null));
+    let outcome = test_any(&mut reqs);
+    assert!(
+        outcome.is_all_null() && !outcome.is_pending(),
+        "{outcome:?}"
+    );
+    assert!(outcome.completed().is_none());
+    assert!(wait_any(&mut reqs).is_all_null());
+    assert!(test_any(&mut []).is_all_null());
 }
 
 #[test]
@@ -483,7 +656,9 @@ fn null_requests_are_complete_with_an_empty_status() {
     assert!(s.error().is_none() && !s.test_cancelled());
     assert!(r.get_status().unwrap().is_some());
     let mut reqs = vec![Request::null(), Request::null()];
-    assert!(wait_any(&mut reqs).is_none());
+    assert!(wait_any(&mut reqs).is_all_null());
+    assert!(test_any(&mut reqs).is_all_null());
+    assert!(wait_any(&mut []).is_all_null());
     let mut indices = vec![1];
     wait_some(&mut reqs, &mut indices, None).unwrap();
     assert!(indices.is_empty());

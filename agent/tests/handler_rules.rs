@@ -8,8 +8,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use viaduct_agent::request::{
-    BoxError, Condition, Deadline, GrequestOps, HandlerFn, QueryStatus, Request, RequestError,
-    flush_handlers, post_handler,
+    BoxError, CompleteHandle, Condition, Deadline, GrequestOps, HandlerFn, QueryStatus, Request,
+    RequestError, flush_handlers, post_handler,
 };
 
 const LONG: Duration = Duration::from_secs(20);
@@ -301,7 +301,7 @@ impl GrequestOps for CountFree {
         self.frees.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
-    fn cancel(&self, _complete: bool) -> Result<(), BoxError> {
+    fn cancel(&self, _complete: bool, _: &CompleteHandle) -> Result<(), BoxError> {
         self.cancelled.store(true, Ordering::SeqCst);
         Ok(())
     }

@@ -7,7 +7,7 @@ use std::thread;
 use std::time::Duration;
 
 use viaduct_agent::request::{
-    BoxError, ProgressDriver, Request, RequestError, Status, wait_all, wait_any, wait_some,
+    BoxError, ProgressDriver, Request, RequestError, wait_all, wait_any, wait_some,
 };
 
 mod watchdog;
@@ -98,7 +98,7 @@ fn message_and_generalized_requests_mix_in_one_array() {
         cars.complete_car(1).unwrap();
         cars.complete_car(1).unwrap();
     });
-    let (i, r) = wait_any(&mut reqs).unwrap();
+    let (i, r) = wait_any(&mut reqs).completed().unwrap();
     r.unwrap();
     assert_eq!(i, 1, "the generalized request completes first");
     go.send(()).unwrap();
@@ -116,7 +116,7 @@ fn message_and_generalized_requests_mix_in_one_array() {
         cars.complete_car(4).unwrap();
         handle.complete().unwrap();
     });
-    let mut statuses = vec![Status::empty(); 3];
+    let mut statuses = Vec::new();
     wait_all(&mut reqs, Some(&mut statuses)).unwrap();
     assert_eq!(statuses[2].count(), 4);
     t.join().unwrap();

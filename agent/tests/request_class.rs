@@ -7,8 +7,8 @@ use std::thread;
 use std::time::Duration;
 
 use viaduct_agent::request::{
-    BoxError, ClassOps, ClassRequest, QueryStatus, Request, RequestClass, RequestError, Status,
-    test_any, wait_all, wait_any,
+    BoxError, ClassOps, ClassRequest, QueryStatus, Request, RequestClass, RequestError, test_any,
+    wait_all, wait_any,
 };
 
 mod watchdog;
@@ -193,7 +193,7 @@ fn wait_hook_failure_cancels_every_request_of_the_batch() {
     let mut reqs: Vec<Request> = (0..3)
         .map(|id| class.start(Op { id, bytes: 0 }).0)
         .collect();
-    let mut statuses = vec![Status::empty(); 3];
+    let mut statuses = Vec::new();
     let e = wait_all(&mut reqs, Some(&mut statuses)).unwrap_err();
     assert!(matches!(e, RequestError::InStatus { failed: 3 }));
     assert!(
@@ -219,7 +219,7 @@ fn mixed_array_wait_any_sees_another_threads_completion() {
         thread::sleep(Duration::from_millis(30));
         handle.complete().unwrap();
     });
-    let (i, r) = wait_any(&mut reqs).expect("active");
+    let (i, r) = wait_any(&mut reqs).completed().expect("active");
     r.unwrap();
     assert_eq!(i, 1);
     t.join().unwrap();
@@ -227,7 +227,7 @@ fn mixed_array_wait_any_sees_another_threads_completion() {
         thread::sleep(Duration::from_millis(30));
         cars.complete_car(3).unwrap();
     });
-    let (i, r) = wait_any(&mut reqs).expect("active");
+    let (i, r) = wait_any(&mut reqs).completed().expect("active");
     assert_eq!((i, r.unwrap().count()), (2, 3));
     t.join().unwrap();
     // Finish the class request too, through the device, from another thread.
@@ -238,7 +238,7 @@ fn mixed_array_wait_any_sees_another_threads_completion() {
     });
     wait_all(&mut reqs, None).unwrap();
     t.join().unwrap();
-    assert!(test_any(&mut reqs).is_none());
+    assert!(test_any(&mut reqs).is_all_null());
 }
 
 #[test]

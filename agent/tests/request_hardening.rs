@@ -107,26 +107,20 @@ fn complete_then_fail_gives_already_complete_and_the_wait_succeeds() {
 #[test]
 fn a_completion_during_fail_does_not_make_both_win() {
     let _w = watchdog(30);
-    let slot: Arc<Mutex<Option<CompleteHandle>>> = Arc::new(Mutex::new(None));
     let completed: Arc<Mutex<Option<Result<(), RequestError>>>> = Arc::new(Mutex::new(None));
     /// Its cancel callback completes the request: a completion that lands while `fail` runs.
     struct CompletesInCancel {
-        slot: Arc<Mutex<Option<CompleteHandle>>>,
         completed: Arc<Mutex<Option<Result<(), RequestError>>>>,
     }
     impl GrequestOps for CompletesInCancel {
-        fn cancel(&self, _complete: bool) -> Result<(), BoxError> {
-            if let Some(h) = self.slot.lock().unwrap().take() {
-                *self.completed.lock().unwrap() = Some(h.complete());
-            }
+        fn cancel(&self, _complete: bool, handle: &CompleteHandle) -> Result<(), BoxError> {
+            *self.completed.lock().unwrap() = Some(handle.complete());
             Ok(())
         }
     }
     let (mut req, handle) = Request::generalized(CompletesInCancel {
-        slot: Arc::clone(&slot),
         completed: Arc::clone(&completed),
     });
-    *slot.lock().unwrap() = Some(handle.clone());
     let failed = handle.fail("boom");
     let completed = completed.lock().unwrap().take().unwrap();
     // Exactly one of them completed the request, and the wait reports that one's outcome.
@@ -151,7 +145,7 @@ fn a_completion_during_fail_does_not_make_both_win() {
 struct SlowCancel;
 
 impl GrequestOps for SlowCancel {
-    fn cancel(&self, _complete: bool) -> Result<(), BoxError> {
+    fn cancel(&self, _complete: bool, _: &CompleteHandle) -> Result<(), BoxError> {
         for _ in 0..200 {
             std::hint::spin_loop();
         }
@@ -371,7 +365,7 @@ fn a_mixed_array_with_a_default_wait_hook_does_not_spin_either() {
         thread::sleep(Duration::from_millis(300));
         done.complete().unwrap();
     });
-    let (index, result) = wait_any(&mut reqs).unwrap();
+    let (index, result) = wait_any(&mut reqs).completed().unwrap();
     completer.join().unwrap();
     assert_eq!(index, 1);
     result.unwrap();
@@ -852,7 +846,7 @@ fn a_mixed_wait_enters_no_further_hook_once_satisfied() {
     let (ra, _ha) = a.start(());
     let (rb, _hb) = b.start(());
     let mut reqs = [ra, rb, greq];
-    let (index, result) = wait_any(&mut reqs).unwrap();
+    let (index, result) = wait_any(&mut reqs).completed().unwrap();
     assert_eq!(index, 2);
     result.unwrap();
     assert_eq!(

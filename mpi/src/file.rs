@@ -352,7 +352,8 @@ mpi_fn! {
     MPI_File_sync / PMPI_File_sync(fh: *mut c_void) on key_of(fh) => {
         let f = file(fh)?;
         let r = f.file.isync();
-        r.wait().map_err(|(e, _)| MpiError::new(ferr::IO, crate::error::chain(&e)))?;
+        r.wait()
+            .map_err(|e| MpiError::new(ferr::IO, crate::error::chain(e.error())))?;
         f.comm.barrier()?;
         Ok(())
     }

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use viaduct_agent::request::{
-    BoxError, ClassOps, ClassRequest, GrequestOps, QueryStatus, Request, RequestClass,
+    BoxError, ClassOps, ClassRequest, CompleteHandle, GrequestOps, QueryStatus, Request,
+    RequestClass,
 };
 
 use crate::abi::{self, Handle, MpiCount, MpiStatus, err};
@@ -68,7 +69,8 @@ impl GrequestOps for CGreq {
         }
     }
 
-    fn cancel(&self, complete: bool) -> Result<(), BoxError> {
+    fn cancel(&self, complete: bool, _: &CompleteHandle) -> Result<(), BoxError> {
+        // The program completes the request itself with MPI_Grequest_complete on its handle.
         match self.cancel {
             // SAFETY: the program's cancel function with its extra_state.
             Some(f) => code(unsafe { f(self.extra as *mut c_void, c_int::from(complete)) }),

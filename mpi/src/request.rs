@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use viaduct_agent::coll::CollBuffer;
 use viaduct_agent::recv_buffer::RecvBuffer;
-use viaduct_agent::request::{self, Request, Status};
+use viaduct_agent::request::{self, AnyOutcome, Request, Status};
 
 use crate::abi::{self, Handle, MpiStatus, err};
 use crate::error::{MpiError, request_class};
@@ -266,7 +266,7 @@ fn complete(meta: &Meta, st: &Status) -> MpiStatus {
 /// Waits for one request taken out of the table; returns its status.
 pub fn wait_entry(e: &mut ReqEntry) -> MpiStatus {
     let mut one = [std::mem::take(&mut e.req)];
-    let mut st = [Status::empty()];
+    let mut st = Vec::with_capacity(1);
     let _ = request::wait_all(&mut one, Some(&mut st));
     complete(&e.meta, &st[0])
 }
@@ -275,7 +275,7 @@ pub fn wait_entry(e: &mut ReqEntry) -> MpiStatus {
 /// the request is left in `e`).
 fn test_entry(e: &mut ReqEntry) -> Option<MpiStatus> {
     let mut one = [std::mem::take(&mut e.req)];
-    let mut st = [Status::empty()];
+    let mut st = Vec::with_capacity(1);
     match request::test_all(&mut one, Some(&mut st)) {
         Ok(false) => {
             let [req] = one;
@@ -427,7 +427,7 @@ unsafe fn all(
         reqs.push(std::mem::take(&mut e.req));
         metas.push((i, h, e));
     }
-    let mut sts = vec![Status::empty(); reqs.len()];
+    let mut sts = Vec::with_capacity(reqs.len());
     if blocking {
         let _ = request::wait_all(&mut reqs, Some(&mut sts));
     } else if let Ok(false) = request::test_all(&mut reqs, Some(&mut sts)) {
@@ -494,12 +494,23 @@ mpi_fn! {
     }
 }
 
-/// Waits for (or tests) any one of the requests of `hs`: the one completed, or `None` when no
-/// request is active or (`blocking == false`) none is complete.
-fn any(rt: &Runtime, hs: &mut [Handle], blocking: bool) -> Result<Option<Completed>, MpiError> {
+/// What a `*any` call found.
+enum Any {
+    /// One request completed.
+    Completed(Completed),
+    /// Active requests remain, none complete (only when not blocking).
+    Pending,
+    /// No request of the array is active (null or inactive persistent handles only).
+    AllNull,
+}
+
+/// Waits for (or tests) any one of the requests of `hs`: the one completed,
+/// [`Any::AllNull`] when no request is active, or (`blocking == false`) [`Any::Pending`] when
+/// none is complete.
+fn any(rt: &Runtime, hs: &mut [Handle], blocking: bool) -> Result<Any, MpiError> {
     let mut taken = take_all(rt, hs)?;
     if taken.is_empty() {
-        return Ok(None);
+        return Ok(Any::AllNull);
     }
     // A request with MPI_PROC_NULL is complete already.
     if let Some(k) = taken
@@ -513,7 +524,7 @@ fn any(rt: &Runtime, hs: &mut [Handle], blocking: bool) -> Result<Option<Complet
         let status = complete(&e.meta, &Status::empty());
         let comm = e.meta.comm();
         hs[i] = retire(rt, h, e);
-        return Ok(Some(Completed {
+        return Ok(Any::Completed(Completed {
             index: i,
             status,
             comm,
@@ -530,8 +541,11 @@ fn any(rt: &Runtime, hs: &mut [Handle], blocking: bool) -> Result<Option<Complet
     } else {
         request::test_any(&mut reqs)
     };
-    let done = got.as_ref().map(|(k, _)| *k);
-    let mut result = None;
+    let (done, got, mut result) = match got {
+        AnyOutcome::Completed(k, result) => (Some(k), Some(result), Any::Pending),
+        AnyOutcome::Pending => (None, None, Any::Pending),
+        AnyOutcome::AllNull => (None, None, Any::AllNull),
+    };
     for (k, (req, (i, h, mut e))) in reqs.into_iter().zip(metas).enumerate() {
         if Some(k) != done {
             e.req = req;
@@ -539,8 +553,8 @@ fn any(rt: &Runtime, hs: &mut [Handle], blocking: bool) -> Result<Option<Complet
             continue;
         }
         let status = match &got {
-            Some((_, Ok(st))) => complete(&e.meta, st),
-            Some((_, Err(re))) => {
+            Some(Ok(st)) => complete(&e.meta, st),
+            Some(Err(re)) => {
                 e.meta.deliver();
                 let mut s = e.meta.status(&Status::empty());
                 s.error = request_class(re);
@@ -550,7 +564,7 @@ fn any(rt: &Runtime, hs: &mut [Handle], blocking: bool) -> Result<Option<Complet
         };
         let comm = e.meta.comm();
         hs[i] = retire(rt, h, e);
-        result = Some(Completed {
+        result = Any::Completed(Completed {
             index: i,
             status,
             comm,
@@ -579,13 +593,14 @@ mpi_fn! {
         let index = unsafe { index.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "index is NULL"))?;
         let got = any(rt, hs, true)?;
         match got {
-            None => {
+            // A blocking wait returns only once something completed or nothing is active.
+            Any::AllNull | Any::Pending => {
                 *index = abi::UNDEFINED;
                 // SAFETY: the caller's status.
                 unsafe { write_status(status, MpiStatus::empty()) };
                 Ok(())
             }
-            Some(Completed { index: i, status: s, comm }) => {
+            Any::Completed(Completed { index: i, status: s, comm }) => {
                 *index = i as c_int;
                 // SAFETY: the caller's status.
                 unsafe { write_status(status, s) };
@@ -606,19 +621,23 @@ mpi_fn! {
         let (Some(index), Some(flag)) = (index, flag) else {
             return Err(MpiError::new(err::ARG, "index or flag is NULL"));
         };
-        let all_null = hs.iter().all(|&h| h == abi::REQUEST_NULL);
         let got = any(rt, hs, false)?;
         match got {
-            None => {
+            Any::Pending => {
                 *index = abi::UNDEFINED;
-                *flag = c_int::from(all_null);
-                if all_null {
-                    // SAFETY: the caller's status.
-                    unsafe { write_status(status, MpiStatus::empty()) };
-                }
+                *flag = 0;
                 Ok(())
             }
-            Some(Completed { index: i, status: s, comm }) => {
+            // No active request (null or inactive persistent ones only): flag true, index
+            // MPI_UNDEFINED, empty status.
+            Any::AllNull => {
+                *index = abi::UNDEFINED;
+                *flag = 1;
+                // SAFETY: the caller's status.
+                unsafe { write_status(status, MpiStatus::empty()) };
+                Ok(())
+            }
+            Any::Completed(Completed { index: i, status: s, comm }) => {
                 *index = i as c_int;
                 *flag = 1;
                 // SAFETY: the caller's status.

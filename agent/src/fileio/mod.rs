@@ -30,5 +30,5 @@ pub use class::{OpState, UringClass};
 pub use engine::FileEngine;
 pub use error::FileIoError;
 pub use file::{File, OpenOptions};
-pub use request::{BufferClaim, FileRequest};
+pub use request::{BufferClaim, FileRequest, FileWaitError};
 pub use viaduct_fallback::file::{Buffers, FileError, IoBuffer, OpKind, RetryStats};

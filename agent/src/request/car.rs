@@ -45,7 +45,7 @@ impl Body for Message {
     fn free(&self) -> Result<(), BoxError> {
         Ok(())
     }
-    fn cancel(&self, _complete: bool) -> Result<(), BoxError> {
+    fn cancel(&self, _: &CoreRef, _complete: bool) -> Result<(), BoxError> {
         // The owner of the operation sees the request's cancel flag and decides.
         Ok(())
     }
@@ -68,7 +68,7 @@ impl Body for DrivenMessage {
     fn free(&self) -> Result<(), BoxError> {
         Ok(())
     }
-    fn cancel(&self, _complete: bool) -> Result<(), BoxError> {
+    fn cancel(&self, _: &CoreRef, _complete: bool) -> Result<(), BoxError> {
         Ok(())
     }
     fn hook_key(&self) -> Option<usize> {

@@ -202,7 +202,7 @@ impl<C: ClassOps> Body for ClassBody<C> {
     fn free(&self) -> Result<(), BoxError> {
         self.class.free(&self.state)
     }
-    fn cancel(&self, complete: bool) -> Result<(), BoxError> {
+    fn cancel(&self, _: &CoreRef, complete: bool) -> Result<(), BoxError> {
         self.class.cancel(&self.state, complete)
     }
     fn hook_key(&self) -> Option<usize> {

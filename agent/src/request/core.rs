@@ -196,7 +196,7 @@ impl Body for Recycled {
     fn free(&self) -> Result<(), BoxError> {
         Ok(())
     }
-    fn cancel(&self, _: bool) -> Result<(), BoxError> {
+    fn cancel(&self, _: &CoreRef, _: bool) -> Result<(), BoxError> {
         Ok(())
     }
     fn as_any(&self) -> &dyn Any {
@@ -212,8 +212,9 @@ pub(crate) trait Body: Send + Sync + 'static {
     fn query(&self, core: &Core, status: &mut QueryStatus<'_>) -> Result<(), BoxError>;
     /// Gives back the user's resources; runs exactly once.
     fn free(&self) -> Result<(), BoxError>;
-    /// Starts cancellation; `complete` says whether the request already completed.
-    fn cancel(&self, complete: bool) -> Result<(), BoxError>;
+    /// Starts cancellation of `core`'s request (this body's); `complete` says whether the
+    /// request already completed.
+    fn cancel(&self, core: &CoreRef, complete: bool) -> Result<(), BoxError>;
     /// Identity of the progress hook that drives this request, if any. Requests with the same key
     /// are polled and waited on together.
     fn hook_key(&self) -> Option<usize> {
@@ -539,7 +540,7 @@ impl Core {
         // A panicking cancel callback still lets the request complete (else every wait on it
         // would block for ever); the panic goes on to the caller afterwards.
         let cancelled = if cancel {
-            catch_unwind(AssertUnwindSafe(|| self.body.cancel(false)))
+            catch_unwind(AssertUnwindSafe(|| self.body.cancel(self, false)))
         } else {
             Ok(Ok(()))
         };
@@ -738,10 +739,10 @@ impl Core {
     }
 
     /// Calls the cancel callback with whether the request already completed.
-    pub(crate) fn cancel(&self) -> Result<(), RequestError> {
+    pub(crate) fn cancel(self: &Arc<Self>) -> Result<(), RequestError> {
         let prev = self.state.fetch_or(CANCEL_REQUESTED, Ordering::AcqRel);
         self.body
-            .cancel(state::is_complete(prev))
+            .cancel(self, state::is_complete(prev))
             .map_err(|e| RequestError::Cancel(Cause::from(e)))
     }
 

@@ -133,14 +133,6 @@ pub enum RequestError {
         /// How long it waited.
         waited: std::time::Duration,
     },
-    /// A status array passed to `wait_all`/`test_all` does not have one entry per request.
-    #[error("status array has {statuses} entries for {requests} requests")]
-    StatusLength {
-        /// Number of requests passed.
-        requests: usize,
-        /// Number of statuses passed.
-        statuses: usize,
-    },
 }
 
 impl RequestError {

@@ -2,6 +2,7 @@
 //! from any thread through a [`CompleteHandle`].
 
 use std::any::Any;
+use std::sync::Arc;
 
 use super::core::{Body, Completer, Core, CoreRef};
 use super::error::{BoxError, Cause, RequestError};
@@ -21,7 +22,14 @@ use super::status::QueryStatus;
 /// - `free` exactly once, after `query`, in the wait/test that completes the request; for a
 ///   request given back with [`Request::free`] (or dropped), in whichever of `free` and `complete`
 ///   comes last; for a request with handlers posted, after the last handler ran.
-/// - `cancel` in [`Request::cancel`], with `complete` telling whether `complete` was called.
+/// - `cancel` in [`Request::cancel`], with `complete` telling whether `complete` was called,
+///   and in [`CompleteHandle::fail`] (with `complete == false`).
+///
+/// The cancel callback gets a [`CompleteHandle`] of its own request: an operation that stops
+/// at once completes the request from the callback (`handle.complete()`), or hands a clone of
+/// the handle to whatever finishes the cancellation later. The state need not (and should not)
+/// keep a handle of its own request: the request owns the state, so such a handle would keep
+/// both alive for ever.
 ///
 /// A request whose last [`CompleteHandle`] is dropped before it completed can never complete:
 /// it completes then with [`RequestError::Abandoned`] (no `cancel` runs; `query` and `free` run
@@ -41,9 +49,46 @@ pub trait GrequestOps: Send + Sync + 'static {
     }
 
     /// Starts cancelling the operation; `complete` is true when the request was already
-    /// completed.
-    fn cancel(&self, complete: bool) -> Result<(), BoxError> {
-        let _ = complete;
+    /// completed. `handle` completes this request: call [`CompleteHandle::complete`] on it once
+    /// the operation stopped (setting the cancelled flag in `query`), here or later through a
+    /// clone. Completing a complete request gives [`RequestError::AlreadyComplete`] (so does a
+    /// completion from the cancel callback that [`CompleteHandle::fail`] runs: the failure
+    /// decided the outcome already).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use viaduct_agent::request::{BoxError, CompleteHandle, GrequestOps, QueryStatus, Request};
+    ///
+    /// /// An operation that stops as soon as it is cancelled.
+    /// #[derive(Default)]
+    /// struct Stoppable {
+    ///     cancelled: AtomicBool,
+    /// }
+    ///
+    /// impl GrequestOps for Stoppable {
+    ///     fn query(&self, status: &mut QueryStatus<'_>) -> Result<(), BoxError> {
+    ///         status.set_cancelled(self.cancelled.load(Ordering::Acquire));
+    ///         Ok(())
+    ///     }
+    ///     fn cancel(&self, complete: bool, handle: &CompleteHandle) -> Result<(), BoxError> {
+    ///         if !complete {
+    ///             self.cancelled.store(true, Ordering::Release);
+    ///             handle.complete()?;
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // The handle goes to the operation (here: kept aside), not into the state.
+    /// let (mut request, _operation) = Request::generalized(Stoppable::default());
+    /// request.cancel()?;
+    /// assert!(request.wait()?.test_cancelled());
+    /// # Ok(())
+    /// # }
+    /// ```
+    fn cancel(&self, complete: bool, handle: &CompleteHandle) -> Result<(), BoxError> {
+        let _ = (complete, handle);
         Ok(())
     }
 }
@@ -60,8 +105,12 @@ impl<T: GrequestOps> Body for GreqBody<T> {
     fn free(&self) -> Result<(), BoxError> {
         self.0.free()
     }
-    fn cancel(&self, complete: bool) -> Result<(), BoxError> {
-        self.0.cancel(complete)
+    fn cancel(&self, core: &CoreRef, complete: bool) -> Result<(), BoxError> {
+        // A handle for the callback only: dropped when it returns (the callback clones it to
+        // keep it). If it was the last one and the request is still incomplete, nobody can
+        // complete it any more, so it is abandoned as on any handle's drop.
+        let handle = CompleteHandle::another(Arc::clone(core));
+        self.0.cancel(complete, &handle)
     }
     fn abandonable(&self) -> bool {
         true

@@ -78,7 +78,7 @@ pub use greq::{CompleteHandle, GrequestOps};
 pub use handle::Request;
 pub use handler::{Condition, Deadline, HandlerFn, RequestRef, flush_handlers, post_handler};
 pub use set::{
-    MAX_HOOK_TIMEOUT, MIN_HOOK_TIMEOUT, test_all, test_any, test_some, wait_all, wait_any,
-    wait_some,
+    AnyOutcome, MAX_HOOK_TIMEOUT, MIN_HOOK_TIMEOUT, test_all, test_any, test_some, wait_all,
+    wait_any, wait_some,
 };
 pub use status::{QueryStatus, Status};

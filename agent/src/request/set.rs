@@ -175,28 +175,98 @@ fn wait_one_hooked(core: &CoreRef, deadline: Option<Instant>) -> bool {
     }
 }
 
-/// Completes the first complete request of the array: its index and its result.
-fn finish_first(requests: &mut [Request]) -> Option<(usize, Result<Status, RequestError>)> {
-    let index = requests
-        .iter()
-        .position(|r| r.core().is_some_and(|c| c.is_complete()))?;
-    Some((index, requests[index].finish()))
+/// What [`wait_any`] and [`test_any`] found (MPI's `MPI_Waitany`/`MPI_Testany` outcomes).
+///
+/// - [`AnyOutcome::Completed`]: one request completed: its index in the array and its result;
+///   it is now null (MPI: `flag = true`, `index = i`).
+/// - [`AnyOutcome::Pending`]: active requests remain but none completed (only [`test_any`]
+///   returns it; MPI: `flag = false`, `index = MPI_UNDEFINED`).
+/// - [`AnyOutcome::AllNull`]: no request of the array is active (every one is null, or the array
+///   is empty): there is nothing to wait for (MPI: `flag = true`, `index = MPI_UNDEFINED`,
+///   empty status).
+///
+/// ```
+/// use viaduct_agent::request::{AnyOutcome, Request, test_any, wait_any};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let (first, handle) = Request::generalized(());
+/// let mut requests = [Request::null(), first];
+/// assert!(test_any(&mut requests).is_pending());
+/// handle.complete()?;
+/// match wait_any(&mut requests) {
+///     AnyOutcome::Completed(index, result) => {
+///         assert_eq!(index, 1);
+///         result?;
+///     }
+///     other => panic!("expected a completion, got {other:?}"),
+/// }
+/// assert!(test_any(&mut requests).is_all_null());
+/// assert!(wait_any(&mut requests).is_all_null());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+#[must_use = "a completed request's result may hold an error"]
+pub enum AnyOutcome {
+    /// The request at this index completed (it is now null) with this result: the free
+    /// callback's error, else the query's, else the operation's.
+    Completed(usize, Result<Status, RequestError>),
+    /// Active requests remain and none completed (never returned by [`wait_any`]).
+    Pending,
+    /// No request of the array is active: every one is null, or the array is empty.
+    AllNull,
 }
 
-/// Blocks until one request completes; returns its index and result, and makes it null.
-/// `None` when every request is null (MPI's `MPI_UNDEFINED`).
+impl AnyOutcome {
+    /// The index and result of the completed request; `None` for [`AnyOutcome::Pending`] and
+    /// [`AnyOutcome::AllNull`].
+    pub fn completed(self) -> Option<(usize, Result<Status, RequestError>)> {
+        match self {
+            AnyOutcome::Completed(index, result) => Some((index, result)),
+            AnyOutcome::Pending | AnyOutcome::AllNull => None,
+        }
+    }
+
+    /// Whether active requests remain and none completed.
+    pub fn is_pending(&self) -> bool {
+        matches!(self, AnyOutcome::Pending)
+    }
+
+    /// Whether no request of the array was active.
+    pub fn is_all_null(&self) -> bool {
+        matches!(self, AnyOutcome::AllNull)
+    }
+}
+
+/// Completes the first complete request of the array: its index and its result.
+fn finish_first(requests: &mut [Request]) -> AnyOutcome {
+    if requests.iter().all(Request::is_null) {
+        return AnyOutcome::AllNull;
+    }
+    match requests
+        .iter()
+        .position(|r| r.core().is_some_and(|c| c.is_complete()))
+    {
+        Some(index) => AnyOutcome::Completed(index, requests[index].finish()),
+        None => AnyOutcome::Pending,
+    }
+}
+
+/// Blocks until one request completes and makes it null: [`AnyOutcome::Completed`] with its
+/// index and result, or [`AnyOutcome::AllNull`] at once when no request is active. Never
+/// [`AnyOutcome::Pending`].
 ///
 /// The result is the request's own: the free callback's error, else the query's, else the
 /// operation's.
-pub fn wait_any(requests: &mut [Request]) -> Option<(usize, Result<Status, RequestError>)> {
+pub fn wait_any(requests: &mut [Request]) -> AnyOutcome {
     wait_until(requests, Need::Any);
     finish_first(requests)
 }
 
-/// Like [`wait_any`] but does not block: `None` when no request completed (also when every
-/// request is null; check [`Request::is_null`] to tell these apart). Progress hooks get one
+/// Like [`wait_any`] but does not block: [`AnyOutcome::Pending`] when active requests remain
+/// and none completed, [`AnyOutcome::AllNull`] when none is active. Progress hooks get one
 /// non-blocking poll.
-pub fn test_any(requests: &mut [Request]) -> Option<(usize, Result<Status, RequestError>)> {
+pub fn test_any(requests: &mut [Request]) -> AnyOutcome {
     poll_pass(requests);
     finish_first(requests)
 }
@@ -231,12 +301,32 @@ fn finish_complete(
 }
 
 /// Blocks until at least one request completes, then completes every complete one: their
-/// indices go to `indices`, their statuses to `statuses` (`None`: ignore statuses; queries still
-/// run on a valid status, which is then dropped). Both are cleared first; `indices` stays empty
-/// when every request is null.
+/// indices go to `indices`, their statuses to `statuses` (one per index, in the same order).
+/// Both are cleared first; `indices` stays empty when every request is null.
+///
+/// `statuses` follows one rule in all four of `wait_some`, `test_some`, `wait_all` and
+/// `test_all`: `None` ignores statuses (queries still run on a valid status, which is then
+/// dropped); `Some(v)` clears `v` and fills it with the statuses of the requests completed by
+/// the call.
 ///
 /// If any of them failed the result is [`RequestError::InStatus`] and each status holds its
 /// request's error (lost when statuses are ignored).
+///
+/// ```
+/// use viaduct_agent::request::{Request, wait_some};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let (a, done) = Request::generalized(());
+/// let (b, _pending) = Request::generalized(());
+/// let mut requests = [a, b];
+/// done.complete()?;
+/// let (mut indices, mut statuses) = (Vec::new(), Vec::new());
+/// wait_some(&mut requests, &mut indices, Some(&mut statuses))?;
+/// assert_eq!(indices, [0]);
+/// assert_eq!(statuses.len(), 1);
+/// # Ok(())
+/// # }
+/// ```
 pub fn wait_some(
     requests: &mut [Request],
     indices: &mut Vec<usize>,
@@ -246,7 +336,8 @@ pub fn wait_some(
     finish_complete(requests, indices, statuses)
 }
 
-/// Like [`wait_some`] but does not block: `indices` stays empty when nothing completed.
+/// Like [`wait_some`] but does not block: `indices` (and `statuses`) stay empty when nothing
+/// completed.
 pub fn test_some(
     requests: &mut [Request],
     indices: &mut Vec<usize>,
@@ -256,26 +347,16 @@ pub fn test_some(
     finish_complete(requests, indices, statuses)
 }
 
-fn check_len(requests: &[Request], statuses: &Option<&mut [Status]>) -> Result<(), RequestError> {
-    match statuses {
-        Some(s) if s.len() != requests.len() => Err(RequestError::StatusLength {
-            requests: requests.len(),
-            statuses: s.len(),
-        }),
-        _ => Ok(()),
-    }
-}
-
 fn finish_all(
     requests: &mut [Request],
-    mut statuses: Option<&mut [Status]>,
+    mut statuses: Option<&mut Vec<Status>>,
 ) -> Result<(), RequestError> {
     let mut failed = 0;
-    for (i, request) in requests.iter_mut().enumerate() {
+    for request in requests.iter_mut() {
         let status = request.finish_with_error();
         failed += usize::from(status.error().is_some());
         if let Some(s) = statuses.as_deref_mut() {
-            s[i] = status;
+            s.push(status);
         }
     }
     if failed == 0 {
@@ -286,25 +367,47 @@ fn finish_all(
 }
 
 /// Blocks until every request completes, then completes them all (all become null).
-/// `statuses`, if given, must have one entry per request (null requests get an empty status).
-/// If any failed the result is [`RequestError::InStatus`] and each status holds its request's
-/// error.
+///
+/// `statuses`, if given, is cleared and filled with one status per request, in the array's
+/// order (a null request gets [`Status::empty`]); see [`wait_some`] for the rule all four
+/// calls share. If any failed the result is [`RequestError::InStatus`] and each status holds
+/// its request's error.
+///
+/// ```
+/// use viaduct_agent::request::{Request, wait_all};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let (a, done) = Request::generalized(());
+/// let mut requests = [a, Request::null()];
+/// done.complete()?;
+/// let mut statuses = Vec::new();
+/// wait_all(&mut requests, Some(&mut statuses))?;
+/// assert_eq!(statuses.len(), 2);
+/// assert!(requests.iter().all(Request::is_null));
+/// # Ok(())
+/// # }
+/// ```
 pub fn wait_all(
     requests: &mut [Request],
-    statuses: Option<&mut [Status]>,
+    mut statuses: Option<&mut Vec<Status>>,
 ) -> Result<(), RequestError> {
-    check_len(requests, &statuses)?;
+    if let Some(s) = statuses.as_deref_mut() {
+        s.clear();
+    }
     wait_until(requests, Need::All);
     finish_all(requests, statuses)
 }
 
-/// If every request is complete, completes them all like [`wait_all`] and returns `true`;
-/// otherwise completes none, runs no callback and returns `false`.
+/// If every request is complete, completes them all like [`wait_all`] (filling `statuses` the
+/// same way) and returns `true`; otherwise completes none, runs no callback, leaves `statuses`
+/// empty and returns `false`.
 pub fn test_all(
     requests: &mut [Request],
-    statuses: Option<&mut [Status]>,
+    mut statuses: Option<&mut Vec<Status>>,
 ) -> Result<bool, RequestError> {
-    check_len(requests, &statuses)?;
+    if let Some(s) = statuses.as_deref_mut() {
+        s.clear();
+    }
     poll_pass(requests);
     if !satisfied(requests, Need::All) {
         return Ok(false);

@@ -66,6 +66,21 @@ int main(int argc, char **argv) {
         CHECK(pr[0] != MPI_REQUEST_NULL && pr[1] != MPI_REQUEST_NULL);
         CHECK(rv == left * 10 + round);
     }
+    /* No active request (inactive persistent and null ones only): Testany says flag = true,
+       index = MPI_UNDEFINED; Waitany returns at once with MPI_UNDEFINED. */
+    {
+        MPI_Request idle[3] = {pr[0], MPI_REQUEST_NULL, pr[1]};
+        int ix = 0;
+        flag = 0;
+        CHECK(MPI_Testany(3, idle, &ix, &flag, &st) == MPI_SUCCESS);
+        CHECK(flag == 1 && ix == MPI_UNDEFINED);
+        CHECK(idle[0] == pr[0] && idle[1] == MPI_REQUEST_NULL && idle[2] == pr[1]);
+        ix = 0;
+        CHECK(MPI_Waitany(3, idle, &ix, &st) == MPI_SUCCESS && ix == MPI_UNDEFINED);
+        MPI_Request none[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+        flag = 0;
+        CHECK(MPI_Testany(2, none, &ix, &flag, &st) == MPI_SUCCESS && flag == 1 && ix == MPI_UNDEFINED);
+    }
     CHECK(MPI_Start(&pr[0]) == MPI_SUCCESS);
     sv = -9;
     CHECK(MPI_Start(&pr[1]) == MPI_SUCCESS);
