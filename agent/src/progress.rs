@@ -430,7 +430,11 @@ mod tests {
     fn oversubscription_rules() {
         let all2 = Some(vec![0, 1]);
         // 2 ranks on 2 CPUs: not oversubscribed; 4: oversubscribed.
-        assert!(!oversubscribed(Some(&[0, 1]), &[all2.clone()], 2));
+        assert!(!oversubscribed(
+            Some(&[0, 1]),
+            std::slice::from_ref(&all2),
+            2
+        ));
         assert!(oversubscribed(
             Some(&[0, 1]),
             &[all2.clone(), all2.clone(), all2.clone()],
