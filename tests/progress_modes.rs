@@ -25,13 +25,45 @@ fn have_taskset() -> bool {
     found
 }
 
+/// The `collective` example, built now so that it links the agent of this build:
+/// [`common::example`] builds only a missing one, and `cargo test --test progress_modes`
+/// leaves an old one in place.
+fn collective() -> std::path::PathBuf {
+    static FRESH: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    let mut fresh = FRESH.lock().unwrap_or_else(|p| p.into_inner());
+    let path = common::example("collective");
+    if !*fresh {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let profile_dir = path.parent().and_then(std::path::Path::parent).unwrap();
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => "dev".to_owned(),
+            Some(other) => other.to_owned(),
+        };
+        let built = common::run_limited(
+            Command::new(cargo)
+                .args(["build", "--example", "collective", "--profile", &profile])
+                .arg("--manifest-path")
+                .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")),
+            Duration::from_secs(600),
+        );
+        assert_eq!(
+            built.code,
+            Some(0),
+            "building collective failed:\n{}",
+            built.stderr
+        );
+        *fresh = true;
+    }
+    path
+}
+
 /// `viaduct launch -n N -- taskset -c CPUS collective` with `VIADUCT_PROGRESS=mode` (unset for
 /// `None`) and the methods report.
 fn collective_on(cpus: &str, n: u32, mode: Option<&str>) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_viaduct"));
     cmd.args(["launch", "-n", &n.to_string(), "--timeout", "90", "--"])
         .args(["taskset", "-c", cpus])
-        .arg(common::example("collective"))
+        .arg(collective())
         .env("VIADUCT_REPORT", "methods")
         .env_remove("VIADUCT_PROGRESS");
     if let Some(m) = mode {
@@ -104,7 +136,7 @@ fn auto_spins_for_two_ranks_on_two_cpus() {
 fn an_unknown_mode_is_refused_naming_the_variable() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_viaduct"));
     cmd.args(["launch", "-n", "2", "--timeout", "60", "--"])
-        .arg(common::example("collective"))
+        .arg(collective())
         .env("VIADUCT_PROGRESS", "busy");
     let r = common::run_limited(&mut cmd, LIMIT);
     assert_ne!(
