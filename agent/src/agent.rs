@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::Bootstrap;
-use crate::config::Config;
+use crate::config::{Config, ProgressMode};
 use crate::connect;
 use crate::engine::{Book, State};
 use crate::error::AgentError;
@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     pub(crate) driver: Arc<dyn ProgressDriver>,
     /// The current spin count of blocking progress (adaptive polling).
     pub(crate) spin_now: AtomicU32,
+    /// How blocking progress waits (`auto` resolved at start: never [`ProgressMode::Auto`]).
+    pub(crate) progress: ProgressMode,
     /// The lowest context id no communicator of this rank uses yet (see [`crate::comm`]).
     pub(crate) next_context: AtomicU32,
     boot: Mutex<Option<Bootstrap>>,
@@ -92,6 +94,8 @@ impl Agent {
         let size = boot.size();
         // Compared after connect_all's fence, before any connection is made.
         crate::config::publish_agreement(&mut boot, &config)?;
+        // Read after connect_all's fence by the ranks that choose their progress mode.
+        crate::progress::publish_cpus(&mut boot)?;
         // The liveness card goes out with the business cards (connect_all's fence).
         let live = crate::liveness::open(&mut boot, &config)?;
         let vcs = if size == 1 {
@@ -99,6 +103,7 @@ impl Agent {
         } else {
             connect::connect_all(&mut boot, &config)?
         };
+        let progress = crate::progress::resolve_mode(&mut boot, config.progress)?;
         let heart = crate::liveness::Heart::start(&mut boot, live, &vcs, &config)?;
         let book = Book::new(
             rank,
@@ -120,6 +125,7 @@ impl Agent {
             }),
             driver: Arc::new(Driver::new(weak.clone())),
             spin_now: AtomicU32::new(spin),
+            progress,
             next_context: AtomicU32::new(crate::comm::FIRST_CONTEXT),
             boot: Mutex::new(Some(boot)),
             heart,

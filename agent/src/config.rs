@@ -14,6 +14,7 @@
 //! | `VIADUCT_MAX_UNEXPECTED_BYTES` | once unexpected eager messages and pieces of collectives this rank has not started hold this many bytes, the agent stops reading from remote VCs until receives take some (back-pressure on the senders; 64 KiB to 1 TiB) | 268435456 (256 MiB) |
 //! | `VIADUCT_RDMA_DEVICE` | the RDMA device the verbs method uses (e.g. `mlx5_0`, `rxe0`) | the first device with an active port |
 //! | `VIADUCT_SPIN_MIN`, `VIADUCT_SPIN_MAX` | fewest and most progress polls a blocking call spins before it sleeps | 16, 4096 |
+//! | `VIADUCT_PROGRESS` | how a blocking call waits for work: `spin` (poll adaptively between the spin counts, then sleep in the methods' waits), `yield` (at most 4 polls, giving the CPU away with `sched_yield` between them, then sleep), `block` (sleep in the methods' waits at once), `auto` (`yield` when this node's ranks outnumber the CPUs they may run on, else `spin`; see [`crate::progress`], "Oversubscription") | `auto` |
 //! | `VIADUCT_COLL_SMALL_MAX`, `VIADUCT_COLL_BCAST_CHAIN_MIN`, `VIADUCT_COLL_ALLREDUCE_RSAG_MIN`, `VIADUCT_COLL_ALLGATHER_RING_MIN` | switch points of the collectives (see [`crate::coll`]) | 4096, 8 MiB, 512 KiB, 16 KiB |
 //!
 //! A value that does not parse, or lies outside its bounds, is an error naming the variable
@@ -28,7 +29,7 @@
 //! bootstrap key-value space, and after the set-up fence rank 0 compares every rank's with its own and every other rank
 //! compares its own with rank 0's; a difference is an [`AgentError::Config`] naming the
 //! variable, the ranks and their values, on every rank that sees it, instead of a hang in the
-//! first collective. The timeouts, spin counts, RDMA device and TCP interface are local to each rank.
+//! first collective. The timeouts, spin counts, progress mode, RDMA device and TCP interface are local to each rank.
 //!
 //! # Peer liveness
 //!
@@ -92,6 +93,52 @@ pub const SPIN_MIN_VAR: &str = "VIADUCT_SPIN_MIN";
 /// Environment variable with the most progress polls a blocking call spins before it sleeps.
 pub const SPIN_MAX_VAR: &str = "VIADUCT_SPIN_MAX";
 
+/// Environment variable choosing how blocking progress waits (`spin`, `yield`, `block`, `auto`).
+pub const PROGRESS_VAR: &str = "VIADUCT_PROGRESS";
+
+/// How a blocking progress call waits for work (`VIADUCT_PROGRESS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProgressMode {
+    /// `yield` when the ranks of this node outnumber the CPUs they may run on together, else
+    /// `spin` (decided once, at start).
+    #[default]
+    Auto,
+    /// Poll adaptively (between `spin_min` and `spin_max` polls), then sleep in the methods'
+    /// waits: the lowest latency while each rank has a CPU of its own.
+    Spin,
+    /// Poll a few times, giving the CPU away (`sched_yield`) between polls, then sleep in the
+    /// methods' waits: ranks that share a CPU let the peer they wait for run.
+    Yield,
+    /// Sleep in the methods' waits at once, without polling first.
+    Block,
+}
+
+impl ProgressMode {
+    /// The mode's name as written in `VIADUCT_PROGRESS`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProgressMode::Auto => "auto",
+            ProgressMode::Spin => "spin",
+            ProgressMode::Yield => "yield",
+            ProgressMode::Block => "block",
+        }
+    }
+
+    /// Parses a `VIADUCT_PROGRESS` value; anything else is an error naming the variable.
+    pub fn parse(raw: &str) -> Result<ProgressMode, AgentError> {
+        match raw.trim() {
+            "auto" => Ok(ProgressMode::Auto),
+            "spin" => Ok(ProgressMode::Spin),
+            "yield" => Ok(ProgressMode::Yield),
+            "block" => Ok(ProgressMode::Block),
+            other => Err(bad(
+                PROGRESS_VAR,
+                format!("unknown mode {other:?} (known: spin, yield, block, auto)"),
+            )),
+        }
+    }
+}
+
 /// A method a peer can be reached over (the own rank always uses the self loop).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MethodKind {
@@ -136,6 +183,9 @@ pub struct Config {
     pub spin_min: u32,
     /// Most progress polls a blocking progress call spins before it sleeps.
     pub spin_max: u32,
+    /// How a blocking progress call waits for work; [`ProgressMode::Auto`] is resolved at start
+    /// (see [`Agent::progress_mode`](crate::agent::Agent::progress_mode)).
+    pub progress: ProgressMode,
     /// How much the spin count grows after a spin that found work (and shrinks after one that
     /// did not).
     pub spin_increment: u32,
@@ -163,6 +213,7 @@ impl Default for Config {
             spin_min: 16,
             spin_max: 4096,
             spin_increment: 64,
+            progress: ProgressMode::Auto,
             rdma_device: None,
             tcp_iface: None,
             // 16 KiB less the 24-byte piece header: a piece then fits the shared-memory
@@ -299,6 +350,7 @@ impl Config {
                 }
                 SPIN_MIN_VAR => c.spin_min = polls(SPIN_MIN_VAR, v)?,
                 SPIN_MAX_VAR => c.spin_max = polls(SPIN_MAX_VAR, v)?,
+                PROGRESS_VAR => c.progress = ProgressMode::parse(v)?,
                 _ => {}
             }
         }
@@ -505,6 +557,23 @@ mod tests {
         let e = Config::from_vars([(SPIN_MIN_VAR, "5000")]).unwrap_err();
         assert!(e.to_string().contains("VIADUCT_SPIN_MIN"), "{e}");
         assert!(Config::from_vars([(SPIN_MAX_VAR, "many")]).is_err());
+        assert_eq!(Config::default().progress, ProgressMode::Auto);
+        for (raw, mode) in [
+            ("auto", ProgressMode::Auto),
+            ("spin", ProgressMode::Spin),
+            (" yield ", ProgressMode::Yield),
+            ("block", ProgressMode::Block),
+        ] {
+            let c = Config::from_vars([(PROGRESS_VAR, raw)]).unwrap();
+            assert_eq!(c.progress, mode, "{raw:?}");
+            assert_eq!(ProgressMode::parse(mode.name()).unwrap(), mode);
+        }
+        for raw in ["", "busy", "Spin"] {
+            let e = Config::from_vars([(PROGRESS_VAR, raw)])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("VIADUCT_PROGRESS"), "{raw:?}: {e}");
+        }
         let c = Config::from_vars([(MAX_UNEXPECTED_VAR, "1048576")]).unwrap();
         assert_eq!(c.max_unexpected_bytes, 1 << 20);
         let e = Config::from_vars([(MAX_UNEXPECTED_VAR, "100")]).unwrap_err();

@@ -47,12 +47,38 @@
 //!   "Peer liveness"). Blocking waits, and every 32nd non-blocking
 //!   pass, check (at most every `peer_timeout / 8`, at most every 100 ms) that each peer this
 //!   rank waits on has shown a sign of life within `peer_timeout`, and fail its VC otherwise.
+//!
+//! # Oversubscription
+//!
+//! Spinning is right while every rank has a CPU of its own; when ranks share CPUs, a spinning
+//! rank takes the CPU from the very peer it waits for. `VIADUCT_PROGRESS`
+//! ([`ProgressMode`]) chooses how a blocking call waits:
+//!
+//! - `spin`: the adaptive polling above.
+//! - `yield`: at most [`YIELD_POLLS`] passes, with `sched_yield` (`std::thread::yield_now`)
+//!   between them, then the sleep in the methods' waits; the spin count does not adapt.
+//! - `block`: the sleep in the methods' waits at once (it starts with a pass of its own).
+//! - `auto` (the default): `yield` when this node is *oversubscribed*, else `spin`. Decided
+//!   once, in [`Agent::with_bootstrap`](crate::agent::Agent::with_bootstrap): every rank of a
+//!   job of two or more puts the CPUs it may run on (its `sched_getaffinity` mask, as a list
+//!   such as `0-3,8`) into the bootstrap key-value space before the set-up fence, and a rank
+//!   in `auto` reads those of the ranks on its node after it. The node is oversubscribed for
+//!   this rank when the ranks of its node outnumber the CPUs they may run on together (the
+//!   union of their masks: 4 ranks unbound on 2 CPUs, or all under `taskset -c 0`), or when
+//!   more ranks than its mask has CPUs have exactly its mask (3 ranks bound to one core
+//!   while a fourth may use them all). Ranks bound one to a core (`--bind-to core`) are not
+//!   oversubscribed. Where a rank's mask cannot be read, the node's online CPU count
+//!   (`sysconf(_SC_NPROCESSORS_ONLN)`) stands for the union.
+//!   [`Agent::progress_mode`](crate::agent::Agent::progress_mode) tells the mode chosen, and
+//!   `VIADUCT_REPORT=methods` prints it.
 
 use std::sync::Weak;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::agent::{Agent, Shared};
+use crate::bootstrap::Bootstrap;
+use crate::config::ProgressMode;
 use crate::engine::COMPLETED;
 use crate::error::AgentError;
 use crate::request::{BoxError, ProgressDriver};
@@ -63,6 +89,135 @@ const QUICK_WAKE: Duration = Duration::from_millis(1);
 
 /// Longest sleep in one VC's wait while other VCs are waitable too.
 const MAX_TURN: Duration = Duration::from_micros(500);
+
+/// Most passes a blocking call makes in `yield` mode before it sleeps in the methods' waits.
+pub const YIELD_POLLS: u32 = 4;
+
+/// Key under which rank `r` puts the CPUs it may run on.
+fn cpus_key(r: u32) -> String {
+    format!("viaduct-cpus-{r}")
+}
+
+/// Longest CPU list put in the key-value space (PMI servers take values of 1 KiB at least); a
+/// longer one is put as `?` (unknown).
+const MAX_CPU_LIST: usize = 512;
+
+/// `cpus` (increasing) as a list of ranges: `0-3,8`; empty: `?`.
+fn encode_cpus(cpus: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    let text = parts.join(",");
+    if text.is_empty() || text.len() > MAX_CPU_LIST {
+        "?".to_owned()
+    } else {
+        text
+    }
+}
+
+/// Parses [`encode_cpus`]'s list; `None` for `?` or anything malformed.
+fn decode_cpus(text: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.parse().ok()?, b.parse().ok()?),
+            None => {
+                let a: usize = part.parse().ok()?;
+                (a, a)
+            }
+        };
+        if b < a || b - a > 1 << 16 {
+            return None;
+        }
+        out.extend(a..=b);
+    }
+    Some(out)
+}
+
+/// Whether ranks sharing this node are oversubscribed for the rank whose mask is `own`:
+/// `others` holds the masks of the other ranks of the node (`None`: unknown), `online` the
+/// node's online CPUs. See the module documentation, "Oversubscription".
+fn oversubscribed(own: Option<&[usize]>, others: &[Option<Vec<usize>>], online: usize) -> bool {
+    let ranks = others.len() + 1;
+    let known: Vec<&[usize]> = own
+        .into_iter()
+        .chain(others.iter().filter_map(|o| o.as_deref()))
+        .collect();
+    let union = if known.len() == ranks {
+        let mut all: Vec<usize> = known.iter().flat_map(|m| m.iter().copied()).collect();
+        all.sort_unstable();
+        all.dedup();
+        all.len()
+    } else {
+        online
+    };
+    if ranks > union.min(online.max(1)) {
+        return true;
+    }
+    match own {
+        Some(own) => {
+            let same = 1 + others.iter().filter(|o| o.as_deref() == Some(own)).count();
+            same > own.len()
+        }
+        None => false,
+    }
+}
+
+/// Before the set-up fence: puts the CPUs this rank may run on (every rank of a job of two or
+/// more does, whatever its mode, so that the ranks in `auto` can read them).
+pub(crate) fn publish_cpus(boot: &mut Bootstrap) -> Result<(), AgentError> {
+    if boot.size() < 2 {
+        return Ok(());
+    }
+    let mask = viaduct_fallback::affinity::allowed_cpus().unwrap_or_default();
+    boot.put(&cpus_key(boot.rank()), &encode_cpus(&mask))
+        .map_err(AgentError::Bootstrap)
+}
+
+/// After the set-up fence: the mode blocking progress runs in, `requested` with `auto`
+/// resolved (see the module documentation, "Oversubscription").
+pub(crate) fn resolve_mode(
+    boot: &mut Bootstrap,
+    requested: ProgressMode,
+) -> Result<ProgressMode, AgentError> {
+    if requested != ProgressMode::Auto {
+        return Ok(requested);
+    }
+    let me = boot.rank();
+    let locals: Vec<u32> = boot
+        .local_ranks()
+        .into_iter()
+        .filter(|&r| r != me)
+        .collect();
+    if locals.is_empty() {
+        return Ok(ProgressMode::Spin);
+    }
+    let own = viaduct_fallback::affinity::allowed_cpus()
+        .ok()
+        .filter(|m| !m.is_empty());
+    let mut others = Vec::with_capacity(locals.len());
+    for r in locals {
+        let text = boot.get(&cpus_key(r)).map_err(AgentError::Bootstrap)?;
+        others.push(decode_cpus(&text).filter(|m| !m.is_empty()));
+    }
+    let online = viaduct_fallback::affinity::online_cpus();
+    Ok(if oversubscribed(own.as_deref(), &others, online) {
+        ProgressMode::Yield
+    } else {
+        ProgressMode::Spin
+    })
+}
 
 /// The progress driver of an agent's requests.
 pub(crate) struct Driver {
@@ -122,6 +277,21 @@ impl Shared {
 
     /// One spin and one sleep.
     fn blocking_round(&self, timeout: Duration) -> usize {
+        match self.progress {
+            ProgressMode::Yield => {
+                for _ in 0..YIELD_POLLS {
+                    let work = self.make_progress();
+                    if work > 0 {
+                        return work;
+                    }
+                    // Let a rank sharing this CPU (perhaps the peer awaited) run.
+                    std::thread::yield_now();
+                }
+                return self.sleep_in_methods(timeout);
+            }
+            ProgressMode::Block => return self.sleep_in_methods(timeout),
+            ProgressMode::Spin | ProgressMode::Auto => {}
+        }
         let c = &self.config;
         let spins = self.spin_now.load(Ordering::Relaxed);
         for _ in 0..spins {
@@ -199,6 +369,13 @@ impl Shared {
 }
 
 impl Agent {
+    /// The mode blocking progress runs in (`spin`, `yield` or `block`): the configured
+    /// `VIADUCT_PROGRESS`, with `auto` resolved at start (see the module documentation,
+    /// "Oversubscription").
+    pub fn progress_mode(&self) -> ProgressMode {
+        self.shared.progress
+    }
+
     /// One non-blocking progress pass over every VC (the agent operation `Make_progress`); returns the
     /// number of events handled (0: nothing happened).
     pub fn make_progress(&self) -> usize {
@@ -222,5 +399,74 @@ impl Agent {
     /// waits. Returns the events handled.
     pub fn make_progress_blocking(&self, timeout: Duration) -> usize {
         self.shared.progress_blocking(timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_round_trip() {
+        for cpus in [
+            vec![0],
+            vec![0, 1, 2, 3, 8],
+            vec![1, 3, 5],
+            (0..64).collect(),
+        ] {
+            let text = encode_cpus(&cpus);
+            assert_eq!(decode_cpus(&text), Some(cpus), "{text}");
+        }
+        assert_eq!(encode_cpus(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
+        assert_eq!(encode_cpus(&[]), "?");
+        let sparse: Vec<usize> = (0..1000).map(|c| c * 2).collect();
+        assert_eq!(encode_cpus(&sparse), "?");
+        for bad in ["?", "", "a", "3-1", "1-", "0-99999999"] {
+            assert_eq!(decode_cpus(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn oversubscription_rules() {
+        let all2 = Some(vec![0, 1]);
+        // 2 ranks on 2 CPUs: not oversubscribed; 4: oversubscribed.
+        assert!(!oversubscribed(
+            Some(&[0, 1]),
+            std::slice::from_ref(&all2),
+            2
+        ));
+        assert!(oversubscribed(
+            Some(&[0, 1]),
+            &[all2.clone(), all2.clone(), all2.clone()],
+            2
+        ));
+        // All 4 under `taskset -c 0` on a 64-CPU node.
+        let c0 = Some(vec![0]);
+        assert!(oversubscribed(
+            Some(&[0]),
+            &[c0.clone(), c0.clone(), c0.clone()],
+            64
+        ));
+        // Bound one to a core: not oversubscribed.
+        assert!(!oversubscribed(
+            Some(&[0]),
+            &[Some(vec![1]), Some(vec![2]), Some(vec![3])],
+            64
+        ));
+        // 3 bound to core 0, a fourth free: the three are, the free one is not.
+        let free: Vec<usize> = (0..64).collect();
+        assert!(oversubscribed(
+            Some(&[0]),
+            &[c0.clone(), c0.clone(), Some(free.clone())],
+            64
+        ));
+        assert!(!oversubscribed(
+            Some(&free),
+            &[c0.clone(), c0.clone(), c0.clone()],
+            64
+        ));
+        // Unknown masks: the online CPUs stand for the union.
+        assert!(oversubscribed(None, &[None, None], 2));
+        assert!(!oversubscribed(None, &[None], 2));
     }
 }

@@ -1,10 +1,11 @@
 //! `VIADUCT_REPORT`: what a rank tells about itself at start, on stderr.
 //!
 //! `VIADUCT_REPORT=methods` makes every rank print, once its VCs are connected, one line naming
-//! its node and the method serving each peer:
+//! its node, the method serving each peer and the mode of blocking progress
+//! ([`Agent::progress_mode`]):
 //!
 //! ```text
-//! viaduct: rank 0 of 4 on node1: methods 0:self 1:shm 2:tcp 3:tcp
+//! viaduct: rank 0 of 4 on node1: methods 0:self 1:shm 2:tcp 3:tcp; progress spin
 //! ```
 //!
 //! Tests and users read it to check which method each pair of ranks uses (shared memory within
@@ -59,7 +60,7 @@ impl Report {
     }
 }
 
-/// `viaduct: rank R of N on HOST: methods 0:self 1:shm ...`.
+/// `viaduct: rank R of N on HOST: methods 0:self 1:shm ...; progress MODE`.
 pub fn methods_line(agent: &Agent) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
@@ -68,10 +69,11 @@ pub fn methods_line(agent: &Agent) -> String {
         .map(|p| format!("{p}:{}", agent.method_of(p).unwrap_or("?")))
         .collect();
     format!(
-        "viaduct: rank {} of {} on {host}: methods {}",
+        "viaduct: rank {} of {} on {host}: methods {}; progress {}",
         agent.rank(),
         agent.size(),
-        methods.join(" ")
+        methods.join(" "),
+        agent.progress_mode().name()
     )
 }
 
@@ -93,6 +95,6 @@ mod tests {
         let agent = Agent::singleton().unwrap();
         let line = methods_line(&agent);
         assert!(line.starts_with("viaduct: rank 0 of 1 on "), "{line}");
-        assert!(line.ends_with("methods 0:self"), "{line}");
+        assert!(line.ends_with("methods 0:self; progress spin"), "{line}");
     }
 }

@@ -20,6 +20,14 @@ pub fn allowed_cpus() -> io::Result<Vec<usize>> {
         .collect())
 }
 
+/// The number of CPUs online on this node (`sysconf(_SC_NPROCESSORS_ONLN)`), whatever this
+/// process's affinity mask; at least 1.
+pub fn online_cpus() -> usize {
+    // SAFETY: `sysconf` only reads a system setting; it takes no pointers.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).unwrap_or(1).max(1)
+}
+
 /// Makes the process `cmd` starts run only on CPU `cpu`: the binding is set in the child
 /// between `fork` and `exec`, so every thread the program ever starts inherits it. Spawning
 /// fails with `EINVAL` when `cpu` is not one the child may use.
@@ -68,6 +76,12 @@ mod tests {
             Some(cpu.to_string().as_str()),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_online_cpus_cover_the_allowed_ones() {
+        let allowed = allowed_cpus().unwrap();
+        assert!(online_cpus() >= allowed.len(), "{allowed:?}");
     }
 
     #[test]
