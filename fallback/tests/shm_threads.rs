@@ -186,8 +186,11 @@ fn a_sender_asleep_on_a_full_ring_wakes_at_the_release() {
         // Let the sender fall asleep first.
         thread::sleep(Duration::from_millis(300));
         let n = b.next().expect("next").expect("a message").data.len();
+        // Stamped before the release: the sender may wake (and stamp) as soon as the consume
+        // lands, before this thread runs again.
+        let releasing = Instant::now();
         b.consume(n).expect("consume");
-        tx.send(Instant::now()).expect("send");
+        tx.send(releasing).expect("send");
         thread::sleep(Duration::from_secs(3));
         b
     });
