@@ -375,30 +375,8 @@ impl fmt::Debug for PeerCause {
     }
 }
 
-/// Shows an error and its causes, outermost first, separated by `": "`, leaving out a cause
-/// whose text the shown text already holds (a message that embeds its source).
-pub(crate) struct Chain<'a>(pub(crate) &'a (dyn StdError + 'a));
-
-impl fmt::Display for Chain<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut text = self.0.to_string();
-        let mut next = self.0.source();
-        while let Some(cause) = next {
-            let more = cause.to_string();
-            if !more.is_empty() && !text.contains(&more) {
-                text.push_str(": ");
-                text.push_str(&more);
-            }
-            next = cause.source();
-        }
-        f.write_str(&text)
-    }
-}
-
-/// [`Chain`] of any error value (the form the `#[error]` attributes use).
-pub(crate) fn chain<E: StdError>(e: &E) -> Chain<'_> {
-    Chain(e)
-}
+// The cause-chain display is the PMI crate's (the agent's errors wrap its errors).
+pub(crate) use viaduct_pmi::{Chain, chain};
 
 /// Calls `f` on `e` and on each error of its chain, looking inside a [`Cause`] and a boxed
 /// agent error, until `f` answers.

@@ -164,7 +164,12 @@ pub(crate) fn io_error(
 
 /// Shows an error and its causes, outermost first, separated by `": "`, leaving out a cause
 /// whose text the shown text already holds (a message that embeds its source).
-pub(crate) struct Chain<'a>(&'a (dyn StdError + 'a));
+///
+/// ```
+/// let e = std::io::Error::other("inner");
+/// assert_eq!(viaduct_pmi::chain(&e).to_string(), "inner");
+/// ```
+pub struct Chain<'a>(pub &'a (dyn StdError + 'a));
 
 impl fmt::Display for Chain<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -183,6 +188,6 @@ impl fmt::Display for Chain<'_> {
 }
 
 /// [`Chain`] of any error value (the form the `#[error]` attributes use).
-pub(crate) fn chain<E: StdError>(e: &E) -> Chain<'_> {
+pub fn chain<E: StdError>(e: &E) -> Chain<'_> {
     Chain(e)
 }

@@ -109,6 +109,7 @@ pub mod auth;
 mod conn;
 pub mod env;
 mod error;
+pub use error::{Chain, chain};
 pub mod fd;
 pub mod jobkey;
 pub mod mapping;
