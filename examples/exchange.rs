@@ -38,15 +38,9 @@ use viaduct_agent::matching::{Source, TagMatch};
 /// A message: sender, round, and whether the sender's time is up.
 const MSG: usize = 4 + 8 + 1;
 
+/// The error's text: the agent's errors carry their whole cause chain in it.
 fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        msg.push_str(": ");
-        msg.push_str(&c.to_string());
-        cur = c.source();
-    }
-    msg
+    e.to_string()
 }
 
 fn env_f64(name: &str, default: f64) -> Result<f64, String> {

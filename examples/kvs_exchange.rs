@@ -89,12 +89,8 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
+            // The error's text carries its whole cause chain.
             eprintln!("kvs_exchange: error: {e}");
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                eprintln!("  caused by: {s}");
-                source = s.source();
-            }
             ExitCode::FAILURE
         }
     }
