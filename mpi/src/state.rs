@@ -117,7 +117,10 @@ impl<V> Default for HandleTable<V> {
 }
 
 impl<V> HandleTable<V> {
-    fn shard(&self, h: Handle) -> MutexGuard<'_, HashMap<Handle, V, BuildHasherDefault<HandleHasher>>> {
+    fn shard(
+        &self,
+        h: Handle,
+    ) -> MutexGuard<'_, HashMap<Handle, V, BuildHasherDefault<HandleHasher>>> {
         lock(&self.shards[h as u32 as usize % SHARDS])
     }
 

@@ -161,11 +161,7 @@ impl Comm {
 }
 
 /// `buf[s]` to read and `buf[r]` to write, when the two ranges do not overlap.
-fn disjoint(
-    buf: &mut [u8],
-    s: (usize, usize),
-    r: (usize, usize),
-) -> Option<(&[u8], &mut [u8])> {
+fn disjoint(buf: &mut [u8], s: (usize, usize), r: (usize, usize)) -> Option<(&[u8], &mut [u8])> {
     if s.0 + s.1 <= r.0 {
         let (a, b) = buf.split_at_mut(r.0);
         Some((&a[s.0..s.0 + s.1], &mut b[..r.1]))

@@ -56,11 +56,39 @@ fn face_loop(rank: u32, buf: &mut [u8], n: usize) -> f64 {
         // SAFETY: `p` is `len` bytes of this frame's buffer; `st` a status of this frame.
         let rc = unsafe {
             if rank == 0 {
-                MPI_Send(p.cast(), len, abi::dt::BYTE, peer, FACE_TAG, abi::COMM_WORLD)
-                    | MPI_Recv(p.cast(), len, abi::dt::BYTE, peer, FACE_TAG, abi::COMM_WORLD, &mut st)
+                MPI_Send(
+                    p.cast(),
+                    len,
+                    abi::dt::BYTE,
+                    peer,
+                    FACE_TAG,
+                    abi::COMM_WORLD,
+                ) | MPI_Recv(
+                    p.cast(),
+                    len,
+                    abi::dt::BYTE,
+                    peer,
+                    FACE_TAG,
+                    abi::COMM_WORLD,
+                    &mut st,
+                )
             } else {
-                MPI_Recv(p.cast(), len, abi::dt::BYTE, peer, FACE_TAG, abi::COMM_WORLD, &mut st)
-                    | MPI_Send(p.cast(), len, abi::dt::BYTE, peer, FACE_TAG, abi::COMM_WORLD)
+                MPI_Recv(
+                    p.cast(),
+                    len,
+                    abi::dt::BYTE,
+                    peer,
+                    FACE_TAG,
+                    abi::COMM_WORLD,
+                    &mut st,
+                ) | MPI_Send(
+                    p.cast(),
+                    len,
+                    abi::dt::BYTE,
+                    peer,
+                    FACE_TAG,
+                    abi::COMM_WORLD,
+                )
             }
         };
         assert_eq!(rc, abi::SUCCESS, "MPI_Send/MPI_Recv failed");
