@@ -52,44 +52,38 @@ fn face_loop(rank: u32, buf: &mut [u8], n: usize) -> f64 {
     let p = buf.as_mut_ptr();
     let mut st = MpiStatus::empty();
     let t0 = Instant::now();
+    // SAFETY: `p` is `len` bytes of the caller's buffer; `st` a status of this frame.
+    let send = || unsafe {
+        MPI_Send(
+            p.cast(),
+            len,
+            abi::dt::BYTE,
+            peer,
+            FACE_TAG,
+            abi::COMM_WORLD,
+        )
+    };
+    let mut recv = || {
+        // SAFETY: as above.
+        unsafe {
+            MPI_Recv(
+                p.cast(),
+                len,
+                abi::dt::BYTE,
+                peer,
+                FACE_TAG,
+                abi::COMM_WORLD,
+                &mut st,
+            )
+        }
+    };
     for _ in 0..n {
-        // SAFETY: `p` is `len` bytes of this frame's buffer; `st` a status of this frame.
-        let rc = unsafe {
-            if rank == 0 {
-                MPI_Send(
-                    p.cast(),
-                    len,
-                    abi::dt::BYTE,
-                    peer,
-                    FACE_TAG,
-                    abi::COMM_WORLD,
-                ) | MPI_Recv(
-                    p.cast(),
-                    len,
-                    abi::dt::BYTE,
-                    peer,
-                    FACE_TAG,
-                    abi::COMM_WORLD,
-                    &mut st,
-                )
-            } else {
-                MPI_Recv(
-                    p.cast(),
-                    len,
-                    abi::dt::BYTE,
-                    peer,
-                    FACE_TAG,
-                    abi::COMM_WORLD,
-                    &mut st,
-                ) | MPI_Send(
-                    p.cast(),
-                    len,
-                    abi::dt::BYTE,
-                    peer,
-                    FACE_TAG,
-                    abi::COMM_WORLD,
-                )
-            }
+        let rc = if rank == 0 {
+            let a = send();
+            a | recv()
+        } else {
+            let a = recv();
+            a | send()
         };
         assert_eq!(rc, abi::SUCCESS, "MPI_Send/MPI_Recv failed");
     }
