@@ -224,14 +224,14 @@ mpi_fn! {
         let part = bytes(recvcount, recvtype)?;
         // SAFETY: the caller's receive buffer of `size * recvcount` elements.
         let out = unsafe { output(recvbuf, part * n) }?;
-        let send = if in_place(sendbuf) {
-            out[me * part..(me + 1) * part].to_vec()
-        } else {
+        if !in_place(sendbuf) {
             same("MPI_Allgather", bytes(sendcount, sendtype)?, part)?;
             // SAFETY: the caller's send buffer.
-            unsafe { input(sendbuf, part) }?.to_vec()
-        };
-        c.comm.allgather(&send, out)?;
+            let send = unsafe { input(sendbuf, part) }?;
+            out[me * part..(me + 1) * part].copy_from_slice(send);
+        }
+        // This rank's part is in place: small results go as point-to-point messages.
+        c.comm.allgather_in_place(out)?;
         Ok(())
     }
 }

@@ -102,7 +102,7 @@ mpi_fn! {
         };
         let (req, done) = Request::generalized(ops);
         let h = rt.new_request_handle();
-        rt.greqs.lock().unwrap_or_else(|e| e.into_inner()).insert(h, done);
+        rt.greqs.insert(h, done);
         rt.put_request(h, ReqEntry::new(req, Meta::Greq { status }));
         // SAFETY: the caller's handle, checked not NULL.
         unsafe { *request = h };
@@ -114,7 +114,7 @@ mpi_fn! {
     /// `MPI_Grequest_complete`: from any thread, once.
     MPI_Grequest_complete / PMPI_Grequest_complete(request: Handle) on abi::COMM_WORLD => {
         let rt = rt()?;
-        let done = rt.greqs.lock().unwrap_or_else(|e| e.into_inner()).remove(&request);
+        let done = rt.greqs.remove(request);
         let done = done.ok_or_else(|| MpiError::new(
             err::REQUEST,
             format!("{request:#x} is not a generalized request waiting for completion"),
@@ -142,7 +142,7 @@ unsafe fn set_elements(
             format!("count {count} is negative"),
         ));
     }
-    let bytes = (crate::types::layout(datatype)?.size as i64)
+    let bytes = (crate::types::type_size(datatype)? as i64)
         .checked_mul(count)
         .ok_or_else(|| MpiError::new(err::COUNT, format!("{count} elements overflow")))?;
     s.set_count(bytes);
@@ -334,10 +334,7 @@ unsafe fn start_in(
         status: Arc::clone(&status),
     });
     let h = rt.new_request_handle();
-    rt.greqs
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(h, done);
+    rt.greqs.insert(h, done);
     rt.put_request(h, ReqEntry::new(req, Meta::Greq { status }));
     // SAFETY: the caller's handle, checked not NULL.
     unsafe { *request = h };

@@ -87,3 +87,11 @@ mod symbols;
 mod topo;
 mod types;
 mod vcoll;
+
+/// The agent's communicator behind `MPI_COMM_WORLD`, between `MPI_Init` and `MPI_Finalize`
+/// (`None` outside): for programs in Rust that use the agent next to the MPI functions, such
+/// as `mpi-face-bench`, which measures the face against the agent in the same processes.
+pub fn world_comm() -> Option<viaduct_agent::comm::Comm> {
+    let rt = state::rt().ok()?;
+    rt.comm(abi::COMM_WORLD).ok().map(|e| e.comm.clone())
+}

@@ -265,10 +265,8 @@ fn complete(meta: &Meta, st: &Status) -> MpiStatus {
 
 /// Waits for one request taken out of the table; returns its status.
 pub fn wait_entry(e: &mut ReqEntry) -> MpiStatus {
-    let mut one = [std::mem::take(&mut e.req)];
-    let mut st = Vec::with_capacity(1);
-    let _ = request::wait_all(&mut one, Some(&mut st));
-    complete(&e.meta, &st[0])
+    let st = e.req.wait_with_error();
+    complete(&e.meta, &st)
 }
 
 /// Tests one request taken out of the table: its status if complete (`None`: not complete,

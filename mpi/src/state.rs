@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::ffi::c_int;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::thread::ThreadId;
@@ -77,16 +78,76 @@ impl ReqEntry {
     }
 }
 
+/// Hashes a handle by one multiplication (handles are small sequential integers; no input
+/// comes from outside the process).
+#[derive(Default)]
+pub struct HandleHasher(u64);
+
+impl Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_i32(&mut self, v: i32) {
+        self.0 = u64::from(v as u32).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// Shards of a [`HandleTable`]: consecutive handles fall in different shards.
+const SHARDS: usize = 16;
+
+/// A table by handle, split into [`SHARDS`] locked maps so that threads working on different
+/// requests rarely meet on one lock, with a hash of one multiplication.
+pub struct HandleTable<V> {
+    shards: [Mutex<HashMap<Handle, V, BuildHasherDefault<HandleHasher>>>; SHARDS],
+}
+
+impl<V> Default for HandleTable<V> {
+    fn default() -> Self {
+        HandleTable {
+            shards: std::array::from_fn(|_| Mutex::new(HashMap::default())),
+        }
+    }
+}
+
+impl<V> HandleTable<V> {
+    fn shard(
+        &self,
+        h: Handle,
+    ) -> MutexGuard<'_, HashMap<Handle, V, BuildHasherDefault<HandleHasher>>> {
+        lock(&self.shards[h as u32 as usize % SHARDS])
+    }
+
+    /// Puts `v` under `h` (replacing what was there).
+    pub fn insert(&self, h: Handle, v: V) {
+        self.shard(h).insert(h, v);
+    }
+
+    /// Takes what is under `h` out.
+    pub fn remove(&self, h: Handle) -> Option<V> {
+        self.shard(h).remove(&h)
+    }
+}
+
 /// The library's state after `MPI_Init`.
 pub struct Runtime {
     /// The agent of this rank.
     pub agent: Agent,
-    comms: RwLock<HashMap<Handle, Arc<CommEntry>>>,
+    comms: RwLock<HashMap<Handle, Arc<CommEntry>, BuildHasherDefault<HandleHasher>>>,
+    /// `MPI_COMM_WORLD`'s entry (also in `comms`), reached without a lock or a look-up: the
+    /// communicator of most calls.
+    world: Arc<CommEntry>,
     next_comm: AtomicI32,
-    requests: Mutex<HashMap<Handle, ReqEntry>>,
+    requests: HandleTable<ReqEntry>,
     next_request: AtomicI32,
     /// Completion handles of generalized requests not completed yet, by request handle.
-    pub greqs: Mutex<HashMap<Handle, CompleteHandle>>,
+    pub greqs: HandleTable<CompleteHandle>,
     groups: Mutex<HashMap<Handle, Arc<Vec<u32>>>>,
     next_group: AtomicI32,
     /// The thread level provided.
@@ -173,11 +234,9 @@ impl Runtime {
     /// A runtime over `agent` with `MPI_COMM_WORLD` and `MPI_COMM_SELF`.
     pub fn new(agent: Agent, world: Comm, own: Comm, thread_level: c_int) -> Self {
         let size = agent.size();
-        let mut comms = HashMap::new();
-        comms.insert(
-            abi::COMM_WORLD,
-            Arc::new(CommEntry::new(world, abi::ERRORS_ARE_FATAL, size)),
-        );
+        let mut comms = HashMap::default();
+        let world = Arc::new(CommEntry::new(world, abi::ERRORS_ARE_FATAL, size));
+        comms.insert(abi::COMM_WORLD, Arc::clone(&world));
         comms.insert(
             abi::COMM_SELF,
             Arc::new(CommEntry::new(own, abi::ERRORS_ARE_FATAL, size)),
@@ -185,10 +244,11 @@ impl Runtime {
         Runtime {
             agent,
             comms: RwLock::new(comms),
+            world,
             next_comm: AtomicI32::new(abi::COMM_FIRST_USER),
-            requests: Mutex::new(HashMap::new()),
+            requests: HandleTable::default(),
             next_request: AtomicI32::new(1),
-            greqs: Mutex::new(HashMap::new()),
+            greqs: HandleTable::default(),
             groups: Mutex::new(HashMap::new()),
             next_group: AtomicI32::new(abi::GROUP_FIRST_USER),
             thread_level,
@@ -203,6 +263,9 @@ impl Runtime {
                 err::COMM,
                 "the communicator is MPI_COMM_NULL",
             ));
+        }
+        if h == abi::COMM_WORLD {
+            return Ok(Arc::clone(&self.world));
         }
         let comms = self.comms.read().unwrap_or_else(|e| e.into_inner());
         comms.get(&h).cloned().ok_or_else(|| {
@@ -238,7 +301,7 @@ impl Runtime {
     /// Adds a request; returns its handle (never `MPI_REQUEST_NULL`; handles are not reused).
     pub fn add_request(&self, entry: ReqEntry) -> Handle {
         let h = self.new_request_handle();
-        lock(&self.requests).insert(h, entry);
+        self.requests.insert(h, entry);
         h
     }
 
@@ -254,12 +317,12 @@ impl Runtime {
 
     /// Puts a request back under handle `h`.
     pub fn put_request(&self, h: Handle, entry: ReqEntry) {
-        lock(&self.requests).insert(h, entry);
+        self.requests.insert(h, entry);
     }
 
     /// Takes request `h` out of the table (`MPI_ERR_REQUEST` when it is not a request).
     pub fn take_request(&self, h: Handle) -> Result<ReqEntry, MpiError> {
-        lock(&self.requests).remove(&h).ok_or_else(|| {
+        self.requests.remove(h).ok_or_else(|| {
             MpiError::new(
                 err::REQUEST,
                 format!("{h:#x} is not an active request (freed, completed or never started)"),

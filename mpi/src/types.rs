@@ -147,6 +147,15 @@ pub fn derived(t: Handle) -> Result<Arc<Layout>, MpiError> {
         .ok_or_else(|| MpiError::new(err::TYPE, format!("{t:#x} is not a datatype (freed?)")))
 }
 
+/// The size in bytes of the data of one element of any datatype (`MPI_Type_size`), without
+/// building a layout for a predefined one.
+pub fn type_size(t: Handle) -> Result<usize, MpiError> {
+    if is_derived(t) {
+        return Ok(derived(t)?.size);
+    }
+    data_size(t)
+}
+
 /// The layout of any datatype (predefined ones built on the fly).
 pub fn layout(t: Handle) -> Result<Arc<Layout>, MpiError> {
     if is_derived(t) {

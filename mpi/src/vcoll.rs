@@ -485,6 +485,55 @@ unsafe fn allgatherv(
     )
 }
 
+/// Blocking `MPI_Allgatherv` of a small result (the parts' lengths add up to at most the
+/// agent's small switch point, the same on every rank since the counts are): the agent's
+/// point-to-point ring in place. `None`: not small, the caller takes the xfer blocks.
+///
+/// # Safety
+///
+/// The arguments follow `MPI_Allgatherv`'s contract.
+#[allow(clippy::too_many_arguments)]
+unsafe fn small_allgatherv(
+    c: &Comm,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    displs: *const c_int,
+    recvtype: Handle,
+) -> Option<Result<(), MpiError>> {
+    let (me, n) = (c.rank() as usize, c.size() as usize);
+    // SAFETY: the caller's arrays of `size` ints.
+    let ps = match unsafe { parts(recvcounts, displs, recvtype, n) } {
+        Ok(ps) => ps,
+        Err(e) => return Some(Err(e)),
+    };
+    if ps.iter().map(|p| p.1).sum::<usize>() > c.coll_small_max() {
+        return None;
+    }
+    let run = || -> Result<(), MpiError> {
+        // SAFETY: the caller's receive buffer covering every part.
+        let out = unsafe { output(recvbuf, span(&ps)) }?;
+        let (o, l) = ps[me];
+        if !in_place(sendbuf) {
+            let len = bytes(sendcount, sendtype)?;
+            if len != l {
+                return Err(MpiError::new(
+                    err::TRUNCATE,
+                    format!("this rank sends {len} bytes but its part is {l}"),
+                ));
+            }
+            // SAFETY: the caller's send buffer.
+            let send = unsafe { input(sendbuf, len) }?;
+            out[o..o + l].copy_from_slice(send);
+        }
+        c.allgatherv_in_place(out, &ps)?;
+        Ok(())
+    };
+    Some(run())
+}
+
 /// Starts an all-to-all exchange of the parts `sps` of the send buffer (or the receive
 /// buffer, in place) into the parts `rps` of the receive buffer.
 fn alltoall_parts(
@@ -727,6 +776,10 @@ mpi_fn! {
     /// `MPI_Allgatherv` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Allgatherv / PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) on comm => {
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments.
+        if let Some(done) = unsafe { small_allgatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype) } {
+            return done;
+        }
         // SAFETY: the caller's arguments.
         unsafe { allgatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype) }?.run()
     }

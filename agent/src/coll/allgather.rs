@@ -63,7 +63,35 @@ impl Comm {
                 format!("receives into {} bytes, not {want}", recv.len()),
             ));
         }
-        let started = self.iallgather(send.to_vec())?;
-        finish(started, recv)
+        let r = self.rank() as usize;
+        recv[r * send.len()..(r + 1) * send.len()].copy_from_slice(send);
+        self.allgather_in_place(recv)
+    }
+
+    /// [`Comm::allgather`] with this rank's part already in place: `buf` holds `size` parts of
+    /// `buf.len() / size` bytes, part `rank` this rank's (`MPI_Allgather` with
+    /// `MPI_IN_PLACE`). A result of at most the small switch point
+    /// ([`Comm::coll_small_max`]) goes as point-to-point messages (recursive doubling for a
+    /// power of two, else the ring of [`Comm::allgatherv_in_place`]), a larger one through
+    /// xfer blocks.
+    pub fn allgather_in_place(&self, buf: &mut [u8]) -> Result<(), AgentError> {
+        let n = self.size() as usize;
+        if buf.len() % n != 0 {
+            return Err(bad(
+                "allgather",
+                format!("{} bytes are not {n} parts of one length", buf.len()),
+            ));
+        }
+        let c = buf.len() / n;
+        if buf.len() <= self.switch_points().small_max {
+            if n.is_power_of_two() {
+                return self.small_allgather(buf, c);
+            }
+            let parts: Vec<(usize, usize)> = (0..n).map(|i| (i * c, c)).collect();
+            return self.allgatherv_in_place(buf, &parts);
+        }
+        let r = self.rank() as usize;
+        let started = self.iallgather(buf[r * c..(r + 1) * c].to_vec())?;
+        finish(started, buf)
     }
 }

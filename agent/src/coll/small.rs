@@ -1,5 +1,6 @@
-//! Blocking collectives on small buffers as point-to-point messages: `barrier`, `bcast` and
-//! `allreduce` below [`SMALL_MAX`] bytes.
+//! Blocking collectives on small buffers as point-to-point messages: `barrier`, `bcast`,
+//! `allreduce` and `allgather` (of a result) below [`SMALL_MAX`] bytes, and
+//! [`Comm::allgatherv_in_place`].
 //!
 //! A schedule of xfer blocks costs a request, a schedule, owned block buffers and a pass of
 //! the dependency graph per block; for a few bytes that is most of the time. Below the switch
@@ -23,8 +24,8 @@ use crate::error::AgentError;
 use crate::matching::{Source, TagMatch};
 use crate::xfer::Reduction;
 
-/// Bytes up to which blocking `bcast` and `allreduce` (and every `barrier`) run as
-/// point-to-point messages.
+/// Bytes up to which blocking `bcast`, `allreduce` and `allgather` (its whole result), and
+/// every `barrier`, run as point-to-point messages.
 pub const SMALL_MAX: usize = 4096;
 /// Environment variable overriding [`SMALL_MAX`] (0 sends every size through xfer blocks).
 pub const SMALL_MAX_VAR: &str = "VIADUCT_COLL_SMALL_MAX";
@@ -32,6 +33,7 @@ pub const SMALL_MAX_VAR: &str = "VIADUCT_COLL_SMALL_MAX";
 const BARRIER: u32 = tag(0x101);
 const BCAST: u32 = tag(0x102);
 const ALLREDUCE: u32 = tag(0x107);
+const ALLGATHER: u32 = tag(0x105);
 
 impl Comm {
     fn world_of(&self, r: u32) -> u32 {
@@ -155,5 +157,111 @@ impl Comm {
             }
         }
         Ok(())
+    }
+}
+
+/// `buf[s]` to read and `buf[r]` to write, when the two ranges do not overlap.
+fn disjoint(buf: &mut [u8], s: (usize, usize), r: (usize, usize)) -> Option<(&[u8], &mut [u8])> {
+    if s.0 + s.1 <= r.0 {
+        let (a, b) = buf.split_at_mut(r.0);
+        Some((&a[s.0..s.0 + s.1], &mut b[..r.1]))
+    } else if r.0 + r.1 <= s.0 {
+        let (a, b) = buf.split_at_mut(s.0);
+        Some((&b[..s.1], &mut a[r.0..r.0 + r.1]))
+    } else {
+        None
+    }
+}
+
+impl Comm {
+    /// Sends `buf[s]` to `to` and receives `buf[r]` from `from` (a copy of `buf[s]` is sent
+    /// when the two ranges overlap).
+    fn exchange_parts(
+        &self,
+        t: u32,
+        to: u32,
+        s: (usize, usize),
+        from: u32,
+        r: (usize, usize),
+        buf: &mut [u8],
+    ) -> Result<(), AgentError> {
+        match disjoint(buf, s, r) {
+            Some((data, into)) => self.small_exchange("allgather", t, to, data, from, into),
+            None => {
+                let data = buf[s.0..s.0 + s.1].to_vec();
+                self.small_exchange("allgather", t, to, &data, from, &mut buf[r.0..r.0 + r.1])
+            }
+        }
+    }
+
+    /// Allgather of variable parts as point-to-point messages, in place: `parts[i]` is the
+    /// `(offset, length)` in `buf` of rank `i`'s part, and this rank's part holds its data on
+    /// entry; on return every part holds its rank's data (`MPI_Allgatherv` with
+    /// `MPI_IN_PLACE`), by a ring of `n - 1` exchanges.
+    ///
+    /// Every rank must pass parts of the same lengths (their offsets may differ). Meant for small results (below
+    /// [`Comm::coll_small_max`]): it takes the blocking `send`/`recv` fast paths, and an
+    /// exchange above the eager limit posts its send first, so any size completes.
+    pub fn allgatherv_in_place(
+        &self,
+        buf: &mut [u8],
+        parts: &[(usize, usize)],
+    ) -> Result<(), AgentError> {
+        let (r, n) = (self.rank() as usize, self.size() as usize);
+        if parts.len() != n {
+            return Err(bad(
+                "allgatherv",
+                format!("{} parts for {n} ranks", parts.len()),
+            ));
+        }
+        if let Some(i) = parts
+            .iter()
+            .position(|&(o, l)| o.checked_add(l).is_none_or(|e| e > buf.len()))
+        {
+            return Err(bad(
+                "allgatherv",
+                format!(
+                    "part {i} ({} bytes at {}) lies past the buffer of {} bytes",
+                    parts[i].1,
+                    parts[i].0,
+                    buf.len()
+                ),
+            ));
+        }
+        if n == 1 {
+            return Ok(());
+        }
+        let left = ((r + n - 1) % n) as u32;
+        let right = ((r + 1) % n) as u32;
+        for k in 0..n - 1 {
+            let s = parts[(r + n - k) % n];
+            let got = parts[(r + n - k - 1) % n];
+            self.exchange_parts(ALLGATHER, right, s, left, got, buf)?;
+        }
+        Ok(())
+    }
+
+    /// Recursive-doubling allgather in place of `size` parts of `c` bytes each, one after the
+    /// other in rank order (`log2 n` exchanges; the size is a power of two).
+    pub(crate) fn small_allgather(&self, buf: &mut [u8], c: usize) -> Result<(), AgentError> {
+        let (r, n) = (self.rank() as usize, self.size() as usize);
+        let span = |first: usize, count: usize| (first * c, count * c);
+        let mut mask = 1;
+        while mask < n {
+            // After this step, this rank holds the parts of the aligned block of `2 * mask`
+            // ranks around it.
+            let partner = r ^ mask;
+            let mine = span(r / mask * mask, mask);
+            let theirs = span(partner / mask * mask, mask);
+            self.exchange_parts(ALLGATHER, partner as u32, mine, partner as u32, theirs, buf)?;
+            mask <<= 1;
+        }
+        Ok(())
+    }
+
+    /// Bytes up to which the blocking collectives run as point-to-point messages (the
+    /// switch point [`SMALL_MAX`], or its setting).
+    pub fn coll_small_max(&self) -> usize {
+        self.switch_points().small_max
     }
 }

@@ -92,6 +92,20 @@ impl Request {
         self.finish()
     }
 
+    /// Like [`Request::wait`], but the status carries the error, if any, in its
+    /// [`Status::error`] (as each status of [`wait_all`](super::wait_all) does), so that the
+    /// envelope and count of a failed request are kept.
+    #[inline(always)]
+    pub fn wait_with_error(&mut self) -> Status {
+        let Some(core) = &self.core else {
+            return Status::empty();
+        };
+        if !core.is_complete() {
+            set::wait_until(std::slice::from_ref(self), set::Need::Any);
+        }
+        self.finish_with_error()
+    }
+
     /// Like [`Request::wait`], but gives up after `timeout`: `Ok(None)` then, with the request
     /// still active and no callback run.
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<Status>, RequestError> {
