@@ -28,6 +28,9 @@
 
 use std::time::{Duration, Instant};
 
+pub use viaduct_fallback::sendbuf::SharedBytes;
+use viaduct_fallback::sendbuf::{SendBuf, SharedPiece};
+
 use crate::agent::Agent;
 use crate::engine::PostedRecv;
 use crate::error::AgentError;
@@ -65,6 +68,7 @@ impl Marker {
 enum Payload<'a> {
     Borrowed(&'a [u8]),
     Owned(Vec<u8>),
+    Shared(SharedBytes),
 }
 
 impl Payload<'_> {
@@ -72,6 +76,7 @@ impl Payload<'_> {
         match self {
             Payload::Borrowed(b) => b,
             Payload::Owned(v) => v,
+            Payload::Shared(s) => (**s).as_ref(),
         }
     }
 
@@ -79,22 +84,35 @@ impl Payload<'_> {
         match self {
             Payload::Borrowed(b) => b.to_vec(),
             Payload::Owned(v) => v,
+            Payload::Shared(s) => (*s).as_ref().to_vec(),
         }
     }
 
     /// The data in pieces of at most `chunk` bytes (one empty piece for an empty message),
-    /// copied into kept buffers where the data is borrowed.
-    fn into_chunks(self, chunk: usize, spare: &mut crate::spare::Spare) -> Vec<Vec<u8>> {
+    /// copied into kept buffers where the data is borrowed; pieces of shared data refer to
+    /// it (no copy).
+    fn into_chunks(self, chunk: usize, spare: &mut crate::spare::Spare) -> Vec<SendBuf> {
         let copy = |piece: &[u8], spare: &mut crate::spare::Spare| {
             let mut v = spare.take(piece.len());
             v.extend_from_slice(piece);
-            v
+            SendBuf::Owned(v)
         };
         match self {
-            Payload::Owned(v) if v.len() <= chunk => vec![v],
+            Payload::Owned(v) if v.len() <= chunk => vec![SendBuf::Owned(v)],
             Payload::Owned(v) => v.chunks(chunk).map(|p| copy(p, spare)).collect(),
             Payload::Borrowed(b) if b.len() <= chunk => vec![copy(b, spare)],
             Payload::Borrowed(b) => b.chunks(chunk).map(|p| copy(p, spare)).collect(),
+            Payload::Shared(s) => {
+                let len = (*s).as_ref().len();
+                if len <= chunk {
+                    return vec![SendBuf::Shared(SharedPiece::whole(s))];
+                }
+                (0..len)
+                    .step_by(chunk)
+                    .filter_map(|at| SharedPiece::new(s.clone(), at, chunk.min(len - at)))
+                    .map(SendBuf::Shared)
+                    .collect()
+            }
         }
     }
 }
@@ -239,6 +257,32 @@ impl Agent {
     /// is sent from it without a copy.
     pub fn isend_owned(&self, dest: u32, tag: u32, data: Vec<u8>) -> Result<Request, AgentError> {
         self.send_inner(dest, tag, Payload::Owned(data), false)
+    }
+
+    /// Like [`Agent::isend`] from memory the caller keeps alive and unchanged until the
+    /// request completes (`MPI_Isend`'s rule for its buffer): the agent holds a reference
+    /// instead of a copy. A rendezvous message is read in place (over shared memory the
+    /// receiver copies it once, straight out of `data`; TCP and verbs copy each piece into
+    /// their send memory as it is posted); an eager message is copied at once, as by
+    /// [`Agent::isend`]. The reference is dropped by the time the request completes, failed or
+    /// not, and nothing reads `data` after that.
+    pub fn isend_shared(
+        &self,
+        dest: u32,
+        tag: u32,
+        data: SharedBytes,
+    ) -> Result<Request, AgentError> {
+        self.send_inner(dest, tag, Payload::Shared(data), false)
+    }
+
+    /// Like [`Agent::issend`], from shared memory as for [`Agent::isend_shared`].
+    pub fn issend_shared(
+        &self,
+        dest: u32,
+        tag: u32,
+        data: SharedBytes,
+    ) -> Result<Request, AgentError> {
+        self.send_inner(dest, tag, Payload::Shared(data), true)
     }
 
     /// Starts a synchronous send (`MPI_Issend`): the request completes only once a matching
