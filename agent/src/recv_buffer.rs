@@ -1,16 +1,49 @@
 //! [`RecvBuffer`]: where a nonblocking receive puts its message.
 
+use std::any::{Any, TypeId};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Memory of the caller's that a receive writes into in place (see [`RecvBuffer::caller`]).
 pub type CallerMemory = Box<dyn AsMut<[u8]> + Send>;
+
+/// The caller's memory as a receive holds it: its bytes, and the way back to its own type.
+trait Lent: Send {
+    fn bytes(&mut self) -> &mut [u8];
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
+    fn into_boxed(self: Box<Self>) -> CallerMemory;
+    fn lent_type(&self) -> TypeId;
+}
+
+impl<M: AsMut<[u8]> + Send + 'static> Lent for M {
+    fn bytes(&mut self) -> &mut [u8] {
+        self.as_mut()
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        self
+    }
+    fn into_boxed(self: Box<Self>) -> CallerMemory {
+        self
+    }
+    fn lent_type(&self) -> TypeId {
+        TypeId::of::<M>()
+    }
+}
+
+/// A [`CallerMemory`] handed to [`RecvBuffer::caller`].
+struct Boxed(CallerMemory);
+
+impl AsMut<[u8]> for Boxed {
+    fn as_mut(&mut self) -> &mut [u8] {
+        (*self.0).as_mut()
+    }
+}
 
 /// Where the bytes of a [`RecvBuffer`] are.
 enum Store {
     /// The agent's memory, grown as bytes arrive.
     Owned(Vec<u8>),
     /// The caller's memory; `len` bytes of it received so far.
-    Caller { mem: CallerMemory, len: usize },
+    Caller { mem: Box<dyn Lent>, len: usize },
     /// The caller took its memory back ([`RecvBuffer::detach`]): bytes go nowhere.
     Detached,
 }
@@ -20,7 +53,7 @@ impl Store {
         match self {
             Store::Owned(v) => v,
             Store::Caller { mem, len } => {
-                let m = (**mem).as_mut();
+                let m = mem.bytes();
                 let n = (*len).min(m.len());
                 &m[..n]
             }
@@ -71,11 +104,39 @@ impl RecvBuffer {
     /// holds it until the receive completes, fails or is cancelled; the caller reads the
     /// bytes there afterwards (or through [`RecvBuffer::with`]). A receive cancelled before it
     /// matched writes nothing; [`RecvBuffer::detach`] gives the memory back early.
-    pub fn caller(mut mem: CallerMemory) -> RecvBuffer {
-        let capacity = (*mem).as_mut().len();
+    pub fn caller(mem: CallerMemory) -> RecvBuffer {
+        RecvBuffer::caller_of(Boxed(mem))
+    }
+
+    /// [`RecvBuffer::caller`] over memory of type `M`, which [`RecvBuffer::detach_as`] gives
+    /// back as it is.
+    pub fn caller_of<M: AsMut<[u8]> + Send + 'static>(mut mem: M) -> RecvBuffer {
+        let capacity = mem.as_mut().len();
         RecvBuffer {
-            data: Arc::new(Mutex::new(Store::Caller { mem, len: 0 })),
+            data: Arc::new(Mutex::new(Store::Caller {
+                mem: Box::new(mem),
+                len: 0,
+            })),
             capacity,
+        }
+    }
+
+    /// [`RecvBuffer::detach`] for memory handed over by [`RecvBuffer::caller_of`] as an `M`:
+    /// `None` when the buffer holds no caller memory, or memory of another type (which stays).
+    pub fn detach_as<M: 'static>(&self) -> Option<M> {
+        let mut d = self.lock();
+        match std::mem::replace(&mut *d, Store::Detached) {
+            Store::Caller { mem, len } => {
+                if mem.lent_type() != TypeId::of::<M>() {
+                    *d = Store::Caller { mem, len };
+                    return None;
+                }
+                mem.into_any().downcast::<M>().ok().map(|b| *b)
+            }
+            other => {
+                *d = other;
+                None
+            }
         }
     }
 
@@ -90,7 +151,7 @@ impl RecvBuffer {
     pub fn detach(&self) -> Option<CallerMemory> {
         let mut d = self.lock();
         match std::mem::replace(&mut *d, Store::Detached) {
-            Store::Caller { mem, .. } => Some(mem),
+            Store::Caller { mem, .. } => Some(mem.into_boxed()),
             other => {
                 *d = other;
                 None
@@ -179,7 +240,7 @@ impl RecvBuffer {
                 n
             }
             Store::Caller { mem, len } => {
-                let m = (**mem).as_mut();
+                let m = mem.bytes();
                 let at = (*len).min(m.len());
                 let n = (m.len() - at).min(bytes.len());
                 m[at..at + n].copy_from_slice(&bytes[..n]);

@@ -3,16 +3,19 @@
 //! shared memory and over TCP: messages below and above the eager limit and over several
 //! rendezvous pieces arrive whole in the caller's memory and nowhere beyond it, a shorter
 //! buffer truncates, a receive cancelled or detached before its message writes nothing, and
-//! the agent holds no reference to the sender's memory once the send completed.
+//! the agent holds no reference to the sender's memory once the send completed. And the
+//! broadcast in place (`Comm::bcast_in_place`) on two and three ranks, on each of its paths.
 
 #[macro_use]
 mod agent_common;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_common::{config, job};
 use viaduct_agent::agent::Agent;
+use viaduct_agent::coll::BCAST_IN_PLACE_MAX;
+use viaduct_agent::comm::Comm;
 use viaduct_agent::config::{Config, MethodKind};
 use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
@@ -172,6 +175,79 @@ fn cancelled_and_detached_write_nothing(method: MethodKind) {
     });
 }
 
+/// Memory handed to `bcast_in_place`: when the broadcast lets go of it, its bytes go to `out`
+/// (so a check after the call sees what the memory held, and that nothing kept it).
+struct Probe {
+    data: Vec<u8>,
+    out: Arc<Mutex<Option<Vec<u8>>>>,
+}
+
+impl AsRef<[u8]> for Probe {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+impl AsMut<[u8]> for Probe {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.data
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        *self.out.lock().unwrap() = Some(std::mem::take(&mut self.data));
+    }
+}
+
+/// Every rank gets the root's bytes, for each root: below the small switch point, in place,
+/// and (on three ranks) past [`BCAST_IN_PLACE_MAX`]; on two ranks, a rank passing a longer
+/// buffer than the root gets an error naming both lengths, and the call returns.
+fn bcast_in_place(method: MethodKind, ranks: u32) {
+    job(ranks, settings(method), move |agent| {
+        let comm = Comm::world(&agent);
+        let me = agent.rank();
+        for len in [100usize, 64 << 10, BCAST_IN_PLACE_MAX + 3] {
+            for root in 0..ranks {
+                let want = msg(root * 1000 + len as u32, len);
+                let data = if me == root {
+                    want.clone()
+                } else {
+                    vec![FILL; len]
+                };
+                let out = Arc::new(Mutex::new(None));
+                let probe = Probe {
+                    data,
+                    out: Arc::clone(&out),
+                };
+                comm.bcast_in_place(probe, root).unwrap();
+                let got = out.lock().unwrap().take();
+                let got = got.expect("the broadcast let go of the memory by its return");
+                assert!(got == want, "rank {me}, root {root}, {len} bytes");
+            }
+        }
+        if ranks == 2 {
+            let len = 64 << 10;
+            let mine = if me == 0 { len } else { len + 8 };
+            let out = Arc::new(Mutex::new(None));
+            let probe = Probe {
+                data: vec![1; mine],
+                out,
+            };
+            let r = comm.bcast_in_place(probe, 0);
+            if me == 1 {
+                let e = r.unwrap_err().to_string();
+                assert!(
+                    e.contains("passed 65536 bytes where this rank passed 65544"),
+                    "{e}"
+                );
+            } else {
+                r.unwrap();
+            }
+        }
+    });
+}
+
 mod shm {
     use super::*;
 
@@ -188,6 +264,12 @@ mod shm {
     #[test]
     fn cancelled_or_detached_receives_write_nothing() {
         cancelled_and_detached_write_nothing(MethodKind::Shm);
+    }
+
+    #[test]
+    fn bcast_in_place_on_two_and_three_ranks() {
+        bcast_in_place(MethodKind::Shm, 2);
+        bcast_in_place(MethodKind::Shm, 3);
     }
 }
 
@@ -207,5 +289,11 @@ mod tcp {
     #[test]
     fn cancelled_or_detached_receives_write_nothing() {
         cancelled_and_detached_write_nothing(MethodKind::Tcp);
+    }
+
+    #[test]
+    fn bcast_in_place_on_two_and_three_ranks() {
+        bcast_in_place(MethodKind::Tcp, 2);
+        bcast_in_place(MethodKind::Tcp, 3);
     }
 }

@@ -86,6 +86,10 @@ pub struct UserMem {
 // buffer to the library until the request completes; the agent writes it from any thread
 // while the receive pends, and a freed receive detaches it first (`MPI_Request_free`).
 unsafe impl Send for UserMem {}
+// SAFETY: a shared `&UserMem` only reads (`AsRef`): the broadcast in place sends a rank's buffer
+// on to its children from it after the message landed, while the library holds the buffer
+// (until `MPI_Bcast` returns) and nothing writes it.
+unsafe impl Sync for UserMem {}
 
 impl UserMem {
     /// `len` bytes at `ptr` (not null unless `len` is 0).
@@ -94,14 +98,25 @@ impl UserMem {
     ///
     /// The bytes stay writable, and untouched by anyone else, until the receive made with
     /// them completes or its buffer is detached (MPI's rule for the receive buffer).
-    unsafe fn new(ptr: *mut c_void, len: usize) -> Result<UserMem, MpiError> {
+    pub(crate) unsafe fn new(ptr: *mut c_void, len: usize) -> Result<UserMem, MpiError> {
         if len > 0 && ptr.is_null() {
-            return Err(MpiError::new(err::BUFFER, "the receive buffer is NULL"));
+            return Err(MpiError::new(err::BUFFER, "the buffer is NULL"));
         }
         Ok(UserMem {
             ptr: ptr.cast(),
             len,
         })
+    }
+}
+
+impl AsRef<[u8]> for UserMem {
+    fn as_ref(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `new`'s contract: `len` bytes at the non-null `ptr`, the library's while the
+        // operation pends; read here only while nothing writes them (see `Sync`).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 }
 
