@@ -887,7 +887,7 @@ mod tests {
     fn a_cts_from_a_rank_other_than_the_receiver_is_refused() {
         let mut b = book();
         let (mut request, counter) = Request::message(1);
-        let rts = b.rendezvous_send(1, 3, 4, vec![vec![7; 16]], counter);
+        let rts = b.rendezvous_send(1, 3, 4, vec![vec![7; 16].into()], counter);
         let (_, sid) = wire::split_tag(rts.tag);
         let e = b
             .inbound(2, wire::method_tag(Kind::Cts, sid), &9u64.to_le_bytes())
