@@ -14,7 +14,13 @@
 //!   the data follows in pieces of `Config::rendezvous_chunk` bytes, pipelined by the method
 //!   (shared memory: each piece read once straight out of the sender's buffer where
 //!   `process_vm_readv` is permitted; TCP: gathered `sendmsg` of the owned pieces). The send
-//!   request counts one CAR per piece.
+//!   request counts one CAR per piece. The pieces are copies of the caller's data, owned by
+//!   the agent, except for a send from shared memory ([`Agent::isend_shared`]), whose pieces
+//!   refer to the caller's bytes: shared memory reads them in place, TCP and verbs copy each
+//!   into their send memory as they post it.
+//!
+//! A receive lands in a [`RecvBuffer`]: the agent's memory, or the caller's
+//! ([`RecvBuffer::caller`]), which the eager and rendezvous paths write in place.
 //!
 //! # Requests and statuses
 //!
@@ -264,8 +270,9 @@ impl Agent {
     /// instead of a copy. A rendezvous message is read in place (over shared memory the
     /// receiver copies it once, straight out of `data`; TCP and verbs copy each piece into
     /// their send memory as it is posted); an eager message is copied at once, as by
-    /// [`Agent::isend`]. The reference is dropped by the time the request completes, failed or
-    /// not, and nothing reads `data` after that.
+    /// [`Agent::isend`]. Nothing reads `data` once the request completed, failed or not; the
+    /// agent lets go of its references as it completes the request (a successful send's
+    /// before its completion shows).
     pub fn isend_shared(
         &self,
         dest: u32,
