@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use viaduct_fallback::sendbuf::SendBuf;
+
 use crate::error::AgentError;
 use crate::liveness::Heard;
 use crate::matching::{Envelope, MatchQueues, Pattern, Source};
@@ -217,7 +219,11 @@ impl Book {
         let id = self.id();
         self.sends.insert(id, (counter, data.len() as u64, peer));
         let (tag, buf) = eager::encode(context, tag, data);
-        Outbound { id, tag, buf }
+        Outbound {
+            id,
+            tag,
+            buf: buf.into(),
+        }
     }
 
     /// A message of the VC's byte stream (`Agent::write`), its completion registered.
@@ -232,7 +238,7 @@ impl Book {
         Outbound {
             id,
             tag: wire::method_tag(Kind::Stream, 0),
-            buf: data,
+            buf: data.into(),
         }
     }
 
@@ -242,7 +248,7 @@ impl Book {
         peer: u32,
         context: u32,
         tag: u32,
-        chunks: Vec<Vec<u8>>,
+        chunks: Vec<SendBuf>,
         counter: CarCounter,
     ) -> Outbound {
         let sender_id = self.id();
@@ -252,19 +258,19 @@ impl Book {
         Outbound {
             id: self.id(),
             tag: wire::method_tag(Kind::Rts, sender_id),
-            buf,
+            buf: buf.into(),
         }
     }
 
     /// The data of rendezvous send `sender_id` while it waits for its `CTS`.
     #[cfg(feature = "rdma")]
-    pub(crate) fn rndv_chunks(&self, sender_id: u64) -> Option<&[Vec<u8>]> {
+    pub(crate) fn rndv_chunks(&self, sender_id: u64) -> Option<&[SendBuf]> {
         self.rndv.chunks(sender_id)
     }
 
     /// Takes rendezvous send `sender_id` over to another protocol: its data and request.
     #[cfg(feature = "rdma")]
-    pub(crate) fn take_rndv_send(&mut self, sender_id: u64) -> Option<(Vec<Vec<u8>>, CarCounter)> {
+    pub(crate) fn take_rndv_send(&mut self, sender_id: u64) -> Option<(Vec<SendBuf>, CarCounter)> {
         self.rndv.take_send(sender_id)
     }
 
@@ -311,7 +317,7 @@ impl Book {
             Outbound {
                 id,
                 tag: wire::method_tag(Kind::Cts, sender_id),
-                buf: rid.to_le_bytes().to_vec(),
+                buf: rid.to_le_bytes().to_vec().into(),
             },
         ));
     }
@@ -712,7 +718,7 @@ impl State {
                             Outbound {
                                 id,
                                 tag: wire::method_tag(Kind::Xfer, 0),
-                                buf,
+                                buf: buf.into(),
                             },
                         );
                     }
@@ -881,7 +887,7 @@ mod tests {
     fn a_cts_from_a_rank_other_than_the_receiver_is_refused() {
         let mut b = book();
         let (mut request, counter) = Request::message(1);
-        let rts = b.rendezvous_send(1, 3, 4, vec![vec![7; 16]], counter);
+        let rts = b.rendezvous_send(1, 3, 4, vec![vec![7; 16].into()], counter);
         let (_, sid) = wire::split_tag(rts.tag);
         let e = b
             .inbound(2, wire::method_tag(Kind::Cts, sid), &9u64.to_le_bytes())

@@ -14,7 +14,13 @@
 //!   the data follows in pieces of `Config::rendezvous_chunk` bytes, pipelined by the method
 //!   (shared memory: each piece read once straight out of the sender's buffer where
 //!   `process_vm_readv` is permitted; TCP: gathered `sendmsg` of the owned pieces). The send
-//!   request counts one CAR per piece.
+//!   request counts one CAR per piece. The pieces are copies of the caller's data, owned by
+//!   the agent, except for a send from shared memory ([`Agent::isend_shared`]), whose pieces
+//!   refer to the caller's bytes: shared memory reads them in place, TCP and verbs copy each
+//!   into their send memory as they post it.
+//!
+//! A receive lands in a [`RecvBuffer`]: the agent's memory, or the caller's
+//! ([`RecvBuffer::caller`]), which the eager and rendezvous paths write in place.
 //!
 //! # Requests and statuses
 //!
@@ -27,6 +33,9 @@
 //! (its status never reports one).
 
 use std::time::{Duration, Instant};
+
+pub use viaduct_fallback::sendbuf::SharedBytes;
+use viaduct_fallback::sendbuf::{SendBuf, SharedPiece};
 
 use crate::agent::Agent;
 use crate::engine::PostedRecv;
@@ -65,6 +74,7 @@ impl Marker {
 enum Payload<'a> {
     Borrowed(&'a [u8]),
     Owned(Vec<u8>),
+    Shared(SharedBytes),
 }
 
 impl Payload<'_> {
@@ -72,6 +82,7 @@ impl Payload<'_> {
         match self {
             Payload::Borrowed(b) => b,
             Payload::Owned(v) => v,
+            Payload::Shared(s) => (**s).as_ref(),
         }
     }
 
@@ -79,22 +90,35 @@ impl Payload<'_> {
         match self {
             Payload::Borrowed(b) => b.to_vec(),
             Payload::Owned(v) => v,
+            Payload::Shared(s) => (*s).as_ref().to_vec(),
         }
     }
 
     /// The data in pieces of at most `chunk` bytes (one empty piece for an empty message),
-    /// copied into kept buffers where the data is borrowed.
-    fn into_chunks(self, chunk: usize, spare: &mut crate::spare::Spare) -> Vec<Vec<u8>> {
+    /// copied into kept buffers where the data is borrowed; pieces of shared data refer to
+    /// it (no copy).
+    fn into_chunks(self, chunk: usize, spare: &mut crate::spare::Spare) -> Vec<SendBuf> {
         let copy = |piece: &[u8], spare: &mut crate::spare::Spare| {
             let mut v = spare.take(piece.len());
             v.extend_from_slice(piece);
-            v
+            SendBuf::Owned(v)
         };
         match self {
-            Payload::Owned(v) if v.len() <= chunk => vec![v],
+            Payload::Owned(v) if v.len() <= chunk => vec![SendBuf::Owned(v)],
             Payload::Owned(v) => v.chunks(chunk).map(|p| copy(p, spare)).collect(),
             Payload::Borrowed(b) if b.len() <= chunk => vec![copy(b, spare)],
             Payload::Borrowed(b) => b.chunks(chunk).map(|p| copy(p, spare)).collect(),
+            Payload::Shared(s) => {
+                let len = (*s).as_ref().len();
+                if len <= chunk {
+                    return vec![SendBuf::Shared(SharedPiece::whole(s))];
+                }
+                (0..len)
+                    .step_by(chunk)
+                    .filter_map(|at| SharedPiece::new(s.clone(), at, chunk.min(len - at)))
+                    .map(SendBuf::Shared)
+                    .collect()
+            }
         }
     }
 }
@@ -239,6 +263,33 @@ impl Agent {
     /// is sent from it without a copy.
     pub fn isend_owned(&self, dest: u32, tag: u32, data: Vec<u8>) -> Result<Request, AgentError> {
         self.send_inner(dest, tag, Payload::Owned(data), false)
+    }
+
+    /// Like [`Agent::isend`] from memory the caller keeps alive and unchanged until the
+    /// request completes (`MPI_Isend`'s rule for its buffer): the agent holds a reference
+    /// instead of a copy. A rendezvous message is read in place (over shared memory the
+    /// receiver copies it once, straight out of `data`; TCP and verbs copy each piece into
+    /// their send memory as it is posted); an eager message is copied at once, as by
+    /// [`Agent::isend`]. Nothing reads `data` once the request completed, failed or not; the
+    /// agent lets go of its references as it completes the request (a successful send's
+    /// before its completion shows).
+    pub fn isend_shared(
+        &self,
+        dest: u32,
+        tag: u32,
+        data: SharedBytes,
+    ) -> Result<Request, AgentError> {
+        self.send_inner(dest, tag, Payload::Shared(data), false)
+    }
+
+    /// Like [`Agent::issend`], from shared memory as for [`Agent::isend_shared`].
+    pub fn issend_shared(
+        &self,
+        dest: u32,
+        tag: u32,
+        data: SharedBytes,
+    ) -> Result<Request, AgentError> {
+        self.send_inner(dest, tag, Payload::Shared(data), true)
     }
 
     /// Starts a synchronous send (`MPI_Issend`): the request completes only once a matching

@@ -1,6 +1,66 @@
 //! [`RecvBuffer`]: where a nonblocking receive puts its message.
 
+use std::any::{Any, TypeId};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Memory of the caller's that a receive writes into in place (see [`RecvBuffer::caller`]).
+pub type CallerMemory = Box<dyn AsMut<[u8]> + Send>;
+
+/// The caller's memory as a receive holds it: its bytes, and the way back to its own type.
+trait Lent: Send {
+    fn bytes(&mut self) -> &mut [u8];
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
+    fn into_boxed(self: Box<Self>) -> CallerMemory;
+    fn lent_type(&self) -> TypeId;
+}
+
+impl<M: AsMut<[u8]> + Send + 'static> Lent for M {
+    fn bytes(&mut self) -> &mut [u8] {
+        self.as_mut()
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        self
+    }
+    fn into_boxed(self: Box<Self>) -> CallerMemory {
+        self
+    }
+    fn lent_type(&self) -> TypeId {
+        TypeId::of::<M>()
+    }
+}
+
+/// A [`CallerMemory`] handed to [`RecvBuffer::caller`].
+struct Boxed(CallerMemory);
+
+impl AsMut<[u8]> for Boxed {
+    fn as_mut(&mut self) -> &mut [u8] {
+        (*self.0).as_mut()
+    }
+}
+
+/// Where the bytes of a [`RecvBuffer`] are.
+enum Store {
+    /// The agent's memory, grown as bytes arrive.
+    Owned(Vec<u8>),
+    /// The caller's memory; `len` bytes of it received so far.
+    Caller { mem: Box<dyn Lent>, len: usize },
+    /// The caller took its memory back ([`RecvBuffer::detach`]): bytes go nowhere.
+    Detached,
+}
+
+impl Store {
+    fn received(&mut self) -> &[u8] {
+        match self {
+            Store::Owned(v) => v,
+            Store::Caller { mem, len } => {
+                let m = mem.bytes();
+                let n = (*len).min(m.len());
+                &m[..n]
+            }
+            Store::Detached => &[],
+        }
+    }
+}
 
 /// The destination of a receive: a buffer of fixed capacity that the agent fills and the
 /// caller reads once the receive's request completed.
@@ -9,10 +69,24 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// until the message is in, the caller keeps the other. The agent never writes more than
 /// [`RecvBuffer::capacity`] bytes: a longer message is truncated and its request fails with
 /// [`AgentError::Truncated`](crate::error::AgentError::Truncated).
-#[derive(Debug, Clone)]
+///
+/// The bytes are in the agent's memory ([`RecvBuffer::new`]), or in memory the caller hands
+/// over ([`RecvBuffer::caller`]): the eager and rendezvous protocols then write the message
+/// straight into it, with no copy at completion.
+#[derive(Clone)]
 pub struct RecvBuffer {
-    data: Arc<Mutex<Vec<u8>>>,
+    data: Arc<Mutex<Store>>,
     capacity: usize,
+}
+
+impl std::fmt::Debug for RecvBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBuffer")
+            .field("capacity", &self.capacity)
+            .field("len", &self.len())
+            .field("caller_owned", &self.is_caller_owned())
+            .finish()
+    }
 }
 
 impl RecvBuffer {
@@ -20,8 +94,68 @@ impl RecvBuffer {
     /// arrive.
     pub fn new(capacity: usize) -> RecvBuffer {
         RecvBuffer {
-            data: Arc::new(Mutex::new(Vec::new())),
+            data: Arc::new(Mutex::new(Store::Owned(Vec::new()))),
             capacity,
+        }
+    }
+
+    /// A buffer over the caller's memory `mem`, which accepts up to its length: the agent
+    /// writes the message into it in place (from the method's receive memory, one copy) and
+    /// holds it until the receive completes, fails or is cancelled; the caller reads the
+    /// bytes there afterwards (or through [`RecvBuffer::with`]). A receive cancelled before it
+    /// matched writes nothing; [`RecvBuffer::detach`] gives the memory back early.
+    pub fn caller(mem: CallerMemory) -> RecvBuffer {
+        RecvBuffer::caller_of(Boxed(mem))
+    }
+
+    /// [`RecvBuffer::caller`] over memory of type `M`, which [`RecvBuffer::detach_as`] gives
+    /// back as it is.
+    pub fn caller_of<M: AsMut<[u8]> + Send + 'static>(mut mem: M) -> RecvBuffer {
+        let capacity = mem.as_mut().len();
+        RecvBuffer {
+            data: Arc::new(Mutex::new(Store::Caller {
+                mem: Box::new(mem),
+                len: 0,
+            })),
+            capacity,
+        }
+    }
+
+    /// [`RecvBuffer::detach`] for memory handed over by [`RecvBuffer::caller_of`] as an `M`:
+    /// `None` when the buffer holds no caller memory, or memory of another type (which stays).
+    pub fn detach_as<M: 'static>(&self) -> Option<M> {
+        let mut d = self.lock();
+        match std::mem::replace(&mut *d, Store::Detached) {
+            Store::Caller { mem, len } => {
+                if mem.lent_type() != TypeId::of::<M>() {
+                    *d = Store::Caller { mem, len };
+                    return None;
+                }
+                mem.into_any().downcast::<M>().ok().map(|b| *b)
+            }
+            other => {
+                *d = other;
+                None
+            }
+        }
+    }
+
+    /// Whether the bytes land in the caller's memory ([`RecvBuffer::caller`]).
+    pub fn is_caller_owned(&self) -> bool {
+        matches!(*self.lock(), Store::Caller { .. } | Store::Detached)
+    }
+
+    /// Takes the caller's memory back (`None` for a buffer of the agent's own): nothing is
+    /// written to it afterwards; later bytes of the message, if any, are dropped (the request
+    /// still completes).
+    pub fn detach(&self) -> Option<CallerMemory> {
+        let mut d = self.lock();
+        match std::mem::replace(&mut *d, Store::Detached) {
+            Store::Caller { mem, .. } => Some(mem.into_boxed()),
+            other => {
+                *d = other;
+                None
+            }
         }
     }
 
@@ -30,7 +164,7 @@ impl RecvBuffer {
         self.capacity
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<u8>> {
+    fn lock(&self) -> MutexGuard<'_, Store> {
         // The lock is only held for copies that cannot panic; a poisoned lock still holds
         // consistent bytes.
         self.data.lock().unwrap_or_else(|e| e.into_inner())
@@ -38,7 +172,11 @@ impl RecvBuffer {
 
     /// Number of bytes received so far.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        match &*self.lock() {
+            Store::Owned(v) => v.len(),
+            Store::Caller { len, .. } => *len,
+            Store::Detached => 0,
+        }
     }
 
     /// Whether no byte was received.
@@ -46,21 +184,38 @@ impl RecvBuffer {
         self.len() == 0
     }
 
-    /// Takes the received bytes out (the buffer is then empty).
+    /// Takes the received bytes out (the buffer is then empty); for the caller's memory, a
+    /// copy of them.
     pub fn take(&self) -> Vec<u8> {
-        std::mem::take(&mut *self.lock())
+        let mut d = self.lock();
+        match &mut *d {
+            Store::Owned(v) => std::mem::take(v),
+            Store::Detached => Vec::new(),
+            Store::Caller { .. } => {
+                let out = d.received().to_vec();
+                if let Store::Caller { len, .. } = &mut *d {
+                    *len = 0;
+                }
+                out
+            }
+        }
     }
 
     /// Empties the buffer but keeps its memory, so that posting it again with
     /// [`Agent::irecv_into`](crate::agent::Agent::irecv_into) receives into the same pages
     /// (no allocation or page faults for a repeated large receive).
     pub fn clear(&self) {
-        self.lock().clear();
+        match &mut *self.lock() {
+            Store::Owned(v) => v.clear(),
+            Store::Caller { len, .. } => *len = 0,
+            Store::Detached => {}
+        }
     }
 
     /// Copies the received bytes to the front of `out`; returns how many were copied.
     pub fn copy_to(&self, out: &mut [u8]) -> usize {
-        let d = self.lock();
+        let mut d = self.lock();
+        let d = d.received();
         let n = d.len().min(out.len());
         out[..n].copy_from_slice(&d[..n]);
         n
@@ -68,25 +223,41 @@ impl RecvBuffer {
 
     /// Runs `f` on the received bytes without copying them.
     pub fn with<T>(&self, f: impl FnOnce(&[u8]) -> T) -> T {
-        f(&self.lock())
+        f(self.lock().received())
     }
 
     /// Appends `bytes`, up to the capacity; returns how many were kept.
     pub(crate) fn fill(&self, bytes: &[u8]) -> usize {
         let mut d = self.lock();
-        let room = self.capacity - d.len().min(self.capacity);
-        let n = room.min(bytes.len());
-        if d.capacity() == 0 && n < bytes.len() {
-            d.reserve_exact(self.capacity);
+        match &mut *d {
+            Store::Owned(d) => {
+                let room = self.capacity - d.len().min(self.capacity);
+                let n = room.min(bytes.len());
+                if d.capacity() == 0 && n < bytes.len() {
+                    d.reserve_exact(self.capacity);
+                }
+                d.extend_from_slice(&bytes[..n]);
+                n
+            }
+            Store::Caller { mem, len } => {
+                let m = mem.bytes();
+                let at = (*len).min(m.len());
+                let n = (m.len() - at).min(bytes.len());
+                m[at..at + n].copy_from_slice(&bytes[..n]);
+                *len = at + n;
+                n
+            }
+            Store::Detached => 0,
         }
-        d.extend_from_slice(&bytes[..n]);
-        n
     }
 
     /// Prepares room for `want` bytes of a message, taking the memory from `spare` when the
-    /// buffer has none yet.
+    /// buffer has none yet (nothing to do for the caller's memory).
     pub(crate) fn expect_in(&self, want: usize, spare: &mut crate::spare::Spare) {
         let mut d = self.lock();
+        let Store::Owned(d) = &mut *d else {
+            return;
+        };
         if d.capacity() == 0 && want >= crate::spare::MIN_BYTES {
             *d = spare.take(want);
         } else {

@@ -29,6 +29,8 @@
 
 use std::collections::VecDeque;
 
+use viaduct_fallback::sendbuf::SendBuf;
+
 use crate::error::PeerCause;
 use crate::method::{Method, MethodError};
 use crate::proto::Failure;
@@ -40,7 +42,7 @@ use crate::stream::read::ReadQueue;
 pub(crate) struct Outbound {
     pub(crate) id: u64,
     pub(crate) tag: u64,
-    pub(crate) buf: Vec<u8>,
+    pub(crate) buf: SendBuf,
 }
 
 #[derive(Debug)]

@@ -83,6 +83,7 @@ pub mod file;
 pub mod frame;
 pub mod netif;
 pub mod process;
+pub mod sendbuf;
 pub mod shm;
 pub mod tcp;
 pub mod uring;

@@ -62,9 +62,12 @@ mpi_fn! {
         let c = rt()?.comm(comm)?;
         let root = root_of(&c, root)?;
         let len = bytes(count, datatype)?;
-        // SAFETY: the caller's buffer of `count` elements.
-        let buf = unsafe { output(buffer, len) }?;
-        c.comm.bcast(buf, root)?;
+        // In place: the root sends from the caller's buffer, the others receive into it and
+        // send on from it.
+        // SAFETY: the caller's buffer of `count` elements, the library's until this returns
+        // (`bcast_in_place` waits for every message it started).
+        let mem = unsafe { crate::p2p::UserMem::new(buffer, len) }?;
+        c.comm.bcast_in_place(mem, root)?;
         Ok(())
     }
 }

@@ -4,11 +4,20 @@
 //!
 //! Contiguous datatypes move as the caller's bytes; datatypes with holes (derived ones, and the
 //! pair types with padding) are packed into their data bytes for the message and unpacked at
-//! the receiver. Sends copy the data (the agent's
-//! eager and rendezvous paths), so a send buffer may be reused as soon as the call returns.
+//! the receiver.
+//!
+//! Contiguous data moves without copies at this layer: a send longer than the agent's eager
+//! limit (`MPI_Send`, `MPI_Isend`, `MPI_Issend`, `MPI_Rsend`, persistent sends) hands the
+//! agent a reference to the caller's buffer ([`UserBytes`]), read in place until the request
+//! completes; a receive (`MPI_Irecv`, a long `MPI_Recv`) lands straight in the caller's
+//! buffer ([`UserMem`], [`RecvBuffer::caller`]). Both rest on MPI's rule that the buffer of a
+//! pending operation is left to the library until the request completes. Short sends, the
+//! buffered modes (`MPI_Bsend`, `MPI_Ibsend`, which the caller may reuse at once) and packed
+//! datatypes copy.
 
 use std::ffi::{c_int, c_void};
 
+use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_agent::recv_buffer::RecvBuffer;
 use viaduct_agent::request::Request;
@@ -21,6 +30,107 @@ use crate::error::MpiError;
 use crate::request::{Meta, write_status};
 use crate::state::{CommEntry, ReqEntry, rt};
 use crate::types::Layout;
+
+/// The caller's send buffer, shared with the agent until the send request completes.
+pub struct UserBytes {
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: MPI (4.1 §3.7.2, "the sender should not modify any part of the send buffer after a
+// nonblocking send operation is called, until the send completes"; a blocking send's buffer is
+// the caller's until the call returns, which waits for the request) leaves these bytes unchanged
+// and allocated until the request completes. The agent reads them from any thread, only while
+// the request is pending (see `Agent::isend_shared`).
+unsafe impl Send for UserBytes {}
+// SAFETY: as for `Send`: shared reads only, of bytes nothing writes while the request pends.
+unsafe impl Sync for UserBytes {}
+
+impl UserBytes {
+    /// `len` bytes at `ptr` (not null unless `len` is 0).
+    ///
+    /// # Safety
+    ///
+    /// The bytes stay readable and unchanged until the send request made with them
+    /// completes (MPI's rule for the send buffer).
+    unsafe fn new(ptr: *const c_void, len: usize) -> Result<UserBytes, MpiError> {
+        if len > 0 && ptr.is_null() {
+            return Err(MpiError::new(err::BUFFER, "the send buffer is NULL"));
+        }
+        Ok(UserBytes {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+}
+
+impl AsRef<[u8]> for UserBytes {
+    fn as_ref(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `new`'s contract: `len` readable bytes at the non-null `ptr`, unchanged
+        // while the send pends, the only time the agent reads them (MPI 4.1 §3.7.2).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+/// The caller's receive buffer, written in place by the agent until the receive completes.
+pub struct UserMem {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: MPI (4.1 §3.7.2, "the receiver should not access any part of the receive buffer
+// after a nonblocking receive operation is called, until the receive completes") leaves the
+// buffer to the library until the request completes; the agent writes it from any thread
+// while the receive pends, and a freed receive detaches it first (`MPI_Request_free`).
+unsafe impl Send for UserMem {}
+// SAFETY: a shared `&UserMem` only reads (`AsRef`): the broadcast in place sends a rank's buffer
+// on to its children from it after the message landed, while the library holds the buffer
+// (until `MPI_Bcast` returns) and nothing writes it.
+unsafe impl Sync for UserMem {}
+
+impl UserMem {
+    /// `len` bytes at `ptr` (not null unless `len` is 0).
+    ///
+    /// # Safety
+    ///
+    /// The bytes stay writable, and untouched by anyone else, until the receive made with
+    /// them completes or its buffer is detached (MPI's rule for the receive buffer).
+    pub(crate) unsafe fn new(ptr: *mut c_void, len: usize) -> Result<UserMem, MpiError> {
+        if len > 0 && ptr.is_null() {
+            return Err(MpiError::new(err::BUFFER, "the buffer is NULL"));
+        }
+        Ok(UserMem {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+}
+
+impl AsRef<[u8]> for UserMem {
+    fn as_ref(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `new`'s contract: `len` bytes at the non-null `ptr`, the library's while the
+        // operation pends; read here only while nothing writes them (see `Sync`).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl AsMut<[u8]> for UserMem {
+    fn as_mut(&mut self) -> &mut [u8] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: `new`'s contract: `len` writable bytes at the non-null `ptr`, left to the
+        // library while the receive pends (MPI 4.1 §3.7.2); `&mut self` makes this the one
+        // view of them.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
 
 /// The destination rank: `None` for `MPI_PROC_NULL`.
 pub fn dest_rank(c: &CommEntry, dest: c_int) -> Result<Option<u32>, MpiError> {
@@ -82,6 +192,9 @@ pub enum Mode {
     Standard,
     /// Synchronous: completes once matched.
     Sync,
+    /// Buffered (`MPI_Bsend`, `MPI_Ibsend`): a standard send whose data is copied, so that the
+    /// caller may reuse the buffer at once.
+    Buffered,
 }
 
 /// How `count` elements of a datatype move: as the caller's bytes, or packed.
@@ -150,16 +263,29 @@ unsafe fn start_send(
             unsafe { l.pack(buf.cast(), n, &mut v) };
             let w = c.comm.world_rank(dest).unwrap_or(dest);
             let req = match mode {
-                Mode::Standard => c.comm.agent().isend_owned(w, tag, v)?,
+                Mode::Standard | Mode::Buffered => c.comm.agent().isend_owned(w, tag, v)?,
                 Mode::Sync => c.comm.agent().issend(w, tag, &v)?,
             };
             return Ok(Some(req));
         }
     };
+    let agent = c.comm.agent();
+    if mode != Mode::Buffered && len > agent.config().eager_limit {
+        // A rendezvous message: the agent reads the caller's buffer in place.
+        // SAFETY: the caller's buffer of `len` bytes, left unchanged until the request
+        // completes (MPI's rule for a pending send; a blocking send waits for it).
+        let data = Arc::new(unsafe { UserBytes::new(buf, len) }?);
+        let w = c.comm.world_rank(dest).unwrap_or(dest);
+        let req = match mode {
+            Mode::Sync => agent.issend_shared(w, tag, data)?,
+            _ => agent.isend_shared(w, tag, data)?,
+        };
+        return Ok(Some(req));
+    }
     // SAFETY: the caller's buffer of `count` elements.
     let data = unsafe { input(buf, len) }?;
     let req = match mode {
-        Mode::Standard => c.comm.isend(dest, tag, data)?,
+        Mode::Standard | Mode::Buffered => c.comm.isend(dest, tag, data)?,
         Mode::Sync => {
             let w = c.comm.world_rank(dest).unwrap_or(dest);
             c.comm.agent().issend(w, tag, data)?
@@ -187,6 +313,14 @@ unsafe fn blocking_send(
         let rt = rt()?;
         let c = rt.comm(comm)?;
         let len = bytes(count, datatype)?;
+        if len > c.comm.agent().config().eager_limit {
+            // SAFETY: the caller's buffer, unchanged until the wait below returns.
+            if let Some(mut r) = unsafe { start_send(buf, count, datatype, dest, tag, comm, mode) }?
+            {
+                r.wait()?;
+            }
+            return Ok(());
+        }
         let tag = send_tag(tag)?;
         let Some(dest) = dest_rank(&c, dest)? else {
             return Ok(());
@@ -253,7 +387,7 @@ mpi_fn! {
     /// no attached buffer is needed.
     MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
         // SAFETY: the caller's buffer.
-        if let Some(r) = unsafe { start_send(buf, count, datatype, dest, tag, comm, Mode::Standard) }? {
+        if let Some(r) = unsafe { start_send(buf, count, datatype, dest, tag, comm, Mode::Buffered) }? {
             r.free()?;
         }
         Ok(())
@@ -287,7 +421,7 @@ mpi_fn! {
     MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
         // SAFETY: the caller's buffer and handle.
         unsafe {
-            let r = start_send(buf, count, datatype, dest, tag, comm, Mode::Standard)?;
+            let r = start_send(buf, count, datatype, dest, tag, comm, Mode::Buffered)?;
             give_send(r, comm, request)
         }
     }
@@ -330,7 +464,20 @@ unsafe fn post_recv(
     if cap > 0 && buf.is_null() {
         return Err(MpiError::new(err::BUFFER, "the receive buffer is NULL"));
     }
-    let (req, rbuf, map) = if cap >= POOL_MIN {
+    let (req, rbuf, map) = if unpack.is_none() && cap > 0 {
+        // Contiguous: the message lands straight in the caller's buffer. Posted with world
+        // ranks, which the status maps back.
+        // SAFETY: the caller's buffer of `cap` bytes, left to the library until the request
+        // completes (MPI's rule for a pending receive); `MPI_Request_free` detaches it.
+        let mem = unsafe { UserMem::new(buf, cap) }?;
+        let rbuf = RecvBuffer::caller(Box::new(mem));
+        let world = match source {
+            Source::Any => Source::Any,
+            Source::Rank(r) => Source::Rank(c.comm.world_rank(r).unwrap_or(r)),
+        };
+        let req = c.comm.agent().irecv_into(rbuf.clone(), world, tag)?;
+        (req, rbuf, Some(Arc::clone(&c)))
+    } else if cap >= POOL_MIN {
         // A large receive reuses a buffer of an earlier one (no fresh pages to fault in); it
         // is posted with world ranks, which the status maps back.
         let rbuf = take_pooled(cap);
@@ -390,6 +537,9 @@ fn take_pooled(cap: usize) -> RecvBuffer {
 
 /// Gives the buffer of a completed receive back to the pool (emptied, its memory kept).
 pub fn give_back(buf: RecvBuffer) {
+    if buf.is_caller_owned() {
+        return;
+    }
     let cap = buf.capacity();
     let mut p = pool().lock().unwrap_or_else(|e| e.into_inner());
     if p.bytes + cap > POOL_MAX_BYTES {
@@ -534,7 +684,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Bsend_init` (as `MPI_Send_init`: the data is copied).
     MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let p = Persist { send: Some(Mode::Standard), buf: buf as usize, count, datatype, peer: dest, tag, comm };
+        let p = Persist { send: Some(Mode::Buffered), buf: buf as usize, count, datatype, peer: dest, tag, comm };
         // SAFETY: the caller's handle.
         unsafe { persistent(p, request) }
     }
@@ -641,16 +791,35 @@ unsafe fn blocking_recv(
     if let (Source::Rank(r), TagMatch::Tag(t), Data::Bytes(cap)) = (src, tagm, data) {
         // The envelope is known, so the status of a truncated message is too: receive straight
         // into the caller's buffer.
-        // SAFETY: the caller's buffer of `cap` bytes.
-        let out = unsafe { output(buf, cap) }?;
-        return match c.comm.recv(out, src, tagm) {
-            Ok(st) => {
+        let agent = c.comm.agent();
+        let got = if cap > agent.config().eager_limit {
+            // A long message lands straight in the caller's buffer (no copy at completion).
+            // SAFETY: the caller's buffer of `cap` bytes, the library's until this call
+            // returns; it is detached below before the return, whatever the outcome.
+            let mem = unsafe { UserMem::new(buf, cap) }?;
+            let rbuf = RecvBuffer::caller(Box::new(mem));
+            let world = Source::Rank(c.comm.world_rank(r).unwrap_or(r));
+            let waited = match agent.irecv_into(rbuf.clone(), world, tagm) {
+                Ok(mut req) => req.wait().map_err(AgentError::from),
+                Err(e) => Err(e),
+            };
+            rbuf.detach();
+            waited.map(|st| (None, st.tag(), st.count()))
+        } else {
+            // SAFETY: the caller's buffer of `cap` bytes.
+            let out = unsafe { output(buf, cap) }?;
+            c.comm
+                .recv(out, src, tagm)
+                .map(|st| (st.source(), st.tag(), st.count()))
+        };
+        return match got {
+            Ok((from, got_tag, count)) => {
                 let mut s = MpiStatus {
-                    source: st.source().map_or(r as c_int, |x| x as c_int),
-                    tag: st.tag().map_or(t as c_int, |x| x as c_int),
+                    source: from.map_or(r as c_int, |x| x as c_int),
+                    tag: got_tag.map_or(t as c_int, |x| x as c_int),
                     ..MpiStatus::default()
                 };
-                s.set_count(st.count() as i64);
+                s.set_count(count as i64);
                 Ok(s)
             }
             Err(e) => {

@@ -124,6 +124,8 @@ impl Meta {
                 // given to the receive call; MPI leaves it to the library until completion.
                 buf.with(|data| unsafe { l.unpack(data, *dst as *mut u8, *n) });
             }
+            // The agent wrote the message into the caller's buffer itself.
+            Meta::Recv { buf, .. } if buf.is_caller_owned() => {}
             Meta::Recv { buf, dst, cap, .. } if *cap > 0 => {
                 // SAFETY: `dst` is the caller's receive buffer of `cap` bytes given to the
                 // receive call; MPI leaves it to the library until the request completes.
@@ -759,6 +761,10 @@ mpi_fn! {
         }
         let e = rt.take_request(*h)?;
         *h = abi::REQUEST_NULL;
+        if let Meta::Recv { buf, .. } = &e.meta {
+            // Nothing is written to the caller's buffer after it was freed.
+            buf.detach();
+        }
         e.req.free().map_err(MpiError::from)
     }
 }

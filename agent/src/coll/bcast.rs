@@ -1,10 +1,17 @@
 //! `bcast`: one block, a binomial tree (small messages) or a chain (large ones), pipelined:
-//! each rank sends every piece on to its children as soon as it arrived.
+//! each rank sends every piece on to its children as soon as it arrived; and the broadcast in
+//! place ([`Comm::bcast_in_place`]), point-to-point messages straight from and into the
+//! caller's memory.
+
+use std::sync::Arc;
 
 use super::tree::binomial;
-use super::{CollBuffer, check_root, finish, start, tag};
+use super::{CollBuffer, bad, check_root, finish, start, tag};
 use crate::comm::Comm;
 use crate::error::AgentError;
+use crate::matching::{Source, TagMatch};
+use crate::p2p::SharedBytes;
+use crate::recv_buffer::RecvBuffer;
 use crate::request::Request;
 use crate::xfer::schedule::Schedule;
 
@@ -47,5 +54,102 @@ impl Comm {
         }
         let started = self.ibcast(buf.to_vec(), root)?;
         finish(started, buf)
+    }
+}
+
+/// Tag of the broadcast in place (point-to-point messages on the collective context).
+const IN_PLACE_TAG: u32 = tag(0x202);
+
+/// Bytes up to which [`Comm::bcast_in_place`] on more than two ranks sends the message whole
+/// along the binomial tree (each rank forwards it once it arrived whole); longer messages take
+/// the pipelined xfer broadcast, whose pieces move on as they arrive. On two ranks there is
+/// nothing to pipeline (one hop), so every length goes in place.
+pub const BCAST_IN_PLACE_MAX: usize = 256 << 10;
+
+impl Comm {
+    /// Broadcasts `mem` from `root` to every rank (`MPI_Bcast`), in place: `mem` is the
+    /// caller's memory, which every rank passes with the same length; a non-root rank receives
+    /// the root's bytes straight into it and sends them on to its children from it, without a
+    /// copy of its own (the receiver's method still copies out of it). `mem` is consumed: the
+    /// caller keeps its own way to the memory (MPI's face: a pointer to the caller's buffer,
+    /// left to the library until the call returns). Messages up to the small switch point
+    /// (`SwitchPoints::small_max`) and, on more than two ranks, longer than
+    /// [`BCAST_IN_PLACE_MAX`] take [`Comm::bcast`]'s paths.
+    pub fn bcast_in_place<M>(&self, mut mem: M, root: u32) -> Result<(), AgentError>
+    where
+        M: AsRef<[u8]> + AsMut<[u8]> + Send + Sync + 'static,
+    {
+        let n = self.size();
+        check_root("bcast", root, n)?;
+        let len = mem.as_ref().len();
+        if len <= self.switch_points().small_max || (n > 2 && len > BCAST_IN_PLACE_MAX) {
+            return self.bcast(mem.as_mut(), root);
+        }
+        let vr = (self.rank() + n - root) % n;
+        let real = |v: u32| (v + root) % n;
+        let world = |v: u32| self.world_ranks()[real(v) as usize];
+        let agent = self.coll_agent();
+        let (parent, children) = binomial(vr, n);
+        let mem = match parent {
+            None => mem,
+            Some(p) => {
+                let buf = RecvBuffer::caller_of(mem);
+                let got = agent
+                    .irecv_into(
+                        buf.clone(),
+                        Source::Rank(world(p)),
+                        TagMatch::Tag(IN_PLACE_TAG),
+                    )
+                    .and_then(|mut r| r.wait().map_err(AgentError::from));
+                let mem = buf.detach_as::<M>();
+                let st = got?;
+                if st.count() != len as u64 {
+                    return Err(bad(
+                        "bcast",
+                        format!(
+                            "rank {} passed {} bytes where this rank passed {len}",
+                            real(p),
+                            st.count()
+                        ),
+                    ));
+                }
+                match mem {
+                    Some(m) => m,
+                    None => return Err(bad("bcast", "the receive lost its memory".into())),
+                }
+            }
+        };
+        if children.is_empty() {
+            return Ok(());
+        }
+        let shared: SharedBytes = Arc::new(ReadOnly(mem));
+        let mut sends = Vec::with_capacity(children.len());
+        let mut first_error = None;
+        for c in children {
+            match agent.isend_shared(world(c), IN_PLACE_TAG, Arc::clone(&shared)) {
+                Ok(r) => sends.push(r),
+                Err(e) => {
+                    first_error = Some(e);
+                    break;
+                }
+            }
+        }
+        // Every started send is waited for, also after an error: none reads the memory
+        // after this returns.
+        for mut s in sends {
+            if let Err(e) = s.wait() {
+                first_error.get_or_insert(AgentError::from(e));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Memory lent to sends: read only.
+struct ReadOnly<M>(M);
+
+impl<M: AsRef<[u8]>> AsRef<[u8]> for ReadOnly<M> {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_ref()
     }
 }

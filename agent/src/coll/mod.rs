@@ -26,6 +26,11 @@
 //! | `allreduce` | recursive doubling below [`ALLREDUCE_RSAG_MIN`] bytes, else reduce-scatter (recursive halving) and allgather (recursive doubling); for a non-power of two, the first 2·(n − 2^⌊log2 n⌋) ranks fold pairwise first and get the result back last |
 //! | `alltoall` | n − 1 pairwise blocks: in block k a rank sends to rank + k and receives from rank − k |
 //!
+//! `Comm::bcast_in_place` (`MPI_Bcast`), past [`SMALL_MAX`] bytes on two ranks, and up to
+//! [`BCAST_IN_PLACE_MAX`] bytes on more, sends the message whole along the binomial tree as
+//! point-to-point messages straight from the caller's memory and into it (no copy into block
+//! buffers and back out): a schedule's copies cost more there than pipelining saves.
+//!
 //! The blocking `barrier`, and blocking `bcast` and `allreduce` of at most [`SMALL_MAX`] bytes,
 //! run the same algorithms as plain point-to-point messages on the collective context instead
 //! of xfer blocks (module `small`): for a few bytes the schedule machinery costs more than the
@@ -70,6 +75,7 @@ mod scatter;
 mod small;
 mod tree;
 
+pub use bcast::BCAST_IN_PLACE_MAX;
 pub use small::{SMALL_MAX, SMALL_MAX_VAR};
 
 use crate::error::AgentError;

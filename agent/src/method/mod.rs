@@ -45,6 +45,7 @@
 
 use std::time::Duration;
 
+use viaduct_fallback::sendbuf::SendBuf;
 use viaduct_fallback::{shm, tcp};
 #[cfg(feature = "rdma")]
 use viaduct_verbs::msg;
@@ -153,27 +154,40 @@ impl Method {
     }
 
     /// Posts `buf` as one message; `Ok(Some(buf))` gives it back when the method has no
-    /// resources now.
+    /// resources now. Shared memory reads a long shared buffer in place (no copy by the
+    /// sender); TCP and verbs copy a shared buffer into their send memory when posting it.
     #[inline]
     pub(crate) fn post(
         &mut self,
         id: u64,
         tag: u64,
-        buf: Vec<u8>,
-    ) -> Result<Option<Vec<u8>>, MethodError> {
+        buf: SendBuf,
+    ) -> Result<Option<SendBuf>, MethodError> {
         match self {
-            Method::Shm(ep) => match ep.post_send_buf(id, tag, buf)? {
+            Method::Shm(ep) => match ep.post_send_any(id, tag, buf)? {
                 shm::Posted::InProgress => Ok(None),
                 shm::Posted::NoResources(b) => Ok(Some(b)),
             },
-            Method::Tcp(ep) => match ep.post_send_buf(id, tag, buf)? {
-                tcp::Posted::InProgress => Ok(None),
-                tcp::Posted::NoResources(b) => Ok(Some(b)),
+            Method::Tcp(ep) => match buf {
+                SendBuf::Owned(v) => match ep.post_send_buf(id, tag, v)? {
+                    tcp::Posted::InProgress => Ok(None),
+                    tcp::Posted::NoResources(b) => Ok(Some(SendBuf::Owned(b))),
+                },
+                shared => match ep.post_send(id, tag, &shared)? {
+                    tcp::Posted::InProgress => Ok(None),
+                    tcp::Posted::NoResources(()) => Ok(Some(shared)),
+                },
             },
             #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => match ep.post_send_buf(id, tag, buf)? {
-                msg::Posted::InProgress => Ok(None),
-                msg::Posted::NoResources(b) => Ok(Some(b)),
+            Method::Verbs(ep) => match buf {
+                SendBuf::Owned(v) => match ep.post_send_buf(id, tag, v)? {
+                    msg::Posted::InProgress => Ok(None),
+                    msg::Posted::NoResources(b) => Ok(Some(SendBuf::Owned(b))),
+                },
+                shared => match ep.post_send(id, tag, &shared)? {
+                    msg::Posted::InProgress => Ok(None),
+                    msg::Posted::NoResources(()) => Ok(Some(shared)),
+                },
             },
         }
     }

@@ -296,7 +296,7 @@ pub(crate) fn announce(st: &mut State, peer: u32, out: Outbound) -> Outbound {
         let Some(chunks) = book.rndv_chunks(sid) else {
             return out;
         };
-        let len: usize = chunks.iter().map(Vec::len).sum();
+        let len: usize = chunks.iter().map(|c| c.len()).sum();
         let Ok(mut buf) = ep.cache().get(len) else {
             return out;
         };
@@ -323,12 +323,12 @@ pub(crate) fn announce(st: &mut State, peer: u32, out: Outbound) -> Outbound {
                 _buf: buf,
             },
         );
-        let mut payload = out.buf;
+        let mut payload = out.buf.to_vec();
         region.write(&mut payload);
         Outbound {
             id: out.id,
             tag: wire::method_tag(Kind::RtsRead, sid),
-            buf: payload,
+            buf: payload.into(),
         }
     }
     #[cfg(not(feature = "rdma"))]
@@ -430,7 +430,7 @@ pub(crate) fn drive(st: &mut State) -> usize {
             Outbound {
                 id,
                 tag: wire::method_tag(Kind::Fin, sender_id),
-                buf: Vec::new(),
+                buf: Vec::new().into(),
             },
         );
     }

@@ -8,6 +8,8 @@
 
 use std::collections::HashMap;
 
+use viaduct_fallback::sendbuf::SendBuf;
+
 use crate::error::AgentError;
 use crate::proto::ProtocolError;
 use crate::proto::recv::{finish_recv, note};
@@ -19,7 +21,7 @@ use crate::wire;
 #[derive(Debug)]
 struct RndvSend {
     peer: u32,
-    chunks: Vec<Vec<u8>>,
+    chunks: Vec<SendBuf>,
     counter: CarCounter,
 }
 
@@ -39,7 +41,7 @@ struct RndvRecv {
 pub(crate) struct Cleared {
     pub(crate) peer: u32,
     pub(crate) receiver_id: u64,
-    pub(crate) chunks: Vec<Vec<u8>>,
+    pub(crate) chunks: Vec<SendBuf>,
     pub(crate) counter: CarCounter,
 }
 
@@ -58,7 +60,7 @@ impl Rendezvous {
         peer: u32,
         context: u32,
         tag: u32,
-        chunks: Vec<Vec<u8>>,
+        chunks: Vec<SendBuf>,
         counter: CarCounter,
     ) -> Vec<u8> {
         let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
@@ -75,13 +77,13 @@ impl Rendezvous {
 
     /// The data of send `sender_id` while it waits for its `CTS`.
     #[cfg(feature = "rdma")]
-    pub(crate) fn chunks(&self, sender_id: u64) -> Option<&[Vec<u8>]> {
+    pub(crate) fn chunks(&self, sender_id: u64) -> Option<&[SendBuf]> {
         self.sends.get(&sender_id).map(|s| s.chunks.as_slice())
     }
 
     /// Takes send `sender_id` over to another protocol: its data and request.
     #[cfg(feature = "rdma")]
-    pub(crate) fn take_send(&mut self, sender_id: u64) -> Option<(Vec<Vec<u8>>, CarCounter)> {
+    pub(crate) fn take_send(&mut self, sender_id: u64) -> Option<(Vec<SendBuf>, CarCounter)> {
         self.sends.remove(&sender_id).map(|s| (s.chunks, s.counter))
     }
 

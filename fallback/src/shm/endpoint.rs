@@ -9,6 +9,7 @@ use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
 use crate::frame::{FLAG_FIRST, Header, Kind};
+use crate::sendbuf::SendBuf;
 
 use super::completion::{Completion, Op, Posted};
 use super::config::Config;
@@ -67,7 +68,7 @@ enum Inbound {
 struct ChunkedSend {
     id: u64,
     tag: u64,
-    buf: Vec<u8>,
+    buf: SendBuf,
     sent: usize,
 }
 
@@ -102,7 +103,7 @@ pub struct Endpoint {
     send_seq: u32,
     recv_seq: u32,
     completions: VecDeque<Completion>,
-    rendezvous_out: VecDeque<(u64, Vec<u8>)>,
+    rendezvous_out: VecDeque<(u64, SendBuf)>,
     rendezvous_reaped: u64,
     chunked_out: VecDeque<ChunkedSend>,
     rma_out: HashMap<u64, RmaOp>,
@@ -419,6 +420,22 @@ impl Endpoint {
         tag: u64,
         buf: Vec<u8>,
     ) -> Result<Posted<Vec<u8>>, Error> {
+        Ok(match self.post_send_any(id, tag, SendBuf::Owned(buf))? {
+            Posted::InProgress => Posted::InProgress,
+            Posted::NoResources(b) => Posted::NoResources(b.into_owned().unwrap_or_default()),
+        })
+    }
+
+    /// Like [`Endpoint::post_send_buf`] for a buffer owned or shared with the caller
+    /// ([`SendBuf`]): a long message is read in place, from the caller's memory when shared
+    /// (no copy by the sender), which must stay unchanged until the completion. Only an owned
+    /// buffer comes back in the completion.
+    pub fn post_send_any(
+        &mut self,
+        id: u64,
+        tag: u64,
+        buf: SendBuf,
+    ) -> Result<Posted<SendBuf>, Error> {
         self.check_open()?;
         let len = buf.len();
         if len > self.config.max_message {
@@ -431,7 +448,7 @@ impl Endpoint {
             return Ok(match self.post_send(id, tag, &buf)? {
                 Posted::InProgress => {
                     if let Some(c) = self.completions.back_mut() {
-                        c.buffer = Some(buf);
+                        c.buffer = buf.into_owned();
                     }
                     Posted::InProgress
                 }
@@ -508,7 +525,7 @@ impl Endpoint {
                 id: c.id,
                 op: Op::Send,
                 result: Ok(len),
-                buffer: Some(c.buf),
+                buffer: c.buf.into_owned(),
             });
         }
     }
@@ -644,7 +661,7 @@ impl Endpoint {
                     id,
                     op: Op::Send,
                     result: Ok(buf.len()),
-                    buffer: Some(buf),
+                    buffer: buf.into_owned(),
                 });
             }
         }
@@ -667,7 +684,7 @@ impl Endpoint {
                 id,
                 op: Op::Send,
                 result: Err(Error::PeerFailed(why)),
-                buffer: Some(buf),
+                buffer: buf.into_owned(),
             });
         }
         for c in self.chunked_out.drain(..) {
@@ -675,7 +692,7 @@ impl Endpoint {
                 id: c.id,
                 op: Op::Send,
                 result: Err(Error::PeerFailed(why)),
-                buffer: Some(c.buf),
+                buffer: c.buf.into_owned(),
             });
         }
         let mut ops: Vec<(u64, RmaOp)> = self.rma_out.drain().collect();

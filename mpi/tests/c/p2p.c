@@ -171,6 +171,66 @@ int main(int argc, char **argv) {
     CHECK(got13 == 1);
     OK(rank, "truncation ok");
 
+    /* Long messages (past the eager limit) from rank 0 to rank 1: a window of nonblocking
+       sends from distinct buffers lands whole in distinct receive buffers and nowhere past
+       them; a long receive cancelled before its message was sent takes nothing and writes
+       nothing; long truncated receives (nonblocking and blocking) report MPI_ERR_TRUNCATE
+       and write nothing past their buffer (what they hold is not specified). */
+    enum { LONG = 300000, WIN = 4, GUARD = 64 };
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank < 2) {
+        int peer = 1 - rank, go = 0;
+        size_t stride = LONG + GUARD;
+        unsigned char *lb = malloc(WIN * stride);
+        MPI_Request lr[WIN];
+        MPI_Status ls[WIN];
+        CHECK(lb != NULL);
+        if (rank == 0) {
+            for (int w = 0; w < WIN; w++)
+                for (int i = 0; i < LONG; i++) lb[w * stride + i] = (unsigned char)(i * 7 + w);
+            for (int w = 0; w < WIN; w++)
+                CHECK(MPI_Isend(lb + w * stride, LONG, MPI_BYTE, peer, 20, MPI_COMM_WORLD, &lr[w]) == MPI_SUCCESS);
+            CHECK(MPI_Waitall(WIN, lr, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+            CHECK(MPI_Recv(&go, 1, MPI_INT, peer, 23, MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+            CHECK(MPI_Send(lb, LONG, MPI_BYTE, peer, 21, MPI_COMM_WORLD) == MPI_SUCCESS);
+            CHECK(MPI_Send(lb + stride, LONG, MPI_BYTE, peer, 22, MPI_COMM_WORLD) == MPI_SUCCESS);
+            CHECK(MPI_Send(lb + stride, LONG, MPI_BYTE, peer, 22, MPI_COMM_WORLD) == MPI_SUCCESS);
+        } else {
+            memset(lb, 0xEE, WIN * stride);
+            for (int w = 0; w < WIN; w++)
+                CHECK(MPI_Irecv(lb + w * stride, LONG, MPI_BYTE, peer, 20, MPI_COMM_WORLD, &lr[w]) == MPI_SUCCESS);
+            CHECK(MPI_Waitall(WIN, lr, ls) == MPI_SUCCESS);
+            for (int w = 0; w < WIN; w++) {
+                CHECK(MPI_Get_count(&ls[w], MPI_BYTE, &count) == MPI_SUCCESS && count == LONG);
+                CHECK(ls[w].MPI_SOURCE == peer && ls[w].MPI_TAG == 20);
+                for (int i = 0; i < LONG; i++) CHECK(lb[w * stride + i] == (unsigned char)(i * 7 + w));
+                for (int i = 0; i < GUARD; i++) CHECK(lb[w * stride + LONG + i] == 0xEE);
+            }
+            memset(lb, 0xEE, WIN * stride);
+            MPI_Request cq;
+            CHECK(MPI_Irecv(lb, LONG, MPI_BYTE, peer, 21, MPI_COMM_WORLD, &cq) == MPI_SUCCESS);
+            CHECK(MPI_Cancel(&cq) == MPI_SUCCESS);
+            CHECK(MPI_Wait(&cq, &st) == MPI_SUCCESS);
+            CHECK(MPI_Test_cancelled(&st, &flag) == MPI_SUCCESS && flag == 1);
+            CHECK(MPI_Send(&go, 1, MPI_INT, peer, 23, MPI_COMM_WORLD) == MPI_SUCCESS);
+            unsigned char *other = lb + stride;
+            CHECK(MPI_Recv(other, LONG, MPI_BYTE, peer, 21, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
+            for (int i = 0; i < LONG; i++) CHECK(other[i] == (unsigned char)(i * 7));
+            for (int i = 0; i < LONG; i++) CHECK(lb[i] == 0xEE);
+            memset(other, 0xEE, stride);
+            MPI_Request tq;
+            CHECK(MPI_Irecv(other, LONG / 2, MPI_BYTE, peer, 22, MPI_COMM_WORLD, &tq) == MPI_SUCCESS);
+            CHECK_RC(MPI_Wait(&tq, &st), MPI_ERR_TRUNCATE);
+            for (int i = LONG / 2; i < LONG; i++) CHECK(other[i] == 0xEE);
+            memset(other, 0xEE, stride);
+            CHECK_RC(MPI_Recv(other, LONG / 2, MPI_BYTE, peer, 22, MPI_COMM_WORLD, &st), MPI_ERR_TRUNCATE);
+            CHECK(st.MPI_SOURCE == peer && st.MPI_TAG == 22);
+            for (int i = LONG / 2; i < LONG; i++) CHECK(other[i] == 0xEE);
+        }
+        free(lb);
+    }
+    OK(rank, "long messages ok");
+
     free(sbuf);
     free(rbuf);
     free(reqs);
