@@ -146,7 +146,9 @@ pub struct Runtime {
     next_comm: AtomicI32,
     requests: HandleTable<ReqEntry>,
     next_request: AtomicI32,
-    /// Completion handles of generalized requests not completed yet, by request handle.
+    /// Completion handles of requests of a class (MPICH's generalized request extensions) not
+    /// completed yet, by request handle. (Those of `MPI_Grequest_start` are slots of
+    /// [`crate::greq`].)
     pub greqs: HandleTable<CompleteHandle>,
     groups: Mutex<HashMap<Handle, Arc<Vec<u32>>>>,
     next_group: AtomicI32,
@@ -305,10 +307,11 @@ impl Runtime {
         h
     }
 
-    /// A fresh request handle.
+    /// A fresh request handle (below `0x4000_0000`: the handles of generalized requests have
+    /// that bit).
     pub fn new_request_handle(&self) -> Handle {
         loop {
-            let h = self.next_request.fetch_add(1, Ordering::Relaxed);
+            let h = self.next_request.fetch_add(1, Ordering::Relaxed) & 0x3fff_ffff;
             if h != abi::REQUEST_NULL && h != 0 {
                 return h;
             }
@@ -317,11 +320,17 @@ impl Runtime {
 
     /// Puts a request back under handle `h`.
     pub fn put_request(&self, h: Handle, entry: ReqEntry) {
+        if crate::greq::is_greq(h) {
+            return crate::greq::put(entry);
+        }
         self.requests.insert(h, entry);
     }
 
     /// Takes request `h` out of the table (`MPI_ERR_REQUEST` when it is not a request).
     pub fn take_request(&self, h: Handle) -> Result<ReqEntry, MpiError> {
+        if crate::greq::is_greq(h) {
+            return crate::greq::take(h);
+        }
         self.requests.remove(h).ok_or_else(|| {
             MpiError::new(
                 err::REQUEST,

@@ -25,7 +25,7 @@ struct Setup {
 
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
-    "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small",
+    "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "greqh",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -418,6 +418,30 @@ fn greqx_program() {
         );
         assert_eq!(got, want(2));
     }
+}
+
+/// Generalized request handles: waited, freed, stale (their slot reused) and never issued
+/// handles give `MPI_ERR_REQUEST`, and free runs at the right time. Not compared with MPICH,
+/// where a freed handle is undefined behaviour.
+#[test]
+fn greq_handles_program() {
+    let Some(s) = setup() else { return };
+    let got = assert_ok(
+        &job(s, "greqh", Launch::Viaduct(1), true, &[]),
+        "greqh, viaduct launch -n 1",
+        1,
+    );
+    assert_eq!(
+        got,
+        [
+            "rank 0: a stale handle leaves newer requests alone",
+            "rank 0: a waited handle gives MPI_ERR_REQUEST",
+            "rank 0: completed by another thread: each freed once",
+            "rank 0: free before and after completion",
+            "rank 0: handles never issued give MPI_ERR_REQUEST",
+            "rank 0: reused slots",
+        ]
+    );
 }
 
 /// The swapped library is viaduct's: the dynamic linker resolves `libmpich.so.12` to the
