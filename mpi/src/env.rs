@@ -43,7 +43,6 @@ fn init(level: c_int) -> Result<(), MpiError> {
             library_version()
         );
     }
-    crate::greq::set_concurrent(level == abi::THREAD_MULTIPLE);
     state::install(Runtime::new(agent, world, own, level));
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! Generalized requests: `MPI_Grequest_start`, `MPI_Grequest_complete`,
-//! `MPI_Status_set_elements`, `MPI_Status_set_cancelled`, on the agent's generalized requests
-//! ([`Request::generalized`]); and MPICH's extensions `MPIX_Grequest_start`,
+//! `MPI_Status_set_elements`, `MPI_Status_set_cancelled`, in a table of slots (below); and
+//! MPICH's extensions `MPIX_Grequest_start`,
 //! `MPIX_Grequest_class_create`, `MPIX_Grequest_class_allocate` on the agent's request classes
 //! ([`RequestClass`]).
 //!
@@ -11,12 +11,12 @@
 //! callbacks itself (query and free in the wait or test that completes it, free at
 //! `MPI_Grequest_complete` for a request freed before, cancel in `MPI_Cancel`); an agent request
 //! ([`Request::generalized`]) is attached only when a wait must block or the request is waited
-//! for with others, so start, complete and a wait on a complete request are a few atomic
-//! operations and no allocation.
+//! for with others, so start, complete and a wait on a complete request are a few loads and
+//! stores, three compare-and-swaps (the free list's two, completion's one) and no allocation.
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -123,7 +123,6 @@ const USER_FREED: u32 = 8;
 const GEN_SHIFT: u32 = 8;
 
 /// The agent request of a slot, used when a wait blocks or several requests are waited for.
-#[derive(Default)]
 struct Data {
     /// The attached agent request (taken out while a call waits on it).
     req: Option<Request>,
@@ -132,7 +131,6 @@ struct Data {
 }
 
 /// One generalized request.
-#[derive(Default)]
 struct Slot {
     /// Generation (from bit 8) and flags.
     state: AtomicU32,
@@ -144,7 +142,26 @@ struct Slot {
     data: Mutex<Data>,
 }
 
-/// The table: chunks of slots made as needed (never moved or freed), and a free list (a stack
+impl Slot {
+    const fn new() -> Self {
+        Slot {
+            state: AtomicU32::new(0),
+            next: AtomicU32::new(0),
+            callbacks: [const { AtomicUsize::new(0) }; 4],
+            data: Mutex::new(Data {
+                req: None,
+                done: None,
+            }),
+        }
+    }
+}
+
+/// The first chunk of slots, reached without a check that it was made (most programs never
+/// have more requests alive).
+static FIRST: [Slot; CHUNK] = [const { Slot::new() }; CHUNK];
+
+/// The table: chunks of slots made as needed (never moved or freed; the first is [`FIRST`]),
+/// and a free list (a stack
 /// whose head carries a tag against reuse between a read and its compare-and-swap).
 struct Slots {
     chunks: [OnceLock<Box<[Slot]>>; CHUNKS],
@@ -167,81 +184,60 @@ fn lock_data(slot: &Slot) -> MutexGuard<'_, Data> {
 /// The slot of index `i`, if made.
 #[inline]
 fn slot(i: u32) -> Option<&'static Slot> {
+    if (i as usize) < CHUNK {
+        return Some(&FIRST[i as usize]);
+    }
     let chunk = SLOTS.chunks.get((i >> CHUNK_BITS) as usize)?.get()?;
     chunk.get(i as usize & (CHUNK - 1))
 }
 
-/// Whether other threads may call MPI functions at the same time as this one
-/// (`MPI_THREAD_MULTIPLE`): then the state words and the free list change by compare-and-swap;
-/// otherwise (the program's calls are serialized, which orders them) by plain atomic loads and
-/// stores, with no locked instruction on the path of a request.
-static CONCURRENT: AtomicBool = AtomicBool::new(true);
-
-/// Sets whether other threads may call MPI functions concurrently (at `MPI_Init`, from the
-/// thread level provided).
-pub fn set_concurrent(concurrent: bool) {
-    CONCURRENT.store(concurrent, Ordering::Relaxed);
-}
-
-#[inline(always)]
-fn concurrent() -> bool {
-    CONCURRENT.load(Ordering::Relaxed)
-}
-
-/// Sets `a` from `current` to `new` if it holds `current` (by compare-and-swap when calls may
-/// be concurrent, else by a store: nothing else changes it meanwhile); else what it holds.
+/// Sets `a` from `current` to `new` if it holds `current`; else what it holds.
 #[inline(always)]
 fn swap_state(a: &AtomicU32, current: u32, new: u32) -> Result<(), u32> {
-    if concurrent() {
-        a.compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
-            .map(|_| ())
-    } else {
-        a.store(new, Ordering::Release);
-        Ok(())
-    }
+    a.compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
+        .map(|_| ())
 }
 
 /// As [`swap_state`], for the head of the free list.
 #[inline(always)]
 fn swap_head(current: u64, new: u64) -> Result<(), u64> {
-    if concurrent() {
-        SLOTS
-            .head
-            .compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
-            .map(|_| ())
-    } else {
-        SLOTS.head.store(new, Ordering::Release);
-        Ok(())
-    }
+    SLOTS
+        .head
+        .compare_exchange_weak(current, new, Ordering::AcqRel, Ordering::Acquire)
+        .map(|_| ())
 }
 
 /// A free slot's index: from the free list, else a slot never used.
-#[inline]
-fn alloc() -> Result<u32, MpiError> {
+#[inline(always)]
+fn alloc() -> Option<u32> {
     let mut head = SLOTS.head.load(Ordering::Acquire);
     while head as u32 != 0 {
         let i = head as u32 - 1;
         let next = slot(i).map_or(0, |s| s.next.load(Ordering::Relaxed));
         let new = ((head >> 32).wrapping_add(1) << 32) | u64::from(next);
         match swap_head(head, new) {
-            Ok(()) => return Ok(i),
+            Ok(()) => return Some(i),
             Err(h) => head = h,
         }
     }
+    alloc_new()
+}
+
+/// A slot never used (`None`: all are in use).
+#[cold]
+#[inline(never)]
+fn alloc_new() -> Option<u32> {
     let i = SLOTS
         .used
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
             (n < MAX_GREQS).then_some(n + 1)
         })
-        .map_err(|_| {
-            MpiError::new(
-                err::INTERN,
-                format!("{MAX_GREQS} generalized requests are alive; complete and wait for some first"),
-            )
-        })?;
-    SLOTS.chunks[(i >> CHUNK_BITS) as usize]
-        .get_or_init(|| (0..CHUNK).map(|_| Slot::default()).collect());
-    Ok(i)
+        .ok()?;
+    if i as usize >= CHUNK {
+        SLOTS.chunks[(i >> CHUNK_BITS) as usize]
+            .get_or_init(|| (0..CHUNK).map(|_| Slot::new()).collect());
+    }
+    Some(i)
 }
 
 /// Puts slot `i` on the free list.
@@ -278,6 +274,8 @@ impl GreqRef {
     }
 }
 
+#[cold]
+#[inline(never)]
 fn stale(h: Handle) -> MpiError {
     MpiError::new(
         err::REQUEST,
@@ -304,19 +302,41 @@ fn live(h: Handle) -> Result<(GreqRef, &'static Slot, u32), MpiError> {
 
 /// Starts a generalized request; its handle.
 fn start(cb: Callbacks) -> Result<Handle, MpiError> {
+    start_fast(cb).ok_or_else(too_many)
+}
+
+/// The error of a start with every slot in use.
+#[cold]
+#[inline(never)]
+fn too_many() -> MpiError {
+    MpiError::new(
+        err::INTERN,
+        format!("{MAX_GREQS} generalized requests are alive; complete and wait for some first"),
+    )
+}
+
+/// Starts a generalized request; its handle (`None`: every slot is in use).
+#[inline(always)]
+fn start_fast(cb: Callbacks) -> Option<Handle> {
     let i = alloc()?;
     let Some(s) = slot(i) else {
         unreachable!("a slot handed out exists")
     };
-    for (a, v) in s.callbacks.iter().zip([cb.query, cb.free, cb.cancel, cb.extra]) {
+    for (a, v) in s
+        .callbacks
+        .iter()
+        .zip([cb.query, cb.free, cb.cancel, cb.extra])
+    {
         a.store(v, Ordering::Relaxed);
     }
     let generation = (s.state.load(Ordering::Relaxed) >> GEN_SHIFT) & GEN_MASK;
-    s.state.store((generation << GEN_SHIFT) | LIVE, Ordering::Release);
-    Ok((GREQ_KIND | (generation << INDEX_BITS) | i) as Handle)
+    s.state
+        .store((generation << GEN_SHIFT) | LIVE, Ordering::Release);
+    Some((GREQ_KIND | (generation << INDEX_BITS) | i) as Handle)
 }
 
 /// Gives slot `r` back (its request completed, its free function ran or runs no more).
+#[inline]
 fn release(r: GreqRef, s: &Slot) {
     let st = s.state.load(Ordering::Acquire);
     if st & AGENT != 0 {
@@ -331,9 +351,15 @@ fn release(r: GreqRef, s: &Slot) {
     push_free(r.index, s);
 }
 
-#[inline]
+#[inline(always)]
 fn callbacks(s: &Slot) -> Result<Callbacks, MpiError> {
-    let [query, free, cancel, extra] = [0, 1, 2, 3].map(|i| s.callbacks[i].load(Ordering::Relaxed));
+    let [q, f, c, e] = &s.callbacks;
+    let (query, free, cancel, extra) = (
+        q.load(Ordering::Relaxed),
+        f.load(Ordering::Relaxed),
+        c.load(Ordering::Relaxed),
+        e.load(Ordering::Relaxed),
+    );
     if query == 0 || free == 0 || cancel == 0 {
         return Err(MpiError::new(
             err::REQUEST,
@@ -348,8 +374,36 @@ fn callbacks(s: &Slot) -> Result<Callbacks, MpiError> {
     })
 }
 
+/// The state word of a live request of generation `generation` with no flag but `LIVE`.
+#[inline(always)]
+fn live_word(h: Handle) -> u32 {
+    ((((h as u32) >> INDEX_BITS) & GEN_MASK) << GEN_SHIFT) | LIVE
+}
+
 /// `MPI_Grequest_complete` on `h`.
+#[inline]
 fn complete(h: Handle) -> Result<(), MpiError> {
+    if complete_fast(h) {
+        return Ok(());
+    }
+    complete_slow(h)
+}
+
+/// `MPI_Grequest_complete` on `h` in the common case (live, of this generation, not complete,
+/// not freed, no agent request: one comparison); `false`: not done, see [`complete`].
+#[inline(always)]
+fn complete_fast(h: Handle) -> bool {
+    let Some(s) = slot(h as u32 & (MAX_GREQS - 1)) else {
+        return false;
+    };
+    let st = live_word(h);
+    s.state.load(Ordering::Acquire) == st && swap_state(&s.state, st, st | COMPLETE).is_ok()
+}
+
+/// [`complete`] but for the common case.
+#[cold]
+#[inline(never)]
+fn complete_slow(h: Handle) -> Result<(), MpiError> {
     let (r, s, mut st) = match live(h) {
         Ok(x) => x,
         // Freed before completion: still to be completed (then its free function runs).
@@ -439,6 +493,34 @@ fn wait_agent(h: Handle, s: &Slot) -> Result<(), MpiError> {
 /// code (also in `out`'s error field).
 #[inline]
 pub fn wait(h: Handle, out: &mut MpiStatus) -> Result<c_int, MpiError> {
+    match wait_fast(h, out) {
+        Some(code) => Ok(code),
+        None => wait_slow(h, out),
+    }
+}
+
+/// [`wait`] in the common case (live, of this generation, complete, not freed, no agent
+/// request: one comparison); `None`: nothing done, see [`wait`].
+#[inline(always)]
+fn wait_fast(h: Handle, out: &mut MpiStatus) -> Option<c_int> {
+    let index = h as u32 & (MAX_GREQS - 1);
+    let s = slot(index)?;
+    let st = live_word(h) | COMPLETE;
+    if !is_greq(h) || s.state.load(Ordering::Acquire) != st {
+        return None;
+    }
+    let code = callbacks(s).ok()?.finish_into(out);
+    out.error = code;
+    let generation = ((st >> GEN_SHIFT) + 1) & GEN_MASK;
+    s.state.store(generation << GEN_SHIFT, Ordering::Release);
+    push_free(index, s);
+    Some(code)
+}
+
+/// [`wait`] but for the common case.
+#[cold]
+#[inline(never)]
+fn wait_slow(h: Handle, out: &mut MpiStatus) -> Result<c_int, MpiError> {
     let (r, s, st) = live(h)?;
     if st & (COMPLETE | AGENT) != COMPLETE {
         // Not complete, or an agent request attached (it completes once MPI_Grequest_complete
@@ -570,7 +652,6 @@ pub fn retire(r: GreqRef) {
     release(r, r.slot());
 }
 
-
 /// `MPI_Grequest_query_function`.
 pub type QueryFn = unsafe extern "C" fn(*mut c_void, *mut MpiStatus) -> c_int;
 /// `MPI_Grequest_free_function`.
@@ -636,14 +717,10 @@ mpi_fn! {
     /// the table has a free slot); the handle names the slot and its generation.
     MPI_Grequest_start / PMPI_Grequest_start(query_fn: Option<QueryFn>, free_fn: Option<FreeFn>, cancel_fn: Option<CancelFn>, extra_state: *mut c_void, request: *mut Handle) on abi::COMM_WORLD => {
         rt()?;
-        if request.is_null() {
-            return Err(MpiError::new(err::ARG, "request is NULL"));
-        }
-        let (Some(query), Some(free), Some(cancel)) = (query_fn, free_fn, cancel_fn) else {
-            return Err(MpiError::new(
-                err::ARG,
-                "the query, free and cancel functions are all required",
-            ));
+        let (Some(query), Some(free), Some(cancel), false) =
+            (query_fn, free_fn, cancel_fn, request.is_null())
+        else {
+            return Err(bad_start(request.is_null()));
         };
         let h = start(Callbacks {
             query: query as usize,
@@ -675,11 +752,26 @@ mpi_fn! {
     }
 }
 
+/// The error of `MPI_Grequest_start` with a NULL request or function.
+#[cold]
+#[inline(never)]
+fn bad_start(null_request: bool) -> MpiError {
+    if null_request {
+        MpiError::new(err::ARG, "request is NULL")
+    } else {
+        MpiError::new(
+            err::ARG,
+            "the query, free and cancel functions are all required",
+        )
+    }
+}
+
 /// Sets the byte count of `status` to `count` elements of `datatype`.
 ///
 /// # Safety
 ///
 /// `status` is a writable status.
+#[inline(always)]
 unsafe fn set_elements(
     status: *mut MpiStatus,
     datatype: Handle,

@@ -328,17 +328,24 @@ fn status_error(s: &MpiStatus, comm: Handle) -> Result<(), MpiError> {
 }
 
 /// The error of a request that completed with code `code`.
-#[inline]
+#[inline(always)]
 fn code_error(code: c_int, comm: Handle) -> Result<(), MpiError> {
     if code == abi::SUCCESS {
         Ok(())
     } else {
-        Err(MpiError::new(
-            code,
-            format!("the request failed: {}", crate::error::class_text(code)),
-        )
-        .on(comm))
+        Err(failed(code, comm))
     }
+}
+
+/// The error of a request that failed with code `code`.
+#[cold]
+#[inline(never)]
+fn failed(code: c_int, comm: Handle) -> MpiError {
+    MpiError::new(
+        code,
+        format!("the request failed: {}", crate::error::class_text(code)),
+    )
+    .on(comm)
 }
 
 /// Takes the active requests of `hs` out of the table: (index, handle, entry) for each; null

@@ -202,17 +202,25 @@ pub fn live_agent() -> Option<&'static Agent> {
 }
 
 /// The runtime, or the error of a call before `MPI_Init` or after `MPI_Finalize`.
+#[inline]
 pub fn rt() -> Result<&'static Runtime, MpiError> {
     match RUNTIME.get() {
-        None => Err(MpiError::new(
+        Some(r) if !finalized() => Ok(r),
+        _ => Err(not_running()),
+    }
+}
+
+/// The error of a call before `MPI_Init` or after `MPI_Finalize` (out of the callers' way).
+#[cold]
+#[inline(never)]
+fn not_running() -> MpiError {
+    if RUNTIME.get().is_none() {
+        MpiError::new(
             err::OTHER,
             "MPI is not initialized (MPI_Init was not called)",
-        )),
-        Some(_) if finalized() => Err(MpiError::new(
-            err::OTHER,
-            "MPI was finalized (MPI_Finalize was called)",
-        )),
-        Some(r) => Ok(r),
+        )
+    } else {
+        MpiError::new(err::OTHER, "MPI was finalized (MPI_Finalize was called)")
     }
 }
 

@@ -2,7 +2,8 @@
    MPI_ERR_REQUEST (never a crash), also once its slot serves a newer request, which the stale
    handle does not touch; MPI_Request_free before MPI_Grequest_complete runs the free function
    at the completion, after it at once; requests completed by another thread while this one
-   waits, tests or frees them, each queried once and freed once. */
+   waits, tests or frees them, each queried once and freed once (at MPI_THREAD_MULTIPLE; with
+   GREQH_SINGLE set, the rest at MPI_THREAD_SINGLE). */
 #include "common.h"
 #include <pthread.h>
 #include <sched.h>
@@ -39,7 +40,12 @@ static void *completer(void *arg) {
 
 int main(int argc, char **argv) {
     int rank, provided, flag, count;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    /* GREQH_SINGLE=1: MPI_Init (MPI_THREAD_SINGLE) and no second thread. */
+    int single = getenv("GREQH_SINGLE") != NULL;
+    if (single)
+        MPI_Init(&argc, &argv);
+    else
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Status st;
@@ -122,6 +128,10 @@ int main(int argc, char **argv) {
 
     /* Another thread completes each request while this one waits for it (blocking or not),
        tests it until complete, frees it, or waits for it with a message request. */
+    if (single) {
+        MPI_Finalize();
+        return 0;
+    }
     pthread_t t;
     pthread_create(&t, NULL, completer, NULL);
     for (int i = 0; i < RACE; i++) {
