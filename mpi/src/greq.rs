@@ -161,8 +161,8 @@ impl Slot {
 static FIRST: [Slot; CHUNK] = [const { Slot::new() }; CHUNK];
 
 /// The table: chunks of slots made as needed (never moved or freed; the first is [`FIRST`]),
-/// and a free list (a stack
-/// whose head carries a tag against reuse between a read and its compare-and-swap).
+/// and a free list (a stack whose head carries a tag against reuse between a read and its
+/// compare-and-swap).
 struct Slots {
     chunks: [OnceLock<Box<[Slot]>>; CHUNKS],
     /// Slots handed out so far (those above were never used).
