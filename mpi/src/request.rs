@@ -89,8 +89,15 @@ pub enum Meta {
         /// The communicator (for its error handler).
         comm: Handle,
     },
-    /// A generalized request: its status is the one its query function filled.
+    /// A generalized request of `MPI_Grequest_start` taken out of its slot for a wait or test
+    /// of several requests: its completion runs its query and free functions.
     Greq {
+        /// Its slot.
+        slot: crate::greq::GreqRef,
+    },
+    /// A request of a class (MPICH's extensions): its status is the one its query function
+    /// filled.
+    ClassGreq {
         /// The status the last query filled.
         status: Arc<Mutex<MpiStatus>>,
     },
@@ -107,7 +114,7 @@ impl Meta {
             | Meta::Blocks { comm, .. }
             | Meta::File { comm, .. }
             | Meta::Inactive { comm } => *comm,
-            Meta::Greq { .. } => abi::COMM_WORLD,
+            Meta::Greq { .. } | Meta::ClassGreq { .. } => abi::COMM_WORLD,
         }
     }
 
@@ -183,7 +190,15 @@ impl Meta {
                 ..MpiStatus::default()
             },
             Meta::Inactive { .. } => MpiStatus::empty(),
-            Meta::Greq { status } => *status.lock().unwrap_or_else(|e| e.into_inner()),
+            Meta::Greq { slot } => {
+                // Query and free ran; their code, if any, is the request's error.
+                let s = crate::greq::finish(*slot);
+                if s.error != abi::SUCCESS {
+                    return s;
+                }
+                s
+            }
+            Meta::ClassGreq { status } => *status.lock().unwrap_or_else(|e| e.into_inner()),
             Meta::File { .. } => {
                 let mut s = MpiStatus::empty();
                 s.set_count(st.count() as i64);
@@ -289,6 +304,10 @@ fn test_entry(e: &mut ReqEntry) -> Option<MpiStatus> {
 /// After completion: a persistent request goes back to the table, inactive, under its handle;
 /// any other is gone. Returns the caller's new handle value.
 fn retire(rt: &Runtime, h: Handle, mut e: ReqEntry) -> Handle {
+    if let Meta::Greq { slot } = e.meta {
+        crate::greq::retire(slot);
+        return abi::REQUEST_NULL;
+    }
     if let Meta::Recv {
         buf, map: Some(_), ..
     } = &e.meta
@@ -307,15 +326,28 @@ fn retire(rt: &Runtime, h: Handle, mut e: ReqEntry) -> Handle {
 }
 
 fn status_error(s: &MpiStatus, comm: Handle) -> Result<(), MpiError> {
-    if s.error == abi::SUCCESS {
+    code_error(s.error, comm)
+}
+
+/// The error of a request that completed with code `code`.
+#[inline(always)]
+fn code_error(code: c_int, comm: Handle) -> Result<(), MpiError> {
+    if code == abi::SUCCESS {
         Ok(())
     } else {
-        Err(MpiError::new(
-            s.error,
-            format!("the request failed: {}", crate::error::class_text(s.error)),
-        )
-        .on(comm))
+        Err(failed(code, comm))
     }
+}
+
+/// The error of a request that failed with code `code`.
+#[cold]
+#[inline(never)]
+fn failed(code: c_int, comm: Handle) -> MpiError {
+    MpiError::new(
+        code,
+        format!("the request failed: {}", crate::error::class_text(code)),
+    )
+    .on(comm)
 }
 
 /// Takes the active requests of `hs` out of the table: (index, handle, entry) for each; null
@@ -359,6 +391,19 @@ mpi_fn! {
         // SAFETY: `request` is the caller's handle.
         let h = unsafe { request.as_mut() }
             .ok_or_else(|| MpiError::new(err::REQUEST, "request is NULL"))?;
+        if crate::greq::is_greq(*h) {
+            // The query function fills the caller's status itself.
+            let mut ignored = MpiStatus::empty();
+            let out = if status as usize == abi::STATUS_IGNORE {
+                &mut ignored
+            } else {
+                // SAFETY: `status` is the caller's status (or NULL), not MPI_STATUS_IGNORE.
+                unsafe { status.as_mut() }.unwrap_or(&mut ignored)
+            };
+            let code = crate::greq::wait(*h, out)?;
+            *h = abi::REQUEST_NULL;
+            return code_error(code, abi::COMM_WORLD);
+        }
         let Some(e) = take_one(rt, *h)? else {
             // SAFETY: `status` is the caller's status or MPI_STATUS_IGNORE.
             unsafe { write_status(status, MpiStatus::empty()) };
@@ -383,6 +428,22 @@ mpi_fn! {
         let (Some(h), Some(flag)) = (h, flag) else {
             return Err(MpiError::new(err::ARG, "request or flag is NULL"));
         };
+        if crate::greq::is_greq(*h) {
+            match crate::greq::test(*h)? {
+                crate::greq::Tested::Pending => {
+                    *flag = 0;
+                    return Ok(());
+                }
+                crate::greq::Tested::Done(s) => {
+                    *flag = 1;
+                    *h = abi::REQUEST_NULL;
+                    // SAFETY: the caller's status or MPI_STATUS_IGNORE.
+                    unsafe { write_status(status, s) };
+                    return status_error(&s, abi::COMM_WORLD);
+                }
+                crate::greq::Tested::Attached => {}
+            }
+        }
         let Some(e) = take_one(rt, *h)? else {
             *flag = 1;
             // SAFETY: the caller's status or MPI_STATUS_IGNORE.
@@ -759,6 +820,11 @@ mpi_fn! {
         if *h == abi::REQUEST_NULL {
             return Err(MpiError::new(err::REQUEST, "the request is MPI_REQUEST_NULL"));
         }
+        if crate::greq::is_greq(*h) {
+            crate::greq::request_free(*h)?;
+            *h = abi::REQUEST_NULL;
+            return Ok(());
+        }
         let e = rt.take_request(*h)?;
         *h = abi::REQUEST_NULL;
         if let Meta::Recv { buf, .. } = &e.meta {
@@ -775,6 +841,20 @@ mpi_fn! {
         let rt = rt()?;
         // SAFETY: the caller's flag.
         let flag = unsafe { flag.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "flag is NULL"))?;
+        if crate::greq::is_greq(request) {
+            let Some(s) = crate::greq::get_status(request)? else {
+                *flag = 0;
+                return Ok(());
+            };
+            *flag = 1;
+            // SAFETY: the caller's status.
+            unsafe { write_status(status, s) };
+            return if s.error == abi::SUCCESS {
+                Ok(())
+            } else {
+                Err(MpiError::new(s.error, "the request failed"))
+            };
+        }
         let Some(e) = take_one(rt, request)? else {
             *flag = 1;
             // SAFETY: the caller's status.
@@ -819,6 +899,9 @@ mpi_fn! {
         let rt = rt()?;
         // SAFETY: the caller's handle.
         let h = unsafe { request.as_ref() }.ok_or_else(|| MpiError::new(err::REQUEST, "request is NULL"))?;
+        if crate::greq::is_greq(*h) {
+            return crate::greq::cancel(*h);
+        }
         let e = rt.take_request(*h)?;
         let r = e.req.cancel();
         rt.put_request(*h, e);

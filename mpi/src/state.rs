@@ -146,7 +146,9 @@ pub struct Runtime {
     next_comm: AtomicI32,
     requests: HandleTable<ReqEntry>,
     next_request: AtomicI32,
-    /// Completion handles of generalized requests not completed yet, by request handle.
+    /// Completion handles of requests of a class (MPICH's generalized request extensions) not
+    /// completed yet, by request handle. (Those of `MPI_Grequest_start` are slots of
+    /// [`crate::greq`].)
     pub greqs: HandleTable<CompleteHandle>,
     groups: Mutex<HashMap<Handle, Arc<Vec<u32>>>>,
     next_group: AtomicI32,
@@ -200,17 +202,25 @@ pub fn live_agent() -> Option<&'static Agent> {
 }
 
 /// The runtime, or the error of a call before `MPI_Init` or after `MPI_Finalize`.
+#[inline]
 pub fn rt() -> Result<&'static Runtime, MpiError> {
     match RUNTIME.get() {
-        None => Err(MpiError::new(
+        Some(r) if !finalized() => Ok(r),
+        _ => Err(not_running()),
+    }
+}
+
+/// The error of a call before `MPI_Init` or after `MPI_Finalize` (out of the callers' way).
+#[cold]
+#[inline(never)]
+fn not_running() -> MpiError {
+    if RUNTIME.get().is_none() {
+        MpiError::new(
             err::OTHER,
             "MPI is not initialized (MPI_Init was not called)",
-        )),
-        Some(_) if finalized() => Err(MpiError::new(
-            err::OTHER,
-            "MPI was finalized (MPI_Finalize was called)",
-        )),
-        Some(r) => Ok(r),
+        )
+    } else {
+        MpiError::new(err::OTHER, "MPI was finalized (MPI_Finalize was called)")
     }
 }
 
@@ -305,10 +315,11 @@ impl Runtime {
         h
     }
 
-    /// A fresh request handle.
+    /// A fresh request handle (below `0x4000_0000`: the handles of generalized requests have
+    /// that bit).
     pub fn new_request_handle(&self) -> Handle {
         loop {
-            let h = self.next_request.fetch_add(1, Ordering::Relaxed);
+            let h = self.next_request.fetch_add(1, Ordering::Relaxed) & 0x3fff_ffff;
             if h != abi::REQUEST_NULL && h != 0 {
                 return h;
             }
@@ -317,11 +328,17 @@ impl Runtime {
 
     /// Puts a request back under handle `h`.
     pub fn put_request(&self, h: Handle, entry: ReqEntry) {
+        if crate::greq::is_greq(h) {
+            return crate::greq::put(entry);
+        }
         self.requests.insert(h, entry);
     }
 
     /// Takes request `h` out of the table (`MPI_ERR_REQUEST` when it is not a request).
     pub fn take_request(&self, h: Handle) -> Result<ReqEntry, MpiError> {
+        if crate::greq::is_greq(h) {
+            return crate::greq::take(h);
+        }
         self.requests.remove(h).ok_or_else(|| {
             MpiError::new(
                 err::REQUEST,

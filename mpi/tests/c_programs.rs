@@ -25,7 +25,7 @@ struct Setup {
 
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
-    "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small",
+    "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "greqh",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -418,6 +418,45 @@ fn greqx_program() {
         );
         assert_eq!(got, want(2));
     }
+}
+
+/// Generalized request handles: waited, freed, stale (their slot reused) and never issued
+/// handles give `MPI_ERR_REQUEST`, free runs at the right time, and requests completed by
+/// another thread while this one waits, tests or frees them are queried and freed once; at
+/// `MPI_THREAD_MULTIPLE` and (but the second thread) at `MPI_THREAD_SINGLE`. Not compared with
+/// MPICH, where a freed handle is undefined behaviour.
+#[test]
+fn greq_handles_program() {
+    let Some(s) = setup() else { return };
+    let serial = [
+        "rank 0: a stale handle leaves newer requests alone",
+        "rank 0: a waited handle gives MPI_ERR_REQUEST",
+        "rank 0: free before and after completion",
+        "rank 0: handles never issued give MPI_ERR_REQUEST",
+        "rank 0: reused slots",
+    ];
+    let got = assert_ok(
+        &job(s, "greqh", Launch::Viaduct(1), true, &[]),
+        "greqh, viaduct launch -n 1",
+        1,
+    );
+    let mut want: Vec<&str> = serial.to_vec();
+    want.push("rank 0: completed by another thread: each freed once");
+    want.sort();
+    assert_eq!(got, want);
+    // MPI_Init (MPI_THREAD_SINGLE), without the second thread.
+    let got = assert_ok(
+        &job(
+            s,
+            "greqh",
+            Launch::Viaduct(1),
+            true,
+            &[("GREQH_SINGLE", "1")],
+        ),
+        "greqh at MPI_THREAD_SINGLE, viaduct launch -n 1",
+        1,
+    );
+    assert_eq!(got, serial);
 }
 
 /// The swapped library is viaduct's: the dynamic linker resolves `libmpich.so.12` to the
