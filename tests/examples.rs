@@ -177,3 +177,41 @@ fn collective_under_mpiexec() {
         assert_ranks(&r, "collective", 3, &[0, 1, 2], COLLECTIVE_LINE);
     }
 }
+
+#[test]
+fn class_batch_under_viaduct_launch() {
+    let r = viaduct_launch(2, &example("class_batch"), &[]);
+    assert_ranks(&r, "class_batch", 2, &[0, 1], "8 jobs and 2 messages");
+}
+
+#[test]
+fn class_batch_under_mpiexec() {
+    if let Some(r) = mpiexec(2, &example("class_batch"), &[]) {
+        assert_ranks(&r, "class_batch", 2, &[0, 1], "8 jobs and 2 messages");
+    }
+}
+
+#[test]
+fn io_beside_messages_under_viaduct_launch() {
+    let r = viaduct_launch(2, &example("io_beside_messages"), &[]);
+    assert_ranks(
+        &r,
+        "io_beside_messages",
+        2,
+        &[0, 1],
+        "handler ran on time; deadline missed as expected",
+    );
+}
+
+#[test]
+fn io_beside_messages_under_mpiexec() {
+    if let Some(r) = mpiexec(2, &example("io_beside_messages"), &[]) {
+        assert_ranks(
+            &r,
+            "io_beside_messages",
+            2,
+            &[0, 1],
+            "handler ran on time; deadline missed as expected",
+        );
+    }
+}
