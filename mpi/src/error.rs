@@ -193,8 +193,35 @@ pub fn abort_job(code: c_int, message: &str) -> ! {
 pub fn finish(name: &str, comm: Handle, result: Result<(), MpiError>) -> c_int {
     match result {
         Ok(()) => abi::SUCCESS,
+        Err(e) if QUIET.get() => {
+            let class = e.class;
+            CAUGHT.set(Some(e));
+            class
+        }
         Err(e) => raise(name, e.comm.unwrap_or(comm), e),
     }
+}
+
+thread_local! {
+    /// Set while [`quietly`] runs an MPI function: its error is kept, not raised.
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The error an MPI function run by [`quietly`] returned.
+    static CAUGHT: std::cell::Cell<Option<MpiError>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f`, a call of an exported MPI function, without its error handler: its error comes
+/// back as the `Err` for the caller to report (a persistent collective's `MPI_Start` starts
+/// the nonblocking collective this way and reports its errors as its own).
+pub fn quietly(f: impl FnOnce() -> c_int) -> Result<(), MpiError> {
+    let was = QUIET.replace(true);
+    CAUGHT.set(None);
+    let code = f();
+    QUIET.set(was);
+    let caught = CAUGHT.take();
+    if code == abi::SUCCESS {
+        return Ok(());
+    }
+    Err(caught.unwrap_or_else(|| MpiError::new(code, "the collective could not start")))
 }
 
 /// Runs the error handler of `comm` for error `e` of function `name`; returns the code to

@@ -80,6 +80,7 @@ mod group;
 mod misc;
 mod op;
 mod p2p;
+mod pcoll;
 mod request;
 mod state;
 pub mod stubs;

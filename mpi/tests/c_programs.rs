@@ -25,7 +25,7 @@ struct Setup {
 
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
-    "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small",
+    "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "pcoll",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -368,6 +368,11 @@ fn noncomm_program() {
 #[test]
 fn ivcoll_program() {
     program("ivcoll");
+}
+
+#[test]
+fn pcoll_program() {
+    program("pcoll");
 }
 
 /// Generalized request callbacks and threads, small allgather and allgatherv: the same results
