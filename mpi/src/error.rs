@@ -156,9 +156,22 @@ pub fn class_text(class: c_int) -> &'static str {
     }
 }
 
-/// Whether `code` is an error code this library can return (a predefined class).
+/// Whether `code` is an error code this library can return (a predefined class, or a user
+/// class or code of `MPI_Add_error_class`/`MPI_Add_error_code`).
 pub fn is_valid_code(code: c_int) -> bool {
-    (0..=err::LAST_CLASS).contains(&code) || (101..=105).contains(&code)
+    (0..=err::LAST_CLASS).contains(&code)
+        || (101..=105).contains(&code)
+        || crate::errclass::class_of(code).is_some()
+}
+
+/// The class of a valid error code (a predefined class is its own).
+pub fn class_of_code(code: c_int) -> c_int {
+    crate::errclass::class_of(code).unwrap_or(code)
+}
+
+/// What `code` means: a user code's string, or the text of a predefined class.
+pub fn code_text(code: c_int) -> String {
+    crate::errclass::text_of(code).unwrap_or_else(|| class_text(code).to_string())
 }
 
 /// How long a fatal error's message has to reach the launcher before the PMI abort.
@@ -238,7 +251,7 @@ pub fn raise(name: &str, comm: Handle, e: MpiError) -> c_int {
         e.class,
         &format!(
             "fatal error in {name}: {} (class {}): {}",
-            class_text(e.class),
+            code_text(e.class),
             e.class,
             e.message
         ),

@@ -73,6 +73,7 @@ mod coll;
 mod comm;
 mod datatype;
 mod env;
+mod errclass;
 pub mod error;
 mod file;
 mod greq;

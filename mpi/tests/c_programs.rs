@@ -25,7 +25,7 @@ struct Setup {
 
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
-    "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "pcoll",
+    "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "pcoll", "errclass",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -373,6 +373,11 @@ fn ivcoll_program() {
 #[test]
 fn pcoll_program() {
     program("pcoll");
+}
+
+#[test]
+fn errclass_program() {
+    program("errclass");
 }
 
 /// Generalized request callbacks and threads, small allgather and allgatherv: the same results
