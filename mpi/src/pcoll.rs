@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use viaduct_agent::request::Request;
 
-use crate::abi::{self, Handle, err};
+use crate::abi::{self, Handle, MpiAint, err};
 use crate::error::{MpiError, quietly};
 use crate::p2p::{CollStart, Persist};
 use crate::request::Meta;
@@ -164,3 +164,6 @@ persistent!(MPI_Neighbor_allgatherv_init / PMPI_Neighbor_allgatherv_init(
 persistent!(MPI_Neighbor_alltoallv_init / PMPI_Neighbor_alltoallv_init(
     sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle
 ) => crate::topo::PMPI_Ineighbor_alltoallv, "MPI_Ineighbor_alltoallv");
+persistent!(MPI_Neighbor_alltoallw_init / PMPI_Neighbor_alltoallw_init(
+    sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MpiAint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MpiAint, recvtypes: *const Handle
+) => crate::topo::PMPI_Ineighbor_alltoallw, "MPI_Ineighbor_alltoallw");

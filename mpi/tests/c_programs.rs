@@ -26,6 +26,7 @@ struct Setup {
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
     "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "pcoll", "errclass",
+    "nbrw",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -378,6 +379,11 @@ fn pcoll_program() {
 #[test]
 fn errclass_program() {
     program("errclass");
+}
+
+#[test]
+fn nbrw_program() {
+    program("nbrw");
 }
 
 /// Generalized request callbacks and threads, small allgather and allgatherv: the same results
