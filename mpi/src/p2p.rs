@@ -736,6 +736,9 @@ fn start_one(h: Handle) -> Result<(), MpiError> {
     };
     let Some(p) = p else {
         let active = e.persist.is_some();
+        // Reported through the handler of the request's communicator, as the request's other
+        // errors.
+        let comm = e.meta.comm();
         rt.put_request(h, e);
         return Err(MpiError::new(
             err::REQUEST,
@@ -744,7 +747,8 @@ fn start_one(h: Handle) -> Result<(), MpiError> {
             } else {
                 format!("request {h:#x} is not persistent")
             },
-        ));
+        )
+        .on(comm));
     };
     // SAFETY: the buffer given at MPI_Send_init/MPI_Recv_init, valid while the request lives.
     match unsafe { p.start() } {
