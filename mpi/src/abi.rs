@@ -162,6 +162,8 @@ pub const KEY_WTIME_IS_GLOBAL: c_int = 0x6440_0007;
 pub const KEY_UNIVERSE_SIZE: c_int = 0x6440_0009;
 /// `MPI_APPNUM` (attribute key).
 pub const KEY_APPNUM: c_int = 0x6440_000d;
+/// `MPI_LASTUSEDCODE` (attribute key).
+pub const KEY_LASTUSEDCODE: c_int = 0x6440_000b;
 
 /// The largest tag this library accepts (the value of the `MPI_TAG_UB` attribute).
 pub const TAG_UB: c_int = 0x7fff_ffff;

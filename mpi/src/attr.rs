@@ -407,7 +407,14 @@ unsafe fn comm_get_attr(
             abi::KEY_APPNUM => Some(&PREDEFINED.appnum),
             _ => None,
         };
-        p.map(|p| p as *const c_int as usize)
+        match p {
+            Some(p) => Some(p as *const c_int as usize),
+            // On MPI_COMM_WORLD only, as the standard says.
+            None if keyval == abi::KEY_LASTUSEDCODE && comm == abi::COMM_WORLD => {
+                Some(crate::errclass::last_used_ptr())
+            }
+            None => None,
+        }
     } else {
         get_attr(Kind::Comm, comm, keyval)?
     };
@@ -427,8 +434,8 @@ unsafe fn comm_get_attr(
 
 mpi_fn! {
     /// `MPI_Comm_get_attr`: the predefined attributes `MPI_TAG_UB`, `MPI_HOST`, `MPI_IO`,
-    /// `MPI_WTIME_IS_GLOBAL`, `MPI_APPNUM` (0; other predefined ones: flag 0, as MPICH gives
-    /// for `MPI_UNIVERSE_SIZE`) and the program's.
+    /// `MPI_WTIME_IS_GLOBAL`, `MPI_APPNUM` (0), `MPI_LASTUSEDCODE` (on `MPI_COMM_WORLD`; other
+    /// predefined ones: flag 0, as MPICH gives for `MPI_UNIVERSE_SIZE`) and the program's.
     MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Handle, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) on comm => {
         // SAFETY: the caller's pointers, as the standard specifies.
         unsafe { comm_get_attr(comm, keyval, attribute_val, flag) }

@@ -10,7 +10,7 @@ use viaduct_agent::comm::Comm;
 
 use crate::abi::{self, Handle, MpiAint, err};
 use crate::comm::put;
-use crate::error::{MpiError, abort_job, class_text, is_valid_code};
+use crate::error::{MpiError, abort_job, class_of_code, code_text, is_valid_code};
 use crate::state::{self, Runtime, rt};
 
 /// What `MPI_Get_library_version` reports.
@@ -226,18 +226,19 @@ mpi_fn! {
             return Err(MpiError::new(err::ARG, format!("{errorcode} is not an error code")));
         }
         // SAFETY: the caller's buffer of MPI_MAX_ERROR_STRING bytes.
-        unsafe { put_string(class_text(errorcode), string, abi::MAX_ERROR_STRING, resultlen) }
+        unsafe { put_string(&code_text(errorcode), string, abi::MAX_ERROR_STRING, resultlen) }
     }
 }
 
 mpi_fn! {
-    /// `MPI_Error_class`: the codes this library returns are classes.
+    /// `MPI_Error_class`: the codes this library returns are classes; a user code's class is
+    /// the one given to `MPI_Add_error_code`.
     MPI_Error_class / PMPI_Error_class(errorcode: c_int, errorclass: *mut c_int) on abi::COMM_WORLD => {
         if !is_valid_code(errorcode) {
             return Err(MpiError::new(err::ARG, format!("{errorcode} is not an error code")));
         }
         // SAFETY: the caller's int.
-        unsafe { put(errorclass, errorcode, "errorclass") }
+        unsafe { put(errorclass, class_of_code(errorcode), "errorclass") }
     }
 }
 

@@ -156,9 +156,22 @@ pub fn class_text(class: c_int) -> &'static str {
     }
 }
 
-/// Whether `code` is an error code this library can return (a predefined class).
+/// Whether `code` is an error code this library can return (a predefined class, or a user
+/// class or code of `MPI_Add_error_class`/`MPI_Add_error_code`).
 pub fn is_valid_code(code: c_int) -> bool {
-    (0..=err::LAST_CLASS).contains(&code) || (101..=105).contains(&code)
+    (0..=err::LAST_CLASS).contains(&code)
+        || (101..=105).contains(&code)
+        || crate::errclass::class_of(code).is_some()
+}
+
+/// The class of a valid error code (a predefined class is its own).
+pub fn class_of_code(code: c_int) -> c_int {
+    crate::errclass::class_of(code).unwrap_or(code)
+}
+
+/// What `code` means: a user code's string, or the text of a predefined class.
+pub fn code_text(code: c_int) -> String {
+    crate::errclass::text_of(code).unwrap_or_else(|| class_text(code).to_string())
 }
 
 /// How long a fatal error's message has to reach the launcher before the PMI abort.
@@ -193,8 +206,35 @@ pub fn abort_job(code: c_int, message: &str) -> ! {
 pub fn finish(name: &str, comm: Handle, result: Result<(), MpiError>) -> c_int {
     match result {
         Ok(()) => abi::SUCCESS,
+        Err(e) if QUIET.get() => {
+            let class = e.class;
+            CAUGHT.set(Some(e));
+            class
+        }
         Err(e) => raise(name, e.comm.unwrap_or(comm), e),
     }
+}
+
+thread_local! {
+    /// Set while [`quietly`] runs an MPI function: its error is kept, not raised.
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The error an MPI function run by [`quietly`] returned.
+    static CAUGHT: std::cell::Cell<Option<MpiError>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f`, a call of an exported MPI function, without its error handler: its error comes
+/// back as the `Err` for the caller to report (a persistent collective's `MPI_Start` starts
+/// the nonblocking collective this way and reports its errors as its own).
+pub fn quietly(f: impl FnOnce() -> c_int) -> Result<(), MpiError> {
+    let was = QUIET.replace(true);
+    CAUGHT.set(None);
+    let code = f();
+    QUIET.set(was);
+    let caught = CAUGHT.take();
+    if code == abi::SUCCESS {
+        return Ok(());
+    }
+    Err(caught.unwrap_or_else(|| MpiError::new(code, "the collective could not start")))
 }
 
 /// Runs the error handler of `comm` for error `e` of function `name`; returns the code to
@@ -211,7 +251,7 @@ pub fn raise(name: &str, comm: Handle, e: MpiError) -> c_int {
         e.class,
         &format!(
             "fatal error in {name}: {} (class {}): {}",
-            class_text(e.class),
+            code_text(e.class),
             e.class,
             e.message
         ),

@@ -568,9 +568,16 @@ unsafe fn start_recv(
     Ok(rt()?.add_request(ReqEntry::new(req, meta)))
 }
 
+/// What starts a persistent collective once more: the nonblocking collective on the saved
+/// arguments; gives the handle of the request it added to the table.
+pub type CollStart = dyn Fn() -> Result<Handle, MpiError> + Send + Sync;
+
 /// The operation of a persistent request.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct Persist {
+    /// A persistent collective (`MPI_Bcast_init`, ...): what starts it; the other fields
+    /// but `comm` are unused then.
+    coll: Option<Arc<CollStart>>,
     send: Option<Mode>,
     buf: usize,
     count: c_int,
@@ -587,7 +594,12 @@ impl Persist {
     ///
     /// The buffer given at `MPI_Send_init`/`MPI_Recv_init` is valid for the operation.
     pub unsafe fn start(&self) -> Result<(Request, Meta), MpiError> {
-        let p = *self;
+        let p = self;
+        if let Some(f) = &p.coll {
+            let h = f()?;
+            let e = rt()?.take_request(h)?;
+            return Ok((e.req, e.meta));
+        }
         match p.send {
             Some(mode) => {
                 // SAFETY: the caller's buffer, given at MPI_Send_init.
@@ -625,6 +637,20 @@ impl Persist {
     pub fn comm(&self) -> Handle {
         self.comm
     }
+
+    /// A persistent collective on `comm`, started by `start`.
+    pub fn coll(comm: Handle, start: Arc<CollStart>) -> Self {
+        Persist {
+            coll: Some(start),
+            send: None,
+            buf: 0,
+            count: 0,
+            datatype: abi::DATATYPE_NULL,
+            peer: 0,
+            tag: 0,
+            comm,
+        }
+    }
 }
 
 /// Creates an inactive persistent request after checking its arguments.
@@ -657,7 +683,7 @@ unsafe fn persistent(p: Persist, request: *mut Handle) -> Result<(), MpiError> {
 mpi_fn! {
     /// `MPI_Send_init`.
     MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let p = Persist { send: Some(Mode::Standard), buf: buf as usize, count, datatype, peer: dest, tag, comm };
+        let p = Persist { coll: None, send: Some(Mode::Standard), buf: buf as usize, count, datatype, peer: dest, tag, comm };
         // SAFETY: the caller's handle.
         unsafe { persistent(p, request) }
     }
@@ -666,7 +692,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Ssend_init`.
     MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let p = Persist { send: Some(Mode::Sync), buf: buf as usize, count, datatype, peer: dest, tag, comm };
+        let p = Persist { coll: None, send: Some(Mode::Sync), buf: buf as usize, count, datatype, peer: dest, tag, comm };
         // SAFETY: the caller's handle.
         unsafe { persistent(p, request) }
     }
@@ -675,7 +701,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Rsend_init` (as `MPI_Send_init`).
     MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let p = Persist { send: Some(Mode::Standard), buf: buf as usize, count, datatype, peer: dest, tag, comm };
+        let p = Persist { coll: None, send: Some(Mode::Standard), buf: buf as usize, count, datatype, peer: dest, tag, comm };
         // SAFETY: the caller's handle.
         unsafe { persistent(p, request) }
     }
@@ -684,7 +710,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Bsend_init` (as `MPI_Send_init`: the data is copied).
     MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let p = Persist { send: Some(Mode::Buffered), buf: buf as usize, count, datatype, peer: dest, tag, comm };
+        let p = Persist { coll: None, send: Some(Mode::Buffered), buf: buf as usize, count, datatype, peer: dest, tag, comm };
         // SAFETY: the caller's handle.
         unsafe { persistent(p, request) }
     }
@@ -693,7 +719,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Recv_init`.
     MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let p = Persist { send: None, buf: buf as usize, count, datatype, peer: source, tag, comm };
+        let p = Persist { coll: None, send: None, buf: buf as usize, count, datatype, peer: source, tag, comm };
         // SAFETY: the caller's handle.
         unsafe { persistent(p, request) }
     }
@@ -703,8 +729,16 @@ mpi_fn! {
 fn start_one(h: Handle) -> Result<(), MpiError> {
     let rt = rt()?;
     let mut e = rt.take_request(h)?;
-    let Some(p) = e.persist.filter(|_| e.inactive()) else {
+    let p = if e.inactive() {
+        e.persist.clone()
+    } else {
+        None
+    };
+    let Some(p) = p else {
         let active = e.persist.is_some();
+        // Reported through the handler of the request's communicator, as the request's other
+        // errors.
+        let comm = e.meta.comm();
         rt.put_request(h, e);
         return Err(MpiError::new(
             err::REQUEST,
@@ -713,7 +747,8 @@ fn start_one(h: Handle) -> Result<(), MpiError> {
             } else {
                 format!("request {h:#x} is not persistent")
             },
-        ));
+        )
+        .on(comm));
     };
     // SAFETY: the buffer given at MPI_Send_init/MPI_Recv_init, valid while the request lives.
     match unsafe { p.start() } {

@@ -314,10 +314,10 @@ fn retire(rt: &Runtime, h: Handle, mut e: ReqEntry) -> Handle {
     {
         crate::p2p::give_back(buf.clone());
     }
-    match e.persist {
-        Some(p) => {
+    match e.persist.as_ref().map(|p| p.comm()) {
+        Some(comm) => {
             e.req = Request::null();
-            e.meta = Meta::Inactive { comm: p.comm() };
+            e.meta = Meta::Inactive { comm };
             rt.put_request(h, e);
             h
         }

@@ -4,7 +4,8 @@
 //! (`MPI_Dist_graph_create_adjacent`, `MPI_Dist_graph_neighbors_count`,
 //! `MPI_Dist_graph_neighbors`), `MPI_Topo_test`, and the neighbourhood collectives
 //! `MPI_Neighbor_allgather`, `MPI_Neighbor_alltoall`, `MPI_Neighbor_allgatherv`,
-//! `MPI_Neighbor_alltoallv`, on Cartesian, graph (MPI-1 `MPI_Graph_create` and its queries)
+//! `MPI_Neighbor_alltoallv`, `MPI_Neighbor_alltoallw` (and their nonblocking forms), on
+//! Cartesian, graph (MPI-1 `MPI_Graph_create` and its queries)
 //! and distributed graph topologies.
 //!
 //! A topology communicator is the agent's split of the old one (`reorder` is accepted and no
@@ -24,7 +25,7 @@ use viaduct_agent::comm::Comm;
 use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_agent::request::{Request, wait_all};
 
-use crate::abi::{self, Handle, err};
+use crate::abi::{self, Handle, MpiAint, err};
 use crate::comm::put;
 use crate::datatype::{bytes, input, output};
 use crate::error::MpiError;
@@ -1092,6 +1093,104 @@ mpi_fn! {
     MPI_Ineighbor_alltoallv / PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
         // SAFETY: the caller's arguments and handle.
         unsafe { n_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, Some(request)) }
+    }
+}
+
+/// `(offset, length)` in bytes of each neighbour's part for `MPI_Neighbor_alltoallw`:
+/// `counts[i]` elements of `types[i]` at byte displacement `displs[i]`.
+///
+/// # Safety
+///
+/// The three arrays hold `n` entries (or are NULL, an error when `n > 0`).
+unsafe fn wparts(
+    counts: *const c_int,
+    displs: *const MpiAint,
+    types: *const Handle,
+    n: usize,
+) -> Result<Vec<(usize, usize)>, MpiError> {
+    if n > 0 && (counts.is_null() || displs.is_null() || types.is_null()) {
+        return Err(MpiError::new(
+            err::ARG,
+            "counts, displacements or types are NULL",
+        ));
+    }
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        // SAFETY: the caller's arrays of `n` entries, checked not NULL.
+        let (c, d, t) = unsafe { (*counts.add(i), *displs.add(i), *types.add(i)) };
+        let len = bytes(c, t)?;
+        if d < 0 {
+            return Err(MpiError::new(
+                err::ARG,
+                format!("displacement {d} is negative"),
+            ));
+        }
+        v.push((d as usize, len));
+    }
+    Ok(v)
+}
+
+/// `MPI_Neighbor_alltoallw` and its nonblocking form (`request`).
+///
+/// # Safety
+///
+/// The arguments follow `MPI_Neighbor_alltoallw`'s contract.
+#[allow(clippy::too_many_arguments)]
+unsafe fn n_alltoallw(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const MpiAint,
+    sendtypes: *const Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const MpiAint,
+    recvtypes: *const Handle,
+    comm: Handle,
+    request: Option<*mut Handle>,
+) -> Result<(), MpiError> {
+    let (t, ins, outs) = neighbours(comm)?;
+    // SAFETY: the caller's arrays of one entry per neighbour.
+    let (sends, recvs) = unsafe {
+        (
+            wparts(sendcounts, sdispls, sendtypes, outs.len())?,
+            wparts(recvcounts, rdispls, recvtypes, ins.len())?,
+        )
+    };
+    // SAFETY: the caller's send buffer covering every part.
+    let send = unsafe { input(sendbuf, span(&sends)) }?.to_vec();
+    let len = span(&recvs);
+    // SAFETY: the caller's receive buffer covering every part (checked here, written at completion).
+    unsafe { output(recvbuf, len) }?;
+    let blocks: Vec<&[u8]> = sends.iter().map(|&(o, l)| &send[o..o + l]).collect();
+    neighbour_exchange(
+        &t,
+        &ins,
+        &outs,
+        &blocks,
+        &recvs,
+        Out {
+            comm,
+            buf: recvbuf,
+            len,
+            request,
+        },
+    )
+}
+
+mpi_fn! {
+    /// `MPI_Neighbor_alltoallw`: part j (its own count, datatype and byte displacement) to the
+    /// j-th out-neighbour, the i-th in-neighbour's into part i.
+    MPI_Neighbor_alltoallw / PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MpiAint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MpiAint, recvtypes: *const Handle, comm: Handle) on comm => {
+        // SAFETY: the caller's arguments.
+        unsafe { n_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, None) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Ineighbor_alltoallw`: the same exchange; the request completes when every message did.
+    MPI_Ineighbor_alltoallw / PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MpiAint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MpiAint, recvtypes: *const Handle, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arguments and handle.
+        unsafe { n_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, Some(request)) }
     }
 }
 

@@ -25,7 +25,8 @@ struct Setup {
 
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
-    "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "greqh",
+    "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "greqh", "pcoll",
+    "errclass", "nbrw",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -368,6 +369,21 @@ fn noncomm_program() {
 #[test]
 fn ivcoll_program() {
     program("ivcoll");
+}
+
+#[test]
+fn pcoll_program() {
+    program("pcoll");
+}
+
+#[test]
+fn errclass_program() {
+    program("errclass");
+}
+
+#[test]
+fn nbrw_program() {
+    program("nbrw");
 }
 
 /// Generalized request callbacks and threads, small allgather and allgatherv: the same results
