@@ -677,7 +677,7 @@ unsafe fn start(
         access: Arc::new(Access {
             rest: Mutex::new(rest),
             last,
-            read: (!write && len > 0).then(|| (buf as usize, l, count as usize)),
+            read: (!write && len > 0).then_some((buf as usize, l, count as usize)),
             moved: std::sync::atomic::AtomicU64::new(0),
             failed: AtomicI32::new(0),
         }),

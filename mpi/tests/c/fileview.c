@@ -1,7 +1,8 @@
 /* File views: a vector filetype interleaving the ranks' blocks (rank r owns every size-th
    block), a view with a displacement and an MPI_INT etype (offsets in ints), a non-contiguous
    memory datatype, MPI_File_get_view and MPI_File_get_byte_offset, seek in etypes, the
-   nonblocking forms through a view, and the error classes of a bad datarep or filetype. Rank 0
+   nonblocking forms through a view, the file's type extent, group, info, atomicity and
+   preallocation, and the error classes of a bad datarep or filetype. Rank 0
    reads the whole file back through a byte view and prints a checksum. */
 #include "common.h"
 #include <unistd.h>
@@ -114,6 +115,54 @@ int main(int argc, char **argv) {
     for (int i = 0; i < B * NB - 1; i++) CHECK(back[i] == rank * 1000 + i + 1);
     OK(rank, "displaced int view, strided memory, nonblocking ok");
 
+    /* The nonblocking forms at the individual file pointer (moved when the request starts) and
+       the nonblocking collectives, through the interleaving view. */
+    CHECK(MPI_File_seek(fh, 0, MPI_SEEK_SET) == MPI_SUCCESS);
+    CHECK(MPI_File_iwrite(fh, mine, B * NB, MPI_INT, &rq) == MPI_SUCCESS);
+    CHECK(MPI_File_get_position(fh, &pos) == MPI_SUCCESS && pos == B * NB);
+    CHECK(MPI_Wait(&rq, &st) == MPI_SUCCESS);
+    CHECK(MPI_Get_count(&st, MPI_INT, &count) == MPI_SUCCESS && count == B * NB);
+    CHECK(MPI_File_seek(fh, 1, MPI_SEEK_SET) == MPI_SUCCESS);
+    memset(back, 0, sizeof back);
+    CHECK(MPI_File_iread(fh, back, 2, MPI_INT, &rq) == MPI_SUCCESS);
+    CHECK(MPI_File_get_position(fh, &pos) == MPI_SUCCESS && pos == 3);
+    CHECK(MPI_Wait(&rq, &st) == MPI_SUCCESS && back[0] == rank * 1000 + 1 && back[1] == rank * 1000 + 2);
+    CHECK(MPI_File_iwrite_at_all(fh, 0, mine, B * NB, MPI_INT, &rq) == MPI_SUCCESS);
+    CHECK(MPI_Wait(&rq, &st) == MPI_SUCCESS);
+    memset(back, 0, sizeof back);
+    CHECK(MPI_File_iread_at_all(fh, 0, back, B * NB, MPI_INT, &rq) == MPI_SUCCESS);
+    CHECK(MPI_Wait(&rq, &st) == MPI_SUCCESS);
+    for (int i = 0; i < B * NB; i++) CHECK(back[i] == rank * 1000 + i);
+    CHECK(MPI_File_seek(fh, 0, MPI_SEEK_SET) == MPI_SUCCESS);
+    CHECK(MPI_File_iwrite_all(fh, mine, B * NB, MPI_INT, &rq) == MPI_SUCCESS);
+    CHECK(MPI_Wait(&rq, &st) == MPI_SUCCESS);
+    CHECK(MPI_File_seek(fh, 0, MPI_SEEK_SET) == MPI_SUCCESS);
+    memset(back, 0, sizeof back);
+    CHECK(MPI_File_iread_all(fh, back, B * NB, MPI_INT, &rq) == MPI_SUCCESS);
+    CHECK(MPI_Wait(&rq, &st) == MPI_SUCCESS);
+    for (int i = 0; i < B * NB; i++) CHECK(back[i] == rank * 1000 + i);
+    OK(rank, "nonblocking pointer and collective forms ok");
+
+    /* The file's type extent, group, info, atomicity. */
+    CHECK(MPI_File_get_type_extent(fh, tiled, &ext) == MPI_SUCCESS && ext == (MPI_Aint)size * B * sizeof(int));
+    MPI_Group fg, wg;
+    int cmp;
+    CHECK(MPI_File_get_group(fh, &fg) == MPI_SUCCESS);
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    CHECK(MPI_Group_compare(fg, wg, &cmp) == MPI_SUCCESS && cmp == MPI_IDENT);
+    MPI_Group_free(&fg);
+    MPI_Group_free(&wg);
+    MPI_Info used;
+    CHECK(MPI_File_get_info(fh, &used) == MPI_SUCCESS && used != MPI_INFO_NULL);
+    CHECK(MPI_Info_free(&used) == MPI_SUCCESS);
+    CHECK(MPI_File_set_info(fh, MPI_INFO_NULL) == MPI_SUCCESS);
+    int flag = -1;
+    CHECK(MPI_File_get_atomicity(fh, &flag) == MPI_SUCCESS && flag == 0);
+    CHECK(MPI_File_set_atomicity(fh, 1) == MPI_SUCCESS);
+    CHECK(MPI_File_get_atomicity(fh, &flag) == MPI_SUCCESS && flag == 1);
+    CHECK(MPI_File_set_atomicity(fh, 0) == MPI_SUCCESS);
+    OK(rank, "type extent, group, info, atomicity ok");
+
     /* Wrong use. */
     CHECK_RC(MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "no-such-rep", MPI_INFO_NULL), MPI_ERR_UNSUPPORTED_DATAREP);
     MPI_Datatype backwards;
@@ -126,7 +175,9 @@ int main(int argc, char **argv) {
     OK(rank, "view errors ok");
     MPI_Barrier(MPI_COMM_WORLD);
 
-    /* The whole file's bytes: the same on every implementation. */
+    /* Preallocation extends the file; the whole file's bytes are the same on every
+       implementation. */
+    CHECK(MPI_File_preallocate(fh, 400) == MPI_SUCCESS);
     CHECK(MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL) == MPI_SUCCESS);
     if (rank == 0) {
         MPI_File_get_size(fh, &fsize);
