@@ -1193,3 +1193,75 @@ pub fn finish(a: &Access) {
         unsafe { l.unpack(&data, *dst as *mut u8, *count) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A derived type of `runs` with `extent` (lower bound 0).
+    fn derived(runs: Vec<(isize, usize)>, extent: isize) -> Handle {
+        let size = runs.iter().map(|r| r.1).sum();
+        crate::types::register(Layout {
+            runs,
+            size,
+            lb: 0,
+            extent,
+            base: Some(abi::dt::INT),
+            elements: size / 4,
+        })
+    }
+
+    #[test]
+    fn interleaved_view_maps_to_every_size_th_block() {
+        // 3 ints of every 12 (4 ranks), this rank's blocks start at byte 24.
+        let t = derived(vec![(0, 12)], 48);
+        let v = View::new(24, abi::dt::INT, t).unwrap();
+        assert_eq!(v.extents(0, 24).unwrap(), vec![(24, 12), (72, 12)]);
+        // From the second int: the rest of the first block, a whole one, part of the next.
+        assert_eq!(v.extents(4, 28).unwrap(), vec![(28, 8), (72, 12), (120, 8)]);
+        assert_eq!(v.byte_of(12).unwrap(), 72);
+        assert_eq!(v.extents(8, 0).unwrap(), vec![]);
+        // Below byte 80 lie one whole block and 8 bytes of the second; nothing below 24.
+        assert_eq!(v.data_below(80), 20);
+        assert_eq!(v.data_below(24), 0);
+        assert_eq!(v.data_below(10), 0);
+        assert_eq!(v.data_below(1000), 12 * 20 + 12);
+    }
+
+    #[test]
+    fn adjacent_pieces_merge_and_contiguous_views_are_one_extent() {
+        // Two runs that touch across tiles: the tiling is one stream.
+        let t = derived(vec![(0, 4), (8, 4)], 8);
+        let v = View::new(0, abi::dt::INT, t);
+        // The second run reaches past the extent plus the first run's start: tiles overlap.
+        assert_eq!(v.err().map(|e| e.class), Some(err::TYPE));
+        let t = derived(vec![(0, 4), (4, 4)], 8);
+        let v = View::new(100, abi::dt::BYTE, t).unwrap();
+        assert_eq!(v.extents(2, 20).unwrap(), vec![(102, 20)]);
+        let v = View::default_view().unwrap();
+        assert!(v.contiguous);
+        assert_eq!(v.extents(7, 9).unwrap(), vec![(7, 9)]);
+        assert_eq!(v.data_below(5), 5);
+    }
+
+    #[test]
+    fn bad_types_are_refused() {
+        let backwards = derived(vec![(4, 4), (0, 4)], 8);
+        let e = View::new(0, abi::dt::INT, backwards).err().unwrap();
+        assert_eq!(e.class, err::TYPE);
+        let negative = derived(vec![(-4, 4)], 8);
+        assert_eq!(
+            View::new(0, abi::dt::INT, negative).err().unwrap().class,
+            err::TYPE
+        );
+        // Five bytes are no whole number of ints.
+        let odd = derived(vec![(0, 5)], 8);
+        assert_eq!(
+            View::new(0, abi::dt::INT, odd).err().unwrap().class,
+            err::TYPE
+        );
+        let t = derived(vec![(0, 4)], 8);
+        let v = View::new(u64::MAX - 8, abi::dt::INT, t).unwrap();
+        assert_eq!(v.extents(0, 8).err().unwrap().class, err::ARG);
+    }
+}
