@@ -753,12 +753,12 @@ unsafe fn nonblocking(
         return Err(MpiError::new(err::ARG, "request is NULL"));
     }
     let view = view_of(&f);
+    let asked = (count.max(0) as u64).saturating_mul(crate::types::type_size(datatype)? as u64);
     let mut pos = f.pos.lock().unwrap_or_else(|e| e.into_inner());
     let at = offset.unwrap_or(*pos as MpiOffset);
     // SAFETY: passed on.
     let (req, meta) = unsafe { start(&f, &view, at, buf, count, datatype, write) }?;
     if offset.is_none() {
-        let asked = (count.max(0) as u64).saturating_mul(crate::types::type_size(datatype)? as u64);
         *pos += asked / view.esize;
     }
     drop(pos);
