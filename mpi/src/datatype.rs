@@ -68,7 +68,7 @@ pub fn bytes(count: c_int, t: Handle) -> Result<usize, MpiError> {
             return Err(MpiError::new(
                 err::TYPE,
                 format!(
-                    "datatype {t:#x} is not contiguous (only point-to-point calls and \
+                    "datatype {t:#x} is not contiguous (only point-to-point calls, file I/O and \
                      MPI_Pack/MPI_Unpack take such datatypes)"
                 ),
             ));

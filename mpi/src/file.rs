@@ -8,8 +8,13 @@
 //! waited with `MPI_Wait*` beside message requests, and a blocking wait hands every file request
 //! of the wait to one `io_uring_enter`.
 //!
-//! The view is the default one (displacement 0, etype and filetype `MPI_BYTE`): offsets are in
-//! bytes. `MPI_File_set_view` is not supported.
+//! Views (`MPI_File_set_view`, `MPI_File_get_view`, `MPI_File_get_byte_offset`): the file seen
+//! by a rank is its filetype tiled from the view's displacement; offsets and the individual file
+//! pointer count etypes. Every access is split into the contiguous file extents it covers
+//! (adjacent ones merged), one io_uring request per extent; the memory side goes through the
+//! buffer's datatype (packed for a write, unpacked at a read's completion). A nonblocking access
+//! is one MPI request that completes when all its pieces did. The default view is displacement
+//! 0 with etype and filetype `MPI_BYTE`; the data representation is `"native"` only.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -20,12 +25,14 @@ use viaduct_agent::comm::Comm;
 use viaduct_agent::fileio::{BufferClaim, File, FileEngine, FileIoError, IoBuffer, OpenOptions};
 use viaduct_agent::request::Request;
 
+use crate::abi::MpiAint;
 use crate::abi::{self, Handle, MpiOffset, MpiStatus, err};
 use crate::comm::put;
-use crate::datatype::{bytes, input, output};
+use crate::datatype::{input, output};
 use crate::error::MpiError;
 use crate::request::{Meta, write_status};
 use crate::state::{ReqEntry, rt};
+use crate::types::Layout;
 
 /// `MPI_MODE_*` (mpio.h).
 mod mode {
@@ -55,7 +62,11 @@ mod ferr {
     pub const NO_SPACE: c_int = 36;
     pub const NO_SUCH_FILE: c_int = 37;
     pub const READ_ONLY: c_int = 40;
+    pub const UNSUPPORTED_DATAREP: c_int = 43;
 }
+
+/// `MPI_DISPLACEMENT_CURRENT` (mpio.h).
+const DISPLACEMENT_CURRENT: MpiOffset = -54_278_278;
 
 /// The kind bits of the pseudo communicator handle that reports a file's errors through the
 /// file's error handler.
@@ -67,8 +78,12 @@ struct OpenFile {
     comm: Comm,
     path: std::path::PathBuf,
     amode: c_int,
-    /// The individual file pointer (bytes).
+    /// The individual file pointer (etypes of the view).
     pos: Mutex<u64>,
+    /// The view.
+    view: Mutex<Arc<View>>,
+    /// Atomic mode (`MPI_File_set_atomicity`).
+    atomic: std::sync::atomic::AtomicBool,
     errhandler: AtomicI32,
     /// The pseudo handle reporting this file's errors.
     key: Handle,
@@ -269,6 +284,8 @@ mpi_fn! {
             path: p,
             amode,
             pos: Mutex::new(0),
+            view: Mutex::new(Arc::new(View::default_view()?)),
+            atomic: std::sync::atomic::AtomicBool::new(false),
             errhandler: AtomicI32::new(DEFAULT_HANDLER.load(Ordering::Relaxed)),
             key,
         };
@@ -359,21 +376,239 @@ mpi_fn! {
     }
 }
 
-/// Starts a read or write of `count` elements of `datatype` at byte `offset`; returns the agent's
-/// request and what its completion does.
+/// A file view: the filetype's byte runs tiled from the displacement, counted in etypes.
+struct View {
+    /// Displacement (bytes from the start of the file).
+    disp: u64,
+    /// The etype as given, and its layout.
+    etype: (Handle, Arc<Layout>),
+    /// The filetype as given, and its layout.
+    filetype: (Handle, Arc<Layout>),
+    /// Bytes of one etype.
+    esize: u64,
+    /// The filetype's byte runs (offset from a tile's start, length), in file order.
+    runs: Vec<(u64, u64)>,
+    /// Bytes from one tile to the next.
+    extent: u64,
+    /// Bytes of data in one tile.
+    size: u64,
+    /// Whether the tiles make one contiguous stream from `disp`.
+    contiguous: bool,
+}
+
+/// Most io_uring pieces one access may be split into.
+const MAX_PIECES: usize = 1 << 20;
+
+impl View {
+    fn default_view() -> Result<Self, MpiError> {
+        Self::new(0, abi::dt::BYTE, abi::dt::BYTE)
+    }
+
+    /// Checks `etype` and `filetype` (MPI 4.1 §14.3: non-negative, monotonically non-decreasing
+    /// displacements; the filetype made of whole etypes) and builds the view.
+    fn new(disp: u64, etype: Handle, filetype: Handle) -> Result<Self, MpiError> {
+        let el = crate::types::layout(etype)?;
+        let fl = crate::types::layout(filetype)?;
+        for (what, l) in [("etype", &el), ("filetype", &fl)] {
+            let mut last = 0isize;
+            for &(off, _) in &l.runs {
+                if off < 0 || off < last {
+                    return Err(MpiError::new(
+                        err::TYPE,
+                        format!(
+                            "the {what}'s displacements are not non-negative and monotonically \
+                             non-decreasing (a piece at byte {off})"
+                        ),
+                    ));
+                }
+                last = off;
+            }
+        }
+        if el.size == 0 {
+            return Err(MpiError::new(err::TYPE, "the etype holds no data"));
+        }
+        if fl.size == 0 || fl.size % el.size != 0 {
+            return Err(MpiError::new(
+                err::TYPE,
+                format!(
+                    "the filetype's {} bytes of data are not a positive number of etypes of {} bytes",
+                    fl.size, el.size
+                ),
+            ));
+        }
+        let runs: Vec<(u64, u64)> = fl.runs.iter().map(|&(o, n)| (o as u64, n as u64)).collect();
+        let lo = runs.first().map_or(0, |r| r.0);
+        let hi = runs.iter().map(|r| r.0 + r.1).max().unwrap_or(0);
+        if fl.extent <= 0 || hi > fl.extent as u64 + lo {
+            return Err(MpiError::new(
+                err::TYPE,
+                format!(
+                    "the filetype's extent {} makes consecutive tiles go backwards (its data spans \
+                     bytes {lo} to {hi})",
+                    fl.extent
+                ),
+            ));
+        }
+        let extent = fl.extent as u64;
+        let contiguous = runs.len() == 1 && runs[0] == (0, extent);
+        Ok(View {
+            disp,
+            esize: el.size as u64,
+            size: fl.size as u64,
+            etype: (etype, el),
+            filetype: (filetype, fl),
+            runs,
+            extent,
+            contiguous,
+        })
+    }
+
+    fn overflow() -> MpiError {
+        MpiError::new(err::ARG, "the access lies beyond the largest file offset")
+    }
+
+    /// The file extents (byte offset, length) holding `len` bytes of the view's data from data
+    /// byte `at`, in order, adjacent ones merged.
+    fn extents(&self, at: u64, len: u64) -> Result<Vec<(u64, u64)>, MpiError> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        if self.contiguous {
+            let from = self.disp.checked_add(at).ok_or_else(Self::overflow)?;
+            from.checked_add(len).ok_or_else(Self::overflow)?;
+            return Ok(vec![(from, len)]);
+        }
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        let mut tile = at / self.size;
+        let mut within = at % self.size;
+        let mut left = len;
+        while left > 0 {
+            let base = tile
+                .checked_mul(self.extent)
+                .and_then(|b| b.checked_add(self.disp))
+                .ok_or_else(Self::overflow)?;
+            for &(off, n) in &self.runs {
+                if within >= n {
+                    within -= n;
+                    continue;
+                }
+                let take = (n - within).min(left);
+                let from = base
+                    .checked_add(off + within)
+                    .filter(|f| f.checked_add(take).is_some())
+                    .ok_or_else(Self::overflow)?;
+                match out.last_mut() {
+                    Some(last) if last.0 + last.1 == from => last.1 += take,
+                    _ => {
+                        if out.len() >= MAX_PIECES {
+                            return Err(MpiError::new(
+                                err::ARG,
+                                format!(
+                                    "the access covers more than {MAX_PIECES} separate extents of \
+                                     the file"
+                                ),
+                            ));
+                        }
+                        out.push((from, take));
+                    }
+                }
+                within = 0;
+                left -= take;
+                if left == 0 {
+                    break;
+                }
+            }
+            tile += 1;
+        }
+        Ok(out)
+    }
+
+    /// The file byte of data byte `at` of the view.
+    fn byte_of(&self, at: u64) -> Result<u64, MpiError> {
+        Ok(self.extents(at, 1)?[0].0)
+    }
+
+    /// Bytes of the view's data lying below file byte `end`.
+    fn data_below(&self, end: u64) -> u64 {
+        let Some(rel) = end.checked_sub(self.disp) else {
+            return 0;
+        };
+        if self.contiguous {
+            return rel;
+        }
+        let hi = self.runs.iter().map(|r| r.0 + r.1).max().unwrap_or(0);
+        // Tiles before `k0` lie wholly below `end`.
+        let k0 = if rel >= hi {
+            (rel - hi) / self.extent + 1
+        } else {
+            0
+        };
+        let mut data = k0.saturating_mul(self.size);
+        let mut k = k0;
+        while let Some(base) = k.checked_mul(self.extent).filter(|&b| b < rel) {
+            for &(off, n) in &self.runs {
+                let from = base + off;
+                if from < rel {
+                    data += n.min(rel - from);
+                }
+            }
+            k += 1;
+        }
+        data
+    }
+}
+
+/// The pieces of one file access beyond its request's own, and where a read's data goes.
+pub struct Access {
+    /// The other pieces' requests and buffers, in file order (waited at completion).
+    rest: Mutex<Vec<(Request, BufferClaim)>>,
+    /// The buffers of the request's own piece (the last one).
+    last: BufferClaim,
+    /// A read's destination: the caller's buffer, its datatype's layout and count.
+    read: Option<(usize, Arc<Layout>, usize)>,
+    /// Bytes the other pieces moved.
+    moved: std::sync::atomic::AtomicU64,
+    /// The class of the first failed other piece (0: none).
+    failed: AtomicI32,
+}
+
+impl Access {
+    /// Bytes the pieces other than the request's own moved (known once it completed).
+    pub fn moved(&self) -> u64 {
+        self.moved.load(Ordering::Relaxed)
+    }
+
+    /// The error class of the first failed piece other than the request's own (0: none).
+    pub fn failed(&self) -> c_int {
+        self.failed.load(Ordering::Relaxed)
+    }
+}
+
+/// Starts a read or write of `count` elements of `datatype` at etype `offset` of `f`'s view;
+/// returns the agent's request and what its completion does.
 ///
 /// # Safety
 ///
 /// `buf` holds `count` elements of `datatype` until the request completes.
 unsafe fn start(
     f: &OpenFile,
+    view: &View,
     offset: MpiOffset,
     buf: *mut c_void,
     count: c_int,
     datatype: Handle,
     write: bool,
 ) -> Result<(Request, Meta), MpiError> {
-    let len = bytes(count, datatype)?;
+    if count < 0 {
+        return Err(MpiError::new(
+            err::COUNT,
+            format!("count {count} is negative"),
+        ));
+    }
+    let l = crate::types::layout(datatype)?;
+    let len = (count as usize)
+        .checked_mul(l.size)
+        .ok_or_else(|| MpiError::new(err::COUNT, format!("{count} elements overflow")))?;
     if offset < 0 {
         return Err(MpiError::new(
             err::ARG,
@@ -395,29 +630,68 @@ unsafe fn start(
             ),
         ));
     }
-    let started = if write {
-        // SAFETY: the caller's buffer of `count` elements.
-        let data = unsafe { input(buf, len) }?;
-        f.file
-            .iwrite_at(IoBuffer::from(data.to_vec()), offset as u64)
-    } else {
-        if len > 0 && buf.is_null() {
-            return Err(MpiError::new(err::BUFFER, "the buffer is NULL"));
+    if len > 0 && buf.is_null() {
+        return Err(MpiError::new(err::BUFFER, "the buffer is NULL"));
+    }
+    let at = (offset as u64)
+        .checked_mul(view.esize)
+        .ok_or_else(View::overflow)?;
+    let mut extents = view.extents(at, len as u64)?;
+    if extents.is_empty() {
+        // Nothing to move: one empty operation still makes the request.
+        extents.push((view.disp, 0));
+    }
+    let mut pieces = Vec::with_capacity(extents.len());
+    if write {
+        let data = if l.contiguous() {
+            // SAFETY: the caller's buffer of `count` contiguous elements.
+            unsafe { input(buf, len) }?.to_vec()
+        } else {
+            let mut v = Vec::new();
+            // SAFETY: the caller's buffer of `count` elements of this layout, not NULL.
+            unsafe { l.pack(buf as *const u8, count as usize, &mut v) };
+            v
+        };
+        if extents.len() == 1 {
+            pieces.push(f.file.iwrite_at(IoBuffer::from(data), extents[0].0));
+        } else {
+            let mut from = 0usize;
+            for &(at, n) in &extents {
+                let piece = data[from..from + n as usize].to_vec();
+                from += n as usize;
+                pieces.push(f.file.iwrite_at(IoBuffer::from(piece), at));
+            }
         }
-        f.file
-            .iread_at(IoBuffer::from(vec![0u8; len]), offset as u64)
-    };
-    let (req, claim) = started.into_parts();
+    } else {
+        for &(at, n) in &extents {
+            pieces.push(f.file.iread_at(IoBuffer::from(vec![0u8; n as usize]), at));
+        }
+    }
+    let mut rest: Vec<(Request, BufferClaim)> =
+        pieces.into_iter().map(|p| p.into_parts()).collect();
+    let (req, last) = rest
+        .pop()
+        .ok_or_else(|| MpiError::new(err::INTERN, "no file piece"))?;
     let meta = Meta::File {
         comm: f.key,
-        claim,
-        dst: if write { 0 } else { buf as usize },
-        len: if write { 0 } else { len },
+        access: Arc::new(Access {
+            rest: Mutex::new(rest),
+            last,
+            read: (!write && len > 0).then_some((buf as usize, l, count as usize)),
+            moved: std::sync::atomic::AtomicU64::new(0),
+            failed: AtomicI32::new(0),
+        }),
     };
     Ok((req, meta))
 }
 
-/// A blocking read or write; writes the status.
+/// The current view of `f`.
+fn view_of(f: &OpenFile) -> Arc<View> {
+    Arc::clone(&f.view.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// A blocking read or write (at etype `offset`, or at the individual file pointer, which moves
+/// past the data moved); writes the status.
 ///
 /// # Safety
 ///
@@ -432,14 +706,15 @@ unsafe fn blocking(
     write: bool,
 ) -> Result<(), MpiError> {
     let f = file(fh)?;
+    let view = view_of(&f);
     let mut pos = f.pos.lock().unwrap_or_else(|e| e.into_inner());
     let at = offset.unwrap_or(*pos as MpiOffset);
     // SAFETY: passed on.
-    let (req, meta) = unsafe { start(&f, at, buf, count, datatype, write) }?;
+    let (req, meta) = unsafe { start(&f, &view, at, buf, count, datatype, write) }?;
     let mut e = ReqEntry::new(req, meta);
     let s = crate::request::wait_entry(&mut e);
     if offset.is_none() {
-        *pos += s.count().max(0) as u64;
+        *pos += s.count().max(0) as u64 / view.esize;
     }
     drop(pos);
     // SAFETY: the caller's status.
@@ -457,14 +732,15 @@ unsafe fn blocking(
     Ok(())
 }
 
-/// A nonblocking read or write at `offset`; registers the request.
+/// A nonblocking read or write at etype `offset`, or at the individual file pointer (which
+/// moves past the data asked for at once); registers the request.
 ///
 /// # Safety
 ///
 /// As for [`start`]; `request` is the caller's writable handle.
 unsafe fn nonblocking(
     fh: *mut c_void,
-    offset: MpiOffset,
+    offset: Option<MpiOffset>,
     buf: *mut c_void,
     count: c_int,
     datatype: Handle,
@@ -476,8 +752,16 @@ unsafe fn nonblocking(
     if request.is_null() {
         return Err(MpiError::new(err::ARG, "request is NULL"));
     }
+    let view = view_of(&f);
+    let asked = (count.max(0) as u64).saturating_mul(crate::types::type_size(datatype)? as u64);
+    let mut pos = f.pos.lock().unwrap_or_else(|e| e.into_inner());
+    let at = offset.unwrap_or(*pos as MpiOffset);
     // SAFETY: passed on.
-    let (req, meta) = unsafe { start(&f, offset, buf, count, datatype, write) }?;
+    let (req, meta) = unsafe { start(&f, &view, at, buf, count, datatype, write) }?;
+    if offset.is_none() {
+        *pos += asked / view.esize;
+    }
+    drop(pos);
     let h = rt.add_request(ReqEntry::new(req, meta));
     // SAFETY: the caller's handle, checked not NULL.
     unsafe { *request = h };
@@ -552,7 +836,7 @@ mpi_fn! {
     /// `MPI_File_iread_at`: a request of the agent's io_uring class.
     MPI_File_iread_at / PMPI_File_iread_at(fh: *mut c_void, offset: MpiOffset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) on key_of(fh) => {
         // SAFETY: the caller's buffer and handle.
-        unsafe { nonblocking(fh, offset, buf, count, datatype, request, false) }
+        unsafe { nonblocking(fh, Some(offset), buf, count, datatype, request, false) }
     }
 }
 
@@ -560,19 +844,72 @@ mpi_fn! {
     /// `MPI_File_iwrite_at`: a request of the agent's io_uring class.
     MPI_File_iwrite_at / PMPI_File_iwrite_at(fh: *mut c_void, offset: MpiOffset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) on key_of(fh) => {
         // SAFETY: the caller's buffer and handle.
-        unsafe { nonblocking(fh, offset, buf as *mut c_void, count, datatype, request, true) }
+        unsafe { nonblocking(fh, Some(offset), buf as *mut c_void, count, datatype, request, true) }
     }
 }
 
 mpi_fn! {
-    /// `MPI_File_seek` (the individual file pointer, in bytes).
+    /// `MPI_File_iread`: at the individual file pointer, which moves past the data asked for when the request starts.
+    MPI_File_iread / PMPI_File_iread(fh: *mut c_void, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) on key_of(fh) => {
+        // SAFETY: the caller's buffer and handle.
+        unsafe { nonblocking(fh, None, buf, count, datatype, request, false) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_iwrite`: at the individual file pointer, which moves past the data asked for when the request starts.
+    MPI_File_iwrite / PMPI_File_iwrite(fh: *mut c_void, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) on key_of(fh) => {
+        // SAFETY: the caller's buffer and handle.
+        unsafe { nonblocking(fh, None, buf as *mut c_void, count, datatype, request, true) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_iread_all` (collective; each rank's part as an independent request).
+    MPI_File_iread_all / PMPI_File_iread_all(fh: *mut c_void, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) on key_of(fh) => {
+        // SAFETY: the caller's buffer and handle.
+        unsafe { nonblocking(fh, None, buf, count, datatype, request, false) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_iwrite_all` (collective; each rank's part as an independent request).
+    MPI_File_iwrite_all / PMPI_File_iwrite_all(fh: *mut c_void, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) on key_of(fh) => {
+        // SAFETY: the caller's buffer and handle.
+        unsafe { nonblocking(fh, None, buf as *mut c_void, count, datatype, request, true) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_iread_at_all` (collective; each rank's part as an independent request).
+    MPI_File_iread_at_all / PMPI_File_iread_at_all(fh: *mut c_void, offset: MpiOffset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) on key_of(fh) => {
+        // SAFETY: the caller's buffer and handle.
+        unsafe { nonblocking(fh, Some(offset), buf, count, datatype, request, false) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_iwrite_at_all` (collective; each rank's part as an independent request).
+    MPI_File_iwrite_at_all / PMPI_File_iwrite_at_all(fh: *mut c_void, offset: MpiOffset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) on key_of(fh) => {
+        // SAFETY: the caller's buffer and handle.
+        unsafe { nonblocking(fh, Some(offset), buf as *mut c_void, count, datatype, request, true) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_seek` (the individual file pointer, in etypes of the view; `MPI_SEEK_END`
+    /// counts from the first etype of the view past the end of the file).
     MPI_File_seek / PMPI_File_seek(fh: *mut c_void, offset: MpiOffset, whence: c_int) on key_of(fh) => {
         let f = file(fh)?;
+        let view = view_of(&f);
         let mut pos = f.pos.lock().unwrap_or_else(|e| e.into_inner());
         let base = match whence {
             SEEK_SET => 0,
             SEEK_CUR => *pos as i64,
-            SEEK_END => f.file.std().metadata().map_err(|e| MpiError::new(io_class(&e), e.to_string()))?.len() as i64,
+            SEEK_END => {
+                let len = f.file.std().metadata().map_err(|e| MpiError::new(io_class(&e), e.to_string()))?.len();
+                view.data_below(len).div_ceil(view.esize) as i64
+            }
             _ => return Err(MpiError::new(err::ARG, format!("whence {whence} is not MPI_SEEK_SET, MPI_SEEK_CUR or MPI_SEEK_END"))),
         };
         let to = base.checked_add(offset).filter(|&t| t >= 0).ok_or_else(|| {
@@ -584,12 +921,184 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_File_get_position`.
+    /// `MPI_File_get_position` (in etypes of the view).
     MPI_File_get_position / PMPI_File_get_position(fh: *mut c_void, offset: *mut MpiOffset) on key_of(fh) => {
         let f = file(fh)?;
         let pos = *f.pos.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: the caller's MPI_Offset.
         unsafe { put(offset, pos as MpiOffset, "offset") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_get_byte_offset`: the file byte of etype `offset` of the view.
+    MPI_File_get_byte_offset / PMPI_File_get_byte_offset(fh: *mut c_void, offset: MpiOffset, disp: *mut MpiOffset) on key_of(fh) => {
+        let f = file(fh)?;
+        if offset < 0 {
+            return Err(MpiError::new(err::ARG, format!("offset {offset} is negative")));
+        }
+        let view = view_of(&f);
+        let at = (offset as u64).checked_mul(view.esize).ok_or_else(View::overflow)?;
+        let byte = view.byte_of(at)?;
+        let byte = MpiOffset::try_from(byte).map_err(|_| View::overflow())?;
+        // SAFETY: the caller's MPI_Offset.
+        unsafe { put(disp, byte, "disp") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_set_view` (collective; each rank's view is its own, so no message is
+    /// exchanged): checks the types and the data representation (`"native"` only), then sets
+    /// the view and moves the individual file pointer to 0.
+    MPI_File_set_view / PMPI_File_set_view(fh: *mut c_void, disp: MpiOffset, etype: Handle, filetype: Handle, datarep: *const c_char, info: Handle) on key_of(fh) => {
+        let _ = info;
+        let f = file(fh)?;
+        if datarep.is_null() {
+            return Err(MpiError::new(err::ARG, "datarep is NULL"));
+        }
+        // SAFETY: the caller's NUL-terminated string, checked not NULL.
+        let rep = unsafe { CStr::from_ptr(datarep) }.to_string_lossy();
+        if rep != "native" {
+            return Err(MpiError::new(ferr::UNSUPPORTED_DATAREP, format!("data representation \"{rep}\" is not supported (only \"native\")")));
+        }
+        if disp == DISPLACEMENT_CURRENT {
+            return Err(MpiError::new(err::UNSUPPORTED_OPERATION, "MPI_DISPLACEMENT_CURRENT needs shared file pointers, which are not supported"));
+        }
+        if disp < 0 {
+            return Err(MpiError::new(err::ARG, format!("displacement {disp} is negative")));
+        }
+        let view = View::new(disp as u64, etype, filetype)?;
+        let mut pos = f.pos.lock().unwrap_or_else(|e| e.into_inner());
+        *f.view.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(view);
+        *pos = 0;
+        Ok(())
+    }
+}
+
+/// The handle to give back for a type of a view: a predefined one as it is, a derived one as a
+/// new handle the caller frees.
+fn type_out(t: &(Handle, Arc<Layout>)) -> Handle {
+    if crate::types::is_derived(t.0) {
+        crate::types::register((*t.1).clone())
+    } else {
+        t.0
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_get_view`: derived etypes and filetypes come back as new handles.
+    MPI_File_get_view / PMPI_File_get_view(fh: *mut c_void, disp: *mut MpiOffset, etype: *mut Handle, filetype: *mut Handle, datarep: *mut c_char) on key_of(fh) => {
+        let f = file(fh)?;
+        if disp.is_null() || etype.is_null() || filetype.is_null() || datarep.is_null() {
+            return Err(MpiError::new(err::ARG, "an output argument is NULL"));
+        }
+        let view = view_of(&f);
+        let e = type_out(&view.etype);
+        let t = type_out(&view.filetype);
+        // SAFETY: the caller's outputs, checked not NULL; `datarep` holds
+        // MPI_MAX_DATAREP_STRING bytes, more than "native" and its NUL.
+        unsafe {
+            *disp = view.disp as MpiOffset;
+            *etype = e;
+            *filetype = t;
+            std::ptr::copy_nonoverlapping(c"native".as_ptr(), datarep, 7);
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_get_type_extent` (the native representation: the datatype's extent).
+    MPI_File_get_type_extent / PMPI_File_get_type_extent(fh: *mut c_void, datatype: Handle, extent: *mut MpiAint) on key_of(fh) => {
+        file(fh)?;
+        let l = crate::types::layout(datatype)?;
+        // SAFETY: the caller's MPI_Aint.
+        unsafe { put(extent, l.extent as MpiAint, "extent") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_get_group`: a new group of the file's communicator's members.
+    MPI_File_get_group / PMPI_File_get_group(fh: *mut c_void, group: *mut Handle) on key_of(fh) => {
+        let f = file(fh)?;
+        if group.is_null() {
+            return Err(MpiError::new(err::ARG, "group is NULL"));
+        }
+        let members: Vec<u32> = (0..f.comm.size()).filter_map(|r| f.comm.world_rank(r)).collect();
+        let h = rt()?.add_group(members);
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(group, h, "group") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_get_info`: a new, empty info object (no hint is used).
+    MPI_File_get_info / PMPI_File_get_info(fh: *mut c_void, info_used: *mut Handle) on key_of(fh) => {
+        file(fh)?;
+        if info_used.is_null() {
+            return Err(MpiError::new(err::ARG, "info_used is NULL"));
+        }
+        let h = crate::misc::new_info();
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(info_used, h, "info_used") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_set_info` (collective): hints are accepted and not used.
+    MPI_File_set_info / PMPI_File_set_info(fh: *mut c_void, info: Handle) on key_of(fh) => {
+        let _ = info;
+        file(fh)?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_preallocate` (collective): after a barrier, rank 0 extends the file to `size`
+    /// bytes if it is shorter (the new bytes read as zeros).
+    MPI_File_preallocate / PMPI_File_preallocate(fh: *mut c_void, size: MpiOffset) on key_of(fh) => {
+        let f = file(fh)?;
+        if size < 0 {
+            return Err(MpiError::new(err::ARG, format!("size {size} is negative")));
+        }
+        if f.amode & (mode::WRONLY | mode::RDWR) == 0 {
+            return Err(MpiError::new(ferr::ACCESS, format!("{} is not open for writing", f.path.display())));
+        }
+        f.comm.barrier()?;
+        let mine = if f.comm.rank() == 0 {
+            let grow = |file: &std::fs::File| -> std::io::Result<()> {
+                if file.metadata()?.len() < size as u64 {
+                    file.set_len(size as u64)?;
+                }
+                Ok(())
+            };
+            grow(f.file.std()).map_or_else(|e| io_class(&e), |()| abi::SUCCESS)
+        } else {
+            abi::SUCCESS
+        };
+        let agreed = agree(&f.comm, mine)?;
+        if agreed != abi::SUCCESS {
+            return Err(MpiError::new(agreed, format!("preallocating {} failed", f.path.display())));
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_set_atomicity` (collective): the mode is recorded; every access goes to the
+    /// file as `pwrite`/`pread` requests of the agent, whole extents at a time.
+    MPI_File_set_atomicity / PMPI_File_set_atomicity(fh: *mut c_void, flag: c_int) on key_of(fh) => {
+        file(fh)?.atomic.store(flag != 0, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_get_atomicity`.
+    MPI_File_get_atomicity / PMPI_File_get_atomicity(fh: *mut c_void, flag: *mut c_int) on key_of(fh) => {
+        let f = file(fh)?;
+        // SAFETY: the caller's int.
+        unsafe { put(flag, c_int::from(f.atomic.load(Ordering::Relaxed)), "flag") }
     }
 }
 
@@ -638,19 +1147,121 @@ mpi_fn! {
     }
 }
 
-/// Copies a completed read into the caller's buffer (what [`Meta::File`] does at completion).
-pub fn deliver(claim: &BufferClaim, dst: usize, len: usize) {
-    let Some(bufs) = claim.take() else { return };
-    if len == 0 {
-        return;
-    }
-    if let Some(b) = bufs.into_one() {
-        let n = b.len().min(len);
-        // SAFETY: `dst` is the caller's buffer of `len` bytes given to the read; MPI leaves it
-        // to the library until the request completes.
-        let to = unsafe { output(dst as *mut c_void, n) };
-        if let Ok(to) = to {
-            to.copy_from_slice(&b[..n]);
+/// Completes a file access (what [`Meta::File`] does at completion): waits for its other pieces
+/// and, for a read, copies or unpacks the data of all pieces into the caller's buffer.
+pub fn finish(a: &Access) {
+    let rest = std::mem::take(&mut *a.rest.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut data: Vec<u8> = Vec::new();
+    let mut moved = 0u64;
+    let one = |claim: &BufferClaim, data: &mut Vec<u8>| {
+        if a.read.is_some() {
+            if let Some(b) = claim.take().and_then(|b| b.into_one()) {
+                if data.is_empty() {
+                    *data = b.into_vec();
+                } else {
+                    data.extend_from_slice(&b);
+                }
+            }
         }
+    };
+    for (mut req, claim) in rest {
+        match req.wait() {
+            Ok(st) => moved += st.count(),
+            Err(_) => {
+                let _ =
+                    a.failed
+                        .compare_exchange(0, ferr::IO, Ordering::Relaxed, Ordering::Relaxed);
+            }
+        }
+        one(&claim, &mut data);
+    }
+    one(&a.last, &mut data);
+    a.moved.store(moved, Ordering::Relaxed);
+    let Some((dst, l, count)) = &a.read else {
+        return;
+    };
+    if l.contiguous() {
+        let n = data.len().min(count * l.size);
+        // SAFETY: `dst` is the caller's buffer of `count` contiguous elements given to the read;
+        // MPI leaves it to the library until the request completes.
+        if let Ok(to) = unsafe { output(*dst as *mut c_void, n) } {
+            to.copy_from_slice(&data[..n]);
+        }
+    } else {
+        // SAFETY: `dst` is the caller's buffer of `count` elements of this layout given to the
+        // read; MPI leaves it to the library until the request completes.
+        unsafe { l.unpack(&data, *dst as *mut u8, *count) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A derived type of `runs` with `extent` (lower bound 0).
+    fn derived(runs: Vec<(isize, usize)>, extent: isize) -> Handle {
+        let size = runs.iter().map(|r| r.1).sum();
+        crate::types::register(Layout {
+            runs,
+            size,
+            lb: 0,
+            extent,
+            base: Some(abi::dt::INT),
+            elements: size / 4,
+        })
+    }
+
+    #[test]
+    fn interleaved_view_maps_to_every_size_th_block() {
+        // 3 ints of every 12 (4 ranks), this rank's blocks start at byte 24.
+        let t = derived(vec![(0, 12)], 48);
+        let v = View::new(24, abi::dt::INT, t).unwrap();
+        assert_eq!(v.extents(0, 24).unwrap(), vec![(24, 12), (72, 12)]);
+        // From the second int: the rest of the first block, a whole one, part of the next.
+        assert_eq!(v.extents(4, 28).unwrap(), vec![(28, 8), (72, 12), (120, 8)]);
+        assert_eq!(v.byte_of(12).unwrap(), 72);
+        assert_eq!(v.extents(8, 0).unwrap(), vec![]);
+        // Below byte 80 lie one whole block and 8 bytes of the second; nothing below 24.
+        assert_eq!(v.data_below(80), 20);
+        assert_eq!(v.data_below(24), 0);
+        assert_eq!(v.data_below(10), 0);
+        assert_eq!(v.data_below(1000), 12 * 20 + 12);
+    }
+
+    #[test]
+    fn adjacent_pieces_merge_and_contiguous_views_are_one_extent() {
+        // Two runs that touch across tiles: the tiling is one stream.
+        let t = derived(vec![(0, 4), (8, 4)], 8);
+        let v = View::new(0, abi::dt::INT, t);
+        // The second run reaches past the extent plus the first run's start: tiles overlap.
+        assert_eq!(v.err().map(|e| e.class), Some(err::TYPE));
+        let t = derived(vec![(0, 4), (4, 4)], 8);
+        let v = View::new(100, abi::dt::BYTE, t).unwrap();
+        assert_eq!(v.extents(2, 20).unwrap(), vec![(102, 20)]);
+        let v = View::default_view().unwrap();
+        assert!(v.contiguous);
+        assert_eq!(v.extents(7, 9).unwrap(), vec![(7, 9)]);
+        assert_eq!(v.data_below(5), 5);
+    }
+
+    #[test]
+    fn bad_types_are_refused() {
+        let backwards = derived(vec![(4, 4), (0, 4)], 8);
+        let e = View::new(0, abi::dt::INT, backwards).err().unwrap();
+        assert_eq!(e.class, err::TYPE);
+        let negative = derived(vec![(-4, 4)], 8);
+        assert_eq!(
+            View::new(0, abi::dt::INT, negative).err().unwrap().class,
+            err::TYPE
+        );
+        // Five bytes are no whole number of ints.
+        let odd = derived(vec![(0, 5)], 8);
+        assert_eq!(
+            View::new(0, abi::dt::INT, odd).err().unwrap().class,
+            err::TYPE
+        );
+        let t = derived(vec![(0, 4)], 8);
+        let v = View::new(u64::MAX - 8, abi::dt::INT, t).unwrap();
+        assert_eq!(v.extents(0, 8).err().unwrap().class, err::ARG);
     }
 }

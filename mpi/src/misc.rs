@@ -156,6 +156,16 @@ fn check_key(k: &str) -> Result<(), MpiError> {
     Ok(())
 }
 
+/// A new, empty info object.
+pub fn new_info() -> Handle {
+    let h = NEXT_INFO.fetch_add(1, Ordering::Relaxed);
+    infos()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(h, Vec::new());
+    h
+}
+
 mpi_fn! {
     /// `MPI_Info_create`.
     MPI_Info_create / PMPI_Info_create(info: *mut Handle) on abi::COMM_WORLD => {

@@ -72,17 +72,14 @@ pub enum Meta {
         /// The started blocks and what delivers their result.
         started: Mutex<Option<crate::vcoll::Started>>,
     },
-    /// A file read or write (`MPI_File_iread_at`, ...): a read copies its data into the
+    /// A file read or write (`MPI_File_iread_at`, ...): the request is the access's last
+    /// piece; completion waits for the other pieces and a read delivers its data into the
     /// caller's buffer.
     File {
         /// The pseudo handle reporting the file's errors.
         comm: Handle,
-        /// The operation's buffers.
-        claim: viaduct_agent::fileio::BufferClaim,
-        /// The caller's buffer (reads).
-        dst: usize,
-        /// Its size in bytes (0 for writes).
-        len: usize,
+        /// The access's other pieces and destination.
+        access: Arc<crate::file::Access>,
     },
     /// A persistent request not started, or completed since its last start.
     Inactive {
@@ -160,9 +157,7 @@ impl Meta {
                     to.copy_from_slice(&v[..n]);
                 }
             }
-            Meta::File {
-                claim, dst, len, ..
-            } => crate::file::deliver(claim, *dst, *len),
+            Meta::File { access, .. } => crate::file::finish(access),
             Meta::Blocks { started, .. } => {
                 if let Some(st) = started.lock().unwrap_or_else(|e| e.into_inner()).take() {
                     // The receiving block completed; a failure of the sending block shows
@@ -183,6 +178,10 @@ impl Meta {
             (Some(e), Meta::File { .. }) if request_class(e) == err::OTHER => err::IO,
             (Some(e), _) => request_class(e),
         };
+        let code = match self {
+            Meta::File { access, .. } if code == abi::SUCCESS => access.failed(),
+            _ => code,
+        };
         let mut m = match self {
             Meta::ProcNull { .. } => MpiStatus {
                 source: abi::PROC_NULL,
@@ -199,9 +198,9 @@ impl Meta {
                 s
             }
             Meta::ClassGreq { status } => *status.lock().unwrap_or_else(|e| e.into_inner()),
-            Meta::File { .. } => {
+            Meta::File { access, .. } => {
                 let mut s = MpiStatus::empty();
-                s.set_count(st.count() as i64);
+                s.set_count((st.count() + access.moved()) as i64);
                 s.set_cancelled(st.test_cancelled());
                 s
             }

@@ -8,7 +8,7 @@
 //! adjacent runs merged. A type whose one run is `[0, extent)` is contiguous and moves as plain
 //! bytes everywhere; any other is packed into its runs' bytes for point-to-point messages (the
 //! wire format of every datatype is its packed data, so differently built types of one
-//! signature match) and refused by collectives and file I/O (`MPI_ERR_TYPE`).
+//! signature match) and refused by collectives (`MPI_ERR_TYPE`); file I/O packs and unpacks them.
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
@@ -178,6 +178,12 @@ pub fn layout(t: Handle) -> Result<Arc<Layout>, MpiError> {
         base: Some(t),
         elements: usize::from(extent > 0),
     }))
+}
+
+/// A new datatype handle for layout `l` (a copy of a type given back to the caller, who frees
+/// it).
+pub fn register(l: Layout) -> Handle {
+    add(l)
 }
 
 fn add(l: Layout) -> Handle {

@@ -26,7 +26,7 @@ struct Setup {
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
     "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "greqh", "pcoll",
-    "errclass", "nbrw",
+    "errclass", "nbrw", "fileview",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -329,6 +329,11 @@ fn more_program() {
 #[test]
 fn fileio_program() {
     program("fileio");
+}
+
+#[test]
+fn fileview_program() {
+    program("fileview");
 }
 
 #[test]
