@@ -26,7 +26,7 @@ struct Setup {
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
     "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "greqh", "pcoll",
-    "errclass", "nbrw", "fileview",
+    "errclass", "nbrw", "fileview", "inter",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -289,6 +289,28 @@ fn program(p: &str) {
         2,
     );
     assert_eq!(m2, mpich, "{p}: viaduct and MPICH give different results");
+}
+
+/// Runs `p` on viaduct under `viaduct launch -n N` for each `N` of `sizes`, and where mpiexec
+/// is installed under `mpiexec -n N` on viaduct and on MPICH; the result lines must be the same.
+fn program_at(p: &str, sizes: &[u32]) {
+    let Some(s) = setup() else { return };
+    for &n in sizes {
+        let v = assert_ok(
+            &job(s, p, Launch::Viaduct(n), true, &[]),
+            &format!("{p} on viaduct, viaduct launch -n {n}"),
+            n as usize,
+        );
+        if !s.mpiexec {
+            continue;
+        }
+        let mpich = assert_ok(
+            &job(s, p, Launch::Mpiexec(n), false, &[]),
+            &format!("{p} on MPICH, mpiexec -n {n}"),
+            n as usize,
+        );
+        assert_eq!(v, mpich, "{p}: viaduct and MPICH give different results at {n} ranks");
+    }
 }
 
 #[test]
@@ -698,4 +720,9 @@ fn every_mpich_function_has_a_symbol() {
             "mpi/gen/stubs.py --check",
         );
     }
+}
+
+#[test]
+fn inter_program() {
+    program_at("inter", &[2, 3, 4]);
 }
