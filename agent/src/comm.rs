@@ -41,6 +41,14 @@ const SPLIT_TAG: u32 = 0x7fff_fff0;
 /// bits), on the parent's collective context, below `SPLIT_TAG`.
 const GROUP_TAG_BASE: u32 = 0x7e00_0000;
 
+/// Tag of the intercommunicator agreements within the local group (on its collective
+/// context, next to `SPLIT_TAG`).
+const INTER_TAG: u32 = 0x7fff_fff1;
+
+/// Tag of the agreements between the two leaders of an intercommunicator (on its collective
+/// context, which carries only collective messages).
+const LEADER_TAG: u32 = 0x7fff_fff2;
+
 /// Bytes of one member's agreement record: color, key, next free context.
 const RECORD: usize = 12;
 
@@ -119,7 +127,8 @@ impl Comm {
         &self.inner.coll
     }
 
-    pub(crate) fn world_ranks(&self) -> &[u32] {
+    /// The world ranks of the members, in communicator rank order.
+    pub fn world_ranks(&self) -> &[u32] {
         &self.inner.world
     }
 
@@ -189,6 +198,12 @@ impl Comm {
 
     /// The communicator of world ranks `world` (in that order) on contexts `ctx`, `ctx + 1`.
     fn child(&self, ctx: u32, world: Vec<u32>) -> Comm {
+        self.child_on(ctx, ctx + 1, world)
+    }
+
+    /// The communicator of world ranks `world` (in that order) on contexts `p2p` (its
+    /// point-to-point messages) and `coll`.
+    fn child_on(&self, p2p: u32, coll: u32, world: Vec<u32>) -> Comm {
         let shared = &self.inner.p2p.shared;
         let me = shared.rank;
         let rank = world.iter().position(|&w| w == me).unwrap_or(0) as u32;
@@ -199,8 +214,8 @@ impl Comm {
         let agent = &self.inner.p2p;
         Comm {
             inner: Arc::new(Inner {
-                p2p: agent.with_context(ctx),
-                coll: agent.with_context(ctx + 1),
+                p2p: agent.with_context(p2p),
+                coll: agent.with_context(coll),
                 rank,
                 world,
                 to_comm: Some(to_comm.into()),
@@ -259,6 +274,114 @@ impl Comm {
             .next_context
             .fetch_max(ctx.saturating_add(2), Ordering::Relaxed);
         Ok(Some(self.child(ctx, world)))
+    }
+
+    /// The highest next free context id over the members (collective).
+    fn max_next(&self) -> Result<u32, AgentError> {
+        let next = self.inner.p2p.shared.next_context.load(Ordering::Relaxed);
+        let mut mine = [0u8; RECORD];
+        mine[8..].copy_from_slice(&next.to_le_bytes());
+        let all = self.exchange(&mine)?;
+        Ok(all
+            .iter()
+            .map(|r| u32::from_le_bytes([r[8], r[9], r[10], r[11]]))
+            .fold(next, u32::max))
+    }
+
+    /// Sends `words` from the local leader to every other member, who get them (collective
+    /// over this communicator, on its collective context).
+    fn leader_bcast(&self, leader: u32, words: Vec<u32>) -> Result<Vec<u32>, AgentError> {
+        let coll = &self.inner.coll;
+        if self.rank() == leader {
+            let bytes = words_to_bytes(&words);
+            let mut reqs = Vec::new();
+            for r in (0..self.size()).filter(|&r| r != leader) {
+                reqs.push(coll.isend(self.to_world(r)?, INTER_TAG, &bytes)?);
+            }
+            wait_all(&mut reqs, None)?;
+            return Ok(words);
+        }
+        let w = self.to_world(leader)?;
+        let cap = 4 * (self.inner.p2p.shared.size as usize + 4);
+        let (req, buf) = coll.irecv(cap, Source::Rank(w), TagMatch::Tag(INTER_TAG))?;
+        wait_all(&mut [req], None)?;
+        bytes_to_words(&buf.take(), w)
+    }
+
+    /// `MPI_Intercomm_create` (collective over this communicator, the local group, and over
+    /// the remote group's): the two leaders (`leader` here, `remote_leader` in `peer`) swap
+    /// their groups' world ranks and next free contexts over `peer`'s point-to-point context
+    /// with `tag`; every member of both groups then takes the same four fresh contexts (the
+    /// maximum of every member's next free context): two for the intercommunicator, two for
+    /// the local group's own communicator. `peer` matters at the leader only.
+    pub fn intercomm_create(
+        &self,
+        leader: u32,
+        peer: Option<&Comm>,
+        remote_leader: u32,
+        tag: u32,
+    ) -> Result<Intercomm, AgentError> {
+        self.to_world(leader)?;
+        let next = self.max_next()?;
+        let shared = &self.inner.p2p.shared;
+        let words = if self.rank() == leader {
+            let peer = peer.ok_or(AgentError::BadRank {
+                rank: remote_leader,
+                size: 0,
+            })?;
+            let w = peer.to_world(remote_leader)?;
+            let mut mine = vec![next, self.size()];
+            mine.extend_from_slice(self.world_ranks());
+            if self.world_ranks().contains(&w) {
+                return Err(AgentError::BadRank {
+                    rank: remote_leader,
+                    size: peer.size(),
+                });
+            }
+            let cap = 4 * (shared.size as usize + 4);
+            let (rreq, buf) = peer.irecv(cap, Source::Rank(remote_leader), TagMatch::Tag(tag))?;
+            let sreq = peer.isend(remote_leader, tag, &words_to_bytes(&mine))?;
+            let got = wait_all(&mut [rreq, sreq], None)
+                .map_err(AgentError::from)
+                .and_then(|_| bytes_to_words(&buf.take(), w))
+                .and_then(|theirs| {
+                    check_group(&theirs, w, shared.size, self.world_ranks())?;
+                    Ok(theirs)
+                });
+            match got {
+                Ok(theirs) => {
+                    let mut out = vec![next.max(theirs[0])];
+                    out.extend_from_slice(&theirs[2..]);
+                    self.leader_bcast(leader, out)?
+                }
+                Err(e) => {
+                    // The other members learn of the failure from an empty record.
+                    let _ = self.leader_bcast(leader, Vec::new());
+                    return Err(e);
+                }
+            }
+        } else {
+            self.leader_bcast(leader, Vec::new())?
+        };
+        let (&ctx, remote) = words.split_first().ok_or(AgentError::PeerFailed {
+            peer: self.to_world(leader)?,
+            reason: "short intercommunicator agreement record".into(),
+            source: None,
+        })?;
+        shared
+            .next_context
+            .fetch_max(ctx.saturating_add(4), Ordering::Relaxed);
+        Ok(self.inter_on(ctx, self.world_ranks().to_vec(), remote.to_vec()))
+    }
+
+    /// The intercommunicator of groups `local` and `remote` (world ranks) on contexts
+    /// `ctx..ctx + 4`.
+    fn inter_on(&self, ctx: u32, local: Vec<u32>, remote: Vec<u32>) -> Intercomm {
+        Intercomm {
+            remote: self.child_on(ctx, ctx + 1, remote.clone()),
+            coll: self.child_on(ctx + 1, ctx + 1, remote),
+            local: self.child_on(ctx + 2, ctx + 3, local),
+        }
     }
 
     /// Every member's record, in communicator rank order.
@@ -342,5 +465,134 @@ impl Comm {
     /// destination `dest`; `tag` below `0x8000_0000`.
     pub fn xfer_gather(&self, dest: Option<u32>, tag: u32) -> GatherBlock {
         GatherBlock::new(self, dest, tag)
+    }
+}
+
+fn words_to_bytes(words: &[u32]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+fn bytes_to_words(b: &[u8], from: u32) -> Result<Vec<u32>, AgentError> {
+    if b.len() % 4 != 0 {
+        return Err(AgentError::PeerFailed {
+            peer: from,
+            reason: "intercommunicator agreement record of a partial word".into(),
+            source: None,
+        });
+    }
+    Ok(b.chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// Checks the remote leader's record `[next, n, world ranks...]`.
+fn check_group(words: &[u32], from: u32, world: u32, local: &[u32]) -> Result<(), AgentError> {
+    let bad = |reason: &str| AgentError::PeerFailed {
+        peer: from,
+        reason: reason.into(),
+        source: None,
+    };
+    if words.len() < 2 || words.len() != 2 + words[1] as usize || words[1] == 0 {
+        return Err(bad("malformed intercommunicator group record"));
+    }
+    if words[2..].iter().any(|&w| w >= world) {
+        return Err(bad(
+            "intercommunicator group record names a rank outside the job",
+        ));
+    }
+    if words[2..].iter().any(|w| local.contains(w)) {
+        return Err(bad("the two groups of an intercommunicator overlap"));
+    }
+    Ok(())
+}
+
+/// An intercommunicator (`MPI_Intercomm_create`): two disjoint groups, each member addressing
+/// the other group's ranks. Creating one, [`Intercomm::dup`] and [`Intercomm::merge`] are
+/// collective over both groups.
+#[derive(Clone, Debug)]
+pub struct Intercomm {
+    /// Point-to-point with the remote group: ranks name the remote group's members; a
+    /// received status names the remote rank.
+    pub remote: Comm,
+    /// The remote group on the intercommunicator's collective context, for collectives built
+    /// of point-to-point messages (never matches `remote`'s messages).
+    pub coll: Comm,
+    /// The local group as a communicator of its own (own contexts): this rank and size.
+    pub local: Comm,
+}
+
+impl Intercomm {
+    /// The remote leader's words for this group's `mine` (collective over both groups): the
+    /// local leaders (rank 0 of each group) swap them over the collective context, then tell
+    /// their group.
+    fn swap(&self, mine: Vec<u32>) -> Result<Vec<u32>, AgentError> {
+        if self.local.rank() != 0 {
+            return self.local.leader_bcast(0, Vec::new());
+        }
+        let w = self.coll.to_world(0)?;
+        let cap = 4 * (self.local.inner.p2p.shared.size as usize + 4);
+        let (rreq, buf) = self
+            .coll
+            .irecv(cap, Source::Rank(0), TagMatch::Tag(LEADER_TAG))?;
+        let sreq = self.coll.isend(0, LEADER_TAG, &words_to_bytes(&mine))?;
+        wait_all(&mut [rreq, sreq], None)?;
+        let theirs = bytes_to_words(&buf.take(), w)?;
+        self.local.leader_bcast(0, theirs)
+    }
+
+    /// The first context free on every member of both groups (collective over both).
+    fn agree(&self, word: u32) -> Result<(u32, u32), AgentError> {
+        let next = self.local.max_next()?;
+        let theirs = self.swap(vec![next, word])?;
+        let [their_next, their_word] = theirs[..] else {
+            return Err(AgentError::PeerFailed {
+                peer: self.coll.to_world(0)?,
+                reason: "malformed intercommunicator agreement record".into(),
+                source: None,
+            });
+        };
+        Ok((next.max(their_next), their_word))
+    }
+
+    /// A new intercommunicator of the same groups on fresh contexts (`MPI_Comm_dup`).
+    pub fn dup(&self) -> Result<Intercomm, AgentError> {
+        let (ctx, _) = self.agree(0)?;
+        self.local
+            .inner
+            .p2p
+            .shared
+            .next_context
+            .fetch_max(ctx.saturating_add(4), Ordering::Relaxed);
+        Ok(self.local.inter_on(
+            ctx,
+            self.local.world_ranks().to_vec(),
+            self.remote.world_ranks().to_vec(),
+        ))
+    }
+
+    /// `MPI_Intercomm_merge`: the communicator of both groups, the group giving `high` false
+    /// first (when both give the same, the group whose leader has the lower world rank
+    /// first), each in its own rank order, on fresh contexts.
+    pub fn merge(&self, high: bool) -> Result<Comm, AgentError> {
+        let (ctx, their_high) = self.agree(u32::from(high))?;
+        self.local
+            .inner
+            .p2p
+            .shared
+            .next_context
+            .fetch_max(ctx.saturating_add(2), Ordering::Relaxed);
+        let mine = self.local.world_ranks();
+        let theirs = self.remote.world_ranks();
+        let me_first = match (u32::from(high)).cmp(&their_high) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => mine[0] < theirs[0],
+        };
+        let world: Vec<u32> = if me_first {
+            mine.iter().chain(theirs).copied().collect()
+        } else {
+            theirs.iter().chain(mine).copied().collect()
+        };
+        Ok(self.local.child(ctx, world))
     }
 }

@@ -364,7 +364,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_set_attr`: runs the delete callback of a value it replaces.
     MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: Handle, keyval: c_int, attribute_val: *mut c_void) on comm => {
-        rt()?.comm(comm)?;
+        rt()?.comm_any(comm)?;
         if predefined(keyval) {
             return Err(MpiError::new(ERR_KEYVAL, format!("predefined attribute {keyval:#x} cannot be set")));
         }
@@ -375,7 +375,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Attr_put` (the MPI-1 name of `MPI_Comm_set_attr`).
     MPI_Attr_put / PMPI_Attr_put(comm: Handle, keyval: c_int, attribute_val: *mut c_void) on comm => {
-        rt()?.comm(comm)?;
+        rt()?.comm_any(comm)?;
         if predefined(keyval) {
             return Err(MpiError::new(ERR_KEYVAL, format!("predefined attribute {keyval:#x} cannot be set")));
         }
@@ -394,7 +394,7 @@ unsafe fn comm_get_attr(
     attribute_val: *mut c_void,
     flag: *mut c_int,
 ) -> Result<(), MpiError> {
-    rt()?.comm(comm)?;
+    rt()?.comm_any(comm)?;
     if flag.is_null() || attribute_val.is_null() {
         return Err(MpiError::new(err::ARG, "attribute_val or flag is NULL"));
     }
@@ -453,7 +453,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_delete_attr`: runs the delete callback.
     MPI_Comm_delete_attr / PMPI_Comm_delete_attr(comm: Handle, keyval: c_int) on comm => {
-        rt()?.comm(comm)?;
+        rt()?.comm_any(comm)?;
         if predefined(keyval) {
             return Err(MpiError::new(ERR_KEYVAL, format!("predefined attribute {keyval:#x} cannot be deleted")));
         }
@@ -464,7 +464,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Attr_delete` (the MPI-1 name of `MPI_Comm_delete_attr`).
     MPI_Attr_delete / PMPI_Attr_delete(comm: Handle, keyval: c_int) on comm => {
-        rt()?.comm(comm)?;
+        rt()?.comm_any(comm)?;
         if predefined(keyval) {
             return Err(MpiError::new(ERR_KEYVAL, format!("predefined attribute {keyval:#x} cannot be deleted")));
         }

@@ -3,7 +3,8 @@
 //! agent's collectives (predefined datatypes and operations), and the nonblocking forms
 //! `MPI_Ibarrier`, `MPI_Ibcast`, `MPI_Ireduce`, `MPI_Iallreduce`, `MPI_Igather`,
 //! `MPI_Iscatter`, `MPI_Iallgather`, `MPI_Ialltoall` on the agent's `i*` collectives (xfer
-//! blocks), whose result is copied into the caller's buffer when the request completes.
+//! blocks), whose result is copied into the caller's buffer when the request completes. The
+//! blocking ones also take an intercommunicator (`inter`); the nonblocking ones do not.
 
 use std::ffi::{c_int, c_void};
 
@@ -51,7 +52,11 @@ fn same(what: &str, a: usize, b: usize) -> Result<(), MpiError> {
 mpi_fn! {
     /// `MPI_Barrier`.
     MPI_Barrier / PMPI_Barrier(comm: Handle) on comm => {
-        rt()?.comm(comm)?.comm.barrier()?;
+        let c = rt()?.comm_any(comm)?;
+        match &c.inter {
+            Some(ic) => crate::inter::barrier(ic)?,
+            None => c.comm.barrier()?,
+        }
         Ok(())
     }
 }
@@ -59,7 +64,16 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Bcast`.
     MPI_Bcast / PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle) on comm => {
-        let c = rt()?.comm(comm)?;
+        let c = rt()?.comm_any(comm)?;
+        if let Some(ic) = &c.inter {
+            let len = bytes(count, datatype)?;
+            if root == abi::PROC_NULL {
+                return crate::inter::bcast(ic, &mut [], root);
+            }
+            // SAFETY: the caller's buffer of `count` elements.
+            let buf = unsafe { output(buffer, len) }?;
+            return crate::inter::bcast(ic, buf, root);
+        }
         let root = root_of(&c, root)?;
         let len = bytes(count, datatype)?;
         // In place: the root sends from the caller's buffer, the others receive into it and
@@ -75,7 +89,25 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Reduce` (`MPI_IN_PLACE` as `sendbuf` at the root).
     MPI_Reduce / PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle) on comm => {
-        let c = rt()?.comm(comm)?;
+        let c = rt()?.comm_any(comm)?;
+        if let Some(ic) = &c.inter {
+            let len = bytes(count, datatype)?;
+            let red = reduction(datatype, op)?;
+            return match crate::inter::role(ic, root)? {
+                crate::inter::Role::Idle => Ok(()),
+                crate::inter::Role::Root => {
+                    // SAFETY: the root's receive buffer of `count` elements.
+                    let out = unsafe { output(recvbuf, len) }?;
+                    crate::inter::reduce(ic, &[], Some(out), &red, root)
+                }
+                crate::inter::Role::Remote(_) => {
+                    crate::inter::not_in_place(sendbuf)?;
+                    // SAFETY: the caller's send buffer of `count` elements.
+                    let mine = unsafe { input(sendbuf, len) }?;
+                    crate::inter::reduce(ic, mine, None, &red, root)
+                }
+            };
+        }
         let root = root_of(&c, root)?;
         let len = bytes(count, datatype)?;
         let red = reduction(datatype, op)?;
@@ -118,9 +150,18 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Allreduce` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Allreduce / PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
-        let c = rt()?.comm(comm)?;
+        let c = rt()?.comm_any(comm)?;
         let len = bytes(count, datatype)?;
         let red = reduction(datatype, op)?;
+        if let Some(ic) = &c.inter {
+            crate::inter::not_in_place(sendbuf)?;
+            // SAFETY: the caller's send buffer of `count` elements, copied before the
+            // receive buffer is written.
+            let mine = unsafe { input(sendbuf, len) }?.to_vec();
+            // SAFETY: the caller's receive buffer of `count` elements.
+            let out = unsafe { output(recvbuf, len) }?;
+            return crate::inter::allreduce(ic, &mine, out, &red);
+        }
         // SAFETY: the caller's receive buffer of `count` elements.
         let out = unsafe { output(recvbuf, len) }?;
         if !in_place(sendbuf) {
@@ -163,7 +204,25 @@ fn folding(red: Reduction, len: usize) -> Post {
 mpi_fn! {
     /// `MPI_Gather` (`MPI_IN_PLACE` as `sendbuf` at the root).
     MPI_Gather / PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
-        let c = rt()?.comm(comm)?;
+        let c = rt()?.comm_any(comm)?;
+        if let Some(ic) = &c.inter {
+            return match crate::inter::role(ic, root)? {
+                crate::inter::Role::Idle => Ok(()),
+                crate::inter::Role::Root => {
+                    let part = bytes(recvcount, recvtype)?;
+                    // SAFETY: the root's receive buffer of remote size * `recvcount` elements.
+                    let out = unsafe { output(recvbuf, part * ic.remote.size() as usize) }?;
+                    crate::inter::gather(ic, &[], Some(out), part, root)
+                }
+                crate::inter::Role::Remote(_) => {
+                    crate::inter::not_in_place(sendbuf)?;
+                    let len = bytes(sendcount, sendtype)?;
+                    // SAFETY: the caller's send buffer.
+                    let mine = unsafe { input(sendbuf, len) }?;
+                    crate::inter::gather(ic, mine, None, len, root)
+                }
+            };
+        }
         let root = root_of(&c, root)?;
         let n = c.comm.size() as usize;
         let me = c.comm.rank() as usize;
@@ -192,7 +251,25 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Scatter` (`MPI_IN_PLACE` as `recvbuf` at the root).
     MPI_Scatter / PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
-        let c = rt()?.comm(comm)?;
+        let c = rt()?.comm_any(comm)?;
+        if let Some(ic) = &c.inter {
+            return match crate::inter::role(ic, root)? {
+                crate::inter::Role::Idle => Ok(()),
+                crate::inter::Role::Root => {
+                    let part = bytes(sendcount, sendtype)?;
+                    // SAFETY: the root's send buffer of remote size * `sendcount` elements.
+                    let send = unsafe { input(sendbuf, part * ic.remote.size() as usize) }?;
+                    crate::inter::scatter(ic, Some(send), &mut [], part, root)
+                }
+                crate::inter::Role::Remote(_) => {
+                    crate::inter::not_in_place(recvbuf)?;
+                    let len = bytes(recvcount, recvtype)?;
+                    // SAFETY: the caller's receive buffer.
+                    let out = unsafe { output(recvbuf, len) }?;
+                    crate::inter::scatter(ic, None, out, len, root)
+                }
+            };
+        }
         let root = root_of(&c, root)?;
         let n = c.comm.size() as usize;
         if c.comm.rank() == root {
@@ -221,7 +298,17 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Allgather` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Allgather / PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
-        let c = rt()?.comm(comm)?;
+        let c = rt()?.comm_any(comm)?;
+        if let Some(ic) = &c.inter {
+            crate::inter::not_in_place(sendbuf)?;
+            let part = bytes(recvcount, recvtype)?;
+            same("MPI_Allgather", bytes(sendcount, sendtype)?, part)?;
+            // SAFETY: the caller's send buffer, copied before the receive buffer is written.
+            let mine = unsafe { input(sendbuf, part) }?.to_vec();
+            // SAFETY: the caller's receive buffer of remote size * `recvcount` elements.
+            let out = unsafe { output(recvbuf, part * ic.remote.size() as usize) }?;
+            return crate::inter::allgather(ic, &mine, out);
+        }
         let n = c.comm.size() as usize;
         let me = c.comm.rank() as usize;
         let part = bytes(recvcount, recvtype)?;
@@ -242,7 +329,18 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Alltoall` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Alltoall / PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
-        let c = rt()?.comm(comm)?;
+        let c = rt()?.comm_any(comm)?;
+        if let Some(ic) = &c.inter {
+            crate::inter::not_in_place(sendbuf)?;
+            let n = ic.remote.size() as usize;
+            let part = bytes(recvcount, recvtype)?;
+            same("MPI_Alltoall", bytes(sendcount, sendtype)?, part)?;
+            // SAFETY: the caller's send buffer, copied before the receive buffer is written.
+            let send = unsafe { input(sendbuf, part * n) }?.to_vec();
+            // SAFETY: the caller's receive buffer of remote size * `recvcount` elements.
+            let out = unsafe { output(recvbuf, part * n) }?;
+            return crate::inter::alltoall(ic, &send, out, part);
+        }
         let n = c.comm.size() as usize;
         let part = bytes(recvcount, recvtype)?;
         // SAFETY: the caller's receive buffer of `size * recvcount` elements.

@@ -29,18 +29,18 @@ pub unsafe fn put<T>(out: *mut T, v: T, what: &str) -> Result<(), MpiError> {
 mpi_fn! {
     /// `MPI_Comm_rank`.
     MPI_Comm_rank / PMPI_Comm_rank(comm: Handle, rank: *mut c_int) on comm => {
-        let c = rt()?.comm(comm)?;
+        let c = rt()?.comm_any(comm)?;
         // SAFETY: the caller's int.
-        unsafe { put(rank, c.comm.rank() as c_int, "rank") }
+        unsafe { put(rank, c.local().rank() as c_int, "rank") }
     }
 }
 
 mpi_fn! {
     /// `MPI_Comm_size`.
     MPI_Comm_size / PMPI_Comm_size(comm: Handle, size: *mut c_int) on comm => {
-        let c = rt()?.comm(comm)?;
+        let c = rt()?.comm_any(comm)?;
         // SAFETY: the caller's int.
-        unsafe { put(size, c.comm.size() as c_int, "size") }
+        unsafe { put(size, c.local().size() as c_int, "size") }
     }
 }
 
@@ -48,7 +48,20 @@ mpi_fn! {
 /// topology, and the attributes its copy callbacks copy.
 fn dup(comm: Handle) -> Result<Handle, MpiError> {
     let rt = rt()?;
-    let c = rt.comm(comm)?;
+    let c = rt.comm_any(comm)?;
+    if let Some(ic) = &c.inter {
+        let d = ic.dup()?;
+        let h = rt.add_comm(CommEntry::new_inter(
+            d,
+            c.errhandler.load(Ordering::Relaxed),
+            rt.agent.size(),
+        ));
+        if let Err(e) = crate::attr::copy_all(Kind::Comm, comm, h) {
+            let _ = rt.remove_comm(h);
+            return Err(e);
+        }
+        return Ok(h);
+    }
     let d = c.comm.dup()?;
     let h = rt.add_comm(CommEntry::new(
         d.clone(),
@@ -69,7 +82,7 @@ mpi_fn! {
     /// `MPI_Comm_dup` (collective): a communicator with the same members, new contexts, the
     /// same error handler and topology, and the attributes the copy callbacks copy.
     MPI_Comm_dup / PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) on comm => {
-        rt()?.comm(comm)?;
+        rt()?.comm_any(comm)?;
         if newcomm.is_null() {
             return Err(MpiError::new(err::ARG, "newcomm is NULL"));
         }
@@ -83,7 +96,7 @@ mpi_fn! {
     /// `MPI_Comm_dup_with_info`: as `MPI_Comm_dup` (hints are accepted and ignored).
     MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: Handle, info: Handle, newcomm: *mut Handle) on comm => {
         let _ = info;
-        rt()?.comm(comm)?;
+        rt()?.comm_any(comm)?;
         if newcomm.is_null() {
             return Err(MpiError::new(err::ARG, "newcomm is NULL"));
         }
@@ -175,7 +188,7 @@ mpi_fn! {
         if *h == abi::COMM_WORLD || *h == abi::COMM_SELF {
             return Err(MpiError::new(err::COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed").on(*h));
         }
-        rt.comm(*h).map_err(|e| e.on(*h))?;
+        rt.comm_any(*h).map_err(|e| e.on(*h))?;
         crate::attr::delete_all(Kind::Comm, *h).map_err(|e| e.on(*h))?;
         crate::topo::forget(*h);
         rt.remove_comm(*h).map_err(|e| e.on(*h))?;
@@ -188,14 +201,24 @@ mpi_fn! {
     /// `MPI_Comm_compare`.
     MPI_Comm_compare / PMPI_Comm_compare(comm1: Handle, comm2: Handle, result: *mut c_int) on comm1 => {
         let rt = rt()?;
-        let a = rt.comm(comm1)?;
-        let b = rt.comm(comm2).map_err(|e| e.on(comm2))?;
+        let a = rt.comm_any(comm1)?;
+        let b = rt.comm_any(comm2).map_err(|e| e.on(comm2))?;
         let members = |c: &CommEntry| -> Vec<u32> {
-            (0..c.comm.size()).filter_map(|r| c.comm.world_rank(r)).collect()
+            let l = c.local();
+            (0..l.size()).filter_map(|r| l.world_rank(r)).collect()
         };
         let (ma, mb) = (members(&a), members(&b));
         let r = if comm1 == comm2 {
             abi::IDENT
+        } else if a.inter.is_some() || b.inter.is_some() {
+            // Intercommunicators: congruent when both are, with the same local and remote
+            // groups in order, unequal otherwise.
+            let remote = |c: &CommEntry| c.inter.as_ref().map(|i| i.remote.world_ranks().to_vec());
+            if a.inter.is_some() && b.inter.is_some() && ma == mb && remote(&a) == remote(&b) {
+                abi::CONGRUENT
+            } else {
+                abi::UNEQUAL
+            }
         } else if ma == mb {
             abi::CONGRUENT
         } else {
@@ -227,7 +250,7 @@ mpi_fn! {
     /// `MPI_Comm_set_errhandler`: `MPI_ERRORS_ARE_FATAL`, `MPI_ERRORS_ABORT`,
     /// `MPI_ERRORS_RETURN`, or one of `MPI_Comm_create_errhandler`.
     MPI_Comm_set_errhandler / PMPI_Comm_set_errhandler(comm: Handle, errhandler: Handle) on comm => {
-        let c = rt()?.comm(comm)?;
+        let c = rt()?.comm_any(comm)?;
         check_errhandler(errhandler)?;
         c.errhandler.store(errhandler, Ordering::Relaxed);
         Ok(())
@@ -237,7 +260,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_get_errhandler`.
     MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: Handle, errhandler: *mut Handle) on comm => {
-        let c = rt()?.comm(comm)?;
+        let c = rt()?.comm_any(comm)?;
         // SAFETY: the caller's handle.
         unsafe { put(errhandler, c.errhandler.load(Ordering::Relaxed), "errhandler") }
     }

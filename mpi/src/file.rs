@@ -238,7 +238,7 @@ mpi_fn! {
     MPI_File_open / PMPI_File_open(comm: Handle, filename: *const c_char, amode: c_int, info: Handle, fh: *mut *mut c_void) on comm => {
         let _ = info;
         let rt = rt()?;
-        let c = rt.comm(comm)?;
+        let c = rt.intra(comm)?;
         // SAFETY: the caller's file name.
         let p = unsafe { path(filename) }?;
         if fh.is_null() {

@@ -11,11 +11,11 @@ use crate::error::MpiError;
 use crate::state::{CommEntry, rt};
 
 mpi_fn! {
-    /// `MPI_Comm_group`.
+    /// `MPI_Comm_group` (of an intercommunicator: its local group).
     MPI_Comm_group / PMPI_Comm_group(comm: Handle, group: *mut Handle) on comm => {
         let rt = rt()?;
-        let c = rt.comm(comm)?;
-        let members: Vec<u32> = (0..c.comm.size()).filter_map(|r| c.comm.world_rank(r)).collect();
+        let c = rt.comm_any(comm)?;
+        let members = c.local().world_ranks().to_vec();
         if group.is_null() {
             return Err(MpiError::new(err::ARG, "group is NULL"));
         }
@@ -340,7 +340,7 @@ mpi_fn! {
     /// apart. A caller outside the group gets `MPI_COMM_NULL`.
     MPI_Comm_create_group / PMPI_Comm_create_group(comm: Handle, group: Handle, tag: c_int, newcomm: *mut Handle) on comm => {
         let rt = rt()?;
-        let c = rt.comm(comm)?;
+        let c = rt.intra(comm)?;
         let g = rt.group(group)?;
         if tag < 0 {
             return Err(MpiError::new(err::TAG, format!("tag {tag} is negative")));

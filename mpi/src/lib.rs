@@ -78,6 +78,7 @@ pub mod error;
 mod file;
 mod greq;
 mod group;
+mod inter;
 mod misc;
 mod op;
 mod p2p;

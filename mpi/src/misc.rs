@@ -1,6 +1,7 @@
 //! Smaller parts of the interface: user error handlers (`MPI_Comm_create_errhandler`,
 //! `MPI_Comm_call_errhandler`), `MPI_Info` objects, communicator names,
-//! `MPI_Comm_split_type`, `MPI_Get_address`, `MPI_Comm_test_inter`.
+//! `MPI_Comm_split_type`, `MPI_Get_address`, `MPI_Comm_test_inter`
+//! (intercommunicators are in `inter`).
 
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -59,7 +60,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_call_errhandler`: runs the communicator's error handler with `errorcode`.
     MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: Handle, errorcode: c_int) on comm => {
-        rt()?.comm(comm)?;
+        rt()?.comm_any(comm)?;
         crate::error::raise(
             "MPI_Comm_call_errhandler",
             comm,
@@ -304,7 +305,7 @@ const MAX_OBJECT_NAME: usize = 128;
 mpi_fn! {
     /// `MPI_Comm_set_name`.
     MPI_Comm_set_name / PMPI_Comm_set_name(comm: Handle, comm_name: *const c_char) on comm => {
-        rt()?.comm(comm)?;
+        rt()?.comm_any(comm)?;
         // SAFETY: the caller's string.
         let n = unsafe { string(comm_name, "comm_name") }?;
         names().lock().unwrap_or_else(|e| e.into_inner()).insert(comm, n);
@@ -315,7 +316,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_get_name` (`MPI_COMM_WORLD` and `MPI_COMM_SELF` are named so by default).
     MPI_Comm_get_name / PMPI_Comm_get_name(comm: Handle, comm_name: *mut c_char, resultlen: *mut c_int) on comm => {
-        rt()?.comm(comm)?;
+        rt()?.comm_any(comm)?;
         let n = names().lock().unwrap_or_else(|e| e.into_inner()).get(&comm).cloned();
         let n = n.unwrap_or_else(|| match comm {
             abi::COMM_WORLD => "MPI_COMM_WORLD".into(),
@@ -376,10 +377,10 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_Comm_test_inter`: every communicator here is an intracommunicator.
+    /// `MPI_Comm_test_inter`: true for an intercommunicator.
     MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: Handle, flag: *mut c_int) on comm => {
-        rt()?.comm(comm)?;
+        let c = rt()?.comm_any(comm)?;
         // SAFETY: the caller's int.
-        unsafe { put(flag, 0, "flag") }
+        unsafe { put(flag, c_int::from(c.inter.is_some()), "flag") }
     }
 }

@@ -246,7 +246,7 @@ unsafe fn start_send(
     mode: Mode,
 ) -> Result<Option<Request>, MpiError> {
     let rt = rt()?;
-    let c = rt.comm(comm)?;
+    let c = rt.comm_any(comm)?;
     let data = data_of(count, datatype)?;
     let tag = send_tag(tag)?;
     let Some(dest) = dest_rank(&c, dest)? else {
@@ -311,7 +311,7 @@ unsafe fn blocking_send(
     let contiguous = matches!(data_of(count, datatype)?, Data::Bytes(_));
     if mode == Mode::Standard && contiguous {
         let rt = rt()?;
-        let c = rt.comm(comm)?;
+        let c = rt.comm_any(comm)?;
         let len = bytes(count, datatype)?;
         if len > c.comm.agent().config().eager_limit {
             // SAFETY: the caller's buffer, unchanged until the wait below returns.
@@ -452,7 +452,7 @@ unsafe fn post_recv(
     comm: Handle,
 ) -> Result<(Request, Meta), MpiError> {
     let rt = rt()?;
-    let c = rt.comm(comm)?;
+    let c = rt.comm_any(comm)?;
     let (cap, unpack) = match data_of(count, datatype)? {
         Data::Bytes(len) => (len, None),
         Data::Packed(l, n, packed) => (packed, Some((l, n))),
@@ -660,7 +660,7 @@ impl Persist {
 /// `request` is the caller's writable handle.
 unsafe fn persistent(p: Persist, request: *mut Handle) -> Result<(), MpiError> {
     let rt = rt()?;
-    let c = rt.comm(p.comm)?;
+    let c = rt.comm_any(p.comm)?;
     bytes(p.count, p.datatype)?;
     if p.send.is_some() {
         send_tag(p.tag)?;
@@ -817,7 +817,7 @@ unsafe fn blocking_recv(
 ) -> Result<MpiStatus, MpiError> {
     LAST_STATUS.with(|l| l.set(MpiStatus::empty()));
     let rt = rt()?;
-    let c = rt.comm(comm)?;
+    let c = rt.comm_any(comm)?;
     let data = data_of(count, datatype)?;
     let tagm = recv_tag(tag)?;
     let Some(src) = source_rank(&c, source)? else {
@@ -993,7 +993,7 @@ mpi_fn! {
     /// `MPI_Probe`.
     MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
         let rt = rt()?;
-        let c = rt.comm(comm)?;
+        let c = rt.comm_any(comm)?;
         let tag = recv_tag(tag)?;
         let s = match source_rank(&c, source)? {
             None => proc_null_status(),
@@ -1009,7 +1009,7 @@ mpi_fn! {
     /// `MPI_Iprobe`.
     MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, status: *mut MpiStatus) on comm => {
         let rt = rt()?;
-        let c = rt.comm(comm)?;
+        let c = rt.comm_any(comm)?;
         let tag = recv_tag(tag)?;
         // SAFETY: the caller's flag.
         let flag = unsafe { flag.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "flag is NULL"))?;

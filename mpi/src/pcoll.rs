@@ -61,13 +61,24 @@ impl<T> Keep for *mut T {
     }
 }
 
-/// Makes the inactive persistent request of a collective on `comm` started by `start`.
+/// Makes the inactive persistent request of a collective on `comm` started by `start`
+/// (`intra_only`: a collective the standard forbids on an intercommunicator, `MPI_ERR_COMM`
+/// there).
 ///
 /// # Safety
 ///
 /// `request` is the caller's writable handle (or NULL, an error).
-unsafe fn make(comm: Handle, start: Arc<CollStart>, request: *mut Handle) -> Result<(), MpiError> {
+unsafe fn make(
+    comm: Handle,
+    start: Arc<CollStart>,
+    intra_only: bool,
+    request: *mut Handle,
+) -> Result<(), MpiError> {
     let rt = rt()?;
+    if intra_only {
+        // The standard forbids these on an intercommunicator.
+        rt.intra(comm)?;
+    }
     rt.comm(comm)?;
     // SAFETY: the caller's handle.
     let out =
@@ -97,7 +108,7 @@ macro_rules! persistent {
                     Ok(h)
                 };
                 // SAFETY: the caller's handle.
-                unsafe { make(comm, Arc::new(start), request) }
+                unsafe { make(comm, Arc::new(start), matches!($what, "MPI_Iscan" | "MPI_Iexscan"), request) }
             }
         }
     };

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::thread::ThreadId;
 
 use viaduct_agent::agent::Agent;
-use viaduct_agent::comm::Comm;
+use viaduct_agent::comm::{Comm, Intercomm};
 use viaduct_agent::request::{CompleteHandle, Request};
 
 use crate::abi::{self, Handle, err};
@@ -24,6 +24,9 @@ pub struct CommEntry {
     pub to_comm: Vec<u32>,
     /// The error handler (`MPI_ERRORS_ARE_FATAL`, `MPI_ERRORS_RETURN`, `MPI_ERRORS_ABORT`).
     pub errhandler: AtomicI32,
+    /// For an intercommunicator, its groups and contexts (`comm` is then its `remote`: the
+    /// ranks of point-to-point calls and statuses are the remote group's).
+    pub inter: Option<Intercomm>,
 }
 
 impl CommEntry {
@@ -39,7 +42,21 @@ impl CommEntry {
             comm,
             to_comm,
             errhandler: AtomicI32::new(errhandler),
+            inter: None,
         }
+    }
+
+    /// An entry for intercommunicator `ic` with error handler `errhandler`.
+    pub fn new_inter(ic: Intercomm, errhandler: Handle, world_size: u32) -> Self {
+        let mut e = CommEntry::new(ic.remote.clone(), errhandler, world_size);
+        e.inter = Some(ic);
+        e
+    }
+
+    /// The local group's communicator: the communicator itself, or an intercommunicator's
+    /// local group (its rank and size are the ones of `MPI_Comm_rank` and `MPI_Comm_size`).
+    pub fn local(&self) -> &Comm {
+        self.inter.as_ref().map_or(&self.comm, |i| &i.local)
     }
 
     /// The rank here of world rank `w`, if a member.
@@ -266,8 +283,37 @@ impl Runtime {
         }
     }
 
-    /// The communicator behind handle `h`.
+    /// The intracommunicator behind handle `h`: an intercommunicator is
+    /// `MPI_ERR_UNSUPPORTED_OPERATION` (calls that take one use [`Runtime::comm_any`]).
     pub fn comm(&self, h: Handle) -> Result<Arc<CommEntry>, MpiError> {
+        let c = self.comm_any(h)?;
+        if c.inter.is_some() {
+            return Err(MpiError::new(
+                err::UNSUPPORTED_OPERATION,
+                format!(
+                    "{h:#x} is an intercommunicator; viaduct's MPI library does not take one in \
+                     this call (see docs/MPI.md)"
+                ),
+            ));
+        }
+        Ok(c)
+    }
+
+    /// The entry of communicator `h`, as `comm`, for a call the standard forbids on an
+    /// intercommunicator: an intercommunicator is `MPI_ERR_COMM`.
+    pub fn intra(&self, h: Handle) -> Result<Arc<CommEntry>, MpiError> {
+        let c = self.comm_any(h)?;
+        if c.inter.is_some() {
+            return Err(MpiError::new(
+                err::COMM,
+                format!("{h:#x} is an intercommunicator; this call takes an intracommunicator"),
+            ));
+        }
+        Ok(c)
+    }
+
+    /// The entry of communicator `h`, intra- or intercommunicator.
+    pub fn comm_any(&self, h: Handle) -> Result<Arc<CommEntry>, MpiError> {
         if h == abi::COMM_NULL {
             return Err(MpiError::new(
                 err::COMM,
@@ -302,7 +348,7 @@ impl Runtime {
                 "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed",
             ));
         }
-        self.comm(h)?;
+        self.comm_any(h)?;
         let mut comms = self.comms.write().unwrap_or_else(|e| e.into_inner());
         comms.remove(&h);
         Ok(())

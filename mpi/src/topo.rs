@@ -274,7 +274,7 @@ mpi_fn! {
     /// keeps every rank.
     MPI_Cart_create / PMPI_Cart_create(comm_old: Handle, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut Handle) on comm_old => {
         let _ = reorder;
-        let c = rt()?.comm(comm_old)?;
+        let c = rt()?.intra(comm_old)?;
         if ndims < 0 {
             return Err(MpiError::new(err::ARG, format!("ndims {ndims} is negative")));
         }
@@ -448,7 +448,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Topo_test`: `MPI_CART`, `MPI_GRAPH`, `MPI_DIST_GRAPH` or `MPI_UNDEFINED`.
     MPI_Topo_test / PMPI_Topo_test(comm: Handle, status: *mut c_int) on comm => {
-        rt()?.comm(comm)?;
+        rt()?.comm_any(comm)?;
         let s = match topo_of(comm).map(|t| t.shape.clone()) {
             Some(Shape::Cart { .. }) => CART,
             Some(Shape::Graph { .. }) => GRAPH,
@@ -482,7 +482,7 @@ mpi_fn! {
     /// out-neighbours; `reorder` keeps every rank.
     MPI_Dist_graph_create_adjacent / PMPI_Dist_graph_create_adjacent(comm_old: Handle, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: Handle, reorder: c_int, comm_dist_graph: *mut Handle) on comm_old => {
         let _ = (info, reorder);
-        let c = rt()?.comm(comm_old)?;
+        let c = rt()?.intra(comm_old)?;
         if indegree < 0 || outdegree < 0 {
             return Err(MpiError::new(err::ARG, format!("degree {} is negative", indegree.min(outdegree))));
         }
@@ -856,7 +856,7 @@ mpi_fn! {
     /// `reorder` keeps every rank.
     MPI_Graph_create / PMPI_Graph_create(comm_old: Handle, nnodes: c_int, indx: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut Handle) on comm_old => {
         let _ = reorder;
-        let c = rt()?.comm(comm_old)?;
+        let c = rt()?.intra(comm_old)?;
         // SAFETY: the caller's arrays.
         let (index, e) = unsafe { graph_args(nnodes, indx, edges, c.comm.size()) }?;
         if comm_graph.is_null() {
@@ -1202,7 +1202,7 @@ mpi_fn! {
     /// rank.
     MPI_Dist_graph_create / PMPI_Dist_graph_create(comm_old: Handle, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights: *const c_int, info: Handle, reorder: c_int, comm_dist_graph: *mut Handle) on comm_old => {
         let _ = (info, reorder);
-        let c = rt()?.comm(comm_old)?;
+        let c = rt()?.intra(comm_old)?;
         let size = c.comm.size();
         if n < 0 {
             return Err(MpiError::new(err::ARG, format!("n {n} is negative")));

@@ -833,7 +833,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Scan` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Scan / PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
-        let c = rt()?.comm(comm)?;
+        let c = rt()?.intra(comm)?;
         // SAFETY: the caller's arguments.
         unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, false) }?.run()
     }
@@ -842,7 +842,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iscan`.
     MPI_Iscan / PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
-        let c = rt()?.comm(comm)?;
+        let c = rt()?.intra(comm)?;
         // SAFETY: the caller's arguments and handle.
         unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, false)?.give(comm, request) }
     }
@@ -851,7 +851,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Exscan` (`MPI_IN_PLACE` as `sendbuf`); rank 0's receive buffer is left as it is.
     MPI_Exscan / PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
-        let c = rt()?.comm(comm)?;
+        let c = rt()?.intra(comm)?;
         // SAFETY: the caller's arguments.
         unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, true) }?.run()
     }
@@ -860,7 +860,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iexscan`.
     MPI_Iexscan / PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
-        let c = rt()?.comm(comm)?;
+        let c = rt()?.intra(comm)?;
         // SAFETY: the caller's arguments and handle.
         unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, true)?.give(comm, request) }
     }

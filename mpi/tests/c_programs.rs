@@ -309,7 +309,10 @@ fn program_at(p: &str, sizes: &[u32]) {
             &format!("{p} on MPICH, mpiexec -n {n}"),
             n as usize,
         );
-        assert_eq!(v, mpich, "{p}: viaduct and MPICH give different results at {n} ranks");
+        assert_eq!(
+            v, mpich,
+            "{p}: viaduct and MPICH give different results at {n} ranks"
+        );
     }
 }
 

@@ -201,8 +201,10 @@ int main(int argc, char **argv) {
         CHECK(MPI_Wait(&rr[0], MPI_STATUS_IGNORE) == MPI_SUCCESS);
         CHECK(b == bd && b == 2 * lrank + (1 - color));
     }
-    CHECK(MPI_Comm_free(&d) == MPI_SUCCESS && d == MPI_COMM_NULL);
-    CHECK(MPI_Comm_free(&inter) == MPI_SUCCESS && inter == MPI_COMM_NULL);
+    CHECK_RC(MPI_Comm_free(&d), MPI_SUCCESS);
+    CHECK(d == MPI_COMM_NULL);
+    CHECK_RC(MPI_Comm_free(&inter), MPI_SUCCESS);
+    CHECK(inter == MPI_COMM_NULL);
     MPI_Comm_free(&local);
     MPI_Group_free(&world);
     OK(wrank, "done");

@@ -1,0 +1,381 @@
+//! Intercommunicators: `MPI_Intercomm_create`, `MPI_Intercomm_merge`, `MPI_Comm_remote_size`,
+//! `MPI_Comm_remote_group`, and the collectives on an intercommunicator (`MPI_Barrier`,
+//! `MPI_Bcast`, `MPI_Reduce`, `MPI_Allreduce`, `MPI_Gather`, `MPI_Scatter`, `MPI_Allgather`,
+//! `MPI_Alltoall`), on the agent's [`Intercomm`].
+//!
+//! The collectives are simple algorithms: the rooted ones go straight between the root and
+//! each remote rank; the reductions and `MPI_Allgather` gather within each group to its rank 0,
+//! whose leaders swap the results, then spread them in their group. Their messages travel on
+//! the intercommunicator's collective context, never matching point-to-point messages.
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::Ordering;
+
+use viaduct_agent::coll::Reduction;
+use viaduct_agent::comm::{Comm, Intercomm};
+use viaduct_agent::matching::{Source, TagMatch};
+use viaduct_agent::request::{Request, wait_all};
+
+use crate::abi::{self, Handle, err};
+use crate::comm::put;
+use crate::error::MpiError;
+use crate::op::fold;
+use crate::state::{CommEntry, rt};
+
+/// Tag of the collectives' messages on the collective context (collectives are called in
+/// the same order by every member, and messages between two ranks do not overtake).
+const TAG: u32 = 1;
+
+mpi_fn! {
+    /// `MPI_Intercomm_create` (collective over both groups): the leaders swap their groups
+    /// over `peer_comm` with `tag`; the new intercommunicator has the error handler of
+    /// `local_comm`.
+    MPI_Intercomm_create / PMPI_Intercomm_create(local_comm: Handle, local_leader: c_int, peer_comm: Handle, remote_leader: c_int, tag: c_int, newintercomm: *mut Handle) on local_comm => {
+        let rt = rt()?;
+        let c = rt.intra(local_comm)?;
+        if newintercomm.is_null() {
+            return Err(MpiError::new(err::ARG, "newintercomm is NULL"));
+        }
+        if local_leader < 0 || local_leader as u32 >= c.comm.size() {
+            return Err(MpiError::new(
+                err::RANK,
+                format!("local_leader {local_leader} is not a rank of local_comm of {} ranks", c.comm.size()),
+            ));
+        }
+        let leader = local_leader as u32;
+        let peer = if c.comm.rank() == leader {
+            if tag < 0 {
+                return Err(MpiError::new(err::TAG, format!("tag {tag} is negative")));
+            }
+            let p = rt.comm(peer_comm).map_err(|e| e.on(local_comm))?;
+            if remote_leader < 0 || remote_leader as u32 >= p.comm.size() {
+                return Err(MpiError::new(
+                    err::RANK,
+                    format!("remote_leader {remote_leader} is not a rank of peer_comm of {} ranks", p.comm.size()),
+                ));
+            }
+            Some(p)
+        } else {
+            None
+        };
+        let ic = c.comm.intercomm_create(
+            leader,
+            peer.as_ref().map(|p| &p.comm),
+            remote_leader.max(0) as u32,
+            tag.max(0) as u32,
+        )?;
+        let h = rt.add_comm(CommEntry::new_inter(ic, c.errhandler.load(Ordering::Relaxed), rt.agent.size()));
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(newintercomm, h, "newintercomm") }
+    }
+}
+
+fn inter_of(c: &CommEntry, h: Handle) -> Result<&Intercomm, MpiError> {
+    c.inter
+        .as_ref()
+        .ok_or_else(|| MpiError::new(err::COMM, format!("{h:#x} is not an intercommunicator")))
+}
+
+mpi_fn! {
+    /// `MPI_Intercomm_merge` (collective over both groups): the group giving `high` false
+    /// first; when both give the same, the group whose leader has the lower rank in
+    /// `MPI_COMM_WORLD`.
+    MPI_Intercomm_merge / PMPI_Intercomm_merge(intercomm: Handle, high: c_int, newintracomm: *mut Handle) on intercomm => {
+        let rt = rt()?;
+        let c = rt.comm_any(intercomm)?;
+        let ic = inter_of(&c, intercomm)?;
+        if newintracomm.is_null() {
+            return Err(MpiError::new(err::ARG, "newintracomm is NULL"));
+        }
+        let m = ic.merge(high != 0)?;
+        let h = rt.add_comm(CommEntry::new(m, c.errhandler.load(Ordering::Relaxed), rt.agent.size()));
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(newintracomm, h, "newintracomm") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Comm_remote_size`.
+    MPI_Comm_remote_size / PMPI_Comm_remote_size(comm: Handle, size: *mut c_int) on comm => {
+        let c = rt()?.comm_any(comm)?;
+        let ic = inter_of(&c, comm)?;
+        // SAFETY: the caller's int.
+        unsafe { put(size, ic.remote.size() as c_int, "size") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Comm_remote_group`.
+    MPI_Comm_remote_group / PMPI_Comm_remote_group(comm: Handle, group: *mut Handle) on comm => {
+        let rt = rt()?;
+        let c = rt.comm_any(comm)?;
+        let ic = inter_of(&c, comm)?;
+        if group.is_null() {
+            return Err(MpiError::new(err::ARG, "group is NULL"));
+        }
+        let h = rt.add_group(ic.remote.world_ranks().to_vec());
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(group, h, "group") }
+    }
+}
+
+/// The role of this rank in a rooted collective on an intercommunicator.
+pub enum Role {
+    /// The root (`MPI_ROOT`).
+    Root,
+    /// Another member of the root's group (`MPI_PROC_NULL`).
+    Idle,
+    /// A member of the other group; the root is this remote rank.
+    Remote(u32),
+}
+
+/// The role given by `root` on `ic`.
+pub fn role(ic: &Intercomm, root: c_int) -> Result<Role, MpiError> {
+    match root {
+        abi::ROOT => Ok(Role::Root),
+        abi::PROC_NULL => Ok(Role::Idle),
+        r if r >= 0 && (r as u32) < ic.remote.size() => Ok(Role::Remote(r as u32)),
+        r => Err(MpiError::new(
+            err::ROOT,
+            format!(
+                "root {r} is neither MPI_ROOT, MPI_PROC_NULL nor a rank of the remote group of {} ranks",
+                ic.remote.size()
+            ),
+        )),
+    }
+}
+
+/// Rejects `MPI_IN_PLACE`, which no intercommunicator collective here takes.
+pub fn not_in_place(p: *const c_void) -> Result<(), MpiError> {
+    if p as usize == abi::IN_PLACE {
+        return Err(MpiError::new(
+            err::ARG,
+            "MPI_IN_PLACE is not valid on an intercommunicator",
+        ));
+    }
+    Ok(())
+}
+
+/// Receives exactly `len` bytes from remote rank `src` on the collective context.
+fn post_recv(
+    ic: &Intercomm,
+    src: u32,
+    len: usize,
+) -> Result<(Request, viaduct_agent::recv_buffer::RecvBuffer), MpiError> {
+    Ok(ic.coll.irecv(len, Source::Rank(src), TagMatch::Tag(TAG))?)
+}
+
+fn exact(got: Vec<u8>, len: usize, from: u32) -> Result<Vec<u8>, MpiError> {
+    if got.len() != len {
+        return Err(MpiError::new(
+            err::TRUNCATE,
+            format!(
+                "{} bytes from remote rank {from}, {len} expected (the two groups' counts and types do not match)",
+                got.len()
+            ),
+        ));
+    }
+    Ok(got)
+}
+
+/// Leaders swap `mine` for the remote leader's `theirs_len` bytes; the result is spread to
+/// every member of the local group.
+fn swap_and_spread(ic: &Intercomm, mine: &[u8], out: &mut [u8]) -> Result<(), MpiError> {
+    if ic.local.rank() == 0 {
+        let (r, b) = post_recv(ic, 0, out.len())?;
+        let s = ic.coll.isend(0, TAG, mine)?;
+        wait_all(&mut [r, s], None)?;
+        out.copy_from_slice(&exact(b.take(), out.len(), 0)?);
+    }
+    ic.local.bcast(out, 0)?;
+    Ok(())
+}
+
+/// `MPI_Barrier` on an intercommunicator: no rank leaves before every rank of the other
+/// group entered.
+pub fn barrier(ic: &Intercomm) -> Result<(), MpiError> {
+    ic.local.barrier()?;
+    swap_and_spread(ic, &[], &mut [])?;
+    Ok(())
+}
+
+/// `MPI_Bcast` on an intercommunicator: the root sends `buf` to every remote rank.
+pub fn bcast(ic: &Intercomm, buf: &mut [u8], root: c_int) -> Result<(), MpiError> {
+    match role(ic, root)? {
+        Role::Idle => Ok(()),
+        Role::Root => {
+            let mut reqs = Vec::new();
+            for r in 0..ic.remote.size() {
+                reqs.push(ic.coll.isend(r, TAG, buf)?);
+            }
+            wait_all(&mut reqs, None)?;
+            Ok(())
+        }
+        Role::Remote(root) => {
+            let (r, b) = post_recv(ic, root, buf.len())?;
+            wait_all(&mut [r], None)?;
+            buf.copy_from_slice(&exact(b.take(), buf.len(), root)?);
+            Ok(())
+        }
+    }
+}
+
+/// The reduction of every local member's `mine`, in local rank order, at local rank 0
+/// (`None` elsewhere).
+fn reduce_local(local: &Comm, mine: &[u8], red: &Reduction) -> Result<Option<Vec<u8>>, MpiError> {
+    let n = local.size() as usize;
+    if local.rank() != 0 {
+        local.gather(mine, &mut [], 0)?;
+        return Ok(None);
+    }
+    let mut all = vec![0u8; mine.len() * n];
+    local.gather(mine, &mut all, 0)?;
+    let mut out = vec![0u8; mine.len()];
+    fold(red, &all, &mut out);
+    Ok(Some(out))
+}
+
+/// `MPI_Reduce` on an intercommunicator: the root gets the reduction of the remote group's
+/// contributions (`recv`: the root's buffer).
+pub fn reduce(
+    ic: &Intercomm,
+    mine: &[u8],
+    recv: Option<&mut [u8]>,
+    red: &Reduction,
+    root: c_int,
+) -> Result<(), MpiError> {
+    match role(ic, root)? {
+        Role::Idle => Ok(()),
+        Role::Root => {
+            let out = recv.ok_or_else(|| MpiError::new(err::BUFFER, "recvbuf is NULL"))?;
+            let (r, b) = post_recv(ic, 0, out.len())?;
+            wait_all(&mut [r], None)?;
+            out.copy_from_slice(&exact(b.take(), out.len(), 0)?);
+            Ok(())
+        }
+        Role::Remote(root) => {
+            if let Some(v) = reduce_local(&ic.local, mine, red)? {
+                let s = ic.coll.isend(root, TAG, &v)?;
+                wait_all(&mut [s], None)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `MPI_Allreduce` on an intercommunicator: each group gets the reduction of the other
+/// group's contributions.
+pub fn allreduce(
+    ic: &Intercomm,
+    mine: &[u8],
+    out: &mut [u8],
+    red: &Reduction,
+) -> Result<(), MpiError> {
+    let v = reduce_local(&ic.local, mine, red)?.unwrap_or_default();
+    swap_and_spread(ic, &v, out)
+}
+
+/// `MPI_Gather` on an intercommunicator: the root gets every remote rank's `mine`, in remote
+/// rank order (`recv`: the root's buffer, `len` bytes per rank).
+pub fn gather(
+    ic: &Intercomm,
+    mine: &[u8],
+    recv: Option<&mut [u8]>,
+    len: usize,
+    root: c_int,
+) -> Result<(), MpiError> {
+    match role(ic, root)? {
+        Role::Idle => Ok(()),
+        Role::Root => {
+            let out = recv.ok_or_else(|| MpiError::new(err::BUFFER, "recvbuf is NULL"))?;
+            let mut reqs = Vec::new();
+            let mut bufs = Vec::new();
+            for r in 0..ic.remote.size() {
+                let (q, b) = post_recv(ic, r, len)?;
+                reqs.push(q);
+                bufs.push(b);
+            }
+            wait_all(&mut reqs, None)?;
+            for (r, b) in bufs.into_iter().enumerate() {
+                let got = exact(b.take(), len, r as u32)?;
+                out[r * len..(r + 1) * len].copy_from_slice(&got);
+            }
+            Ok(())
+        }
+        Role::Remote(root) => {
+            let s = ic.coll.isend(root, TAG, mine)?;
+            wait_all(&mut [s], None)?;
+            Ok(())
+        }
+    }
+}
+
+/// `MPI_Scatter` on an intercommunicator: remote rank `i` gets the root's `i`-th block of
+/// `len` bytes (`send`: the root's buffer).
+pub fn scatter(
+    ic: &Intercomm,
+    send: Option<&[u8]>,
+    recv: &mut [u8],
+    len: usize,
+    root: c_int,
+) -> Result<(), MpiError> {
+    match role(ic, root)? {
+        Role::Idle => Ok(()),
+        Role::Root => {
+            let send = send.ok_or_else(|| MpiError::new(err::BUFFER, "sendbuf is NULL"))?;
+            let mut reqs = Vec::new();
+            for r in 0..ic.remote.size() as usize {
+                reqs.push(
+                    ic.coll
+                        .isend(r as u32, TAG, &send[r * len..(r + 1) * len])?,
+                );
+            }
+            wait_all(&mut reqs, None)?;
+            Ok(())
+        }
+        Role::Remote(root) => {
+            let (r, b) = post_recv(ic, root, recv.len())?;
+            wait_all(&mut [r], None)?;
+            recv.copy_from_slice(&exact(b.take(), recv.len(), root)?);
+            Ok(())
+        }
+    }
+}
+
+/// `MPI_Allgather` on an intercommunicator: each rank gets every remote rank's `mine`, in
+/// remote rank order (`out`: remote size blocks).
+pub fn allgather(ic: &Intercomm, mine: &[u8], out: &mut [u8]) -> Result<(), MpiError> {
+    let n = ic.local.size() as usize;
+    let mut all = if ic.local.rank() == 0 {
+        vec![0u8; mine.len() * n]
+    } else {
+        Vec::new()
+    };
+    ic.local.gather(mine, &mut all, 0)?;
+    swap_and_spread(ic, &all, out)
+}
+
+/// `MPI_Alltoall` on an intercommunicator: block `j` of `send` goes to remote rank `j`, block
+/// `j` of `recv` comes from remote rank `j` (`len` bytes each).
+pub fn alltoall(ic: &Intercomm, send: &[u8], recv: &mut [u8], len: usize) -> Result<(), MpiError> {
+    let n = ic.remote.size() as usize;
+    let mut reqs = Vec::new();
+    let mut bufs = Vec::new();
+    for r in 0..n {
+        let (q, b) = post_recv(ic, r as u32, len)?;
+        reqs.push(q);
+        bufs.push(b);
+    }
+    for r in 0..n {
+        reqs.push(
+            ic.coll
+                .isend(r as u32, TAG, &send[r * len..(r + 1) * len])?,
+        );
+    }
+    wait_all(&mut reqs, None)?;
+    for (r, b) in bufs.into_iter().enumerate() {
+        let got = exact(b.take(), len, r as u32)?;
+        recv[r * len..(r + 1) * len].copy_from_slice(&got);
+    }
+    Ok(())
+}
