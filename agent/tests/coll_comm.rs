@@ -132,3 +132,103 @@ fn create_group_shm() {
 fn create_group_tcp() {
     groups(MethodKind::Tcp, 3);
 }
+
+/// Intercommunicators over the world split into evens and odds: fresh contexts unused by the
+/// members' other communicators, point-to-point with remote ranks and statuses naming them,
+/// a duplicate whose messages stay apart, and merges (by `high`, and on a tie by the leaders'
+/// world ranks) on which a collective runs.
+fn intercomms(method: MethodKind, n: u32) {
+    job(n, config(method), move |agent| {
+        let world = Comm::world(&agent);
+        let r = world.rank();
+        let color = r % 2;
+        let local = world.split(Some(color), r as i32).unwrap().unwrap();
+        let other = world.dup().unwrap();
+        let ic = local
+            .intercomm_create(0, Some(&world), 1 - color, 7)
+            .unwrap();
+        let mine: Vec<u32> = (0..n).filter(|w| w % 2 == color).collect();
+        let theirs: Vec<u32> = (0..n).filter(|w| w % 2 != color).collect();
+        assert_eq!(ic.local.world_ranks(), &mine[..]);
+        assert_eq!(ic.remote.world_ranks(), &theirs[..]);
+        assert_eq!(ic.local.rank(), r / 2);
+        let used = [
+            world.p2p_context(),
+            world.coll_context(),
+            local.p2p_context(),
+            local.coll_context(),
+            other.p2p_context(),
+            other.coll_context(),
+        ];
+        let fresh = [
+            ic.remote.p2p_context(),
+            ic.coll.p2p_context(),
+            ic.local.p2p_context(),
+            ic.local.coll_context(),
+        ];
+        for c in fresh {
+            assert!(
+                !used.contains(&c),
+                "context {c} of the intercommunicator is in use"
+            );
+        }
+        let mut sorted = fresh.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 4);
+
+        // Every rank sends to remote rank 0; remote rank 0 receives from any source.
+        let dup = ic.dup().unwrap();
+        assert_ne!(dup.remote.p2p_context(), ic.remote.p2p_context());
+        dup.remote.send(0, 3, &[1]).unwrap();
+        ic.remote.send(0, 3, &[r as u8]).unwrap();
+        if ic.local.rank() == 0 {
+            let mut seen = Vec::new();
+            for _ in 0..theirs.len() {
+                let mut b = [0u8; 1];
+                let st = ic
+                    .remote
+                    .recv(&mut b, Source::Any, TagMatch::Tag(3))
+                    .unwrap();
+                let src = st.source().unwrap();
+                assert_eq!(theirs[src as usize], u32::from(b[0]));
+                seen.push(src);
+            }
+            seen.sort_unstable();
+            assert_eq!(seen, (0..theirs.len() as u32).collect::<Vec<_>>());
+            for _ in 0..theirs.len() {
+                let mut b = [0u8; 1];
+                dup.remote
+                    .recv(&mut b, Source::Any, TagMatch::Tag(3))
+                    .unwrap();
+                assert_eq!(b, [1]);
+            }
+        }
+
+        // Merge by high: odds first; then a tie: the evens (leader world rank 0) first.
+        for (high, odds_first) in [(color == 0, true), (false, false)] {
+            let m = ic.merge(high).unwrap();
+            let evens = (0..n).filter(|w| w % 2 == 0);
+            let odds = (0..n).filter(|w| w % 2 == 1);
+            let want: Vec<u32> = if odds_first {
+                odds.chain(evens).collect()
+            } else {
+                evens.chain(odds).collect()
+            };
+            assert_eq!(m.world_ranks(), &want[..]);
+            let mut x = u64::from(r).to_ne_bytes().to_vec();
+            m.allreduce(&mut x, Datatype::U64, ReduceOp::Sum).unwrap();
+            assert_eq!(x, u64::from(n * (n - 1) / 2).to_ne_bytes());
+        }
+    });
+}
+
+#[test]
+fn intercomm_shm() {
+    intercomms(MethodKind::Shm, 5);
+}
+
+#[test]
+fn intercomm_tcp() {
+    intercomms(MethodKind::Tcp, 3);
+}
