@@ -19,6 +19,13 @@
 //! communicator's members take part, agreeing on the maximum of their own counters over the
 //! parent's collective context (a tag per call tells concurrent calls apart); a non-member
 //! never receives on that id, and every member's counter moves past it.
+//!
+//! [`Comm::intercomm_create`] makes an [`Intercomm`] of two disjoint groups: each group agrees
+//! the maximum of its members' counters, the two leaders swap theirs (and their groups) over a
+//! peer communicator, and every member of both groups takes four contexts from the larger:
+//! the intercommunicator's point-to-point and collective contexts and the local group's own
+//! pair. [`Intercomm::dup`] and [`Intercomm::merge`] agree the same way over the
+//! intercommunicator.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -325,35 +332,8 @@ impl Comm {
         let next = self.max_next()?;
         let shared = &self.inner.p2p.shared;
         let words = if self.rank() == leader {
-            let peer = peer.ok_or(AgentError::BadRank {
-                rank: remote_leader,
-                size: 0,
-            })?;
-            let w = peer.to_world(remote_leader)?;
-            let mut mine = vec![next, self.size()];
-            mine.extend_from_slice(self.world_ranks());
-            if self.world_ranks().contains(&w) {
-                return Err(AgentError::BadRank {
-                    rank: remote_leader,
-                    size: peer.size(),
-                });
-            }
-            let cap = 4 * (shared.size as usize + 4);
-            let (rreq, buf) = peer.irecv(cap, Source::Rank(remote_leader), TagMatch::Tag(tag))?;
-            let sreq = peer.isend(remote_leader, tag, &words_to_bytes(&mine))?;
-            let got = wait_all(&mut [rreq, sreq], None)
-                .map_err(AgentError::from)
-                .and_then(|_| bytes_to_words(&buf.take(), w))
-                .and_then(|theirs| {
-                    check_group(&theirs, w, shared.size, self.world_ranks())?;
-                    Ok(theirs)
-                });
-            match got {
-                Ok(theirs) => {
-                    let mut out = vec![next.max(theirs[0])];
-                    out.extend_from_slice(&theirs[2..]);
-                    self.leader_bcast(leader, out)?
-                }
+            match self.leader_swap(next, peer, remote_leader, tag) {
+                Ok(out) => self.leader_bcast(leader, out)?,
                 Err(e) => {
                     // The other members learn of the failure from an empty record.
                     let _ = self.leader_bcast(leader, Vec::new());
@@ -372,6 +352,40 @@ impl Comm {
             .next_context
             .fetch_max(ctx.saturating_add(4), Ordering::Relaxed);
         Ok(self.inter_on(ctx, self.world_ranks().to_vec(), remote.to_vec()))
+    }
+
+    /// The local leader's part of `intercomm_create`: swaps `[next, size, world ranks...]`
+    /// with the remote leader; gives `[context, remote world ranks...]` for the group.
+    fn leader_swap(
+        &self,
+        next: u32,
+        peer: Option<&Comm>,
+        remote_leader: u32,
+        tag: u32,
+    ) -> Result<Vec<u32>, AgentError> {
+        let peer = peer.ok_or(AgentError::BadRank {
+            rank: remote_leader,
+            size: 0,
+        })?;
+        let w = peer.to_world(remote_leader)?;
+        if self.world_ranks().contains(&w) {
+            return Err(AgentError::BadRank {
+                rank: remote_leader,
+                size: peer.size(),
+            });
+        }
+        let size = self.inner.p2p.shared.size;
+        let mut mine = vec![next, self.size()];
+        mine.extend_from_slice(self.world_ranks());
+        let cap = 4 * (size as usize + 4);
+        let (rreq, buf) = peer.irecv(cap, Source::Rank(remote_leader), TagMatch::Tag(tag))?;
+        let sreq = peer.isend(remote_leader, tag, &words_to_bytes(&mine))?;
+        wait_all(&mut [rreq, sreq], None)?;
+        let theirs = bytes_to_words(&buf.take(), w)?;
+        check_group(&theirs, w, size, self.world_ranks())?;
+        let mut out = vec![next.max(theirs[0])];
+        out.extend_from_slice(&theirs[2..]);
+        Ok(out)
     }
 
     /// The intercommunicator of groups `local` and `remote` (world ranks) on contexts

@@ -44,17 +44,15 @@ mpi_fn! {
         }
         let leader = local_leader as u32;
         let peer = if c.comm.rank() == leader {
-            if tag < 0 {
-                return Err(MpiError::new(err::TAG, format!("tag {tag} is negative")));
+            let checked = leader_args(peer_comm, remote_leader, tag);
+            match checked {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    // The other members of the local group are released with an error.
+                    let _ = c.comm.intercomm_create(leader, None, 0, 0);
+                    return Err(e);
+                }
             }
-            let p = rt.comm(peer_comm).map_err(|e| e.on(local_comm))?;
-            if remote_leader < 0 || remote_leader as u32 >= p.comm.size() {
-                return Err(MpiError::new(
-                    err::RANK,
-                    format!("remote_leader {remote_leader} is not a rank of peer_comm of {} ranks", p.comm.size()),
-                ));
-            }
-            Some(p)
         } else {
             None
         };
@@ -68,6 +66,35 @@ mpi_fn! {
         // SAFETY: the caller's handle, checked not NULL.
         unsafe { put(newintercomm, h, "newintercomm") }
     }
+}
+
+/// The leader's arguments of `MPI_Intercomm_create`: the peer communicator's entry.
+fn leader_args(
+    peer_comm: Handle,
+    remote_leader: c_int,
+    tag: c_int,
+) -> Result<std::sync::Arc<CommEntry>, MpiError> {
+    if tag < 0 {
+        return Err(MpiError::new(err::TAG, format!("tag {tag} is negative")));
+    }
+    let rt = rt()?;
+    let p = rt.comm(peer_comm)?;
+    if remote_leader < 0 || remote_leader as u32 >= p.comm.size() {
+        return Err(MpiError::new(
+            err::RANK,
+            format!(
+                "remote_leader {remote_leader} is not a rank of peer_comm of {} ranks",
+                p.comm.size()
+            ),
+        ));
+    }
+    if p.comm.world_rank(remote_leader as u32) == Some(rt.agent.rank()) {
+        return Err(MpiError::new(
+            err::RANK,
+            format!("remote_leader {remote_leader} is this rank, the local leader"),
+        ));
+    }
+    Ok(p)
 }
 
 fn inter_of(c: &CommEntry, h: Handle) -> Result<&Intercomm, MpiError> {

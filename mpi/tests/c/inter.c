@@ -196,6 +196,24 @@ int main(int argc, char **argv) {
                  MPI_ERR_UNSUPPORTED_OPERATION);
         MPI_Comm sc;
         CHECK_RC(MPI_Comm_split(inter, 0, 0, &sc), MPI_ERR_UNSUPPORTED_OPERATION);
+        /* A bad remote leader fails at the local leader, whose group is released with an
+           error too (no hang); the two groups do it in turn, so the remote leader waits on
+           nobody. */
+        MPI_Comm_set_errhandler(local, MPI_ERRORS_RETURN);
+        for (int g = 0; g < 2; g++) {
+            if (color == g) {
+                MPI_Comm bad;
+                int rc = MPI_Intercomm_create(local, 0, MPI_COMM_WORLD, n, 4, &bad);
+                if (lrank == 0) {
+                    int cls;
+                    MPI_Error_class(rc, &cls);
+                    CHECK(cls == MPI_ERR_RANK);
+                } else {
+                    CHECK(rc != MPI_SUCCESS);
+                }
+            }
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
     }
 
     /* Dup: another intercommunicator with the same groups, its own messages. */
