@@ -222,6 +222,12 @@ int main(int argc, char **argv) {
     int dflag, drs;
     CHECK(MPI_Comm_test_inter(d, &dflag) == MPI_SUCCESS && dflag);
     CHECK(MPI_Comm_remote_size(d, &drs) == MPI_SUCCESS && drs == rsize);
+    int cmp_d, cmp_l, cmp_i;
+    CHECK(MPI_Comm_compare(inter, d, &cmp_d) == MPI_SUCCESS);
+    CHECK(MPI_Comm_compare(inter, local, &cmp_l) == MPI_SUCCESS);
+    CHECK(MPI_Comm_compare(inter, inter, &cmp_i) == MPI_SUCCESS);
+    OK(wrank, "compare dup %d local %d self %d", cmp_d == MPI_CONGRUENT, cmp_l == MPI_UNEQUAL,
+       cmp_i == MPI_IDENT);
     int a = wrank, b = -1;
     if (lrank < pairs) {
         MPI_Request rr[2];
