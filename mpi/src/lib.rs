@@ -90,6 +90,7 @@ mod symbols;
 mod topo;
 mod types;
 mod vcoll;
+mod win;
 
 /// The agent's communicator behind `MPI_COMM_WORLD`, between `MPI_Init` and `MPI_Finalize`
 /// (`None` outside): for programs in Rust that use the agent next to the MPI functions, such

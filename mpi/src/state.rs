@@ -247,6 +247,11 @@ pub fn errhandler_of(comm: Handle) -> Handle {
     if comm as u32 & 0xff00_0000 == crate::file::FILE_ERR_KIND {
         return crate::file::errhandler_of_key(comm);
     }
+    if comm as u32 & 0xff00_0000 == crate::win::WIN_KIND {
+        if let Some(h) = crate::win::errhandler_of_key(comm) {
+            return h;
+        }
+    }
     let Some(rt) = RUNTIME.get() else {
         return abi::ERRORS_ARE_FATAL;
     };

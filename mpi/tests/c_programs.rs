@@ -26,7 +26,7 @@ struct Setup {
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
     "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "greqh", "pcoll",
-    "errclass", "nbrw", "fileview", "inter",
+    "errclass", "nbrw", "fileview", "inter", "rma",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -728,4 +728,9 @@ fn every_mpich_function_has_a_symbol() {
 #[test]
 fn inter_program() {
     program_at("inter", &[2, 3, 4]);
+}
+
+#[test]
+fn rma_program() {
+    program_at("rma", &[2, 3, 4]);
 }
