@@ -24,6 +24,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use viaduct_agent::comm::Comm;
 use viaduct_agent::matching::{Source, TagMatch};
+use viaduct_agent::recv_buffer::RecvBuffer;
+use viaduct_agent::request::Request;
 
 use crate::abi::{self, Handle, MpiAint, err, op};
 use crate::comm::put;
@@ -88,11 +90,25 @@ struct Queue {
     pending: Vec<Vec<Pending>>,
 }
 
+/// An exposure epoch (`MPI_Win_post`): its origins are served one at a time in rank order,
+/// by `MPI_Win_wait`/`MPI_Win_test` and, so that a rank both origin and target makes
+/// progress, while this rank waits in `MPI_Win_complete`.
+struct Exposure {
+    /// Origins (window ranks, ascending).
+    origins: Vec<u32>,
+    /// Origins served so far.
+    next: usize,
+    /// The receive of the next origin's batch length, once posted.
+    len_recv: Option<(Request, RecvBuffer)>,
+    /// Replies sent.
+    sends: Vec<Request>,
+}
+
 /// Post/start state (`MPI_Win_post`, `MPI_Win_start`).
 #[derive(Default)]
 struct Pscw {
-    /// Origins of the exposure epoch (window ranks), after `MPI_Win_post`.
-    exposed: Option<Vec<u32>>,
+    /// The exposure epoch, after `MPI_Win_post`.
+    exposed: Option<Exposure>,
     /// Targets of the access epoch (window ranks), after `MPI_Win_start`.
     access: Option<Vec<u32>>,
 }
@@ -984,11 +1000,14 @@ mpi_fn! {
         let w = self::win(win)?;
         check_assert(assert)?;
         let origins = group_ranks(&w, group)?;
+        if origins.contains(&w.comm.rank()) {
+            return Err(MpiError::new(ERR_RMA_SYNC, "a rank in its own exposure group is not supported (see docs/MPI.md)"));
+        }
         let mut s = lock(&w.pscw);
         if s.exposed.is_some() {
             return Err(MpiError::new(ERR_RMA_SYNC, "an exposure epoch is open already"));
         }
-        s.exposed = Some(origins);
+        s.exposed = Some(Exposure { origins, next: 0, len_recv: None, sends: Vec::new() });
         Ok(())
     }
 }
@@ -999,6 +1018,9 @@ mpi_fn! {
         let w = self::win(win)?;
         check_assert(assert)?;
         let targets = group_ranks(&w, group)?;
+        if targets.contains(&w.comm.rank()) {
+            return Err(MpiError::new(ERR_RMA_SYNC, "a rank in its own access group is not supported (see docs/MPI.md)"));
+        }
         let mut s = lock(&w.pscw);
         if s.access.is_some() {
             return Err(MpiError::new(ERR_RMA_SYNC, "an access epoch is open already"));
@@ -1008,83 +1030,193 @@ mpi_fn! {
     }
 }
 
-mpi_fn! {
-    /// `MPI_Win_complete`: sends each target of the access epoch its batch and waits for the
-    /// replies (the targets apply them in their `MPI_Win_wait`).
-    MPI_Win_complete / PMPI_Win_complete(win: Handle) on win => {
-        let w = self::win(win)?;
-        let targets = lock(&w.pscw).access.take().ok_or_else(|| {
-            MpiError::new(ERR_RMA_SYNC, "no access epoch is open (MPI_Win_start)")
-        })?;
-        let me = w.comm.rank();
-        if targets.contains(&me) {
-            // This rank is its own target: its batch is applied at its own MPI_Win_wait.
-            return Err(MpiError::new(ERR_RMA_SYNC, "a rank in its own access group is not supported (see docs/MPI.md)"));
+/// Serves the origins of exposure epoch `x` in rank order: receives each one's batch, applies
+/// it and replies. Without `block`, stops at the first origin whose batch has not come yet.
+/// Returns whether every origin was served.
+fn serve(w: &Win, x: &mut Exposure, block: bool) -> Result<bool, MpiError> {
+    while x.next < x.origins.len() {
+        let o = x.origins[x.next];
+        if x.len_recv.is_none() {
+            x.len_recv = Some(
+                w.comm
+                    .irecv(8, Source::Rank(o), TagMatch::Tag(TAG_LEN))
+                    .map_err(xfer)?,
+            );
         }
-        exchange(&w, &targets, &[])
-    }
-}
-
-/// `MPI_Win_wait`: receives, in rank order, the batch of every origin of the exposure epoch,
-/// applies it and replies.
-fn wait(w: &Win) -> Result<(), MpiError> {
-    let origins = lock(&w.pscw)
-        .exposed
-        .take()
-        .ok_or_else(|| MpiError::new(ERR_RMA_SYNC, "no exposure epoch is open (MPI_Win_post)"))?;
-    let me = w.comm.rank();
-    if origins.contains(&me) {
-        return Err(MpiError::new(
-            ERR_RMA_SYNC,
-            "a rank in its own exposure group is not supported (see docs/MPI.md)",
-        ));
-    }
-    exchange_target(w, &origins)
-}
-
-/// The target side of [`exchange`] alone (no batches of this rank are sent).
-fn exchange_target(w: &Win, origins: &[u32]) -> Result<(), MpiError> {
-    let mut sends = Vec::new();
-    for &o in origins {
+        let Some((req, buf)) = x.len_recv.as_mut() else {
+            continue;
+        };
+        if block {
+            req.wait().map_err(xfer)?;
+        } else if req.test().map_err(xfer)?.is_none() {
+            return Ok(false);
+        }
         let mut len = [0u8; 8];
-        w.comm
-            .recv(&mut len, Source::Rank(o), TagMatch::Tag(TAG_LEN))
-            .map_err(xfer)?;
+        buf.copy_to(&mut len);
+        x.len_recv = None;
+        x.next += 1;
         let len = u64::from_le_bytes(len) as usize;
         if len == 0 {
             continue;
         }
+        // The batch follows its length at once.
         let mut b = vec![0u8; len];
         w.comm
             .recv(&mut b, Source::Rank(o), TagMatch::Tag(TAG_BATCH))
             .map_err(xfer)?;
         let reply = apply(w, &b);
-        sends.push(w.comm.isend(o, TAG_REPLY, &reply).map_err(xfer)?);
+        x.sends
+            .push(w.comm.isend(o, TAG_REPLY, &reply).map_err(xfer)?);
+    }
+    Ok(true)
+}
+
+/// Ends exposure epoch `x` once served: waits for its replies to leave.
+fn finish_exposure(x: Exposure) -> Result<(), MpiError> {
+    for mut s in x.sends {
+        s.wait().map_err(xfer)?;
+    }
+    Ok(())
+}
+
+/// `MPI_Win_complete`: sends each target its batch and takes the replies, serving this
+/// rank's own exposure epoch meanwhile.
+fn complete(w: &Win) -> Result<(), MpiError> {
+    let targets = lock(&w.pscw)
+        .access
+        .take()
+        .ok_or_else(|| MpiError::new(ERR_RMA_SYNC, "no access epoch is open (MPI_Win_start)"))?;
+    let (batches, pendings) = {
+        let mut q = lock(&w.queue);
+        let n = q.batches.len();
+        let b = std::mem::replace(&mut q.batches, (0..n).map(|_| Vec::new()).collect());
+        let p = std::mem::replace(&mut q.pending, (0..n).map(|_| Vec::new()).collect());
+        (b, p)
+    };
+    if let Some((t, _)) = batches
+        .iter()
+        .enumerate()
+        .find(|(t, b)| !b.is_empty() && !targets.contains(&(*t as u32)))
+    {
+        return Err(MpiError::new(
+            ERR_RMA_SYNC,
+            format!("operations on target {t} outside the access epoch's group"),
+        ));
+    }
+    let mut sends = Vec::new();
+    let mut replies = Vec::new();
+    for &t in &targets {
+        let b = &batches[t as usize];
+        sends.push(
+            w.comm
+                .isend(t, TAG_LEN, &(b.len() as u64).to_le_bytes())
+                .map_err(xfer)?,
+        );
+        if !b.is_empty() {
+            sends.push(w.comm.isend(t, TAG_BATCH, b).map_err(xfer)?);
+            let want = 4 + pendings[t as usize].iter().map(|p| p.len).sum::<usize>();
+            let (req, buf) = w
+                .comm
+                .irecv(want, Source::Rank(t), TagMatch::Tag(TAG_REPLY))
+                .map_err(xfer)?;
+            replies.push((t, want, req, buf, false));
+        }
+    }
+    let mut code = abi::SUCCESS;
+    loop {
+        let mut open = 0;
+        for (t, want, req, buf, done) in replies.iter_mut() {
+            if *done {
+                continue;
+            }
+            if req.test().map_err(xfer)?.is_none() {
+                open += 1;
+                continue;
+            }
+            *done = true;
+            let reply = buf.take();
+            if reply.len() != *want {
+                return Err(MpiError::new(
+                    err::INTERN,
+                    format!("reply of {} bytes, {want} expected", reply.len()),
+                ));
+            }
+            let c = i32::from_le_bytes([reply[0], reply[1], reply[2], reply[3]]);
+            if c != abi::SUCCESS && code == abi::SUCCESS {
+                code = c;
+            }
+            deliver(&pendings[*t as usize], &reply[4..]);
+        }
+        if open == 0 {
+            break;
+        }
+        {
+            let mut s = lock(&w.pscw);
+            if let Some(x) = s.exposed.as_mut() {
+                serve(w, x, false)?;
+            }
+        }
+        std::thread::yield_now();
     }
     for mut s in sends {
         s.wait().map_err(xfer)?;
     }
+    if code != abi::SUCCESS {
+        return Err(MpiError::new(
+            code,
+            "a one-sided operation was refused by its target (MPI_ERR_RMA_RANGE: outside the \
+             target's window)",
+        ));
+    }
     Ok(())
+}
+
+mpi_fn! {
+    /// `MPI_Win_complete`: ends the access epoch once every target applied its operations
+    /// (waiting for the targets' `MPI_Win_post`, not for their `MPI_Win_wait`).
+    MPI_Win_complete / PMPI_Win_complete(win: Handle) on win => {
+        let w = self::win(win)?;
+        complete(&w)
+    }
+}
+
+/// `MPI_Win_wait` (`block`) or `MPI_Win_test`: serves the exposure epoch's origins; returns
+/// whether the epoch ended.
+fn wait(w: &Win, block: bool) -> Result<bool, MpiError> {
+    let mut s = lock(&w.pscw);
+    let x = s
+        .exposed
+        .as_mut()
+        .ok_or_else(|| MpiError::new(ERR_RMA_SYNC, "no exposure epoch is open (MPI_Win_post)"))?;
+    if !serve(w, x, block)? {
+        return Ok(false);
+    }
+    let x = s.exposed.take();
+    drop(s);
+    if let Some(x) = x {
+        finish_exposure(x)?;
+    }
+    Ok(true)
 }
 
 mpi_fn! {
     /// `MPI_Win_wait`: ends the exposure epoch once every origin completed its access.
     MPI_Win_wait / PMPI_Win_wait(win: Handle) on win => {
         let w = self::win(win)?;
-        wait(&w)
+        wait(&w, true).map(|_| ())
     }
 }
 
 mpi_fn! {
-    /// `MPI_Win_test`: as `MPI_Win_wait` (it waits for the origins' batches), then sets
-    /// `flag` to true.
+    /// `MPI_Win_test`: `MPI_Win_wait` that returns at once; `flag` tells whether the epoch
+    /// ended.
     MPI_Win_test / PMPI_Win_test(win: Handle, flag: *mut c_int) on win => {
         let w = self::win(win)?;
         if flag.is_null() {
             return Err(MpiError::new(err::ARG, "flag is NULL"));
         }
-        wait(&w)?;
+        let done = wait(&w, false)?;
         // SAFETY: the caller's int, checked not NULL.
-        unsafe { put(flag, 1, "flag") }
+        unsafe { put(flag, c_int::from(done), "flag") }
     }
 }

@@ -26,7 +26,7 @@ struct Setup {
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
     "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "greqh", "pcoll",
-    "errclass", "nbrw", "fileview", "inter", "rma",
+    "errclass", "nbrw", "fileview", "inter", "rma", "pscw",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -733,4 +733,9 @@ fn inter_program() {
 #[test]
 fn rma_program() {
     program_at("rma", &[2, 3, 4]);
+}
+
+#[test]
+fn pscw_program() {
+    program_at("pscw", &[2, 3, 4]);
 }
