@@ -117,6 +117,11 @@ int main(int argc, char **argv) {
     CHECK(MPI_Get(src, 1, every_other, right, 6, 2, MPI_INT, win) == MPI_SUCCESS);
     CHECK(MPI_Win_fence(0, win) == MPI_SUCCESS);
     OK(rank, "vector get %d %d %d %d", src[0], src[1], src[2], src[3]);
+    /* ... and on the target side: two ints into slots 4 and 6 of my right neighbour. */
+    int pair[2] = {rank * 100, rank * 100 + 1};
+    CHECK(MPI_Put(pair, 2, MPI_INT, right, 4, 1, every_other, win) == MPI_SUCCESS);
+    CHECK(MPI_Win_fence(0, win) == MPI_SUCCESS);
+    OK(rank, "vector target %d %d", buf[4], buf[6]);
     MPI_Type_free(&every_other);
 
     /* An out-of-range put: MPI_ERR_RMA_RANGE, at the call or at the closing fence. MPICH
