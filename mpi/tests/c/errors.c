@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
     MPI_Comm_free(&dup);
     if (getenv("TEST_UNSUPPORTED") && *getenv("TEST_UNSUPPORTED")) {
         MPI_Win win;
-        CHECK_RC(MPI_Win_create(&x, sizeof x, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win), MPI_ERR_UNSUPPORTED_OPERATION);
+        CHECK_RC(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win), MPI_ERR_UNSUPPORTED_OPERATION);
         OK(rank, "unsupported function reported");
     }
     OK(rank, "error classes ok");

@@ -18,7 +18,7 @@ int main(int argc, char **argv) {
     if (rank == 0) {
         if (getenv("TEST_UNSUPPORTED") && *getenv("TEST_UNSUPPORTED")) {
             MPI_Win win;
-            MPI_Win_create(&x, sizeof x, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+            MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
         } else {
             MPI_Send(&x, 1, MPI_INT, size + 1, 0, MPI_COMM_WORLD);
         }
