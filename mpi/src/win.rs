@@ -758,6 +758,9 @@ fn apply_one(w: &Win, r: &mut Reader<'_>, results: &mut Vec<u8>) -> Result<(), c
         return Err(ERR_RMA_RANGE);
     }
     let region = |o: i64, l: u64| -> &mut [u8] {
+        if l == 0 {
+            return &mut [];
+        }
         let lo = (start + o as i128) as usize;
         // SAFETY: `lo .. lo + l` lies inside the window (checked above); the window's memory
         // is the program's (or the library's) for the window's life, and the program does not

@@ -50,6 +50,9 @@ int main(int argc, char **argv) {
     OK(rank, "name %s (%d) errhandler fatal %d", name, len, eh == MPI_ERRORS_ARE_FATAL);
     CHECK(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN) == MPI_SUCCESS);
 
+    /* Bad arguments are reported at the call through the window's error handler. */
+    CHECK_RC(MPI_Put(&rank, 1, MPI_INT, n, 0, 1, MPI_INT, win), MPI_ERR_RANK);
+
     /* Put my rank into slot 0 of my right neighbour; get slot 1 of my left neighbour, which
        it set to 100 + its rank before the epoch. */
     buf[1] = 100 + rank;
