@@ -114,7 +114,8 @@ impl Inbound {
         if len % chunk != 0 || chunks.is_empty() {
             chunks.push(vec![7; len % chunk]);
         }
-        let out = self.book.rendezvous_send(peer, 1, 2, chunks, counter);
+        let pieces = chunks.into_iter().map(Into::into).collect();
+        let out = self.book.rendezvous_send(peer, 1, 2, pieces, counter);
         self.sends.push(request);
         wire::split_tag(out.tag).1
     }
