@@ -192,6 +192,14 @@ fn post_recv(
     Ok(ic.coll.irecv(len, Source::Rank(src), TagMatch::Tag(TAG))?)
 }
 
+/// Receives one message from remote rank `src` into `buf`, which it must fill exactly.
+fn recv_exact(ic: &Intercomm, src: u32, buf: &mut [u8]) -> Result<(), MpiError> {
+    let (r, b) = post_recv(ic, src, buf.len())?;
+    wait_all(&mut [r], None)?;
+    buf.copy_from_slice(&exact(b.take(), buf.len(), src)?);
+    Ok(())
+}
+
 fn exact(got: Vec<u8>, len: usize, from: u32) -> Result<Vec<u8>, MpiError> {
     if got.len() != len {
         return Err(MpiError::new(
@@ -238,12 +246,7 @@ pub fn bcast(ic: &Intercomm, buf: &mut [u8], root: c_int) -> Result<(), MpiError
             wait_all(&mut reqs, None)?;
             Ok(())
         }
-        Role::Remote(root) => {
-            let (r, b) = post_recv(ic, root, buf.len())?;
-            wait_all(&mut [r], None)?;
-            buf.copy_from_slice(&exact(b.take(), buf.len(), root)?);
-            Ok(())
-        }
+        Role::Remote(root) => recv_exact(ic, root, buf),
     }
 }
 
@@ -275,10 +278,7 @@ pub fn reduce(
         Role::Idle => Ok(()),
         Role::Root => {
             let out = recv.ok_or_else(|| MpiError::new(err::BUFFER, "recvbuf is NULL"))?;
-            let (r, b) = post_recv(ic, 0, out.len())?;
-            wait_all(&mut [r], None)?;
-            out.copy_from_slice(&exact(b.take(), out.len(), 0)?);
-            Ok(())
+            recv_exact(ic, 0, out)
         }
         Role::Remote(root) => {
             if let Some(v) = reduce_local(&ic.local, mine, red)? {
@@ -360,12 +360,7 @@ pub fn scatter(
             wait_all(&mut reqs, None)?;
             Ok(())
         }
-        Role::Remote(root) => {
-            let (r, b) = post_recv(ic, root, recv.len())?;
-            wait_all(&mut [r], None)?;
-            recv.copy_from_slice(&exact(b.take(), recv.len(), root)?);
-            Ok(())
-        }
+        Role::Remote(root) => recv_exact(ic, root, recv),
     }
 }
 
