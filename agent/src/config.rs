@@ -15,6 +15,8 @@
 //! | `VIADUCT_RDMA_DEVICE` | the RDMA device the verbs method uses (e.g. `mlx5_0`, `rxe0`) | the first device with an active port |
 //! | `VIADUCT_SPIN_MIN`, `VIADUCT_SPIN_MAX` | fewest and most progress polls a blocking call spins before it sleeps | 16, 4096 |
 //! | `VIADUCT_PROGRESS` | how a blocking call waits for work: `spin` (poll adaptively between the spin counts, then sleep in the methods' waits), `yield` (at most 4 polls, giving the CPU away with `sched_yield` between them, then sleep), `block` (sleep in the methods' waits at once), `auto` (`yield` when this node's ranks outnumber the CPUs they may run on, else `spin`; see [`crate::progress`], "Oversubscription") | `auto` |
+//! | `VIADUCT_SHM_RING_COPY_MAX` | shared memory: long messages up to this many bytes are copied through the ring in pipelined chunks (sender and receiver copying at once), longer ones by single copy (`process_vm_readv`) where permitted; 0 turns the ring copy off (measurement behind the default: `docs/perf/shm-sweep.md`) | 131072 |
+//! | `VIADUCT_SHM_RING_COPY_CHUNK` | shared memory: chunk size of that ring copy (4 KiB to 256 KiB) | 16384 |
 //! | `VIADUCT_COLL_SMALL_MAX`, `VIADUCT_COLL_BCAST_CHAIN_MIN`, `VIADUCT_COLL_ALLREDUCE_RSAG_MIN`, `VIADUCT_COLL_ALLGATHER_RING_MIN` | switch points of the collectives (see [`crate::coll`]) | 4096, 8 MiB, 512 KiB, 16 KiB |
 //!
 //! A value that does not parse, or lies outside its bounds, is an error naming the variable
@@ -95,6 +97,11 @@ pub const SPIN_MAX_VAR: &str = "VIADUCT_SPIN_MAX";
 
 /// Environment variable choosing how blocking progress waits (`spin`, `yield`, `block`, `auto`).
 pub const PROGRESS_VAR: &str = "VIADUCT_PROGRESS";
+/// Long shared-memory messages up to this many bytes go through the ring in pipelined chunks
+/// even where single copy is permitted (`shm::Config::ring_copy_max`).
+pub const SHM_RING_COPY_MAX_VAR: &str = "VIADUCT_SHM_RING_COPY_MAX";
+/// Chunk size of that ring copy (`shm::Config::ring_copy_chunk`).
+pub const SHM_RING_COPY_CHUNK_VAR: &str = "VIADUCT_SHM_RING_COPY_CHUNK";
 
 /// How a blocking progress call waits for work (`VIADUCT_PROGRESS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -199,6 +206,12 @@ pub struct Config {
     pub xfer_chunk: usize,
     /// The switch points of the collectives (`VIADUCT_COLL_*`); the same on every rank.
     pub switch_points: SwitchPoints,
+    /// Shared memory: long messages up to this many bytes are copied through the ring in
+    /// pipelined chunks, longer ones by single copy where permitted
+    /// (`VIADUCT_SHM_RING_COPY_MAX`; 0: single copy for every long message).
+    pub shm_ring_copy_max: usize,
+    /// Shared memory: chunk size of that ring copy (`VIADUCT_SHM_RING_COPY_CHUNK`).
+    pub shm_ring_copy_chunk: usize,
 }
 
 impl Default for Config {
@@ -222,6 +235,8 @@ impl Default for Config {
             // of the three for bcast and allreduce over both shm and tcp.
             xfer_chunk: (16 << 10) - 24,
             switch_points: SwitchPoints::default(),
+            shm_ring_copy_max: viaduct_fallback::shm::Config::default().ring_copy_max,
+            shm_ring_copy_chunk: viaduct_fallback::shm::Config::default().ring_copy_chunk,
         }
     }
 }
@@ -351,6 +366,12 @@ impl Config {
                 SPIN_MIN_VAR => c.spin_min = polls(SPIN_MIN_VAR, v)?,
                 SPIN_MAX_VAR => c.spin_max = polls(SPIN_MAX_VAR, v)?,
                 PROGRESS_VAR => c.progress = ProgressMode::parse(v)?,
+                SHM_RING_COPY_MAX_VAR => {
+                    c.shm_ring_copy_max = bytes(SHM_RING_COPY_MAX_VAR, v)?;
+                }
+                SHM_RING_COPY_CHUNK_VAR => {
+                    c.shm_ring_copy_chunk = bytes(SHM_RING_COPY_CHUNK_VAR, v)?;
+                }
                 _ => {}
             }
         }
@@ -386,6 +407,24 @@ impl Config {
                 format!(
                     "{} must lie between 64 KiB and 1 TiB",
                     self.max_unexpected_bytes
+                ),
+            ));
+        }
+        if self.shm_ring_copy_max > 64 << 20 {
+            return Err(bad(
+                SHM_RING_COPY_MAX_VAR,
+                format!(
+                    "{} exceeds the largest shared-memory message of 67108864 bytes",
+                    self.shm_ring_copy_max
+                ),
+            ));
+        }
+        if !(4096..=256 << 10).contains(&self.shm_ring_copy_chunk) {
+            return Err(bad(
+                SHM_RING_COPY_CHUNK_VAR,
+                format!(
+                    "{} must lie between 4 KiB and 256 KiB",
+                    self.shm_ring_copy_chunk
                 ),
             ));
         }
@@ -557,6 +596,18 @@ mod tests {
         let e = Config::from_vars([(SPIN_MIN_VAR, "5000")]).unwrap_err();
         assert!(e.to_string().contains("VIADUCT_SPIN_MIN"), "{e}");
         assert!(Config::from_vars([(SPIN_MAX_VAR, "many")]).is_err());
+        let c = Config::from_vars([
+            (SHM_RING_COPY_MAX_VAR, "0"),
+            (SHM_RING_COPY_CHUNK_VAR, "8192"),
+        ])
+        .unwrap();
+        assert_eq!((c.shm_ring_copy_max, c.shm_ring_copy_chunk), (0, 8192));
+        let shm = crate::method::shm_config(&c);
+        assert_eq!((shm.ring_copy_max, shm.ring_copy_chunk), (0, 8192));
+        let e = Config::from_vars([(SHM_RING_COPY_CHUNK_VAR, "100")]).unwrap_err();
+        assert!(e.to_string().contains(SHM_RING_COPY_CHUNK_VAR), "{e}");
+        let e = Config::from_vars([(SHM_RING_COPY_MAX_VAR, "1000000000")]).unwrap_err();
+        assert!(e.to_string().contains(SHM_RING_COPY_MAX_VAR), "{e}");
         assert_eq!(Config::default().progress, ProgressMode::Auto);
         for (raw, mode) in [
             ("auto", ProgressMode::Auto),

@@ -282,3 +282,101 @@ fn poll_prefetch_defaults_to_on_for_amd_processors() {
     let amd = vendor == "AuthenticAMD" || vendor == "HygonGenuine";
     assert_eq!(Config::default().poll_prefetch, amd, "vendor {vendor}");
 }
+
+#[test]
+fn long_messages_up_to_ring_copy_max_go_through_the_ring_byte_exact() {
+    // Sizes around the eager limit, the chunk size and the ring-copy limit, sent in one burst
+    // (several chunked messages outstanding), each checked byte by byte.
+    let config = Config {
+        eager_limit: 4096,
+        ring_copy_chunk: 3000,
+        ring_copy_max: 40_000,
+        ..Config::default()
+    };
+    let sizes = [
+        4097, 5999, 6000, 6001, 9000, 39_999, 40_000, 40_001, 100_000, 4096,
+    ];
+    let (mut a, mut b) = shm::pair(config).expect("pair");
+    let sender = thread::spawn(move || {
+        for (i, len) in sizes.iter().enumerate() {
+            send(&mut a, i as u64, i as u64, pattern(*len, i as u64));
+        }
+        reap(&mut a, sizes.len());
+    });
+    for (i, len) in sizes.iter().enumerate() {
+        let (tag, data) = recv(&mut b);
+        assert_eq!(tag, i as u64);
+        assert_eq!(data.len(), *len);
+        assert!(
+            data == pattern(*len, i as u64),
+            "message {i} of {len} B differs"
+        );
+    }
+    sender.join().expect("sender thread");
+}
+
+/// Whether a send of `len` bytes completes while the receiver does nothing at all (a message
+/// copied through the ring completes once it is in the ring; a single copy waits for the
+/// receiver to read it).
+fn completes_without_the_receiver(config: Config, len: usize) -> bool {
+    let (mut a, b) = shm::pair(config).expect("pair");
+    send(&mut a, 1, 1, pattern(len, 1));
+    let deadline = Instant::now() + Duration::from_millis(300);
+    let done = loop {
+        if let Some(c) = a.poll() {
+            c.result.expect("send completion");
+            break true;
+        }
+        if Instant::now() >= deadline {
+            break false;
+        }
+        thread::sleep(Duration::from_millis(1));
+    };
+    drop(b);
+    done
+}
+
+#[test]
+fn ring_copy_max_chooses_between_the_ring_and_single_copy() {
+    let probe = shm::pair(Config::default()).expect("pair");
+    if probe.0.long_messages() != shm::LongMessages::SingleCopy {
+        eprintln!(
+            "skipped: process_vm_readv is not permitted here, every long message goes through the ring"
+        );
+        return;
+    }
+    drop(probe);
+    let config = |max: usize| Config {
+        ring_copy_max: max,
+        ..Config::default()
+    };
+    let len = 64 << 10;
+    assert!(
+        completes_without_the_receiver(config(len), len),
+        "a {len} B message within ring_copy_max did not go through the ring"
+    );
+    assert!(
+        !completes_without_the_receiver(config(len - 1), len),
+        "a {len} B message past ring_copy_max did not wait for the receiver's single copy"
+    );
+    assert!(
+        !completes_without_the_receiver(config(0), len),
+        "ring_copy_max 0 still copied through the ring"
+    );
+}
+
+#[test]
+fn ring_copy_settings_are_checked() {
+    let bad_chunk = Config {
+        ring_copy_chunk: 10,
+        ..Config::default()
+    };
+    let e = bad_chunk.validate().expect_err("a 10-byte chunk");
+    assert!(e.to_string().contains("ring_copy_chunk 10"), "{e}");
+    let bad_max = Config {
+        ring_copy_max: (64 << 20) + 1,
+        ..Config::default()
+    };
+    let e = bad_max.validate().expect_err("past max_message");
+    assert!(e.to_string().contains("ring_copy_max"), "{e}");
+}

@@ -104,6 +104,15 @@ pub struct Args {
     /// shm: bytes of each direction's ring (default: the method's default).
     #[arg(long)]
     pub ring_bytes: Option<usize>,
+    /// shm: long messages up to this many bytes go through the ring in pipelined chunks even
+    /// where single copy is permitted (`shm::Config::ring_copy_max`; 0: never; default: the
+    /// method's default).
+    #[arg(long)]
+    pub ring_copy_max: Option<usize>,
+    /// shm: chunk size of that ring copy (`shm::Config::ring_copy_chunk`; default: the
+    /// method's default).
+    #[arg(long)]
+    pub ring_copy_chunk: Option<usize>,
     /// Bandwidth: messages in flight, each from its own owned buffer (so also the number of
     /// distinct send buffers: 16 of 4 MiB are 64 MiB, more than a typical last-level cache).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -238,6 +247,13 @@ fn shm_config(a: &Args) -> shm::Config {
         c.ring_bytes = b;
         c.eager_limit = c.eager_limit.min(b / 4 - 64);
         c.chunk_bytes = c.chunk_bytes.min(b / 4 - 64);
+        c.ring_copy_chunk = c.ring_copy_chunk.min(b / 4 - 64);
+    }
+    if let Some(m) = a.ring_copy_max {
+        c.ring_copy_max = m;
+    }
+    if let Some(k) = a.ring_copy_chunk {
+        c.ring_copy_chunk = k;
     }
     c
 }
@@ -610,6 +626,12 @@ fn spawn_end(a: &Args, role: &str, addr: &str, cpu: usize) -> Result<Child, BoxE
     }
     if let Some(b) = a.ring_bytes {
         cmd.args(["--ring-bytes", &b.to_string()]);
+    }
+    if let Some(m) = a.ring_copy_max {
+        cmd.args(["--ring-copy-max", &m.to_string()]);
+    }
+    if let Some(k) = a.ring_copy_chunk {
+        cmd.args(["--ring-copy-chunk", &k.to_string()]);
     }
     cmd.args(["--window", &a.window.to_string()]);
     Ok(cmd.spawn()?)

@@ -120,6 +120,8 @@ pub(crate) fn shm_config(config: &Config) -> shm::Config {
         // The agent spins itself (adaptive polling over every VC, see `progress`); a method
         // wait is only entered to sleep.
         spin: 0,
+        ring_copy_max: config.shm_ring_copy_max,
+        ring_copy_chunk: config.shm_ring_copy_chunk,
         ..shm::Config::default()
     }
 }

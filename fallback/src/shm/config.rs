@@ -19,6 +19,16 @@ pub struct Config {
     pub max_message: usize,
     /// Chunk size when a long message is copied through the ring.
     pub chunk_bytes: usize,
+    /// Long messages up to this many bytes go through the ring in chunks of
+    /// [`Config::ring_copy_chunk`] even where single copy is permitted: the sender copies each
+    /// chunk in while the receiver copies the one before out, so both cores copy at once and no
+    /// handshake or page pinning comes first. Longer messages use single copy where permitted.
+    /// 0 turns the ring copy off (every long message by single copy where permitted).
+    pub ring_copy_max: usize,
+    /// Chunk size of the ring copy of messages up to [`Config::ring_copy_max`] (smaller chunks
+    /// let the receiver start copying out sooner; each costs one record). At most a quarter of
+    /// the ring is used, whatever this says.
+    pub ring_copy_chunk: usize,
     /// Allow single copy with `process_vm_readv` (it is still only used where a probe at set-up
     /// shows it permitted).
     pub single_copy: bool,
@@ -65,6 +75,12 @@ fn cpu_is_amd() -> bool {
     false
 }
 
+/// Default of [`Config::ring_copy_max`]: where the pipelined ring copy stops beating single
+/// copy on the machine it was measured on (see `docs/perf/shm-sweep.md`).
+const RING_COPY_MAX: usize = 128 << 10;
+/// Default of [`Config::ring_copy_chunk`].
+const RING_COPY_CHUNK: usize = 16 << 10;
+
 impl Default for Config {
     fn default() -> Config {
         Config {
@@ -72,6 +88,8 @@ impl Default for Config {
             eager_limit: 16 << 10,
             max_message: 64 << 20,
             chunk_bytes: 64 << 10,
+            ring_copy_max: RING_COPY_MAX,
+            ring_copy_chunk: RING_COPY_CHUNK,
             single_copy: true,
             split_copy: true,
             spin: 20_000,
@@ -103,6 +121,18 @@ impl Config {
             return Err(Error::Config(format!(
                 "chunk_bytes {} must lie in 64..={quarter} for rings of {} bytes",
                 self.chunk_bytes, self.ring_bytes
+            )));
+        }
+        if self.ring_copy_chunk < 64 {
+            return Err(Error::Config(format!(
+                "ring_copy_chunk {} must be at least 64",
+                self.ring_copy_chunk
+            )));
+        }
+        if self.ring_copy_max > self.max_message {
+            return Err(Error::Config(format!(
+                "ring_copy_max {} must not exceed max_message {}",
+                self.ring_copy_max, self.max_message
             )));
         }
         if self.max_message > u32::MAX as usize || self.max_message < self.eager_limit {

@@ -17,7 +17,7 @@ use super::error::Error;
 use super::futex;
 use super::heartbeat::Heartbeat;
 use super::region::{RegionKey, Regions};
-use super::ring::{Consumer, Producer, Record};
+use super::ring::{Consumer, Producer, RECORD_HEADER, Record};
 use super::segment::{Segment, SideLine};
 
 mod receive;
@@ -70,6 +70,8 @@ struct ChunkedSend {
     tag: u64,
     buf: SendBuf,
     sent: usize,
+    /// Bytes per chunk record.
+    chunk: usize,
 }
 
 struct RmaOp {
@@ -455,7 +457,15 @@ impl Endpoint {
                 Posted::NoResources(()) => Posted::NoResources(buf),
             });
         }
-        match self.long_out {
+        // Up to `ring_copy_max` the pipelined ring copy beats single copy (no handshake, no
+        // page pinning, both cores copying); beyond it single copy wins where permitted.
+        let ring_copy = len <= self.config.ring_copy_max;
+        let mode = if ring_copy {
+            LongMessages::RingChunks
+        } else {
+            self.long_out
+        };
+        match mode {
             LongMessages::SingleCopy => {
                 if !self.chunked_out.is_empty() {
                     return Ok(Posted::NoResources(buf));
@@ -473,11 +483,18 @@ impl Endpoint {
                 if self.chunked_out.len() >= self.config.max_outstanding {
                     return Ok(Posted::NoResources(buf));
                 }
+                let chunk = if ring_copy {
+                    let quarter = self.seg.ring_bytes() / 4 - RECORD_HEADER;
+                    self.config.ring_copy_chunk.min(quarter)
+                } else {
+                    self.config.chunk_bytes
+                };
                 self.chunked_out.push_back(ChunkedSend {
                     id,
                     tag,
                     buf,
                     sent: 0,
+                    chunk,
                 });
                 self.push_chunks();
             }
@@ -488,7 +505,7 @@ impl Endpoint {
     fn push_chunks(&mut self) {
         while let Some(mut c) = self.chunked_out.pop_front() {
             while c.sent < c.buf.len() {
-                let n = (c.buf.len() - c.sent).min(self.config.chunk_bytes);
+                let n = (c.buf.len() - c.sent).min(c.chunk);
                 let mut h = Header::new(Kind::Fragment, 0);
                 h.tag = c.tag;
                 if c.sent == 0 {

@@ -22,6 +22,11 @@
 //! (`EPERM` under Yama or across users), the sender copies it through the ring in chunks
 //! ([`LongMessages::RingChunks`]). [`Endpoint::long_messages`] tells which is in use.
 //!
+//! Mid-size long messages, up to [`Config::ring_copy_max`], go through the ring in chunks of
+//! [`Config::ring_copy_chunk`] even where single copy is permitted: the receiver copies chunk
+//! k out while the sender copies chunk k+1 in, with no handshake and no page pinning first, which
+//! beats single copy there (the measurement behind the default is in `docs/perf/shm-sweep.md`).
+//!
 //! A single copy by one core is bounded by that core; the sender's core meanwhile only waits.
 //! So a long message of more than one chunk is split ([`Config::split_copy`], on by default):
 //! the receiver publishes it in the segment, and both ends claim chunks of about a quarter of
