@@ -31,7 +31,7 @@ enum { TRIALS = 5 };
 
 static void pingpong(int bytes) {
     char *buf = calloc(bytes + 1, 1);
-    int n = reps(bytes <= 512 ? 5000 : 2000);
+    int n = reps(bytes <= 512 ? 5000 : bytes <= 65536 ? 2000 : bytes <= (1 << 20) ? 400 : 100);
     double t[TRIALS];
     for (int trial = -1; trial < TRIALS; trial++) {
         MPI_Barrier(MPI_COMM_WORLD);
@@ -129,6 +129,24 @@ int main(int argc, char **argv) {
     if (size != 2) {
         if (rank == 0) fprintf(stderr, "mpibench: needs 2 ranks, not %d\n", size);
         MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    /* BENCH_PINGPONG="8,16,...": only the ping-pong, at those sizes (the shared-memory sweep,
+       scripts/bench-shm-sweep). */
+    const char *only = getenv("BENCH_PINGPONG");
+    if (only) {
+        for (const char *p = only; *p;) {
+            char *end;
+            long b = strtol(p, &end, 10);
+            if (end == p || b < 0 || b > (1L << 30)) {
+                if (rank == 0) fprintf(stderr, "mpibench: bad BENCH_PINGPONG %s\n", only);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+            pingpong((int)b);
+            p = *end == ',' ? end + 1 : end;
+        }
+        fflush(stdout);
+        MPI_Finalize();
+        return 0;
     }
     int pp[] = {0, 8, 64, 512, 4096};
     for (unsigned i = 0; i < sizeof pp / sizeof *pp; i++) pingpong(pp[i]);
