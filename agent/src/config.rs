@@ -6,7 +6,7 @@
 //! | variable | meaning | default |
 //! | --- | --- | --- |
 //! | `VIADUCT_TRANSPORT` | comma-separated methods in order of preference (`shm`, `tcp`, `verbs`; `self` is always used for the own rank) | `shm,tcp` |
-//! | `VIADUCT_EAGER_LIMIT` | messages up to this many bytes go eagerly, longer ones by rendezvous | 16320 |
+//! | `VIADUCT_EAGER_LIMIT` | messages up to this many bytes go eagerly, longer ones by rendezvous (the default: a 32 KiB and a 64 KiB ping-pong over shared memory took 3.9 and 6.7 us eagerly, 5.4 and 9.4 us by rendezvous with its handshake, `docs/perf/shm-sweep.md`) | 65472 |
 //! | `VIADUCT_PEER_TIMEOUT` | seconds after which a peer whose process shows no sign of life (stopped, dead, unreachable; never one that only computes) fails every request waiting on it; heartbeats go every quarter of it | 5 |
 //! | `VIADUCT_CONNECT_TIMEOUT` | seconds allowed for connection set-up at start | 30 |
 //! | `VIADUCT_XFER_CHUNK` | bytes of each piece of an xfer block's message (4096 to 4 MiB) | 16360 |
@@ -218,7 +218,10 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             transports: vec![MethodKind::Shm, MethodKind::Tcp],
-            eager_limit: 16 * 1024 - 64,
+            // 64 KiB less room for a header: past 16 KiB the shared-memory method carries the
+            // message through its ring in pipelined chunks (`shm::Config::ring_copy_max`), which
+            // beats the rendezvous handshake up to here (docs/perf/shm-sweep.md).
+            eager_limit: (64 << 10) - 64,
             rendezvous_chunk: 4 << 20,
             peer_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(30),
