@@ -24,9 +24,35 @@ struct Setup {
 }
 
 const PROGRAMS: &[&str] = &[
-    "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
-    "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "greqh", "pcoll",
-    "errclass", "nbrw", "fileview", "inter", "rma", "pscw",
+    "env",
+    "p2p",
+    "coll",
+    "errors",
+    "greq",
+    "threads",
+    "more",
+    "greqx",
+    "fileio",
+    "types",
+    "vcoll",
+    "misc",
+    "fatal",
+    "attr",
+    "topo",
+    "groups",
+    "noncomm",
+    "ivcoll",
+    "small",
+    "greqh",
+    "pcoll",
+    "errclass",
+    "nbrw",
+    "fileview",
+    "inter",
+    "rma",
+    "pscw",
+    "rmalock",
+    "rmashared",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -738,4 +764,14 @@ fn rma_program() {
 #[test]
 fn pscw_program() {
     program_at("pscw", &[2, 3, 4]);
+}
+
+#[test]
+fn rmalock_program() {
+    program_at("rmalock", &[2, 3, 4]);
+}
+
+#[test]
+fn rmashared_program() {
+    program_at("rmashared", &[2, 3, 4]);
 }
