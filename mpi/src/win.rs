@@ -48,6 +48,10 @@ const ERR_SIZE: c_int = 51;
 const ERR_DISP: c_int = 52;
 /// `MPI_ERR_RMA_RANGE`.
 const ERR_RMA_RANGE: c_int = 55;
+/// `MPI_ERR_RMA_ATTACH`.
+const ERR_RMA_ATTACH: c_int = 56;
+/// `MPI_ERR_RMA_FLAVOR`.
+const ERR_RMA_FLAVOR: c_int = 58;
 
 /// Predefined window attributes.
 const WIN_BASE: c_int = 0x6600_0001;
@@ -58,6 +62,8 @@ const WIN_MODEL: c_int = 0x6600_0009;
 /// `MPI_WIN_FLAVOR_CREATE`, `MPI_WIN_FLAVOR_ALLOCATE`.
 const FLAVOR_CREATE: c_int = 1;
 const FLAVOR_ALLOCATE: c_int = 2;
+/// `MPI_WIN_FLAVOR_DYNAMIC`.
+const FLAVOR_DYNAMIC: c_int = 3;
 /// `MPI_WIN_FLAVOR_SHARED`.
 pub(crate) const FLAVOR_SHARED: c_int = 4;
 /// `MPI_WIN_SEPARATE`.
@@ -130,6 +136,9 @@ pub(crate) struct Win {
     pub(crate) passive: crate::winlock::Passive,
     /// The shared mapping of a window of `MPI_Win_allocate_shared`.
     pub(crate) shm: Option<crate::winshm::Mapping>,
+    /// The memory attached to a window of `MPI_Win_create_dynamic`: (address, length), in
+    /// attach order.
+    attached: Mutex<Vec<(usize, usize)>>,
     /// Stable storage of the attribute values returned by pointer.
     attr_size: Box<MpiAint>,
     attr_disp: Box<c_int>,
@@ -205,6 +214,7 @@ pub(crate) fn create_on(
         pscw: Mutex::new(Pscw::default()),
         passive: crate::winlock::Passive::new(n),
         shm,
+        attached: Mutex::new(Vec::new()),
         attr_size: Box::new(size),
         attr_disp: Box::new(disp_unit),
         attr_flavor: Box::new(flavor),
@@ -307,6 +317,89 @@ mpi_fn! {
         if unsynced {
             return Err(MpiError::new(ERR_RMA_SYNC, "operations were queued on the window and not synchronised").on(abi::COMM_WORLD));
         }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Win_create_dynamic` (collective): a window with no memory; each rank attaches
+    /// memory with `MPI_Win_attach`, and a target displacement is an address of the target
+    /// (`MPI_Get_address`), checked against its attached regions.
+    MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: Handle, comm: Handle, win: *mut Handle) on comm => {
+        let _ = info;
+        if win.is_null() {
+            return Err(MpiError::new(err::ARG, "win is NULL"));
+        }
+        let h = create(0, 0, 1, comm, FLAVOR_DYNAMIC)?;
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(win, h, "win") }
+    }
+}
+
+fn dynamic(w: &Win) -> Result<(), MpiError> {
+    if w.flavor != FLAVOR_DYNAMIC {
+        return Err(MpiError::new(
+            ERR_RMA_FLAVOR,
+            "the window was not made by MPI_Win_create_dynamic",
+        ));
+    }
+    Ok(())
+}
+
+mpi_fn! {
+    /// `MPI_Win_attach`: `size` bytes at `base` become part of the window (local); they must
+    /// not overlap memory attached already.
+    MPI_Win_attach / PMPI_Win_attach(win: Handle, base: *mut c_void, size: MpiAint) on win => {
+        let w = self::win(win)?;
+        dynamic(&w)?;
+        if size < 0 {
+            return Err(MpiError::new(ERR_SIZE, format!("size {size} is negative")));
+        }
+        if base.is_null() && size > 0 {
+            return Err(MpiError::new(err::BUFFER, "base is NULL and size is not 0"));
+        }
+        let (a, n) = (base as usize, size as usize);
+        let mut r = lock(&w.attached);
+        if let Some(&(b, m)) = r.iter().find(|&&(b, m)| a < b + m.max(1) && b < a + n.max(1)) {
+            return Err(MpiError::new(ERR_RMA_ATTACH, format!("{n} bytes at {a:#x} overlap the {m} bytes at {b:#x} attached already")));
+        }
+        r.push((a, n));
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Win_detach`: the memory attached at `base` leaves the window (local).
+    MPI_Win_detach / PMPI_Win_detach(win: Handle, base: *const c_void) on win => {
+        let w = self::win(win)?;
+        dynamic(&w)?;
+        let mut r = lock(&w.attached);
+        let i = r.iter().position(|&(b, _)| b == base as usize).ok_or_else(|| {
+            MpiError::new(ERR_RMA_ATTACH, format!("no memory attached at {:#x}", base as usize))
+        })?;
+        r.remove(i);
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Win_get_info`: a new, empty info object (no hint is used).
+    MPI_Win_get_info / PMPI_Win_get_info(win: Handle, info_used: *mut Handle) on win => {
+        self::win(win)?;
+        if info_used.is_null() {
+            return Err(MpiError::new(err::ARG, "info_used is NULL"));
+        }
+        let h = crate::misc::new_info();
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(info_used, h, "info_used") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Win_set_info` (collective): hints are accepted and not used.
+    MPI_Win_set_info / PMPI_Win_set_info(win: Handle, info: Handle) on win => {
+        let _ = info;
+        self::win(win)?;
         Ok(())
     }
 }
@@ -840,12 +933,23 @@ fn apply_one(w: &Win, r: &mut Reader<'_>, results: &mut Vec<u8>) -> Result<(), c
     let data = r.take(dlen).map_err(bad)?;
     let total: u64 = runs.iter().map(|x| x.1).sum();
     let fetches = matches!(kind, K_GET | K_GET_ACC | K_CAS);
-    // Bounds: every run inside [0, size).
+    // Bounds: every run inside [0, size), or for a dynamic window (base 0, displacements
+    // are addresses) inside one attached region.
     let start = (disp as i128) * (w.disp_unit as i128);
-    let in_range = runs.iter().all(|&(o, l)| {
-        let lo = start + o as i128;
-        lo >= 0 && lo + l as i128 <= w.size as i128
-    });
+    let in_range = if w.flavor == FLAVOR_DYNAMIC {
+        let regions = lock(&w.attached);
+        runs.iter().all(|&(o, l)| {
+            let lo = start + o as i128;
+            regions
+                .iter()
+                .any(|&(a, n)| lo >= a as i128 && lo + l as i128 <= a as i128 + n as i128)
+        })
+    } else {
+        runs.iter().all(|&(o, l)| {
+            let lo = start + o as i128;
+            lo >= 0 && lo + l as i128 <= w.size as i128
+        })
+    };
     if !in_range {
         if fetches {
             results.resize(results.len() + total as usize, 0);
@@ -857,9 +961,10 @@ fn apply_one(w: &Win, r: &mut Reader<'_>, results: &mut Vec<u8>) -> Result<(), c
             return &mut [];
         }
         let lo = (start + o as i128) as usize;
-        // SAFETY: `lo .. lo + l` lies inside the window (checked above); the window's memory
-        // is the program's (or the library's) for the window's life, and the program does not
-        // access it while the epoch closes (the separate model's rule).
+        // SAFETY: `lo .. lo + l` lies inside the window or, for a dynamic window, inside
+        // memory the program attached (checked above); that memory is the program's (or the
+        // library's) while it is part of the window, and the program does not access it while
+        // the epoch closes (the separate model's rule).
         unsafe { std::slice::from_raw_parts_mut((w.base + lo) as *mut u8, l as usize) }
     };
     if fetches {

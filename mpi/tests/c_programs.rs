@@ -53,6 +53,7 @@ const PROGRAMS: &[&str] = &[
     "pscw",
     "rmalock",
     "rmashared",
+    "rmadynamic",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -330,6 +331,41 @@ fn program_at(p: &str, sizes: &[u32]) {
         if !s.mpiexec {
             continue;
         }
+        let mpich = assert_ok(
+            &job(s, p, Launch::Mpiexec(n), false, &[]),
+            &format!("{p} on MPICH, mpiexec -n {n}"),
+            n as usize,
+        );
+        assert_eq!(
+            v, mpich,
+            "{p}: viaduct and MPICH give different results at {n} ranks"
+        );
+    }
+}
+
+/// Runs `p` at each size of `sizes` on viaduct under `viaduct launch -n N` and, where mpiexec
+/// is installed, on viaduct and on MPICH under `mpiexec -n N`; the result lines of the three
+/// must be the same.
+fn program_at_both(p: &str, sizes: &[u32]) {
+    let Some(s) = setup() else { return };
+    for &n in sizes {
+        let v = assert_ok(
+            &job(s, p, Launch::Viaduct(n), true, &[]),
+            &format!("{p} on viaduct, viaduct launch -n {n}"),
+            n as usize,
+        );
+        if !s.mpiexec {
+            continue;
+        }
+        let m = assert_ok(
+            &job(s, p, Launch::Mpiexec(n), true, &[]),
+            &format!("{p} on viaduct, mpiexec -n {n}"),
+            n as usize,
+        );
+        assert_eq!(
+            v, m,
+            "{p}: viaduct under viaduct launch and under mpiexec differ at {n} ranks"
+        );
         let mpich = assert_ok(
             &job(s, p, Launch::Mpiexec(n), false, &[]),
             &format!("{p} on MPICH, mpiexec -n {n}"),
@@ -768,10 +804,15 @@ fn pscw_program() {
 
 #[test]
 fn rmalock_program() {
-    program_at("rmalock", &[2, 3, 4]);
+    program_at_both("rmalock", &[2, 3, 4]);
+}
+
+#[test]
+fn rmadynamic_program() {
+    program_at_both("rmadynamic", &[2, 3, 4]);
 }
 
 #[test]
 fn rmashared_program() {
-    program_at("rmashared", &[2, 3, 4]);
+    program_at_both("rmashared", &[2, 3, 4]);
 }

@@ -20,6 +20,7 @@
 #define S_RACC 14    /* MPI_Raccumulate sum at rank 0 */
 #define S_BUSY 15    /* sum written while rank 0 sits in MPI_Recv */
 #define S_BUSY2 16   /* sum written while rank 0 sits in MPI_Barrier */
+#define S_SPARE 20   /* written under a fence by the misuse checks */
 
 static int cmp_int(const void *a, const void *b) {
     return *(const int *)a - *(const int *)b;
@@ -45,8 +46,28 @@ int main(int argc, char **argv) {
     CHECK_RC(MPI_Win_unlock(right, win), MPI_ERR_RMA_SYNC);
     OK(rank, "unlock without lock refused");
 
+    /* More misuse, each MPI_ERR_RMA_SYNC: a request-based operation outside a passive-target
+       epoch, a lock inside a fence epoch, a second lock of one target, a fence inside a lock
+       epoch, a flush without an epoch; and a lock type that is not one. */
+    MPI_Request rq;
+    int one = 1, c = 0;
+    CHECK_RC(MPI_Rput(&one, 1, MPI_INT, right, S_SPARE, 1, MPI_INT, win, &rq), MPI_ERR_RMA_SYNC);
+    CHECK(MPI_Win_fence(0, win) == MPI_SUCCESS);
+    CHECK(MPI_Put(&one, 1, MPI_INT, right, S_SPARE, 1, MPI_INT, win) == MPI_SUCCESS);
+    CHECK_RC(MPI_Win_lock(MPI_LOCK_SHARED, rank, 0, win), MPI_ERR_RMA_SYNC);
+    CHECK(MPI_Win_fence(MPI_MODE_NOSUCCEED, win) == MPI_SUCCESS);
+    CHECK(MPI_Win_lock(MPI_LOCK_SHARED, right, 0, win) == MPI_SUCCESS);
+    CHECK_RC(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, right, 0, win), MPI_ERR_RMA_SYNC);
+    CHECK_RC(MPI_Win_fence(0, win), MPI_ERR_RMA_SYNC);
+    CHECK(MPI_Win_unlock(right, win) == MPI_SUCCESS);
+    CHECK_RC(MPI_Win_flush(right, win), MPI_ERR_RMA_SYNC);
+    /* MPI_ERR_LOCKTYPE is the standard's class; MPICH 4.0.2 gives MPI_ERR_ARG. */
+    MPI_Error_class(MPI_Win_lock(7, right, 0, win), &c);
+    OK(rank, "misuse refused, bad lock type refused %d", c == MPI_ERR_LOCKTYPE || c == MPI_ERR_ARG);
+    MPI_Barrier(MPI_COMM_WORLD);
+
     /* The exclusive-lock counters at rank 0. */
-    int one = 1, olds[ROUNDS];
+    int olds[ROUNDS];
     for (int k = 0; k < ROUNDS; k++) {
         CHECK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win) == MPI_SUCCESS);
         CHECK(MPI_Accumulate(&one, 1, MPI_INT, 0, S_ACC, 1, MPI_INT, MPI_SUM, win) ==
@@ -121,7 +142,6 @@ int main(int argc, char **argv) {
     /* Request-based operations. */
     CHECK(MPI_Win_lock(MPI_LOCK_SHARED, right, 0, win) == MPI_SUCCESS);
     int rv = 500 + rank, rg = -1;
-    MPI_Request rq;
     CHECK(MPI_Rput(&rv, 1, MPI_INT, right, S_REQ, 1, MPI_INT, win, &rq) == MPI_SUCCESS);
     CHECK(MPI_Wait(&rq, MPI_STATUS_IGNORE) == MPI_SUCCESS);
     CHECK(MPI_Win_flush(right, win) == MPI_SUCCESS);
