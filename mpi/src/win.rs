@@ -13,6 +13,12 @@
 //! with an error code and the data of the gets and fetches, which the origin writes into its
 //! result buffers. The windows follow the separate memory model.
 //!
+//! Passive-target synchronisation and the request-based operations are in
+//! [`crate::winlock`] (the same batches, sent at a flush or an unlock and applied by a request
+//! handler at the target), shared-memory windows in [`crate::winshm`]; dynamic windows
+//! (`MPI_Win_create_dynamic`, `MPI_Win_attach`, `MPI_Win_detach`) are here: their base is 0, so
+//! a displacement is an address, checked against the regions attached at the target.
+//!
 //! A batch record: kind (u8), operation (i32), base datatype (i32), displacement in the
 //! target's units (i64), run count (u32) then `(offset, length)` runs (i64, u64) relative to
 //! the displacement, data length (u64) and data.

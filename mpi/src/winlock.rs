@@ -161,7 +161,13 @@ pub(crate) fn stop_service(w: &Win) {
 
 /// The handler of the service's receive (on the agent's handler thread).
 fn serve(w: &Arc<Win>, buf: &RecvBuffer, st: &Status) {
-    if st.test_cancelled() || st.error().is_some() {
+    if st.test_cancelled() {
+        return;
+    }
+    if let Some(e) = st.error() {
+        // The window's communicator failed (a peer is gone): origins waiting on this rank get
+        // the failure from their own receives; posting again would fail the same way.
+        eprintln!("viaduct MPI: the passive-target service of a window stopped: {e}");
         return;
     }
     let mut c = [0u8; CTRL_LEN];
