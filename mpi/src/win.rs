@@ -294,8 +294,10 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_Win_free` (collective): waits for every member, then frees the window (and the
-    /// memory of `MPI_Win_allocate`). Operations queued and not synchronised are dropped.
+    /// `MPI_Win_free` (collective): waits for every member, stops the window's passive-target
+    /// service, then frees the window (and the memory of `MPI_Win_allocate`, the mapping of
+    /// `MPI_Win_allocate_shared`). Operations queued and not synchronised are dropped, as is a
+    /// passive-target epoch still open (`MPI_ERR_RMA_SYNC`).
     MPI_Win_free / PMPI_Win_free(win: *mut Handle) on abi::COMM_WORLD => {
         // SAFETY: the caller's handle.
         let h = unsafe { win.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "win is NULL"))?;
