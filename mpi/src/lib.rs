@@ -91,6 +91,8 @@ mod topo;
 mod types;
 mod vcoll;
 mod win;
+mod winlock;
+mod winshm;
 
 /// The agent's communicator behind `MPI_COMM_WORLD`, between `MPI_Init` and `MPI_Finalize`
 /// (`None` outside): for programs in Rust that use the agent next to the MPI functions, such

@@ -13,6 +13,12 @@
 //! with an error code and the data of the gets and fetches, which the origin writes into its
 //! result buffers. The windows follow the separate memory model.
 //!
+//! Passive-target synchronisation and the request-based operations are in
+//! [`crate::winlock`] (the same batches, sent at a flush or an unlock and applied by a request
+//! handler at the target), shared-memory windows in [`crate::winshm`]; dynamic windows
+//! (`MPI_Win_create_dynamic`, `MPI_Win_attach`, `MPI_Win_detach`) are here: their base is 0, so
+//! a displacement is an address, checked against the regions attached at the target.
+//!
 //! A batch record: kind (u8), operation (i32), base datatype (i32), displacement in the
 //! target's units (i64), run count (u32) then `(offset, length)` runs (i64, u64) relative to
 //! the displacement, data length (u64) and data.
@@ -41,13 +47,17 @@ const WIN_NULL: Handle = 0x2000_0000;
 /// `MPI_ERR_WIN`.
 const ERR_WIN: c_int = 45;
 /// `MPI_ERR_RMA_SYNC`.
-const ERR_RMA_SYNC: c_int = 50;
+pub(crate) const ERR_RMA_SYNC: c_int = 50;
 /// `MPI_ERR_SIZE`.
 const ERR_SIZE: c_int = 51;
 /// `MPI_ERR_DISP`.
 const ERR_DISP: c_int = 52;
 /// `MPI_ERR_RMA_RANGE`.
 const ERR_RMA_RANGE: c_int = 55;
+/// `MPI_ERR_RMA_ATTACH`.
+const ERR_RMA_ATTACH: c_int = 56;
+/// `MPI_ERR_RMA_FLAVOR`.
+const ERR_RMA_FLAVOR: c_int = 58;
 
 /// Predefined window attributes.
 const WIN_BASE: c_int = 0x6600_0001;
@@ -58,6 +68,10 @@ const WIN_MODEL: c_int = 0x6600_0009;
 /// `MPI_WIN_FLAVOR_CREATE`, `MPI_WIN_FLAVOR_ALLOCATE`.
 const FLAVOR_CREATE: c_int = 1;
 const FLAVOR_ALLOCATE: c_int = 2;
+/// `MPI_WIN_FLAVOR_DYNAMIC`.
+const FLAVOR_DYNAMIC: c_int = 3;
+/// `MPI_WIN_FLAVOR_SHARED`.
+pub(crate) const FLAVOR_SHARED: c_int = 4;
 /// `MPI_WIN_SEPARATE`.
 const MODEL_SEPARATE: c_int = 1;
 /// Every assert bit a synchronisation call accepts (`MPI_MODE_NOCHECK` .. `NOSUCCEED`).
@@ -76,18 +90,18 @@ const K_GET_ACC: u8 = 3;
 const K_CAS: u8 = 4;
 
 /// Where a reply's result bytes go at the origin.
-struct Pending {
+pub(crate) struct Pending {
     addr: usize,
     count: usize,
     dtype: Handle,
-    len: usize,
+    pub(crate) len: usize,
 }
 
 /// The operations queued in the current epoch, per target rank.
 #[derive(Default)]
-struct Queue {
-    batches: Vec<Vec<u8>>,
-    pending: Vec<Vec<Pending>>,
+pub(crate) struct Queue {
+    pub(crate) batches: Vec<Vec<u8>>,
+    pub(crate) pending: Vec<Vec<Pending>>,
 }
 
 /// An exposure epoch (`MPI_Win_post`): its origins are served one at a time in rank order,
@@ -114,16 +128,23 @@ struct Pscw {
 }
 
 /// A window.
-struct Win {
-    comm: Comm,
-    base: usize,
-    size: usize,
-    disp_unit: usize,
-    flavor: c_int,
+pub(crate) struct Win {
+    pub(crate) comm: Comm,
+    pub(crate) base: usize,
+    pub(crate) size: usize,
+    pub(crate) disp_unit: usize,
+    pub(crate) flavor: c_int,
     errhandler: AtomicI32,
     name: Mutex<String>,
-    queue: Mutex<Queue>,
+    pub(crate) queue: Mutex<Queue>,
     pscw: Mutex<Pscw>,
+    /// Passive-target state (locks held as origin, lock queue and service as target).
+    pub(crate) passive: crate::winlock::Passive,
+    /// The shared mapping of a window of `MPI_Win_allocate_shared`.
+    pub(crate) shm: Option<crate::winshm::Mapping>,
+    /// The memory attached to a window of `MPI_Win_create_dynamic`: (address, length), in
+    /// attach order.
+    attached: Mutex<Vec<(usize, usize)>>,
     /// Stable storage of the attribute values returned by pointer.
     attr_size: Box<MpiAint>,
     attr_disp: Box<c_int>,
@@ -136,7 +157,7 @@ fn table() -> &'static Mutex<HashMap<Handle, Arc<Win>>> {
     T.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -149,7 +170,7 @@ pub fn errhandler_of_key(h: Handle) -> Option<Handle> {
         .map(|w| w.errhandler.load(Ordering::Relaxed))
 }
 
-fn win(h: Handle) -> Result<Arc<Win>, MpiError> {
+pub(crate) fn win(h: Handle) -> Result<Arc<Win>, MpiError> {
     if h == WIN_NULL {
         return Err(MpiError::new(ERR_WIN, "the window is MPI_WIN_NULL").on(abi::COMM_WORLD));
     }
@@ -159,7 +180,8 @@ fn win(h: Handle) -> Result<Arc<Win>, MpiError> {
     })
 }
 
-/// Makes a window over `size` bytes at `base` (collective over `comm`).
+/// Makes a window over `size` bytes at `base` (collective over `comm`), and starts its
+/// passive-target service.
 fn create(
     base: usize,
     size: MpiAint,
@@ -169,6 +191,19 @@ fn create(
 ) -> Result<Handle, MpiError> {
     let c = rt()?.intra(comm)?;
     let dup = c.comm.dup()?;
+    create_on(dup, base, size, disp_unit, flavor, None)
+}
+
+/// Makes a window over `size` bytes at `base` with private communicator `dup` (a duplicate
+/// every member made), and starts its passive-target service.
+pub(crate) fn create_on(
+    dup: Comm,
+    base: usize,
+    size: MpiAint,
+    disp_unit: c_int,
+    flavor: c_int,
+    shm: Option<crate::winshm::Mapping>,
+) -> Result<Handle, MpiError> {
     let n = dup.size() as usize;
     let mut q = Queue::default();
     q.batches.resize_with(n, Vec::new);
@@ -183,17 +218,22 @@ fn create(
         name: Mutex::new(String::new()),
         queue: Mutex::new(q),
         pscw: Mutex::new(Pscw::default()),
+        passive: crate::winlock::Passive::new(n),
+        shm,
+        attached: Mutex::new(Vec::new()),
         attr_size: Box::new(size),
         attr_disp: Box::new(disp_unit),
         attr_flavor: Box::new(flavor),
         attr_model: Box::new(MODEL_SEPARATE),
     };
     let h = (WIN_KIND | (NEXT.fetch_add(1, Ordering::Relaxed) as u32 & 0x00ff_ffff)) as Handle;
-    lock(table()).insert(h, Arc::new(w));
+    let w = Arc::new(w);
+    crate::winlock::start_service(&w).map_err(|e| e.on(abi::COMM_WORLD))?;
+    lock(table()).insert(h, w);
     Ok(h)
 }
 
-fn check_args(size: MpiAint, disp_unit: c_int) -> Result<(), MpiError> {
+pub(crate) fn check_args(size: MpiAint, disp_unit: c_int) -> Result<(), MpiError> {
     if size < 0 {
         return Err(MpiError::new(ERR_SIZE, format!("size {size} is negative")));
     }
@@ -254,25 +294,120 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_Win_free` (collective): waits for every member, then frees the window (and the
-    /// memory of `MPI_Win_allocate`). Operations queued and not synchronised are dropped.
+    /// `MPI_Win_free` (collective): waits for every member, stops the window's passive-target
+    /// service, then frees the window (and the memory of `MPI_Win_allocate`, the mapping of
+    /// `MPI_Win_allocate_shared`). Operations queued and not synchronised are dropped, as is a
+    /// passive-target epoch still open (`MPI_ERR_RMA_SYNC`).
     MPI_Win_free / PMPI_Win_free(win: *mut Handle) on abi::COMM_WORLD => {
         // SAFETY: the caller's handle.
         let h = unsafe { win.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "win is NULL"))?;
         let w = self::win(*h)?;
         let key = *h;
         let unsynced = lock(&w.queue).batches.iter().any(|b| !b.is_empty());
+        let open = crate::winlock::epoch_open(&w);
         w.comm.barrier().map_err(|e| MpiError::from(e).on(key))?;
         lock(table()).remove(&key);
+        // Every member passed the barrier, so every origin's passive epoch ended (its unlock
+        // took its reply): no request for the service comes any more.
+        crate::winlock::stop_service(&w);
+        if let Some(m) = &w.shm {
+            m.unmap();
+        }
         if w.flavor == FLAVOR_ALLOCATE {
             // SAFETY: the window's own memory from malloc; the window is gone from the table,
             // and every member passed the barrier, so nothing accesses it any more.
             unsafe { libc::free(w.base as *mut c_void) };
         }
         *h = WIN_NULL;
+        if open {
+            return Err(MpiError::new(ERR_RMA_SYNC, "a passive-target epoch (MPI_Win_lock or MPI_Win_lock_all) was open on the window").on(abi::COMM_WORLD));
+        }
         if unsynced {
             return Err(MpiError::new(ERR_RMA_SYNC, "operations were queued on the window and not synchronised").on(abi::COMM_WORLD));
         }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Win_create_dynamic` (collective): a window with no memory; each rank attaches
+    /// memory with `MPI_Win_attach`, and a target displacement is an address of the target
+    /// (`MPI_Get_address`), checked against its attached regions.
+    MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: Handle, comm: Handle, win: *mut Handle) on comm => {
+        let _ = info;
+        if win.is_null() {
+            return Err(MpiError::new(err::ARG, "win is NULL"));
+        }
+        let h = create(0, 0, 1, comm, FLAVOR_DYNAMIC)?;
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(win, h, "win") }
+    }
+}
+
+fn dynamic(w: &Win) -> Result<(), MpiError> {
+    if w.flavor != FLAVOR_DYNAMIC {
+        return Err(MpiError::new(
+            ERR_RMA_FLAVOR,
+            "the window was not made by MPI_Win_create_dynamic",
+        ));
+    }
+    Ok(())
+}
+
+mpi_fn! {
+    /// `MPI_Win_attach`: `size` bytes at `base` become part of the window (local); they must
+    /// not overlap memory attached already.
+    MPI_Win_attach / PMPI_Win_attach(win: Handle, base: *mut c_void, size: MpiAint) on win => {
+        let w = self::win(win)?;
+        dynamic(&w)?;
+        if size < 0 {
+            return Err(MpiError::new(ERR_SIZE, format!("size {size} is negative")));
+        }
+        if base.is_null() && size > 0 {
+            return Err(MpiError::new(err::BUFFER, "base is NULL and size is not 0"));
+        }
+        let (a, n) = (base as usize, size as usize);
+        let mut r = lock(&w.attached);
+        if let Some(&(b, m)) = r.iter().find(|&&(b, m)| a < b + m.max(1) && b < a + n.max(1)) {
+            return Err(MpiError::new(ERR_RMA_ATTACH, format!("{n} bytes at {a:#x} overlap the {m} bytes at {b:#x} attached already")));
+        }
+        r.push((a, n));
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Win_detach`: the memory attached at `base` leaves the window (local).
+    MPI_Win_detach / PMPI_Win_detach(win: Handle, base: *const c_void) on win => {
+        let w = self::win(win)?;
+        dynamic(&w)?;
+        let mut r = lock(&w.attached);
+        let i = r.iter().position(|&(b, _)| b == base as usize).ok_or_else(|| {
+            MpiError::new(ERR_RMA_ATTACH, format!("no memory attached at {:#x}", base as usize))
+        })?;
+        r.remove(i);
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Win_get_info`: a new, empty info object (no hint is used).
+    MPI_Win_get_info / PMPI_Win_get_info(win: Handle, info_used: *mut Handle) on win => {
+        self::win(win)?;
+        if info_used.is_null() {
+            return Err(MpiError::new(err::ARG, "info_used is NULL"));
+        }
+        let h = crate::misc::new_info();
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(info_used, h, "info_used") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Win_set_info` (collective): hints are accepted and not used.
+    MPI_Win_set_info / PMPI_Win_set_info(win: Handle, info: Handle) on win => {
+        let _ = info;
+        self::win(win)?;
         Ok(())
     }
 }
@@ -396,13 +531,13 @@ mpi_fn! {
 
 /// What the target side of one operation is: runs relative to the displacement, and the
 /// predefined type its elements are made of.
-struct Target {
+pub(crate) struct Target {
     runs: Vec<(i64, u64)>,
     base: Option<Handle>,
     bytes: usize,
 }
 
-fn target_runs(count: c_int, t: Handle) -> Result<Target, MpiError> {
+pub(crate) fn target_runs(count: c_int, t: Handle) -> Result<Target, MpiError> {
     if count < 0 {
         return Err(MpiError::new(
             err::COUNT,
@@ -432,7 +567,11 @@ fn target_runs(count: c_int, t: Handle) -> Result<Target, MpiError> {
 /// # Safety
 ///
 /// `addr` holds `count` elements of `t`.
-unsafe fn pack(addr: *const c_void, count: c_int, t: Handle) -> Result<Vec<u8>, MpiError> {
+pub(crate) unsafe fn pack(
+    addr: *const c_void,
+    count: c_int,
+    t: Handle,
+) -> Result<Vec<u8>, MpiError> {
     if count < 0 {
         return Err(MpiError::new(
             err::COUNT,
@@ -451,7 +590,7 @@ unsafe fn pack(addr: *const c_void, count: c_int, t: Handle) -> Result<Vec<u8>, 
 
 /// Checks the rank and queues one record for `target` (and where its result goes).
 #[allow(clippy::too_many_arguments)]
-fn queue(
+pub(crate) fn queue(
     w: &Win,
     target: c_int,
     kind: u8,
@@ -496,7 +635,7 @@ fn queue(
     Ok(())
 }
 
-fn mismatch(what: &str, a: usize, b: usize) -> MpiError {
+pub(crate) fn mismatch(what: &str, a: usize, b: usize) -> MpiError {
     MpiError::new(
         err::TYPE,
         format!("the {what} holds {a} bytes of data but the target datatype {b}"),
@@ -504,7 +643,7 @@ fn mismatch(what: &str, a: usize, b: usize) -> MpiError {
 }
 
 /// Checks that accumulate operation `o` applies to the elements of the target type.
-fn check_op(o: Handle, tg: &Target, fetch: bool) -> Result<(), MpiError> {
+pub(crate) fn check_op(o: Handle, tg: &Target, fetch: bool) -> Result<(), MpiError> {
     if o == op::REPLACE || (fetch && o == op::NO_OP) {
         return Ok(());
     }
@@ -523,7 +662,7 @@ fn check_op(o: Handle, tg: &Target, fetch: bool) -> Result<(), MpiError> {
     crate::datatype::reduction(base, o).map(|_| ())
 }
 
-fn pending(addr: *mut c_void, count: c_int, t: Handle) -> Result<Pending, MpiError> {
+pub(crate) fn pending(addr: *mut c_void, count: c_int, t: Handle) -> Result<Pending, MpiError> {
     if count < 0 {
         return Err(MpiError::new(
             err::COUNT,
@@ -547,42 +686,99 @@ mpi_fn! {
     /// epoch closes.
     MPI_Put / PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MpiAint, target_count: c_int, target_datatype: Handle, win: Handle) on win => {
         let w = self::win(win)?;
-        let tg = target_runs(target_count, target_datatype)?;
-        // SAFETY: the caller's buffer of origin_count elements.
-        let data = unsafe { pack(origin_addr, origin_count, origin_datatype) }?;
-        if data.len() != tg.bytes {
-            return Err(mismatch("origin buffer", data.len(), tg.bytes));
-        }
-        queue(&w, target_rank, K_PUT, 0, target_disp, &tg, &data, None)
+        // SAFETY: the caller's buffer.
+        unsafe { put_op(&w, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype) }
     }
+}
+
+/// Queues a put (`MPI_Put`, `MPI_Rput`).
+///
+/// # Safety
+///
+/// `origin_addr` holds `origin_count` elements of `origin_datatype`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn put_op(
+    w: &Win,
+    origin_addr: *const c_void,
+    origin_count: c_int,
+    origin_datatype: Handle,
+    target_rank: c_int,
+    target_disp: MpiAint,
+    target_count: c_int,
+    target_datatype: Handle,
+) -> Result<(), MpiError> {
+    let tg = target_runs(target_count, target_datatype)?;
+    // SAFETY: the caller's buffer of origin_count elements.
+    let data = unsafe { pack(origin_addr, origin_count, origin_datatype) }?;
+    if data.len() != tg.bytes {
+        return Err(mismatch("origin buffer", data.len(), tg.bytes));
+    }
+    queue(w, target_rank, K_PUT, 0, target_disp, &tg, &data, None)
 }
 
 mpi_fn! {
     /// `MPI_Get`: the origin buffer is written when the epoch closes.
     MPI_Get / PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MpiAint, target_count: c_int, target_datatype: Handle, win: Handle) on win => {
         let w = self::win(win)?;
-        let tg = target_runs(target_count, target_datatype)?;
-        let p = pending(origin_addr, origin_count, origin_datatype)?;
-        if p.len != tg.bytes {
-            return Err(mismatch("origin buffer", p.len, tg.bytes));
-        }
-        queue(&w, target_rank, K_GET, 0, target_disp, &tg, &[], Some(p))
+        get_op(&w, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype)
     }
+}
+
+/// Queues a get (`MPI_Get`, `MPI_Rget`); the origin buffer is written when the operation
+/// completes.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn get_op(
+    w: &Win,
+    origin_addr: *mut c_void,
+    origin_count: c_int,
+    origin_datatype: Handle,
+    target_rank: c_int,
+    target_disp: MpiAint,
+    target_count: c_int,
+    target_datatype: Handle,
+) -> Result<(), MpiError> {
+    let tg = target_runs(target_count, target_datatype)?;
+    let p = pending(origin_addr, origin_count, origin_datatype)?;
+    if p.len != tg.bytes {
+        return Err(mismatch("origin buffer", p.len, tg.bytes));
+    }
+    queue(w, target_rank, K_GET, 0, target_disp, &tg, &[], Some(p))
 }
 
 mpi_fn! {
     /// `MPI_Accumulate`: a predefined operation (or `MPI_REPLACE`) on predefined elements.
     MPI_Accumulate / PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: MpiAint, target_count: c_int, target_datatype: Handle, opr: Handle, win: Handle) on win => {
         let w = self::win(win)?;
-        let tg = target_runs(target_count, target_datatype)?;
-        check_op(opr, &tg, false)?;
-        // SAFETY: the caller's buffer of origin_count elements.
-        let data = unsafe { pack(origin_addr, origin_count, origin_datatype) }?;
-        if data.len() != tg.bytes {
-            return Err(mismatch("origin buffer", data.len(), tg.bytes));
-        }
-        queue(&w, target_rank, K_ACC, opr, target_disp, &tg, &data, None)
+        // SAFETY: the caller's buffer.
+        unsafe { acc_op(&w, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, opr) }
     }
+}
+
+/// Queues an accumulate (`MPI_Accumulate`, `MPI_Raccumulate`).
+///
+/// # Safety
+///
+/// `origin_addr` holds `origin_count` elements of `origin_datatype`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn acc_op(
+    w: &Win,
+    origin_addr: *const c_void,
+    origin_count: c_int,
+    origin_datatype: Handle,
+    target_rank: c_int,
+    target_disp: MpiAint,
+    target_count: c_int,
+    target_datatype: Handle,
+    opr: Handle,
+) -> Result<(), MpiError> {
+    let tg = target_runs(target_count, target_datatype)?;
+    check_op(opr, &tg, false)?;
+    // SAFETY: the caller's buffer of origin_count elements.
+    let data = unsafe { pack(origin_addr, origin_count, origin_datatype) }?;
+    if data.len() != tg.bytes {
+        return Err(mismatch("origin buffer", data.len(), tg.bytes));
+    }
+    queue(w, target_rank, K_ACC, opr, target_disp, &tg, &data, None)
 }
 
 /// `MPI_Get_accumulate` and `MPI_Fetch_and_op`.
@@ -591,7 +787,7 @@ mpi_fn! {
 ///
 /// The caller's buffers hold their counts of elements.
 #[allow(clippy::too_many_arguments)]
-unsafe fn get_accumulate(
+pub(crate) unsafe fn get_accumulate(
     origin_addr: *const c_void,
     origin_count: c_int,
     origin_datatype: Handle,
@@ -706,7 +902,7 @@ impl<'a> Reader<'a> {
 
 /// Applies one origin's batch to this rank's window; returns the reply: an error code (i32)
 /// and the result bytes of every get and fetch, in order (zeros for an operation refused).
-fn apply(w: &Win, batch: &[u8]) -> Vec<u8> {
+pub(crate) fn apply(w: &Win, batch: &[u8]) -> Vec<u8> {
     let mut code = abi::SUCCESS;
     let mut results = Vec::new();
     let mut r = Reader { data: batch, at: 0 };
@@ -745,12 +941,23 @@ fn apply_one(w: &Win, r: &mut Reader<'_>, results: &mut Vec<u8>) -> Result<(), c
     let data = r.take(dlen).map_err(bad)?;
     let total: u64 = runs.iter().map(|x| x.1).sum();
     let fetches = matches!(kind, K_GET | K_GET_ACC | K_CAS);
-    // Bounds: every run inside [0, size).
+    // Bounds: every run inside [0, size), or for a dynamic window (base 0, displacements
+    // are addresses) inside one attached region.
     let start = (disp as i128) * (w.disp_unit as i128);
-    let in_range = runs.iter().all(|&(o, l)| {
-        let lo = start + o as i128;
-        lo >= 0 && lo + l as i128 <= w.size as i128
-    });
+    let in_range = if w.flavor == FLAVOR_DYNAMIC {
+        let regions = lock(&w.attached);
+        runs.iter().all(|&(o, l)| {
+            let lo = start + o as i128;
+            regions
+                .iter()
+                .any(|&(a, n)| lo >= a as i128 && lo + l as i128 <= a as i128 + n as i128)
+        })
+    } else {
+        runs.iter().all(|&(o, l)| {
+            let lo = start + o as i128;
+            lo >= 0 && lo + l as i128 <= w.size as i128
+        })
+    };
     if !in_range {
         if fetches {
             results.resize(results.len() + total as usize, 0);
@@ -762,9 +969,10 @@ fn apply_one(w: &Win, r: &mut Reader<'_>, results: &mut Vec<u8>) -> Result<(), c
             return &mut [];
         }
         let lo = (start + o as i128) as usize;
-        // SAFETY: `lo .. lo + l` lies inside the window (checked above); the window's memory
-        // is the program's (or the library's) for the window's life, and the program does not
-        // access it while the epoch closes (the separate model's rule).
+        // SAFETY: `lo .. lo + l` lies inside the window or, for a dynamic window, inside
+        // memory the program attached (checked above); that memory is the program's (or the
+        // library's) while it is part of the window, and the program does not access it while
+        // the epoch closes (the separate model's rule).
         unsafe { std::slice::from_raw_parts_mut((w.base + lo) as *mut u8, l as usize) }
     };
     if fetches {
@@ -822,7 +1030,7 @@ fn apply_one(w: &Win, r: &mut Reader<'_>, results: &mut Vec<u8>) -> Result<(), c
 }
 
 /// Writes a reply's result bytes into the origin's result buffers.
-fn deliver(pending: &[Pending], data: &[u8]) {
+pub(crate) fn deliver(pending: &[Pending], data: &[u8]) {
     let mut at = 0;
     for p in pending {
         let Some(chunk) = data.get(at..at + p.len) else {
@@ -842,7 +1050,7 @@ fn deliver(pending: &[Pending], data: &[u8]) {
 }
 
 /// The error of a failed transfer of the epoch's closing.
-fn xfer(e: impl Into<MpiError>) -> MpiError {
+pub(crate) fn xfer(e: impl Into<MpiError>) -> MpiError {
     e.into()
 }
 
@@ -955,7 +1163,7 @@ fn exchange(w: &Win, targets: &[u32], origins: &[u32]) -> Result<(), MpiError> {
     Ok(())
 }
 
-fn check_assert(a: c_int) -> Result<(), MpiError> {
+pub(crate) fn check_assert(a: c_int) -> Result<(), MpiError> {
     if a & !ASSERT_BITS != 0 {
         return Err(MpiError::new(
             53,
@@ -972,6 +1180,9 @@ mpi_fn! {
     MPI_Win_fence / PMPI_Win_fence(assert: c_int, win: Handle) on win => {
         let w = self::win(win)?;
         check_assert(assert)?;
+        if crate::winlock::epoch_open(&w) {
+            return Err(MpiError::new(ERR_RMA_SYNC, "MPI_Win_fence inside a passive-target epoch (MPI_Win_lock or MPI_Win_lock_all)"));
+        }
         let all: Vec<u32> = (0..w.comm.size()).collect();
         let done = exchange(&w, &all, &all);
         w.comm.barrier()?;
@@ -1031,6 +1242,11 @@ mpi_fn! {
         s.access = Some(targets);
         Ok(())
     }
+}
+
+/// Whether this rank has an access epoch of `MPI_Win_start` open on `w`.
+pub(crate) fn access_open(w: &Win) -> bool {
+    lock(&w.pscw).access.is_some()
 }
 
 /// Serves the origins of exposure epoch `x` in rank order: receives each one's batch, applies

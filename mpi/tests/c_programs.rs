@@ -24,9 +24,36 @@ struct Setup {
 }
 
 const PROGRAMS: &[&str] = &[
-    "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
-    "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "greqh", "pcoll",
-    "errclass", "nbrw", "fileview", "inter", "rma", "pscw",
+    "env",
+    "p2p",
+    "coll",
+    "errors",
+    "greq",
+    "threads",
+    "more",
+    "greqx",
+    "fileio",
+    "types",
+    "vcoll",
+    "misc",
+    "fatal",
+    "attr",
+    "topo",
+    "groups",
+    "noncomm",
+    "ivcoll",
+    "small",
+    "greqh",
+    "pcoll",
+    "errclass",
+    "nbrw",
+    "fileview",
+    "inter",
+    "rma",
+    "pscw",
+    "rmalock",
+    "rmashared",
+    "rmadynamic",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -304,6 +331,41 @@ fn program_at(p: &str, sizes: &[u32]) {
         if !s.mpiexec {
             continue;
         }
+        let mpich = assert_ok(
+            &job(s, p, Launch::Mpiexec(n), false, &[]),
+            &format!("{p} on MPICH, mpiexec -n {n}"),
+            n as usize,
+        );
+        assert_eq!(
+            v, mpich,
+            "{p}: viaduct and MPICH give different results at {n} ranks"
+        );
+    }
+}
+
+/// Runs `p` at each size of `sizes` on viaduct under `viaduct launch -n N` and, where mpiexec
+/// is installed, on viaduct and on MPICH under `mpiexec -n N`; the result lines of the three
+/// must be the same.
+fn program_at_both(p: &str, sizes: &[u32]) {
+    let Some(s) = setup() else { return };
+    for &n in sizes {
+        let v = assert_ok(
+            &job(s, p, Launch::Viaduct(n), true, &[]),
+            &format!("{p} on viaduct, viaduct launch -n {n}"),
+            n as usize,
+        );
+        if !s.mpiexec {
+            continue;
+        }
+        let m = assert_ok(
+            &job(s, p, Launch::Mpiexec(n), true, &[]),
+            &format!("{p} on viaduct, mpiexec -n {n}"),
+            n as usize,
+        );
+        assert_eq!(
+            v, m,
+            "{p}: viaduct under viaduct launch and under mpiexec differ at {n} ranks"
+        );
         let mpich = assert_ok(
             &job(s, p, Launch::Mpiexec(n), false, &[]),
             &format!("{p} on MPICH, mpiexec -n {n}"),
@@ -646,7 +708,7 @@ fn unsupported_function_is_reported() {
     assert_ne!(j.code, Some(0), "the job must fail:\n{}", j.stderr);
     assert!(
         j.stderr
-            .contains("fatal error in MPI_Win_create_dynamic: Unsupported operation (class 44)"),
+            .contains("fatal error in MPI_Comm_get_parent: Unsupported operation (class 44)"),
         "{}",
         j.stderr
     );
@@ -738,4 +800,19 @@ fn rma_program() {
 #[test]
 fn pscw_program() {
     program_at("pscw", &[2, 3, 4]);
+}
+
+#[test]
+fn rmalock_program() {
+    program_at_both("rmalock", &[2, 3, 4]);
+}
+
+#[test]
+fn rmadynamic_program() {
+    program_at_both("rmadynamic", &[2, 3, 4]);
+}
+
+#[test]
+fn rmashared_program() {
+    program_at_both("rmashared", &[2, 3, 4]);
 }
