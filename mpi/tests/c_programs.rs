@@ -26,7 +26,7 @@ struct Setup {
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
     "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "greqh", "pcoll",
-    "errclass", "nbrw", "fileview", "inter", "rma", "pscw",
+    "errclass", "nbrw", "fileview", "inter", "rma", "pscw", "mprobe",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -738,4 +738,9 @@ fn rma_program() {
 #[test]
 fn pscw_program() {
     program_at("pscw", &[2, 3, 4]);
+}
+
+#[test]
+fn mprobe_program() {
+    program_at("mprobe", &[2, 3, 4]);
 }
