@@ -80,6 +80,7 @@ mod greq;
 mod group;
 mod inter;
 mod misc;
+mod mprobe;
 mod op;
 mod p2p;
 mod pcoll;
