@@ -26,7 +26,7 @@ struct Setup {
 const PROGRAMS: &[&str] = &[
     "env", "p2p", "coll", "errors", "greq", "threads", "more", "greqx", "fileio", "types", "vcoll",
     "misc", "fatal", "attr", "topo", "groups", "noncomm", "ivcoll", "small", "greqh", "pcoll",
-    "errclass", "nbrw", "fileview", "inter", "rma", "pscw", "mprobe",
+    "errclass", "nbrw", "fileview", "inter", "rma", "pscw", "mprobe", "types2",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -743,4 +743,9 @@ fn pscw_program() {
 #[test]
 fn mprobe_program() {
     program_at("mprobe", &[2, 3, 4]);
+}
+
+#[test]
+fn types2_program() {
+    program("types2");
 }
