@@ -90,6 +90,7 @@ pub mod stubs;
 mod symbols;
 mod topo;
 mod types;
+mod types2;
 mod vcoll;
 mod win;
 
