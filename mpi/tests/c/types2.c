@@ -198,6 +198,44 @@ int main(int argc, char **argv) {
     CHECK(MPI_Errhandler_create(NULL, &eh) != MPI_SUCCESS || eh != MPI_ERRHANDLER_NULL);
     OK(rank, "legacy errhandler calls");
 
+    /* external32: big-endian, MPI_LONG in 4 bytes; a round trip through a vector of doubles. */
+    unsigned char ext32[64];
+    MPI_Aint pos = 0, esz;
+    int iv[2] = {1, 0x01020304 + rank};
+    long lv = -5;
+    short sv[2] = {0x0102, -2};
+    double dv = 1.5;
+    CHECK(MPI_Pack_external("external32", iv, 2, MPI_INT, ext32, sizeof ext32, &pos) == MPI_SUCCESS);
+    CHECK(MPI_Pack_external("external32", &lv, 1, MPI_LONG, ext32, sizeof ext32, &pos) == MPI_SUCCESS);
+    CHECK(MPI_Pack_external("external32", sv, 2, MPI_SHORT, ext32, sizeof ext32, &pos) == MPI_SUCCESS);
+    CHECK(MPI_Pack_external("external32", &dv, 1, MPI_DOUBLE, ext32, sizeof ext32, &pos) == MPI_SUCCESS);
+    at = 0;
+    for (int i = 0; i < pos; i++) at += snprintf(line + at, sizeof line - at, "%02x", ext32[i]);
+    OK(rank, "external32: %ld bytes %s", (long)pos, line);
+    MPI_Aint upos = 0;
+    int iv2[2];
+    long lv2;
+    short sv2[2];
+    double dv2;
+    CHECK(MPI_Unpack_external("external32", ext32, pos, &upos, iv2, 2, MPI_INT) == MPI_SUCCESS);
+    CHECK(MPI_Unpack_external("external32", ext32, pos, &upos, &lv2, 1, MPI_LONG) == MPI_SUCCESS);
+    CHECK(MPI_Unpack_external("external32", ext32, pos, &upos, sv2, 2, MPI_SHORT) == MPI_SUCCESS);
+    CHECK(MPI_Unpack_external("external32", ext32, pos, &upos, &dv2, 1, MPI_DOUBLE) == MPI_SUCCESS);
+    CHECK(upos == pos && iv2[0] == iv[0] && iv2[1] == iv[1] && lv2 == lv && sv2[0] == sv[0] &&
+          sv2[1] == sv[1] && dv2 == dv);
+    MPI_Datatype dvec;
+    MPI_Type_vector(2, 1, 2, MPI_DOUBLE, &dvec);
+    MPI_Type_commit(&dvec);
+    double four[4] = {1, 2, 3, 4}, back[4] = {0, 0, 0, 0};
+    CHECK(MPI_Pack_external_size("external32", 2, dvec, &esz) == MPI_SUCCESS);
+    pos = 0;
+    CHECK(MPI_Pack_external("external32", four, 1, dvec, ext32, sizeof ext32, &pos) == MPI_SUCCESS);
+    upos = 0;
+    CHECK(MPI_Unpack_external("external32", ext32, pos, &upos, back, 1, dvec) == MPI_SUCCESS);
+    OK(rank, "external32 vector: size of 2 %ld, packed %ld, back %g %g %g %g", (long)esz, (long)pos,
+       back[0], back[1], back[2], back[3]);
+    MPI_Type_free(&dvec);
+
     /* Info on communicators. */
     MPI_Info info, out;
     MPI_Comm dup;
