@@ -297,8 +297,10 @@ pub mod err {
     pub const IN_STATUS: c_int = 17;
     pub const PENDING: c_int = 18;
     pub const REQUEST: c_int = 19;
+    pub const CONVERSION: c_int = 23;
     pub const IO: c_int = 32;
     pub const NO_MEM: c_int = 34;
+    pub const UNSUPPORTED_DATAREP: c_int = 43;
     pub const UNSUPPORTED_OPERATION: c_int = 44;
     pub const PROC_ABORTED: c_int = 76;
     pub const VALUE_TOO_LARGE: c_int = 77;

@@ -75,6 +75,7 @@ mod datatype;
 mod env;
 mod errclass;
 pub mod error;
+mod external;
 mod file;
 mod greq;
 mod group;
