@@ -344,3 +344,13 @@ pub const TYPECLASS_REAL: c_int = 1;
 pub const TYPECLASS_INTEGER: c_int = 2;
 /// `MPI_TYPECLASS_COMPLEX`.
 pub const TYPECLASS_COMPLEX: c_int = 3;
+/// `MPI_COMBINER_DARRAY`.
+pub const COMBINER_DARRAY: c_int = 14;
+/// `MPI_DISTRIBUTE_BLOCK`.
+pub const DISTRIBUTE_BLOCK: c_int = 121;
+/// `MPI_DISTRIBUTE_CYCLIC`.
+pub const DISTRIBUTE_CYCLIC: c_int = 122;
+/// `MPI_DISTRIBUTE_NONE`.
+pub const DISTRIBUTE_NONE: c_int = 123;
+/// `MPI_DISTRIBUTE_DFLT_DARG`.
+pub const DISTRIBUTE_DFLT_DARG: c_int = -49767;

@@ -292,7 +292,6 @@ stub!(MPI_T_source_get_info / PMPI_T_source_get_info);
 stub!(MPI_T_source_get_num / PMPI_T_source_get_num);
 stub!(MPI_T_source_get_timestamp / PMPI_T_source_get_timestamp);
 stub!(MPI_Type_contiguous_c / PMPI_Type_contiguous_c);
-stub!(MPI_Type_create_darray / PMPI_Type_create_darray);
 stub!(MPI_Type_create_darray_c / PMPI_Type_create_darray_c);
 stub!(MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex);
 stub!(MPI_Type_create_f90_integer / PMPI_Type_create_f90_integer);

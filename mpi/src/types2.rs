@@ -1,6 +1,7 @@
 //! Datatypes, continued: how a type was built (`MPI_Type_get_envelope`,
 //! `MPI_Type_get_contents`), names (`MPI_Type_set_name`, `MPI_Type_get_name`), the
-//! constructors `MPI_Type_create_subarray` and `MPI_Type_create_hindexed_block`,
+//! constructors `MPI_Type_create_subarray`, `MPI_Type_create_darray` and
+//! `MPI_Type_create_hindexed_block`,
 //! `MPI_Type_match_size`, the `MPI_Count` forms of the extent calls and of
 //! `MPI_Get_elements`, and the MPI-1 calls old programs still use (`MPI_Address`,
 //! `MPI_Type_extent`, `MPI_Type_lb`, `MPI_Type_ub`, `MPI_Type_hvector`, `MPI_Type_hindexed`,
@@ -383,6 +384,139 @@ mpi_fn! {
         let l = subarray(sizes, subs, starts, order, oldtype)?;
         let ints = [&[ndims][..], sizes, subs, starts, &[order][..]].concat();
         crate::types::give(l, newtype, Recipe::new(abi::COMBINER_SUBARRAY, ints, vec![], &[oldtype]))
+    }
+}
+
+/// The global indices of one dimension of `g` elements that process coordinate `c` of `p`
+/// owns under distribution `distrib` with argument `darg`, in increasing order.
+fn owned(
+    i: usize,
+    g: usize,
+    distrib: c_int,
+    darg: c_int,
+    p: usize,
+    c: usize,
+) -> Result<Vec<usize>, MpiError> {
+    let bad = |what: String| MpiError::new(err::ARG, what);
+    let dflt = darg == abi::DISTRIBUTE_DFLT_DARG;
+    if !dflt && darg < 1 {
+        return Err(bad(format!(
+            "array_of_dargs[{i}] = {darg} is neither positive nor MPI_DISTRIBUTE_DFLT_DARG"
+        )));
+    }
+    match distrib {
+        abi::DISTRIBUTE_NONE => {
+            if p != 1 {
+                return Err(bad(format!(
+                    "dimension {i} is MPI_DISTRIBUTE_NONE over {p} processes (must be 1)"
+                )));
+            }
+            Ok((0..g).collect())
+        }
+        abi::DISTRIBUTE_BLOCK => {
+            let blk = if dflt { g.div_ceil(p) } else { darg as usize };
+            if blk * p < g {
+                return Err(bad(format!(
+                    "dimension {i}: blocks of {blk} over {p} processes do not cover {g} elements"
+                )));
+            }
+            let lo = (c * blk).min(g);
+            Ok((lo..((c + 1) * blk).min(g)).collect())
+        }
+        abi::DISTRIBUTE_CYCLIC => {
+            let blk = if dflt { 1 } else { darg as usize };
+            let mut v = Vec::new();
+            let mut s = c * blk;
+            while s < g {
+                v.extend(s..(s + blk).min(g));
+                s += p * blk;
+            }
+            Ok(v)
+        }
+        d => Err(bad(format!(
+            "array_of_distribs[{i}] = {d} is not an MPI_DISTRIBUTE_ value"
+        ))),
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_create_darray`: the part of a distributed array that process `rank` of a
+    /// `size`-process grid (ranks in row-major order) owns; block, cyclic and undistributed
+    /// dimensions, C and Fortran order.
+    MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const c_int, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
+        let bad = |what: String| MpiError::new(err::ARG, what);
+        if size < 1 || rank < 0 || rank >= size {
+            return Err(bad(format!("rank {rank} is not in a grid of {size} processes")));
+        }
+        if ndims < 1 {
+            return Err(bad(format!("ndims {ndims} is not positive")));
+        }
+        let d = ndims as usize;
+        let old = layout(oldtype)?;
+        // SAFETY: the caller's arrays of `ndims` ints.
+        let (gs, ds, da, ps) = unsafe {
+            (arr(array_of_gsizes, d, "array_of_gsizes")?, arr(array_of_distribs, d, "array_of_distribs")?,
+             arr(array_of_dargs, d, "array_of_dargs")?, arr(array_of_psizes, d, "array_of_psizes")?)
+        };
+        if gs.iter().any(|&g| g < 1) || ps.iter().any(|&p| p < 1) {
+            return Err(bad("every global size and process count must be positive".into()));
+        }
+        let procs = ps.iter().try_fold(1usize, |a, &p| a.checked_mul(p as usize));
+        if procs != Some(size as usize) {
+            return Err(bad(format!("the process grid {ps:?} does not have {size} processes")));
+        }
+        if order != abi::ORDER_C && order != abi::ORDER_FORTRAN {
+            return Err(bad(format!("order {order} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN")));
+        }
+        // Process coordinates: row-major in the grid whatever the array order.
+        let mut coords = vec![0usize; d];
+        let mut r = rank as usize;
+        for i in (0..d).rev() {
+            coords[i] = r % ps[i] as usize;
+            r /= ps[i] as usize;
+        }
+        let mut own = Vec::with_capacity(d);
+        for i in 0..d {
+            own.push(owned(i, gs[i] as usize, ds[i], da[i], ps[i] as usize, coords[i])?);
+        }
+        let mut sz: Vec<usize> = gs.iter().map(|&g| g as usize).collect();
+        if order == abi::ORDER_FORTRAN {
+            sz.reverse();
+            own.reverse();
+        }
+        let overflow = || MpiError::new(err::COUNT, "the darray's extent overflows");
+        let mut stride = vec![old.extent; d];
+        for i in (0..d - 1).rev() {
+            stride[i] = stride[i + 1].checked_mul(sz[i + 1] as isize).ok_or_else(overflow)?;
+        }
+        let total = stride[0].checked_mul(sz[0] as isize).ok_or_else(overflow)?;
+        let mut blocks = Vec::new();
+        if own.iter().all(|o| !o.is_empty()) {
+            let mut idx = vec![0usize; d - 1];
+            'outer: loop {
+                let base: isize = (0..d - 1).map(|i| own[i][idx[i]] as isize * stride[i]).sum();
+                for &j in &own[d - 1] {
+                    blocks.push((base + j as isize * stride[d - 1], 1, Arc::clone(&old), oldtype));
+                }
+                let mut k = d - 1;
+                loop {
+                    if k == 0 {
+                        break 'outer;
+                    }
+                    k -= 1;
+                    idx[k] += 1;
+                    if idx[k] < own[k].len() {
+                        break;
+                    }
+                    idx[k] = 0;
+                }
+            }
+        }
+        let mut l = build(&blocks)?;
+        l.lb = 0;
+        l.extent = total;
+        let ints = [&[size, rank, ndims][..], gs, ds, da, ps, &[order][..]].concat();
+        crate::types::give(l, newtype, Recipe::new(abi::COMBINER_DARRAY, ints, vec![], &[oldtype]))
     }
 }
 
