@@ -492,3 +492,39 @@ mpi_fn! {
         unsafe { put(info_used, info_of(pairs), "info_used") }
     }
 }
+
+/// `MPI_INFO_NULL`.
+const INFO_NULL: Handle = 0x1c00_0000;
+
+/// The hints of `info` (none for `MPI_INFO_NULL`); `MPI_ERR_INFO` for a handle that is not an
+/// info object.
+pub(crate) fn hints_of(info: Handle) -> Result<Pairs, MpiError> {
+    if info == INFO_NULL {
+        return Ok(Pairs::new());
+    }
+    with_info(info, |v| v.clone())
+}
+
+/// Gives communicator `to` the hints of `from` (`MPI_Comm_dup`).
+pub(crate) fn copy_hints(from: Handle, to: Handle) {
+    let mut h = comm_hints().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = h.get(&from).cloned() {
+        h.insert(to, p);
+    }
+}
+
+/// Replaces the hints of communicator `comm` by `pairs` (`MPI_Comm_dup_with_info`).
+pub(crate) fn replace_hints(comm: Handle, pairs: Pairs) {
+    comm_hints()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(comm, pairs);
+}
+
+/// Forgets the hints of freed communicator `comm`.
+pub(crate) fn forget_hints(comm: Handle) {
+    comm_hints()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&comm);
+}
