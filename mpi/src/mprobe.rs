@@ -251,8 +251,18 @@ struct PairState {
     /// The send (null once complete or for `MPI_PROC_NULL`), the receive, and the receive's
     /// status once complete.
     parts: Mutex<Pair>,
-    /// A copy of the data sent by `MPI_Isendrecv_replace`, kept until the send completes.
-    _copy: Option<Vec<u8>>,
+}
+
+/// What a nonblocking send-receive sends.
+enum Outgoing {
+    /// `count` elements of `datatype` in the caller's buffer.
+    Caller {
+        buf: *const c_void,
+        count: c_int,
+        datatype: Handle,
+    },
+    /// Bytes handed to the agent (`MPI_Isendrecv_replace`'s copy), which owns them until sent.
+    Owned(Vec<u8>),
 }
 
 struct Pair {
@@ -337,17 +347,14 @@ fn pairs() -> &'static RequestClass<PairOps> {
     C.get_or_init(|| RequestClass::new(PairOps))
 }
 
-/// Starts a nonblocking send-receive; `copy` is the data `sendbuf` points into, kept alive
-/// until the send completes (`MPI_Isendrecv_replace`).
+/// Starts a nonblocking send-receive.
 ///
 /// # Safety
 ///
 /// The caller's buffers, valid until the request completes.
 #[allow(clippy::too_many_arguments)]
 unsafe fn isendrecv(
-    sendbuf: *const c_void,
-    sendcount: c_int,
-    sendtype: Handle,
+    out: Outgoing,
     dest: c_int,
     sendtag: c_int,
     recvbuf: *mut c_void,
@@ -357,7 +364,6 @@ unsafe fn isendrecv(
     recvtag: c_int,
     comm: Handle,
     request: *mut Handle,
-    copy: Option<Vec<u8>>,
 ) -> Result<(), MpiError> {
     if request.is_null() {
         return Err(MpiError::new(err::ARG, "request is NULL"));
@@ -365,37 +371,44 @@ unsafe fn isendrecv(
     let rt = rt()?;
     let c = rt.comm_any(comm)?;
     // Check every argument before anything starts.
-    data_of(sendcount, sendtype)?;
-    crate::p2p::send_tag(sendtag)?;
-    crate::p2p::dest_rank(&c, dest)?;
+    if let Outgoing::Caller {
+        count, datatype, ..
+    } = &out
+    {
+        data_of(*count, *datatype)?;
+    }
+    let tag = crate::p2p::send_tag(sendtag)?;
+    let to = crate::p2p::dest_rank(&c, dest)?;
     // SAFETY: the caller's receive buffer.
     let (recv, meta) =
         unsafe { crate::p2p::post_recv(recvbuf, recvcount, recvtype, source, recvtag, comm) }?;
-    // SAFETY: the caller's send buffer (or the copy kept in the request's state).
-    let send = match unsafe {
-        start_send(
-            sendbuf,
-            sendcount,
-            sendtype,
-            dest,
-            sendtag,
-            comm,
-            Mode::Standard,
-        )
-    } {
+    let sent = match out {
+        Outgoing::Caller {
+            buf,
+            count,
+            datatype,
+        } => {
+            // SAFETY: the caller's send buffer.
+            unsafe { start_send(buf, count, datatype, dest, sendtag, comm, Mode::Standard) }
+        }
+        Outgoing::Owned(v) => match to {
+            None => Ok(None),
+            Some(d) => {
+                let w = c.comm.world_rank(d).unwrap_or(d);
+                c.comm
+                    .agent()
+                    .isend_owned(w, tag, v)
+                    .map(Some)
+                    .map_err(MpiError::from)
+            }
+        },
+    };
+    let send = match sent {
         Ok(s) => s.unwrap_or_else(Request::null),
         Err(e) => {
             let _ = recv.cancel();
             return Err(e);
         }
-    };
-    let proc_null = matches!(meta, Meta::ProcNull { .. });
-    let meta = if proc_null {
-        // Both the status and the completion come from the class request: a receive from
-        // MPI_PROC_NULL reports MPI_PROC_NULL.
-        Meta::ProcNull { comm }
-    } else {
-        meta
     };
     let (req, _complete) = pairs().start(PairState {
         parts: Mutex::new(Pair {
@@ -404,7 +417,6 @@ unsafe fn isendrecv(
             recv_status: None,
             failed: None,
         }),
-        _copy: copy,
     });
     let h = rt.add_request(ReqEntry::new(req, meta));
     // SAFETY: the caller's request handle, checked above.
@@ -417,7 +429,8 @@ mpi_fn! {
     MPI_Isendrecv / PMPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm => {
         // SAFETY: the caller's buffers and handle.
         unsafe {
-            isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, None)
+            let out = Outgoing::Caller { buf: sendbuf, count: sendcount, datatype: sendtype };
+            isendrecv(out, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request)
         }
     }
 }
@@ -441,12 +454,9 @@ mpi_fn! {
                 v
             }
         };
-        let len = c_int::try_from(copy.len())
-            .map_err(|_| MpiError::new(err::COUNT, "the message is longer than 2 GiB"))?;
-        let at = copy.as_ptr();
-        // SAFETY: the caller's buffer; the send reads the copy, kept in the request's state.
+        // SAFETY: the caller's buffer receives; the agent owns the copy it sends.
         unsafe {
-            isendrecv(at.cast(), len, abi::dt::BYTE, dest, sendtag, buf, count, datatype, source, recvtag, comm, request, Some(copy))
+            isendrecv(Outgoing::Owned(copy), dest, sendtag, buf, count, datatype, source, recvtag, comm, request)
         }
     }
 }
