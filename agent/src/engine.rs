@@ -299,7 +299,15 @@ impl Book {
         None
     }
 
-    fn start_rndv_recv(&mut self, env: Envelope, sender_id: u64, len: u64, r: PostedRecv) {
+    /// Starts receiving rendezvous message `sender_id` (announced with `env`, `len` bytes) into
+    /// the matched receive `r`: the `CTS` (or the RDMA read) goes out with the next progress pass.
+    pub(crate) fn start_rndv_recv(
+        &mut self,
+        env: Envelope,
+        sender_id: u64,
+        len: u64,
+        r: PostedRecv,
+    ) {
         r.counter.set_envelope(r.source_of(env.source), env.tag);
         let want = len.min(r.buf.capacity() as u64) as usize;
         r.buf.expect_in(want, &mut self.spare);

@@ -1,5 +1,5 @@
 //! Tagged point-to-point messaging: `isend`, `issend`, `irecv`, `send`, `ssend`, `recv`,
-//! `probe`, `iprobe`.
+//! `probe`, `iprobe`, and the matched probe `mprobe`, `improbe` with its [`Message`].
 //!
 //! # Protocols
 //!
@@ -38,9 +38,9 @@ pub use viaduct_fallback::sendbuf::SharedBytes;
 use viaduct_fallback::sendbuf::{SendBuf, SharedPiece};
 
 use crate::agent::Agent;
-use crate::engine::PostedRecv;
+use crate::engine::{PostedRecv, Unexpected, note};
 use crate::error::AgentError;
-use crate::matching::{Pattern, Source, TagMatch};
+use crate::matching::{Envelope, Pattern, Source, TagMatch};
 use crate::recv_buffer::RecvBuffer;
 use crate::request::{Request, Status};
 
@@ -53,6 +53,114 @@ pub struct Probed {
     pub tag: u32,
     /// The message length in bytes.
     pub len: u64,
+}
+
+/// A message taken out of matching by a matched probe ([`Agent::mprobe`],
+/// [`Agent::improbe`], `MPI_Mprobe`): no later probe or receive can match it; it is received
+/// only through this handle ([`Message::recv`], [`Message::irecv_into`]). A small message's
+/// data is held here; a rendezvous message's data stays with its sender until the receive
+/// answers its announcement. Dropped unreceived, the message is received into nothing (its
+/// sender's request completes as if it had been received).
+#[derive(Debug)]
+pub struct Message {
+    agent: Agent,
+    env: Envelope,
+    body: Option<Unexpected>,
+}
+
+impl Message {
+    /// The sending rank (world rank of the agent).
+    pub fn source(&self) -> u32 {
+        self.env.source
+    }
+
+    /// The message tag.
+    pub fn tag(&self) -> u32 {
+        self.env.tag
+    }
+
+    /// The message length in bytes.
+    pub fn len(&self) -> u64 {
+        self.body.as_ref().map_or(0, Unexpected::len)
+    }
+
+    /// Whether the message has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Starts receiving the message into `buf` (empty; its capacity bounds the message, a
+    /// longer message fails the request with [`AgentError::Truncated`]) (`MPI_Imrecv`).
+    pub fn irecv_into(mut self, buf: RecvBuffer) -> Result<Request, AgentError> {
+        self.deliver(buf)
+    }
+
+    /// Starts receiving the message into a new buffer of `capacity` bytes.
+    pub fn irecv(self, capacity: usize) -> Result<(Request, RecvBuffer), AgentError> {
+        let buf = RecvBuffer::new(capacity);
+        let request = self.irecv_into(buf.clone())?;
+        Ok((request, buf))
+    }
+
+    /// Receives the message into `buf` and waits for it (`MPI_Mrecv`). A longer message fills
+    /// `buf` and fails with [`AgentError::Truncated`] (inside [`AgentError::Request`]).
+    pub fn recv(self, buf: &mut [u8]) -> Result<Status, AgentError> {
+        let agent = self.agent.clone();
+        let data = RecvBuffer::new(buf.len());
+        let result = self.irecv_into(data.clone())?.wait();
+        data.copy_to(buf);
+        agent.recycle(&data);
+        Ok(result?)
+    }
+
+    /// Hands the message to a receive into `buf`: completes it at once (small message) or
+    /// answers the sender's announcement (rendezvous).
+    fn deliver(&mut self, buf: RecvBuffer) -> Result<Request, AgentError> {
+        let shared = &self.agent.shared;
+        let (request, counter) = Request::message_driven(1, shared.driver.clone());
+        let mut st = shared.lock();
+        if st.finalized {
+            return Err(AgentError::Finalized);
+        }
+        let Some(body) = self.body.take() else {
+            return Err(AgentError::Finalized);
+        };
+        let env = self.env;
+        let r = PostedRecv {
+            buf,
+            counter,
+            ranks: None,
+        };
+        match body {
+            Unexpected::Eager { data, sync } => {
+                crate::proto::eager::deliver(r, &env, &data);
+                if let Some(s) = sync {
+                    note(s.complete_car(data.len() as u64));
+                }
+            }
+            Unexpected::Rts { sender_id, len } => {
+                match st.vcs[env.source as usize].failure() {
+                    // The sender failed after the probe: its data cannot come any more.
+                    Some(why) => {
+                        r.counter.set_envelope(env.source, env.tag);
+                        note(r.counter.fail_car(why.error(env.source)));
+                    }
+                    None => st.book.start_rndv_recv(env, sender_id, len, r),
+                }
+                st.progress();
+            }
+        }
+        Ok(request)
+    }
+}
+
+impl Drop for Message {
+    fn drop(&mut self) {
+        if self.body.is_some() {
+            // Received into nothing: the sender's request completes, the data is dropped.
+            let _ = self.deliver(RecvBuffer::new(0));
+        }
+    }
 }
 
 /// A place held in the outgoing order of one VC by [`Agent::reserve_write`], to be bound to a
@@ -463,6 +571,67 @@ impl Agent {
             }
         }
         Ok(None)
+    }
+
+    /// Looks for a matching message and takes it out of matching (`MPI_Improbe`), after one
+    /// progress pass: `None` when none is there. The message is then received only through the
+    /// returned [`Message`].
+    pub fn improbe(&self, source: Source, tag: TagMatch) -> Result<Option<Message>, AgentError> {
+        self.check_source(source)?;
+        let pattern = Pattern {
+            context: self.context,
+            source,
+            tag,
+        };
+        let mut st = self.shared.lock();
+        if st.finalized {
+            return Err(AgentError::Finalized);
+        }
+        st.progress();
+        if let Some((env, body)) = st.book.queues.take_unexpected(&pattern) {
+            if let Unexpected::Eager { data, .. } = &body {
+                st.book.unexpected_bytes -= data.len();
+            }
+            return Ok(Some(Message {
+                agent: self.clone(),
+                env,
+                body: Some(body),
+            }));
+        }
+        if let Source::Rank(r) = source {
+            if let (Some(failure), true) =
+                (st.vcs[r as usize].failure(), st.vcs[r as usize].drained)
+            {
+                return Err(failure.error(r));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Waits until a matching message is there and takes it out of matching (`MPI_Mprobe`), at
+    /// most `timeout` (`None`: no limit). A probe naming a failed peer ends with
+    /// [`AgentError::PeerFailed`].
+    pub fn mprobe(
+        &self,
+        source: Source,
+        tag: TagMatch,
+        timeout: Option<Duration>,
+    ) -> Result<Message, AgentError> {
+        let start = Instant::now();
+        loop {
+            if let Some(m) = self.improbe(source, tag)? {
+                return Ok(m);
+            }
+            if let Some(t) = timeout {
+                if start.elapsed() >= t {
+                    return Err(AgentError::Timeout {
+                        what: "matched probe",
+                        seconds: t.as_secs(),
+                    });
+                }
+            }
+            self.shared.progress_blocking(Duration::from_millis(1));
+        }
     }
 
     /// Waits until a matching message is there (`MPI_Probe`), at most `timeout` (`None`: no

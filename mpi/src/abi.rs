@@ -297,8 +297,10 @@ pub mod err {
     pub const IN_STATUS: c_int = 17;
     pub const PENDING: c_int = 18;
     pub const REQUEST: c_int = 19;
+    pub const CONVERSION: c_int = 23;
     pub const IO: c_int = 32;
     pub const NO_MEM: c_int = 34;
+    pub const UNSUPPORTED_DATAREP: c_int = 43;
     pub const UNSUPPORTED_OPERATION: c_int = 44;
     pub const PROC_ABORTED: c_int = 76;
     pub const VALUE_TOO_LARGE: c_int = 77;
@@ -307,3 +309,48 @@ pub mod err {
     /// `MPIX_ERR_PROC_FAILED`.
     pub const PROC_FAILED: c_int = 101;
 }
+
+/// `MPI_COMBINER_NAMED` (a predefined datatype).
+pub const COMBINER_NAMED: c_int = 1;
+/// `MPI_COMBINER_DUP`.
+pub const COMBINER_DUP: c_int = 2;
+/// `MPI_COMBINER_CONTIGUOUS`.
+pub const COMBINER_CONTIGUOUS: c_int = 3;
+/// `MPI_COMBINER_VECTOR`.
+pub const COMBINER_VECTOR: c_int = 4;
+/// `MPI_COMBINER_HVECTOR`.
+pub const COMBINER_HVECTOR: c_int = 6;
+/// `MPI_COMBINER_INDEXED`.
+pub const COMBINER_INDEXED: c_int = 7;
+/// `MPI_COMBINER_HINDEXED`.
+pub const COMBINER_HINDEXED: c_int = 9;
+/// `MPI_COMBINER_INDEXED_BLOCK`.
+pub const COMBINER_INDEXED_BLOCK: c_int = 10;
+/// `MPI_COMBINER_STRUCT`.
+pub const COMBINER_STRUCT: c_int = 12;
+/// `MPI_COMBINER_SUBARRAY`.
+pub const COMBINER_SUBARRAY: c_int = 13;
+/// `MPI_COMBINER_RESIZED`.
+pub const COMBINER_RESIZED: c_int = 18;
+/// `MPI_COMBINER_HINDEXED_BLOCK`.
+pub const COMBINER_HINDEXED_BLOCK: c_int = 19;
+/// `MPI_ORDER_C`.
+pub const ORDER_C: c_int = 56;
+/// `MPI_ORDER_FORTRAN`.
+pub const ORDER_FORTRAN: c_int = 57;
+/// `MPI_TYPECLASS_REAL`.
+pub const TYPECLASS_REAL: c_int = 1;
+/// `MPI_TYPECLASS_INTEGER`.
+pub const TYPECLASS_INTEGER: c_int = 2;
+/// `MPI_TYPECLASS_COMPLEX`.
+pub const TYPECLASS_COMPLEX: c_int = 3;
+/// `MPI_COMBINER_DARRAY`.
+pub const COMBINER_DARRAY: c_int = 14;
+/// `MPI_DISTRIBUTE_BLOCK`.
+pub const DISTRIBUTE_BLOCK: c_int = 121;
+/// `MPI_DISTRIBUTE_CYCLIC`.
+pub const DISTRIBUTE_CYCLIC: c_int = 122;
+/// `MPI_DISTRIBUTE_NONE`.
+pub const DISTRIBUTE_NONE: c_int = 123;
+/// `MPI_DISTRIBUTE_DFLT_DARG`.
+pub const DISTRIBUTE_DFLT_DARG: c_int = -49767;

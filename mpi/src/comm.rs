@@ -44,8 +44,8 @@ mpi_fn! {
     }
 }
 
-/// Duplicates `comm` (collective): same members, new contexts, the same error handler and
-/// topology, and the attributes its copy callbacks copy.
+/// Duplicates `comm` (collective): same members, new contexts, the same error handler,
+/// topology and hints, and the attributes its copy callbacks copy.
 fn dup(comm: Handle) -> Result<Handle, MpiError> {
     let rt = rt()?;
     let c = rt.comm_any(comm)?;
@@ -60,6 +60,7 @@ fn dup(comm: Handle) -> Result<Handle, MpiError> {
             let _ = rt.remove_comm(h);
             return Err(e);
         }
+        crate::misc::copy_hints(comm, h);
         return Ok(h);
     }
     let d = c.comm.dup()?;
@@ -75,12 +76,13 @@ fn dup(comm: Handle) -> Result<Handle, MpiError> {
         let _ = rt.remove_comm(h);
         return Err(e);
     }
+    crate::misc::copy_hints(comm, h);
     Ok(h)
 }
 
 mpi_fn! {
     /// `MPI_Comm_dup` (collective): a communicator with the same members, new contexts, the
-    /// same error handler and topology, and the attributes the copy callbacks copy.
+    /// same error handler, topology and hints, and the attributes the copy callbacks copy.
     MPI_Comm_dup / PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) on comm => {
         rt()?.comm_any(comm)?;
         if newcomm.is_null() {
@@ -93,14 +95,16 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_Comm_dup_with_info`: as `MPI_Comm_dup` (hints are accepted and ignored).
+    /// `MPI_Comm_dup_with_info`: as `MPI_Comm_dup`, the new communicator's hints being those
+    /// of `info` instead of `comm`'s.
     MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: Handle, info: Handle, newcomm: *mut Handle) on comm => {
-        let _ = info;
         rt()?.comm_any(comm)?;
+        let hints = crate::misc::hints_of(info)?;
         if newcomm.is_null() {
             return Err(MpiError::new(err::ARG, "newcomm is NULL"));
         }
         let h = dup(comm)?;
+        crate::misc::replace_hints(h, hints);
         // SAFETY: the caller's handle, checked not NULL.
         unsafe { put(newcomm, h, "newcomm") }
     }
@@ -112,13 +116,22 @@ mpi_fn! {
 /// # Safety
 ///
 /// `newcomm` and `request` are the caller's writable handles.
-unsafe fn idup(comm: Handle, newcomm: *mut Handle, request: *mut Handle) -> Result<(), MpiError> {
+unsafe fn idup(
+    comm: Handle,
+    hints: Option<Handle>,
+    newcomm: *mut Handle,
+    request: *mut Handle,
+) -> Result<(), MpiError> {
     let rt = rt()?;
     rt.comm(comm)?;
+    let hints = hints.map(crate::misc::hints_of).transpose()?;
     if newcomm.is_null() || request.is_null() {
         return Err(MpiError::new(err::ARG, "newcomm or request is NULL"));
     }
     let h = dup(comm)?;
+    if let Some(p) = hints {
+        crate::misc::replace_hints(h, p);
+    }
     let meta = crate::request::Meta::Coll {
         comm,
         out: std::sync::Mutex::new(None),
@@ -142,16 +155,15 @@ mpi_fn! {
     /// complete).
     MPI_Comm_idup / PMPI_Comm_idup(comm: Handle, newcomm: *mut Handle, request: *mut Handle) on comm => {
         // SAFETY: the caller's handles.
-        unsafe { idup(comm, newcomm, request) }
+        unsafe { idup(comm, None, newcomm, request) }
     }
 }
 
 mpi_fn! {
-    /// `MPI_Comm_idup_with_info`: as `MPI_Comm_idup`.
+    /// `MPI_Comm_idup_with_info`: as `MPI_Comm_idup`, with the hints of `info`.
     MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: Handle, info: Handle, newcomm: *mut Handle, request: *mut Handle) on comm => {
-        let _ = info;
         // SAFETY: the caller's handles.
-        unsafe { idup(comm, newcomm, request) }
+        unsafe { idup(comm, Some(info), newcomm, request) }
     }
 }
 
@@ -191,6 +203,7 @@ mpi_fn! {
         rt.comm_any(*h).map_err(|e| e.on(*h))?;
         crate::attr::delete_all(Kind::Comm, *h).map_err(|e| e.on(*h))?;
         crate::topo::forget(*h);
+        crate::misc::forget_hints(*h);
         rt.remove_comm(*h).map_err(|e| e.on(*h))?;
         *h = abi::COMM_NULL;
         Ok(())

@@ -979,7 +979,7 @@ mpi_fn! {
 /// new handle the caller frees.
 fn type_out(t: &(Handle, Arc<Layout>)) -> Handle {
     if crate::types::is_derived(t.0) {
-        crate::types::register((*t.1).clone())
+        crate::types::register_copy(t.0, &t.1)
     } else {
         t.0
     }

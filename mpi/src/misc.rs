@@ -111,7 +111,7 @@ const MAX_INFO_VAL: usize = 1024;
 /// # Safety
 ///
 /// `p` is NULL or a NUL-terminated string.
-unsafe fn string(p: *const c_char, what: &str) -> Result<String, MpiError> {
+pub(crate) unsafe fn string(p: *const c_char, what: &str) -> Result<String, MpiError> {
     if p.is_null() {
         return Err(MpiError::new(err::ARG, format!("{what} is NULL")));
     }
@@ -124,7 +124,7 @@ unsafe fn string(p: *const c_char, what: &str) -> Result<String, MpiError> {
 /// # Safety
 ///
 /// `out` holds `max` writable bytes (`max >= 1`).
-unsafe fn put_c(s: &str, out: *mut c_char, max: usize) {
+pub(crate) unsafe fn put_c(s: &str, out: *mut c_char, max: usize) {
     if out.is_null() || max == 0 {
         return;
     }
@@ -383,4 +383,148 @@ mpi_fn! {
         // SAFETY: the caller's int.
         unsafe { put(flag, c_int::from(c.inter.is_some()), "flag") }
     }
+}
+
+mpi_fn! {
+    /// `MPI_Info_get_string` (MPI 4.0): the value cut to `*buflen - 1` bytes and a NUL;
+    /// `*buflen` becomes the value's length plus one.
+    MPI_Info_get_string / PMPI_Info_get_string(info: Handle, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int) on abi::COMM_WORLD => {
+        // SAFETY: the caller's string.
+        let k = unsafe { string(key, "key") }?;
+        check_key(&k)?;
+        // SAFETY: the caller's int.
+        let len = unsafe { buflen.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "buflen is NULL"))?;
+        if *len < 0 {
+            return Err(MpiError::new(err::ARG, format!("buflen {} is negative", *len)));
+        }
+        if flag.is_null() {
+            return Err(MpiError::new(err::ARG, "flag is NULL"));
+        }
+        let v = with_info(info, |pairs| pairs.iter().find(|(kk, _)| *kk == k).map(|p| p.1.clone()))?;
+        // SAFETY: the caller's flag (checked) and buffer of `*buflen` bytes.
+        unsafe {
+            *flag = c_int::from(v.is_some());
+            if let Some(v) = v {
+                if *len > 0 {
+                    put_c(&v, value, *len as usize);
+                }
+                *len = c_int::try_from(v.len() + 1).unwrap_or(c_int::MAX);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A new info object holding `pairs`.
+fn info_of(pairs: Pairs) -> Handle {
+    let h = NEXT_INFO.fetch_add(1, Ordering::Relaxed);
+    infos()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(h, pairs);
+    h
+}
+
+mpi_fn! {
+    /// `MPI_Info_create_env` (MPI 4.0; callable before `MPI_Init`): `command` (the program,
+    /// `argv[0]`) and `argv` (the other arguments, separated by spaces) when given.
+    MPI_Info_create_env / PMPI_Info_create_env(argc: c_int, argv: *const *const c_char, info: *mut Handle) on abi::COMM_WORLD => {
+        if info.is_null() {
+            return Err(MpiError::new(err::ARG, "info is NULL"));
+        }
+        let mut args = Vec::new();
+        if !argv.is_null() {
+            for i in 0..argc.max(0) as usize {
+                // SAFETY: the caller's array of `argc` strings.
+                let p = unsafe { *argv.add(i) };
+                if p.is_null() {
+                    break;
+                }
+                // SAFETY: a NUL-terminated string of the caller's array.
+                args.push(unsafe { string(p, "argv") }?);
+            }
+        }
+        let mut pairs = Pairs::new();
+        if let Some((command, rest)) = args.split_first() {
+            pairs.push(("command".into(), command.clone()));
+            if !rest.is_empty() {
+                pairs.push(("argv".into(), rest.join(" ")));
+            }
+        }
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(info, info_of(pairs), "info") }
+    }
+}
+
+/// The hints set on communicators (`MPI_Comm_set_info`), by communicator.
+fn comm_hints() -> &'static Mutex<HashMap<Handle, Pairs>> {
+    static H: OnceLock<Mutex<HashMap<Handle, Pairs>>> = OnceLock::new();
+    H.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+mpi_fn! {
+    /// `MPI_Comm_set_info`: the hints are kept (none changes how the communicator works here)
+    /// and given back by `MPI_Comm_get_info`; a key set again takes the new value.
+    MPI_Comm_set_info / PMPI_Comm_set_info(comm: Handle, info: Handle) on comm => {
+        rt()?.comm_any(comm)?;
+        let pairs = with_info(info, |v| v.clone())?;
+        let mut h = comm_hints().lock().unwrap_or_else(|e| e.into_inner());
+        let kept = h.entry(comm).or_default();
+        for (k, v) in pairs {
+            match kept.iter_mut().find(|(kk, _)| *kk == k) {
+                Some(p) => p.1 = v,
+                None => kept.push((k, v)),
+            }
+        }
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Comm_get_info`: a new info object with the hints set on the communicator.
+    MPI_Comm_get_info / PMPI_Comm_get_info(comm: Handle, info_used: *mut Handle) on comm => {
+        rt()?.comm_any(comm)?;
+        if info_used.is_null() {
+            return Err(MpiError::new(err::ARG, "info_used is NULL"));
+        }
+        let pairs = comm_hints().lock().unwrap_or_else(|e| e.into_inner()).get(&comm).cloned().unwrap_or_default();
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(info_used, info_of(pairs), "info_used") }
+    }
+}
+
+/// `MPI_INFO_NULL`.
+const INFO_NULL: Handle = 0x1c00_0000;
+
+/// The hints of `info` (none for `MPI_INFO_NULL`); `MPI_ERR_INFO` for a handle that is not an
+/// info object.
+pub(crate) fn hints_of(info: Handle) -> Result<Pairs, MpiError> {
+    if info == INFO_NULL {
+        return Ok(Pairs::new());
+    }
+    with_info(info, |v| v.clone())
+}
+
+/// Gives communicator `to` the hints of `from` (`MPI_Comm_dup`).
+pub(crate) fn copy_hints(from: Handle, to: Handle) {
+    let mut h = comm_hints().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = h.get(&from).cloned() {
+        h.insert(to, p);
+    }
+}
+
+/// Replaces the hints of communicator `comm` by `pairs` (`MPI_Comm_dup_with_info`).
+pub(crate) fn replace_hints(comm: Handle, pairs: Pairs) {
+    comm_hints()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(comm, pairs);
+}
+
+/// Forgets the hints of freed communicator `comm`.
+pub(crate) fn forget_hints(comm: Handle) {
+    comm_hints()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&comm);
 }

@@ -177,7 +177,7 @@ pub fn recv_tag(tag: c_int) -> Result<TagMatch, MpiError> {
 }
 
 /// The status of an operation with `MPI_PROC_NULL`.
-fn proc_null_status() -> MpiStatus {
+pub(crate) fn proc_null_status() -> MpiStatus {
     MpiStatus {
         source: abi::PROC_NULL,
         tag: abi::ANY_TAG,
@@ -198,14 +198,14 @@ pub enum Mode {
 }
 
 /// How `count` elements of a datatype move: as the caller's bytes, or packed.
-enum Data {
+pub(crate) enum Data {
     /// Contiguous: this many bytes at the caller's buffer.
     Bytes(usize),
     /// With holes: packed into (and unpacked from) this many bytes.
     Packed(Arc<Layout>, usize, usize),
 }
 
-fn data_of(count: c_int, datatype: Handle) -> Result<Data, MpiError> {
+pub(crate) fn data_of(count: c_int, datatype: Handle) -> Result<Data, MpiError> {
     let holes = matches!(
         datatype,
         dt::DOUBLE_INT | dt::LONG_INT | dt::SHORT_INT | dt::LONG_DOUBLE_INT
@@ -236,7 +236,7 @@ fn data_of(count: c_int, datatype: Handle) -> Result<Data, MpiError> {
 /// # Safety
 ///
 /// `buf` holds `count` elements of `datatype`.
-unsafe fn start_send(
+pub(crate) unsafe fn start_send(
     buf: *const c_void,
     count: c_int,
     datatype: Handle,
@@ -443,7 +443,7 @@ mpi_fn! {
 /// # Safety
 ///
 /// `buf` holds room for `count` elements of `datatype` until the request completes.
-unsafe fn post_recv(
+pub(crate) unsafe fn post_recv(
     buf: *mut c_void,
     count: c_int,
     datatype: Handle,
@@ -503,7 +503,7 @@ unsafe fn post_recv(
 }
 
 /// Receives of at least this many bytes take their agent buffer from a pool.
-const POOL_MIN: usize = 64 << 10;
+pub(crate) const POOL_MIN: usize = 64 << 10;
 /// Most bytes the pool keeps.
 const POOL_MAX_BYTES: usize = 256 << 20;
 
@@ -524,7 +524,7 @@ fn pool() -> &'static std::sync::Mutex<Pool> {
 }
 
 /// An empty receive buffer of capacity `cap`, from the pool when one is there.
-fn take_pooled(cap: usize) -> RecvBuffer {
+pub(crate) fn take_pooled(cap: usize) -> RecvBuffer {
     let mut p = pool().lock().unwrap_or_else(|e| e.into_inner());
     match p.by_cap.get_mut(&cap).and_then(|v| v.pop()) {
         Some(b) => {

@@ -19,6 +19,7 @@ use crate::abi::{self, Handle, MpiAint, MpiCount, dt, err};
 use crate::comm::put;
 use crate::datatype::{data_size, size_of};
 use crate::error::MpiError;
+use crate::types2::Recipe;
 
 /// Most byte runs one datatype may flatten to.
 const MAX_RUNS: usize = 1 << 22;
@@ -186,6 +187,14 @@ pub fn register(l: Layout) -> Handle {
     add(l)
 }
 
+/// A new handle for a copy of derived datatype `h` (layout `l`), with its recipe if `h` is
+/// still there (a type given back to the caller, who frees it).
+pub fn register_copy(h: Handle, l: &Layout) -> Handle {
+    let n = add(l.clone());
+    crate::types2::copy_recipe(h, n);
+    n
+}
+
 fn add(l: Layout) -> Handle {
     let h = NEXT.fetch_add(1, Ordering::Relaxed);
     table()
@@ -195,12 +204,12 @@ fn add(l: Layout) -> Handle {
     h
 }
 
-fn count_arg(n: c_int, what: &str) -> Result<usize, MpiError> {
+pub(crate) fn count_arg(n: c_int, what: &str) -> Result<usize, MpiError> {
     usize::try_from(n).map_err(|_| MpiError::new(err::COUNT, format!("{what} {n} is negative")))
 }
 
 /// Builds a type from blocks `(displacement in bytes, number of old elements, old type)`.
-fn build(blocks: &[(isize, usize, Arc<Layout>, Handle)]) -> Result<Layout, MpiError> {
+pub(crate) fn build(blocks: &[(isize, usize, Arc<Layout>, Handle)]) -> Result<Layout, MpiError> {
     let mut runs = Vec::new();
     let mut size = 0usize;
     let mut elements = 0usize;
@@ -252,7 +261,7 @@ fn overflow() -> MpiError {
 /// # Safety
 ///
 /// `p` points to `n` readable values.
-unsafe fn arr<'a, T>(p: *const T, n: usize, what: &str) -> Result<&'a [T], MpiError> {
+pub(crate) unsafe fn arr<'a, T>(p: *const T, n: usize, what: &str) -> Result<&'a [T], MpiError> {
     if n == 0 {
         return Ok(&[]);
     }
@@ -263,11 +272,13 @@ unsafe fn arr<'a, T>(p: *const T, n: usize, what: &str) -> Result<&'a [T], MpiEr
     Ok(unsafe { std::slice::from_raw_parts(p, n) })
 }
 
-fn give(l: Layout, newtype: *mut Handle) -> Result<(), MpiError> {
+/// Gives the caller a new datatype of layout `l`, built as `recipe` says.
+pub(crate) fn give(l: Layout, newtype: *mut Handle, recipe: Recipe) -> Result<(), MpiError> {
     if newtype.is_null() {
         return Err(MpiError::new(err::ARG, "newtype is NULL"));
     }
     let h = add(l);
+    crate::types2::record(h, recipe);
     // SAFETY: the caller's handle, checked not NULL.
     unsafe { *newtype = h };
     Ok(())
@@ -278,12 +289,12 @@ mpi_fn! {
     MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
         let n = count_arg(count, "count")?;
         let old = layout(oldtype)?;
-        give(build(&[(0, n, old, oldtype)])?, newtype)
+        give(build(&[(0, n, old, oldtype)])?, newtype, Recipe::new(abi::COMBINER_CONTIGUOUS, vec![count], vec![], &[oldtype]))
     }
 }
 
 /// `count` blocks of `blocklength` old elements, block i at byte `i * stride`.
-fn hvector(
+pub(crate) fn hvector(
     count: c_int,
     blocklength: c_int,
     stride: isize,
@@ -302,14 +313,16 @@ mpi_fn! {
     /// `MPI_Type_vector`.
     MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
         let ext = layout(oldtype)?.extent;
-        give(hvector(count, blocklength, stride as isize * ext, oldtype)?, newtype)
+        let r = Recipe::new(abi::COMBINER_VECTOR, vec![count, blocklength, stride], vec![], &[oldtype]);
+        give(hvector(count, blocklength, stride as isize * ext, oldtype)?, newtype, r)
     }
 }
 
 mpi_fn! {
     /// `MPI_Type_create_hvector`.
     MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MpiAint, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
-        give(hvector(count, blocklength, stride as isize, oldtype)?, newtype)
+        let r = Recipe::new(abi::COMBINER_HVECTOR, vec![count, blocklength], vec![stride], &[oldtype]);
+        give(hvector(count, blocklength, stride as isize, oldtype)?, newtype, r)
     }
 }
 
@@ -324,7 +337,8 @@ mpi_fn! {
         for (b, d) in bl.iter().zip(ds) {
             blocks.push((*d as isize * old.extent, count_arg(*b, "blocklength")?, Arc::clone(&old), oldtype));
         }
-        give(build(&blocks)?, newtype)
+        let ints = [&[count][..], bl, ds].concat();
+        give(build(&blocks)?, newtype, Recipe::new(abi::COMBINER_INDEXED, ints, vec![], &[oldtype]))
     }
 }
 
@@ -339,7 +353,8 @@ mpi_fn! {
         for (b, d) in bl.iter().zip(ds) {
             blocks.push((*d as isize, count_arg(*b, "blocklength")?, Arc::clone(&old), oldtype));
         }
-        give(build(&blocks)?, newtype)
+        let ints = [&[count][..], bl].concat();
+        give(build(&blocks)?, newtype, Recipe::new(abi::COMBINER_HINDEXED, ints, ds.to_vec(), &[oldtype]))
     }
 }
 
@@ -352,7 +367,8 @@ mpi_fn! {
         // SAFETY: the caller's array of `count` ints.
         let ds = unsafe { arr(displacements, n, "displacements") }?;
         let blocks: Vec<_> = ds.iter().map(|d| (*d as isize * old.extent, b, Arc::clone(&old), oldtype)).collect();
-        give(build(&blocks)?, newtype)
+        let ints = [&[count, blocklength][..], ds].concat();
+        give(build(&blocks)?, newtype, Recipe::new(abi::COMBINER_INDEXED_BLOCK, ints, vec![], &[oldtype]))
     }
 }
 
@@ -368,7 +384,8 @@ mpi_fn! {
         for ((b, d), t) in bl.iter().zip(ds).zip(ts) {
             blocks.push((*d as isize, count_arg(*b, "blocklength")?, layout(*t)?, *t));
         }
-        give(build(&blocks)?, newtype)
+        let ints = [&[count][..], bl].concat();
+        give(build(&blocks)?, newtype, Recipe::new(abi::COMBINER_STRUCT, ints, ds.to_vec(), ts))
     }
 }
 
@@ -378,7 +395,7 @@ mpi_fn! {
         let mut l = (*layout(oldtype)?).clone();
         l.lb = lb as isize;
         l.extent = extent as isize;
-        give(l, newtype)
+        give(l, newtype, Recipe::new(abi::COMBINER_RESIZED, vec![], vec![lb, extent], &[oldtype]))
     }
 }
 
@@ -386,7 +403,7 @@ mpi_fn! {
     /// `MPI_Type_dup`.
     MPI_Type_dup / PMPI_Type_dup(oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
         let l = (*layout(oldtype)?).clone();
-        give(l, newtype)?;
+        give(l, newtype, Recipe::new(abi::COMBINER_DUP, vec![], vec![], &[oldtype]))?;
         // SAFETY: `give` wrote the new handle.
         let h = unsafe { *newtype };
         if let Err(e) = crate::attr::copy_all(crate::attr::Kind::Type, oldtype, h) {
@@ -419,6 +436,7 @@ mpi_fn! {
         crate::attr::delete_all(crate::attr::Kind::Type, *h)?;
         table().lock().unwrap_or_else(|e| e.into_inner()).remove(h)
             .ok_or_else(|| MpiError::new(err::TYPE, format!("{:#x} is not a datatype", *h)))?;
+        crate::types2::forget(*h);
         *h = abi::DATATYPE_NULL;
         Ok(())
     }

@@ -54,6 +54,8 @@ const PROGRAMS: &[&str] = &[
     "rmalock",
     "rmashared",
     "rmadynamic",
+    "mprobe",
+    "types2",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -815,4 +817,14 @@ fn rmadynamic_program() {
 #[test]
 fn rmashared_program() {
     program_at_both("rmashared", &[2, 3, 4]);
+}
+
+#[test]
+fn mprobe_program() {
+    program_at("mprobe", &[2, 3, 4]);
+}
+
+#[test]
+fn types2_program() {
+    program("types2");
 }
