@@ -120,7 +120,7 @@ pub fn id_of(fh: usize) -> usize {
 static DEFAULT_HANDLER: AtomicI32 = AtomicI32::new(abi::ERRORS_RETURN);
 
 /// The pseudo handle reporting errors of file `fh` (that of `MPI_FILE_NULL` for others).
-fn key_of(fh: *mut c_void) -> Handle {
+pub(crate) fn key_of(fh: *mut c_void) -> Handle {
     let files = files().lock().unwrap_or_else(|e| e.into_inner());
     files
         .open

@@ -56,6 +56,8 @@ const PROGRAMS: &[&str] = &[
     "rmadynamic",
     "mprobe",
     "types2",
+    "largecount",
+    "mpit",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -827,4 +829,33 @@ fn mprobe_program() {
 #[test]
 fn types2_program() {
     program("types2");
+}
+
+#[test]
+fn largecount_program() {
+    program_at_both("largecount", &[2, 4]);
+}
+
+#[test]
+fn mpit_program() {
+    program("mpit");
+    let Some(s) = setup() else { return };
+    // A single process, and a setting given in the environment: the program checks that
+    // viaduct's control variable VIADUCT_EAGER_LIMIT reads it, before MPI_Init and after.
+    assert_ok(
+        &job(s, "mpit", Launch::Alone, true, &[]),
+        "mpit alone on viaduct",
+        1,
+    );
+    assert_ok(
+        &job(
+            s,
+            "mpit",
+            Launch::Viaduct(2),
+            true,
+            &[("VIADUCT_EAGER_LIMIT", "12345")],
+        ),
+        "mpit on viaduct with VIADUCT_EAGER_LIMIT=12345",
+        2,
+    );
 }
