@@ -1,5 +1,5 @@
 /* MPI-4 large-count functions (the `_c` forms, MPI_Count counts and MPI_Aint displacements):
-   point to point (blocking, nonblocking, persistent, sendrecv), Get_count_c/Get_elements_c on a
+   point to point (blocking, nonblocking, persistent, sendrecv, matched receive, isendrecv), Get_count_c/Get_elements_c on a
    64-bit count, datatypes, packing, collectives (blocking, nonblocking, persistent, v forms),
    and, on viaduct only, a count past 32 bits giving MPI_ERR_COUNT. */
 #include "common.h"
@@ -55,6 +55,38 @@ int main(int argc, char **argv) {
     CHECK(MPI_Request_free(&rq[0]) == MPI_SUCCESS);
     CHECK(MPI_Request_free(&rq[1]) == MPI_SUCCESS);
     OK(rank, "send_init_c/recv_init_c count %ld", (long)cnt);
+
+    /* Matched probe and receive, and MPI_Isendrecv(_replace), with 64-bit counts. */
+    {
+        MPI_Message msg;
+        int got[5] = {0};
+        CHECK(MPI_Isend_c(out, 5, MPI_INT, right, 5, comm, &rq[1]) == MPI_SUCCESS);
+        CHECK(MPI_Mprobe(left, 5, comm, &msg, &st) == MPI_SUCCESS);
+        CHECK(MPI_Mrecv_c(got, 5, MPI_INT, &msg, &st) == MPI_SUCCESS);
+        CHECK(MPI_Get_count_c(&st, MPI_INT, &cnt) == MPI_SUCCESS);
+        CHECK(MPI_Wait(&rq[1], MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        OK(rank, "mrecv_c count %ld got %d..%d", (long)cnt, got[0], got[4]);
+        CHECK(MPI_Isend_c(out, 2, MPI_INT, right, 6, comm, &rq[1]) == MPI_SUCCESS);
+        CHECK(MPI_Mprobe(left, 6, comm, &msg, &st) == MPI_SUCCESS);
+        CHECK(MPI_Imrecv_c(got, 5, MPI_INT, &msg, &rq[0]) == MPI_SUCCESS);
+        CHECK(MPI_Waitall(2, rq, sts) == MPI_SUCCESS);
+        CHECK(MPI_Get_count_c(&sts[0], MPI_INT, &cnt) == MPI_SUCCESS);
+        OK(rank, "imrecv_c count %ld got %d", (long)cnt, got[1]);
+        int a = -1, b = rank * 7;
+        CHECK(MPI_Isendrecv_c(&b, 1, MPI_INT, right, 7, &a, 1, MPI_INT, left, 7, comm, &rq[0]) == MPI_SUCCESS);
+        CHECK(MPI_Wait(&rq[0], MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        int c = rank * 11;
+        CHECK(MPI_Isendrecv_replace_c(&c, 1, MPI_INT, right, 8, left, 8, comm, &rq[0]) == MPI_SUCCESS);
+        CHECK(MPI_Wait(&rq[0], MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        OK(rank, "isendrecv_c got %d, isendrecv_replace_c got %d", a, c);
+        MPI_Datatype hb;
+        MPI_Count hd[2] = {0, 2 * (MPI_Count)sizeof(int)};
+        CHECK(MPI_Type_create_hindexed_block_c(2, 1, hd, MPI_INT, &hb) == MPI_SUCCESS);
+        CHECK(MPI_Type_commit(&hb) == MPI_SUCCESS);
+        CHECK(MPI_Type_size_c(hb, &cnt) == MPI_SUCCESS);
+        OK(rank, "hindexed_block_c size %ld", (long)cnt);
+        CHECK(MPI_Type_free(&hb) == MPI_SUCCESS);
+    }
 
     int sr = rank;
     CHECK(MPI_Sendrecv_c(&rank, 1, MPI_INT, right, 4, &sr, 1, MPI_INT, left, 4, comm, &st) == MPI_SUCCESS);
