@@ -23,8 +23,9 @@
 //!   most 0.5 ms per VC (the methods expose no descriptor that one `poll` could wait on
 //!   together, so several VCs are waited on in turn), and runs one more pass. A rank with no remote VC does not sleep here: the request's own condition variable
 //!   wakes its waiter when another thread completes it.
-//! - **End of a blocking call.** It returns as soon as a pass completed any request (the
-//!   caller's wait then looks at its own), else at its timeout.
+//! - **End of a blocking call.** It returns as soon as any request of this agent completed
+//!   (the caller's wait then looks at its own), else at its timeout. Each agent counts its
+//!   own completions, so another agent of the same process never ends it early.
 //! - **Threads.** Any thread may post, wait and call progress. Passes are serialized by the
 //!   mutex; a thread sleeping in a method's wait holds it (for at most the timeout it was given,
 //!   at most 10 ms from request waits), so other threads' posts may be delayed that long, never
@@ -79,7 +80,6 @@ use std::time::{Duration, Instant};
 use crate::agent::{Agent, Shared};
 use crate::bootstrap::Bootstrap;
 use crate::config::ProgressMode;
-use crate::engine::COMPLETED;
 use crate::error::AgentError;
 use crate::request::{BoxError, ProgressDriver};
 use crate::vc::Link;
@@ -263,13 +263,13 @@ impl Shared {
     /// `timeout` passed; returns the work done.
     pub(crate) fn progress_blocking(&self, timeout: Duration) -> usize {
         let deadline = Instant::now() + timeout;
-        let before = COMPLETED.load(Ordering::Relaxed);
+        let before = self.completions.count();
         let mut total = 0;
         loop {
             total += self.blocking_round(deadline.saturating_duration_since(Instant::now()));
             // A wait looks at its requests only when this returns: return once any request
             // completed, else go on until the timeout.
-            if COMPLETED.load(Ordering::Relaxed) != before || Instant::now() >= deadline {
+            if self.completions.count() != before || Instant::now() >= deadline {
                 return total;
             }
         }
