@@ -75,6 +75,7 @@ pub(crate) mod region;
 mod ring;
 mod segment;
 mod setup;
+mod sleeper;
 
 pub use completion::{Completion, Op, Posted};
 pub use config::Config;
@@ -83,6 +84,7 @@ pub use error::{AccessError, Error};
 pub use heartbeat::Heartbeat;
 pub use region::RegionKey;
 pub use setup::{Listener, Pending, connect, connect_pending, pair, pair_with};
+pub use sleeper::Sleeper;
 
 /// Entry point for the fuzz targets (feature `fuzzing`); not part of the API.
 #[cfg(feature = "fuzzing")]

@@ -96,6 +96,7 @@ mod endpoint;
 mod error;
 mod send;
 mod setup;
+mod sleeper;
 
 pub use crate::shm::{AccessError, RegionKey};
 pub use completion::{Completion, Op, Posted};
@@ -103,3 +104,4 @@ pub use config::Config;
 pub use endpoint::{Endpoint, Message, SendPaths};
 pub use error::Error;
 pub use setup::{Listener, accept_on, connect, pair};
+pub use sleeper::Sleeper;
