@@ -31,12 +31,16 @@ mod threads {
     const POST_BOUND: Duration = Duration::from_secs(1);
 
     /// A thread asleep in blocking progress (nothing arrives for it) does not hold the agent:
-    /// another thread's post goes through while it sleeps, and the message arrives.
-    fn post_while_another_thread_sleeps(method: MethodKind) {
+    /// another thread's post goes through while it sleeps, and the message arrives. With
+    /// `ranks` above 2, rank 0 sleeps on several VCs at once; ranks 2 and up only take part.
+    fn post_while_another_thread_sleeps(method: MethodKind, ranks: u32) {
         let mut settings = config(method);
         // Sleep at once, without a spin first.
         settings.progress = ProgressMode::Block;
-        job(2, settings, |agent| {
+        job(ranks, settings, |agent| {
+            if agent.rank() > 1 {
+                return;
+            }
             if agent.rank() == 1 {
                 let mut b = [0u8; 16];
                 let st = agent
@@ -65,11 +69,21 @@ mod threads {
 
     #[test]
     fn shm_post_while_another_thread_sleeps() {
-        post_while_another_thread_sleeps(MethodKind::Shm);
+        post_while_another_thread_sleeps(MethodKind::Shm, 2);
+    }
+
+    #[test]
+    fn shm_post_while_another_thread_sleeps_on_several_vcs() {
+        post_while_another_thread_sleeps(MethodKind::Shm, 3);
     }
 
     #[test]
     fn tcp_post_while_another_thread_sleeps() {
-        post_while_another_thread_sleeps(MethodKind::Tcp);
+        post_while_another_thread_sleeps(MethodKind::Tcp, 2);
+    }
+
+    #[test]
+    fn tcp_post_while_another_thread_sleeps_on_several_vcs() {
+        post_while_another_thread_sleeps(MethodKind::Tcp, 3);
     }
 }

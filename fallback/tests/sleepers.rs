@@ -1,5 +1,6 @@
-//! Sleepers: a thread sleeps on endpoints it does not hold (the bell of a shared-memory
-//! endpoint, the descriptors of TCP endpoints) and wakes when a peer sends.
+//! Sleepers: a thread sleeps on endpoints it does not hold (the bells of shared-memory
+//! endpoints, the descriptors of TCP endpoints), one or several at once, and wakes when a peer
+//! sends on any of them.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -38,6 +39,41 @@ fn shm_take(ep: &mut shm::Endpoint) -> (u64, Vec<u8>) {
         assert!(Instant::now() < deadline, "no message");
         ep.wait(Duration::from_millis(10)).expect("wait");
     }
+}
+
+#[test]
+fn shm_sleepers_on_several_bells_wake_for_any_of_them() {
+    let (_a1, mut b1) = shm::pair(shm_config()).expect("pair 1");
+    let (mut a2, mut b2) = shm::pair(shm_config()).expect("pair 2");
+    let s1 = b1
+        .sleeper()
+        .expect("sleeper 1")
+        .expect("nothing ready on 1");
+    let s2 = b2
+        .sleeper()
+        .expect("sleeper 2")
+        .expect("nothing ready on 2");
+    // Nothing sent: the sleep lasts its timeout.
+    let start = Instant::now();
+    shm::sleep_any(&[&s1, &s2], Duration::from_millis(200)).expect("sleep_any");
+    let idle = start.elapsed();
+    assert!(
+        idle >= Duration::from_millis(150),
+        "woke after {idle:?} with nothing sent"
+    );
+    let sleeping = thread::spawn(move || {
+        let start = Instant::now();
+        shm::sleep_any(&[&s1, &s2], LONG).expect("sleep_any");
+        start.elapsed()
+    });
+    thread::sleep(Duration::from_millis(100));
+    assert!(a2.post_send(1, 7, b"ring").expect("post").is_posted());
+    let slept = sleeping.join().expect("sleeping thread");
+    assert!(
+        slept < SOON,
+        "the sleeper slept {slept:?} although the second endpoint's peer sent"
+    );
+    assert_eq!(shm_take(&mut b2), (7, b"ring".to_vec()));
 }
 
 #[test]

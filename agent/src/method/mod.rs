@@ -24,7 +24,7 @@
 //! - **sleeper**: `sleeper()` prepares the same sleep for a thread that does not hold the
 //!   connection (the agent's blocking progress, which sleeps without its mutex): `None` when
 //!   something is ready, else a sleeper on the futex word, the socket and ring descriptors, or
-//!   the completion channel; [`sleep_all`] sleeps on the sleepers of every VC.
+//!   the completion channel; [`sleep_all`] sleeps on the sleepers of every VC at once.
 //! - **failure detection**: a peer that dies or closes is noticed within a bounded time (the
 //!   shared-memory method's liveness interval; TCP end-of-stream at once, `TCP_USER_TIMEOUT`
 //!   for a silent peer; for verbs a keepalive RDMA WRITE when idle, so a dead peer shows as
@@ -407,12 +407,16 @@ impl Sleeper {
     }
 }
 
-/// Longest turn on one VC's sleeper while other VCs are waited on too.
-const TURN: Duration = Duration::from_micros(500);
+/// Longest turn on one kind of kernel object when a rank waits on both kinds (futex words of
+/// shared memory, descriptors of TCP and verbs).
+const MIXED_TURN: Duration = Duration::from_micros(500);
 
-/// Sleeps until one of `sleepers` may have work, or `timeout` (at most the shortest
-/// [`Sleeper::longest`]): on the one sleeper for the whole time, on several in turns of at
-/// most [`TURN`] each, once round. An error names the index of the sleeper it concerns.
+/// Sleeps until any of `sleepers` may have work, or `timeout` (at most the shortest
+/// [`Sleeper::longest`]). One wait covers them all: one `futex_waitv` over the bells of the
+/// shared-memory VCs, or one `poll` over the descriptors of the TCP and verbs VCs (sockets,
+/// rings, completion channels). A rank with VCs of both kinds takes one turn of at most
+/// [`MIXED_TURN`] on each kind and returns. An error names the index of a sleeper it
+/// concerns.
 pub(crate) fn sleep_all(
     sleepers: &[Sleeper],
     timeout: Duration,
@@ -424,9 +428,44 @@ pub(crate) fn sleep_all(
     if let [one] = sleepers {
         return one.sleep(timeout).map_err(|e| (0, e));
     }
-    let slice = (timeout / sleepers.len().max(1) as u32).min(TURN);
+    let mut bells = Vec::new();
+    let mut first_bell = 0;
+    let mut fds = Vec::new();
+    let mut first_fd = 0;
     for (i, s) in sleepers.iter().enumerate() {
-        s.sleep(slice).map_err(|e| (i, e))?;
+        match s {
+            Sleeper::Shm(s) => {
+                if bells.is_empty() {
+                    first_bell = i;
+                }
+                bells.push(s);
+            }
+            Sleeper::Tcp(s) => {
+                if fds.is_empty() {
+                    first_fd = i;
+                }
+                fds.extend(s.fds());
+            }
+            #[cfg(feature = "rdma")]
+            Sleeper::Verbs(s) => {
+                if fds.is_empty() {
+                    first_fd = i;
+                }
+                fds.push(s.fd());
+            }
+        }
+    }
+    let turn = if !bells.is_empty() && !fds.is_empty() {
+        timeout.min(MIXED_TURN)
+    } else {
+        timeout
+    };
+    if !bells.is_empty() {
+        shm::sleep_any(&bells, turn).map_err(|e| (first_bell, MethodError::Shm(e)))?;
+    }
+    if !fds.is_empty() {
+        viaduct_fallback::fd::wait_readable(&fds, turn)
+            .map_err(|e| (first_fd, MethodError::Tcp(tcp::Error::Wait(e))))?;
     }
     Ok(())
 }

@@ -84,7 +84,7 @@ pub use error::{AccessError, Error};
 pub use heartbeat::Heartbeat;
 pub use region::RegionKey;
 pub use setup::{Listener, Pending, connect, connect_pending, pair, pair_with};
-pub use sleeper::Sleeper;
+pub use sleeper::{MAX_BELLS, Sleeper, sleep_any};
 
 /// Entry point for the fuzz targets (feature `fuzzing`); not part of the API.
 #[cfg(feature = "fuzzing")]

@@ -10,6 +10,10 @@ use super::error::Error;
 use super::futex;
 use super::segment::Segment;
 
+/// Most bells one [`sleep_any`] waits on together (the kernel's `futex_waitv` limit); more
+/// are waited on in turns.
+pub const MAX_BELLS: usize = 128;
+
 /// A sleep on one endpoint's bell, prepared under the endpoint (by
 /// [`Endpoint::sleeper`](super::Endpoint::sleeper)) and taken without it, so that other
 /// threads may use the endpoint meanwhile.
@@ -54,6 +58,11 @@ impl Sleeper {
         futex::wait(self.bell(), self.seen, timeout.min(self.longest)).map_err(Error::Wait)
     }
 
+    /// Whether the bell rang since the sleep was prepared.
+    fn rung(&self) -> bool {
+        self.bell().load(Ordering::SeqCst) != self.seen
+    }
+
     fn bell(&self) -> &std::sync::atomic::AtomicU32 {
         &self.seg.control().sides[self.side].bell
     }
@@ -73,5 +82,48 @@ impl std::fmt::Debug for Sleeper {
             .field("side", &self.side)
             .field("seen", &self.seen)
             .finish()
+    }
+}
+
+/// Sleeps until any of `sleepers` is rung, a signal, or `timeout` (at most the shortest
+/// [`Sleeper::longest`]): one `futex_waitv` over every bell (up to [`MAX_BELLS`]; where the
+/// kernel lacks it, turns of at most 0.5 ms on each bell).
+pub fn sleep_any(sleepers: &[&Sleeper], timeout: Duration) -> Result<(), Error> {
+    let timeout = sleepers
+        .iter()
+        .map(|s| s.longest)
+        .fold(timeout, Duration::min);
+    match sleepers {
+        [] => Ok(()),
+        [one] => one.sleep(timeout),
+        many => {
+            let bells: Vec<(&std::sync::atomic::AtomicU32, u32)> = many
+                .iter()
+                .take(MAX_BELLS)
+                .map(|s| (s.bell(), s.seen))
+                .collect();
+            match futex::wait_any(&bells, timeout) {
+                Ok(()) => Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                    // Turns on each bell until one rang or the time is up.
+                    let turn = Duration::from_micros(500);
+                    let deadline = std::time::Instant::now() + timeout;
+                    loop {
+                        for s in many {
+                            if s.rung() {
+                                return Ok(());
+                            }
+                            let left =
+                                deadline.saturating_duration_since(std::time::Instant::now());
+                            if left.is_zero() {
+                                return Ok(());
+                            }
+                            s.sleep(left.min(turn))?;
+                        }
+                    }
+                }
+                Err(e) => Err(Error::Wait(e)),
+            }
+        }
     }
 }
