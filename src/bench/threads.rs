@@ -5,8 +5,10 @@
 //! launcher). Rank 0 times each of `--posts` small `isend`s to rank 1 (which receives them)
 //! twice: first with no other thread in the agent, then while a second thread of rank 0 blocks
 //! in `recv` on a message that rank 1 sends only `--delay-ms` after that round starts, so it
-//! is asleep in the progress engine while the posts run. It prints the p50, p99 and largest
-//! post time of both rounds, and the ratio of the p99s (with sleeper / without).
+//! is asleep in the progress engine while the posts run. The posts are spread out, one every
+//! `--gap-us` (the gap is not timed), so that they meet the sleeper whenever it sleeps. It
+//! prints the p50, p99 and largest post time of both rounds, how many posts took over 100 us,
+//! and the ratio of the p99s (with sleeper / without).
 
 use std::error::Error;
 use std::time::{Duration, Instant};
@@ -37,20 +39,27 @@ pub struct Args {
     /// waits for, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub delay_ms: u64,
+    /// Microseconds between the starts of two posts (the posting thread spins meanwhile).
+    #[arg(long, default_value_t = 50)]
+    pub gap_us: u64,
 }
 
 const DATA: u32 = 1;
 const SYNC: u32 = 2;
 const WAKE: u32 = 3;
 
-/// p50, p99 and largest of `times` (microseconds).
-fn percentiles(times: &mut [f64]) -> (f64, f64, f64) {
+/// Posts slower than this are counted.
+const SLOW_US: f64 = 100.0;
+
+/// p50, p99 and largest of `times` (microseconds), and how many exceed [`SLOW_US`].
+fn percentiles(times: &mut [f64]) -> (f64, f64, f64, usize) {
     if times.is_empty() {
-        return (0.0, 0.0, 0.0);
+        return (0.0, 0.0, 0.0, 0);
     }
     times.sort_by(f64::total_cmp);
     let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
-    (at(0.5), at(0.99), times[times.len() - 1])
+    let slow = times.iter().filter(|&&t| t > SLOW_US).count();
+    (at(0.5), at(0.99), times[times.len() - 1], slow)
 }
 
 /// Runs the benchmark (starting the two ranks when not started by a launcher).
@@ -72,14 +81,14 @@ pub fn run(args: &Args) -> Result<(), BoxError> {
     let quiet = round(&agent, args, false)?;
     let busy = round(&agent, args, true)?;
     if let (Some(mut quiet), Some(mut busy)) = (quiet, busy) {
-        let (q50, q99, qmax) = percentiles(&mut quiet);
-        let (b50, b99, bmax) = percentiles(&mut busy);
+        let (q50, q99, qmax, qslow) = percentiles(&mut quiet);
+        let (b50, b99, bmax, bslow) = percentiles(&mut busy);
         let n = args.posts;
         println!(
-            "threads over {method}: {n} posts, no sleeper:   p50 {q50:>8.2} us  p99 {q99:>8.2} us  max {qmax:>10.2} us"
+            "threads over {method}: {n} posts, no sleeper:   p50 {q50:>8.2} us  p99 {q99:>8.2} us  max {qmax:>10.2} us  over 100 us: {qslow}"
         );
         println!(
-            "threads over {method}: {n} posts, with sleeper: p50 {b50:>8.2} us  p99 {b99:>8.2} us  max {bmax:>10.2} us"
+            "threads over {method}: {n} posts, with sleeper: p50 {b50:>8.2} us  p99 {b99:>8.2} us  max {bmax:>10.2} us  over 100 us: {bslow}"
         );
         println!(
             "threads over {method}: p99 ratio (with sleeper / no sleeper) {:.2}",
@@ -134,8 +143,13 @@ fn round(agent: &Agent, args: &Args, sleeper: bool) -> Result<Option<Vec<f64>>, 
     let data = vec![7u8; args.size];
     let mut times = Vec::with_capacity(args.posts as usize);
     let mut reqs: Vec<Request> = Vec::with_capacity(args.posts as usize);
+    let gap = Duration::from_micros(args.gap_us);
     let started = Instant::now();
-    for _ in 0..args.posts {
+    for i in 0..args.posts {
+        let slot = started + gap * i;
+        while Instant::now() < slot {
+            std::hint::spin_loop();
+        }
         let t = Instant::now();
         reqs.push(agent.isend(peer, DATA, &data)?);
         times.push(t.elapsed().as_secs_f64() * 1e6);
