@@ -45,6 +45,11 @@
 //! that fell asleep at that very moment is woken then, or by its own timed wait
 //! (`liveness_interval`).
 //!
+//! [`Endpoint::sleeper`] prepares the same sleep for a thread that does not hold the endpoint
+//! (a [`Sleeper`]: the segment and the bell's value); [`sleep_any`] sleeps on the bells of
+//! several endpoints at once (one `futex_waitv`). The segment counts the threads of a side
+//! asleep, so several may sleep at once.
+//!
 //! Dropping an endpoint waits up to four `liveness_interval`s for the peer to read the long
 //! messages it still holds; a message the peer has not read by then is lost to it.
 //!

@@ -60,6 +60,10 @@
 //! blocking wait still sleeps in the kernel and wakes for data, the end of the stream or an
 //! error. The data stays in the socket until the endpoint is called.
 //!
+//! [`Endpoint::sleeper`] prepares a sleep for a thread that does not hold the endpoint: a
+//! [`Sleeper`] on duplicates of the socket and ring descriptors, which `poll` together with
+//! those of other connections ([`crate::fd::wait_readable`]).
+//!
 //! # Flow control
 //!
 //! A sender may start a frame while less than the receiver's window (three quarters of its
