@@ -24,7 +24,7 @@
 //! - **sleeper**: `sleeper()` prepares the same sleep for a thread that does not hold the
 //!   connection (the agent's blocking progress, which sleeps without its mutex): `None` when
 //!   something is ready, else a sleeper on the futex word, the socket and ring descriptors, or
-//!   the completion channel; [`sleep_all`] sleeps on the sleepers of every VC at once.
+//!   the completion channel; `sleep_all` sleeps on the sleepers of every VC at once.
 //! - **failure detection**: a peer that dies or closes is noticed within a bounded time (the
 //!   shared-memory method's liveness interval; TCP end-of-stream at once, `TCP_USER_TIMEOUT`
 //!   for a silent peer; for verbs a keepalive RDMA WRITE when idle, so a dead peer shows as
