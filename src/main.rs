@@ -62,6 +62,8 @@ enum BenchCommand {
     Greq(bench::greq::Args),
     /// Nonblocking file I/O through io_uring.
     Io(bench::io::Args),
+    /// Post time of one thread while another sleeps in blocking progress (2 launched ranks).
+    Threads(bench::threads::Args),
 }
 
 fn main() {
@@ -86,6 +88,7 @@ fn main() {
             BenchCommand::Collective(a) => bench::collective::run(a),
             BenchCommand::Greq(a) => bench::greq::run(a),
             BenchCommand::Io(a) => bench::io::run(a),
+            BenchCommand::Threads(a) => bench::threads::run(a),
         },
     };
     if let Err(e) = result {

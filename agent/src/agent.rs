@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crate::bootstrap::Bootstrap;
 use crate::config::{Config, ProgressMode};
 use crate::connect;
-use crate::engine::{Book, State};
+use crate::engine::{Book, Completions, State};
 use crate::error::AgentError;
 use crate::matching::Source;
 use crate::progress::Driver;
@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     pub(crate) driver: Arc<dyn ProgressDriver>,
     /// The current spin count of blocking progress (adaptive polling).
     pub(crate) spin_now: AtomicU32,
+    /// Requests this agent completed (the one count its state bumps; see [`Completions`]).
+    pub(crate) completions: Completions,
     /// How blocking progress waits (`auto` resolved at start: never [`ProgressMode::Auto`]).
     pub(crate) progress: ProgressMode,
     /// The lowest context id no communicator of this rank uses yet (see [`crate::comm`]).
@@ -111,7 +113,9 @@ impl Agent {
             config.rendezvous_chunk,
             config.max_unexpected_bytes,
             config.xfer_chunk,
+            Completions::default(),
         );
+        let completions = book.done.clone();
         let spin = config.spin_min;
         let liveness = crate::engine::Liveness::new(vcs.len(), heart.heard());
         let shared = Arc::new_cyclic(|weak: &Weak<Shared>| Shared {
@@ -125,6 +129,7 @@ impl Agent {
             }),
             driver: Arc::new(Driver::new(weak.clone())),
             spin_now: AtomicU32::new(spin),
+            completions,
             progress,
             next_context: AtomicU32::new(crate::comm::FIRST_CONTEXT),
             boot: Mutex::new(Some(boot)),

@@ -14,7 +14,7 @@ use crate::liveness::Heard;
 use crate::matching::{Envelope, MatchQueues, Pattern, Source};
 use crate::method::{Method, MethodError};
 use crate::proto::eager;
-pub(crate) use crate::proto::recv::{COMPLETED, PostedRecv, Unexpected, note};
+pub(crate) use crate::proto::recv::{Completions, PostedRecv, Unexpected};
 use crate::proto::rndv::{Cleared, Rendezvous};
 use crate::proto::{DescId, Failure, ProtocolError, Route};
 use crate::request::CarCounter;
@@ -47,6 +47,8 @@ pub(crate) struct Book {
     pub(crate) spare: crate::spare::Spare,
     /// Rendezvous by RDMA READ on verbs VCs (see [`crate::method::rndv`]).
     pub(crate) rdma: crate::method::rndv::ReadRndv,
+    /// The agent's count of completed requests (see [`Completions`]).
+    pub(crate) done: Completions,
 }
 
 /// The agent's whole mutable state.
@@ -109,6 +111,7 @@ impl Book {
         chunk: usize,
         max_unexpected: usize,
         xfer_chunk: usize,
+        done: Completions,
     ) -> Book {
         Book {
             rank,
@@ -116,15 +119,16 @@ impl Book {
             unexpected_bytes: 0,
             next_id: 1,
             sends: HashMap::new(),
-            rndv: Rendezvous::default(),
+            rndv: Rendezvous::new(done.clone()),
             eager_limit,
             chunk,
             max_unexpected,
             outbox: Vec::new(),
-            xfer: XferEngine::new(xfer_chunk),
+            xfer: XferEngine::new(xfer_chunk, done.clone()),
             fast_sends: Vec::new(),
             spare: Default::default(),
-            rdma: Default::default(),
+            rdma: crate::method::rndv::ReadRndv::new(done.clone()),
+            done,
         }
     }
 
@@ -190,15 +194,15 @@ impl Book {
         let len = data.len() as u64;
         match self.queues.arrive(&env) {
             Some((_, r)) => {
-                eager::deliver(r, &env, &data);
-                note(counter.complete_car(len));
+                eager::deliver(&self.done, r, &env, &data);
+                self.done.note(counter.complete_car(len));
             }
             None => {
                 self.unexpected_bytes += data.len();
                 let sync = if sync {
                     Some(counter)
                 } else {
-                    note(counter.complete_car(len));
+                    self.done.note(counter.complete_car(len));
                     None
                 };
                 self.queues
@@ -286,9 +290,9 @@ impl Book {
         match self.queues.take_unexpected(pattern) {
             Some((env, Unexpected::Eager { data, sync })) => {
                 self.unexpected_bytes -= data.len();
-                eager::deliver(r, &env, &data);
+                eager::deliver(&self.done, r, &env, &data);
                 if let Some(s) = sync {
-                    note(s.complete_car(data.len() as u64));
+                    self.done.note(s.complete_car(data.len() as u64));
                 }
             }
             Some((env, Unexpected::Rts { sender_id, len })) => {
@@ -372,7 +376,13 @@ impl Book {
             Kind::Eager | Kind::EagerPacked => {
                 let (env, body) = eager::parse(peer, tag, data)
                     .map_err(|len| ProtocolError::TooShort { kind, len })?;
-                eager::arrive(&mut self.queues, &mut self.unexpected_bytes, env, body);
+                eager::arrive(
+                    &mut self.queues,
+                    &mut self.unexpected_bytes,
+                    &self.done,
+                    env,
+                    body,
+                );
             }
             Kind::Rts | Kind::RtsRead => {
                 let env = envelope(data)?;
@@ -434,12 +444,12 @@ impl Book {
     ) -> Option<Failure> {
         match (self.sends.remove(&id), result) {
             (Some((counter, bytes, _)), Ok(_)) => {
-                note(counter.complete_car(bytes));
+                self.done.note(counter.complete_car(bytes));
                 None
             }
             (Some((counter, _, _)), Err(e)) => {
                 let failure = Failure::of(e);
-                note(counter.fail_car(failure.error(peer)));
+                self.done.note(counter.fail_car(failure.error(peer)));
                 Some(failure)
             }
             (None, Ok(_)) => None,
@@ -463,7 +473,7 @@ impl Book {
     /// Fails the request of one message that cannot be sent.
     pub(crate) fn peer_failed_one(&mut self, peer: u32, failure: &Failure, out: Outbound) {
         if let Some((counter, _, _)) = self.sends.remove(&out.id) {
-            note(counter.fail_car(failure.error(peer)));
+            self.done.note(counter.fail_car(failure.error(peer)));
         }
         let (kind, sid) = wire::split_tag(out.tag);
         if kind == Ok(Kind::Rts) {
@@ -489,7 +499,7 @@ impl Book {
             .collect();
         for id in ids {
             if let Some((counter, _, _)) = self.sends.remove(&id) {
-                note(counter.fail_car(failure.error(peer)));
+                self.done.note(counter.fail_car(failure.error(peer)));
             }
         }
         self.rndv.peer_failed(peer, || failure.error(peer));
@@ -497,7 +507,7 @@ impl Book {
             .queues
             .drain_posted(|p, _| p.source == Source::Rank(peer))
         {
-            note(r.counter.fail_car(failure.error(peer)));
+            self.done.note(r.counter.fail_car(failure.error(peer)));
         }
         self.queues
             .drain_unexpected(|e, u| e.source == peer && matches!(u, Unexpected::Rts { .. }));
@@ -514,7 +524,8 @@ impl Book {
             .queues
             .drain_posted(|_, r| r.counter.cancel_requested());
         for r in &gone {
-            note(r.counter.complete_cancelled().map(|()| true));
+            self.done
+                .note(r.counter.complete_cancelled().map(|()| true));
         }
         gone.len()
     }
@@ -523,15 +534,15 @@ impl Book {
     pub(crate) fn fail_all(&mut self) {
         let err = || AgentError::Finalized;
         for (_, (c, _, _)) in self.sends.drain() {
-            note(c.fail_car(err()));
+            self.done.note(c.fail_car(err()));
         }
         self.rndv.fail_all();
         for r in self.queues.drain_posted(|_, _| true) {
-            note(r.counter.fail_car(err()));
+            self.done.note(r.counter.fail_car(err()));
         }
         for (_, u) in self.queues.drain_unexpected(|_, _| true) {
             if let Unexpected::Eager { sync: Some(c), .. } = u {
-                note(c.fail_car(err()));
+                self.done.note(c.fail_car(err()));
             }
         }
         self.unexpected_bytes = 0;
@@ -824,7 +835,7 @@ mod tests {
     use crate::request::Request;
 
     fn book() -> Book {
-        Book::new(0, 1024, 1 << 20, 1 << 20, 1 << 16)
+        Book::new(0, 1024, 1 << 20, 1 << 20, 1 << 16, Completions::default())
     }
 
     /// A receive from rank 1 (context 3, tag 4) of up to `capacity` bytes, matched by an RTS
@@ -978,7 +989,7 @@ mod tests {
 
     #[test]
     fn early_xfer_pieces_count_against_the_unexpected_limit() {
-        let mut b = Book::new(0, 1024, 1 << 20, 1000, 1 << 16);
+        let mut b = Book::new(0, 1024, 1 << 20, 1000, 1 << 16, Completions::default());
         assert!(b.reading());
         // Pieces of a collective this rank has not started (context 3, tag 4).
         for seq in 0..3 {

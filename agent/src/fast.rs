@@ -234,7 +234,7 @@ fn from_unexpected(st: &mut State, pattern: &Pattern, buf: &mut [u8]) -> Option<
     st.book.unexpected_bytes -= data.len();
     buf[..data.len()].copy_from_slice(&data);
     if let Some(s) = sync {
-        crate::engine::note(s.complete_car(data.len() as u64));
+        st.book.done.note(s.complete_car(data.len() as u64));
     }
     Some(Turn::Done(Status::message(
         env.source,

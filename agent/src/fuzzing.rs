@@ -4,7 +4,7 @@
 //! peer. Not part of the API.
 
 use crate::config::Config;
-use crate::engine::{Book, PostedRecv};
+use crate::engine::{Book, Completions, PostedRecv};
 use crate::matching::{Pattern, Source, TagMatch};
 use crate::recv_buffer::RecvBuffer;
 use crate::request::Request;
@@ -73,6 +73,7 @@ impl Inbound {
                 c.rendezvous_chunk,
                 c.max_unexpected_bytes,
                 c.xfer_chunk,
+                Completions::default(),
             ),
             recvs: Vec::new(),
             sends: Vec::new(),

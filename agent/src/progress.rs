@@ -17,18 +17,33 @@
 //!   adapts between `Config::spin_min` and `Config::spin_max`: when the sleep that follows a
 //!   fruitless spin finds work within 1 ms (the spin was just too short) the count doubles
 //!   (plus `Config::spin_increment`); when a sleep ends idle it shrinks by the increment. A
-//!   busy rank thus keeps spinning, an idle one soon stops burning its core. Then it sleeps in the
-//!   methods' own waits (shared memory: a futex word in the segment; TCP: `io_uring_enter`
-//!   on the connection's ring): for the whole timeout when one VC is open, else in turns of at
-//!   most 0.5 ms per VC (the methods expose no descriptor that one `poll` could wait on
-//!   together, so several VCs are waited on in turn), and runs one more pass. A rank with no remote VC does not sleep here: the request's own condition variable
-//!   wakes its waiter when another thread completes it.
-//! - **End of a blocking call.** It returns as soon as a pass completed any request (the
-//!   caller's wait then looks at its own), else at its timeout.
+//!   busy rank thus keeps spinning, an idle one soon stops burning its core. Then it sleeps
+//!   (see "The sleep" below) and runs one more pass. A rank with no remote VC does not sleep
+//!   here: the request's own condition variable wakes its waiter when another thread
+//!   completes it.
+//! - **The sleep.** Under the mutex, after a pass that found nothing, each VC's method
+//!   prepares a *sleeper*: shared memory counts this side asleep in the segment (so the peer
+//!   rings its bell, a futex word there, for every message, freed ring space or close) and
+//!   notes the bell's value; TCP hands duplicates of its socket and io_uring ring descriptors
+//!   (sending a keepalive that fell due); verbs reads old events and arms its completion
+//!   queue, and hands its completion channel. A method with something ready prepares none,
+//!   and the pass runs at once. Then the thread drops the mutex and sleeps on every sleeper
+//!   together: one `futex_waitv` over the bells when all VCs are shared memory, one `poll`
+//!   over the descriptors when none is; a rank with VCs of both kinds takes a turn of at most
+//!   0.5 ms on each kind. The sleep ends when any peer sends, at the timeout, or at the
+//!   shortest sleeper's longest sleep (shared memory: the liveness interval; TCP: the
+//!   keepalive interval, 1 ms while operations are in flight in its ring; verbs: until the
+//!   next keepalive is due), after which the thread takes the mutex again for a pass.
+//! - **End of a blocking call.** It returns as soon as any request of this agent completed
+//!   (the caller's wait then looks at its own), else at its timeout. Each agent counts its
+//!   own completions, so another agent of the same process never ends it early.
 //! - **Threads.** Any thread may post, wait and call progress. Passes are serialized by the
-//!   mutex; a thread sleeping in a method's wait holds it (for at most the timeout it was given,
-//!   at most 10 ms from request waits), so other threads' posts may be delayed that long, never
-//!   lost. Requests complete on whichever thread runs the pass that sees their last CAR; a
+//!   mutex, and a post takes it once; a thread asleep in blocking progress does not hold it
+//!   (see "The sleep"), so another thread's post never waits for a sleeper. Several threads
+//!   may sleep at once (shared memory counts its sleepers; a peer's data wakes every thread
+//!   sleeping on that VC). A sleeper is woken by its peers, not by this rank's other threads:
+//!   a request that another thread's post or pass completes is seen when the sleep ends (at
+//!   most 10 ms from request waits). Requests complete on whichever thread runs the pass that sees their last CAR; a
 //!   waiting thread is woken through the request's condition variable. The only user code
 //!   that runs inside a pass is a user reduction of an xfer block or collective
 //!   ([`Reduction::User`](crate::xfer::Reduction::User)), called with the agent's mutex held:
@@ -79,15 +94,16 @@ use std::time::{Duration, Instant};
 use crate::agent::{Agent, Shared};
 use crate::bootstrap::Bootstrap;
 use crate::config::ProgressMode;
-use crate::engine::COMPLETED;
 use crate::error::AgentError;
+use crate::method;
 use crate::request::{BoxError, ProgressDriver};
 use crate::vc::Link;
 
 /// A sleep that ends with work within this long counts as "the spin was too short".
 const QUICK_WAKE: Duration = Duration::from_millis(1);
 
-/// Longest sleep in one VC's wait while other VCs are waitable too.
+/// Longest sleep of a blocking call with no VC to sleep on (its requests complete on other
+/// threads).
 const MAX_TURN: Duration = Duration::from_micros(500);
 
 /// Most passes a blocking call makes in `yield` mode before it sleeps in the methods' waits.
@@ -263,13 +279,13 @@ impl Shared {
     /// `timeout` passed; returns the work done.
     pub(crate) fn progress_blocking(&self, timeout: Duration) -> usize {
         let deadline = Instant::now() + timeout;
-        let before = COMPLETED.load(Ordering::Relaxed);
+        let before = self.completions.count();
         let mut total = 0;
         loop {
             total += self.blocking_round(deadline.saturating_duration_since(Instant::now()));
             // A wait looks at its requests only when this returns: return once any request
             // completed, else go on until the timeout.
-            if COMPLETED.load(Ordering::Relaxed) != before || Instant::now() >= deadline {
+            if self.completions.count() != before || Instant::now() >= deadline {
                 return total;
             }
         }
@@ -320,6 +336,8 @@ impl Shared {
         work
     }
 
+    /// One pass; when it found nothing, a sleep in the methods' waits, taken without the
+    /// agent's lock (see the module documentation, "Threads"), and one more pass.
     fn sleep_in_methods(&self, timeout: Duration) -> usize {
         let mut st = self.lock();
         if st.finalized {
@@ -340,25 +358,37 @@ impl Shared {
             std::thread::sleep(timeout.min(MAX_TURN));
             return 0;
         }
-        let deadline = Instant::now() + timeout;
-        // One VC: sleep in its wait for the whole timeout. Several: short turns, so a message
-        // on another VC waits at most one turn per VC.
-        let slice = if waitable.len() == 1 {
-            timeout
-        } else {
-            (timeout / waitable.len() as u32).min(MAX_TURN)
-        };
+        // Under the lock: each VC's method prepares its sleep (or says that something is
+        // ready, and the pass below runs at once).
+        let mut sleepers = Vec::with_capacity(waitable.len());
+        let mut peers = Vec::with_capacity(waitable.len());
         let mut failures = Vec::new();
+        let mut ready = false;
         for i in waitable {
-            let left = deadline.saturating_duration_since(Instant::now());
             let vc = &mut st.vcs[i];
             if let Link::Remote(m) = &mut vc.link {
-                if let Err(e) = m.wait(slice.min(left)) {
-                    failures.push((vc.peer, e.to_string()));
+                match m.sleeper() {
+                    Ok(Some(s)) => {
+                        sleepers.push(s);
+                        peers.push(vc.peer);
+                    }
+                    Ok(None) => ready = true,
+                    Err(e) => failures.push((vc.peer, e.to_string())),
                 }
             }
-            if left.is_zero() {
-                break;
+        }
+        if !ready && failures.is_empty() && !sleepers.is_empty() {
+            // The sleep itself, without the lock: other threads post, test and make progress
+            // meanwhile.
+            drop(st);
+            let slept = method::sleep_all(&sleepers, timeout);
+            drop(sleepers);
+            st = self.lock();
+            if st.finalized {
+                return 0;
+            }
+            if let Err((k, e)) = slept {
+                failures.push((peers[k], e.to_string()));
             }
         }
         for (peer, reason) in failures {

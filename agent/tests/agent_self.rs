@@ -156,3 +156,48 @@ fn truncation_explains_itself() {
     assert!(e.to_string().contains("message of 9 bytes"), "{e}");
     assert_eq!(buf.take(), vec![1u8; 3]);
 }
+
+/// Each agent counts its own completions: a blocking progress call of one agent with nothing
+/// to do runs to its timeout while another agent of the same process completes requests.
+#[test]
+fn another_agents_completions_do_not_end_a_blocking_call() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::Instant;
+
+    let idle = agent();
+    let busy = agent();
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let worker = {
+        let (stop, done) = (Arc::clone(&stop), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut b = [0u8; 1];
+            while !stop.load(Ordering::Relaxed) {
+                busy.send(0, 1, b"x").unwrap();
+                busy.recv(&mut b, Source::Any, TagMatch::Any).unwrap();
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    // The other agent is completing requests before the call starts.
+    let start = Instant::now();
+    while done.load(Ordering::Relaxed) == 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "no completion");
+        std::thread::yield_now();
+    }
+    let timeout = Duration::from_millis(300);
+    let before = done.load(Ordering::Relaxed);
+    let start = Instant::now();
+    idle.make_progress_blocking(timeout);
+    let took = start.elapsed();
+    let during = done.load(Ordering::Relaxed) - before;
+    stop.store(true, Ordering::Relaxed);
+    worker.join().unwrap();
+    assert!(during > 0, "the other agent completed nothing meanwhile");
+    assert!(
+        took >= timeout,
+        "the idle agent's blocking call ended after {took:?}, before its timeout, \
+         while the other agent completed {during} requests"
+    );
+}

@@ -4,6 +4,9 @@
 //! in an environment variable (`PMI_FD`). Turning that number into an owned Rust socket is the
 //! one step that cannot be checked by the type system; it lives here so the agent stays free of
 //! `unsafe`.
+//!
+//! It also holds [`wait_readable`], one `poll` over several descriptors (the agent's sleep on
+//! the descriptors of all its TCP and verbs connections at once).
 
 use std::io;
 use std::os::fd::{FromRawFd, RawFd};
@@ -47,6 +50,47 @@ pub fn adopt_inherited_socket(fd: RawFd) -> io::Result<UnixStream> {
     let inherited = unsafe { UnixStream::from_raw_fd(fd) };
     // `try_clone` duplicates with close-on-exec; dropping `inherited` closes the original.
     inherited.try_clone()
+}
+
+/// Sleeps until one of `fds` is readable (`POLLIN`), at end of stream or failed (`POLLRDHUP`,
+/// `POLLHUP`, `POLLERR`), a signal arrives, or `timeout` passed: one `poll(2)`.
+///
+/// # Errors
+/// The error of `poll` other than `EINTR`.
+pub fn wait_readable(
+    fds: &[std::os::fd::BorrowedFd<'_>],
+    timeout: std::time::Duration,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut set: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        })
+        .collect();
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `set` holds `set.len()` valid pollfds naming descriptors the caller keeps open
+    // (borrowed) for the call; `ts` is a valid timespec; no signal mask is changed.
+    let rc = unsafe {
+        libc::ppoll(
+            set.as_mut_ptr(),
+            set.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

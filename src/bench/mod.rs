@@ -8,5 +8,6 @@ pub mod io;
 pub mod launched;
 pub mod method;
 pub mod paired;
+pub mod threads;
 #[cfg(feature = "rdma")]
 pub mod verbs_lat;

@@ -64,6 +64,7 @@ mod endpoint;
 mod error;
 mod header;
 mod setup;
+mod sleeper;
 
 pub use card::Card;
 pub use completion::{Completion, Message, Posted};
@@ -71,3 +72,4 @@ pub use config::Config;
 pub use endpoint::Endpoint;
 pub use error::Error;
 pub use setup::{Prepared, pair};
+pub use sleeper::Sleeper;

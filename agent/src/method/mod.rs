@@ -21,6 +21,10 @@
 //! - **wait**: `wait(timeout)` blocks until a completion or inbound message may be ready, the
 //!   peer failed, or the timeout passed (each method spins briefly, then sleeps on its own
 //!   kernel object: a futex word in the shared segment, `io_uring_enter`).
+//! - **sleeper**: `sleeper()` prepares the same sleep for a thread that does not hold the
+//!   connection (the agent's blocking progress, which sleeps without its mutex): `None` when
+//!   something is ready, else a sleeper on the futex word, the socket and ring descriptors, or
+//!   the completion channel; `sleep_all` sleeps on the sleepers of every VC at once.
 //! - **failure detection**: a peer that dies or closes is noticed within a bounded time (the
 //!   shared-memory method's liveness interval; TCP end-of-stream at once, `TCP_USER_TIMEOUT`
 //!   for a silent peer; for verbs a keepalive RDMA WRITE when idle, so a dead peer shows as
@@ -361,4 +365,109 @@ impl Method {
             Method::Verbs(ep) => Ok(ep.wait(timeout)?),
         }
     }
+}
+
+/// A sleep on one VC's connection, prepared under the agent's lock ([`Method::sleeper`]) and
+/// taken without it (see [`crate::progress`], "Threads").
+pub(crate) enum Sleeper {
+    Shm(shm::Sleeper),
+    Tcp(tcp::Sleeper),
+    #[cfg(feature = "rdma")]
+    Verbs(msg::Sleeper),
+}
+
+impl Method {
+    /// Prepares a sleep on this connection: `None` when something is ready (or the peer
+    /// failed), so that the caller runs a pass instead of sleeping.
+    pub(crate) fn sleeper(&mut self) -> Result<Option<Sleeper>, MethodError> {
+        match self {
+            Method::Shm(ep) => Ok(ep.sleeper()?.map(Sleeper::Shm)),
+            Method::Tcp(ep) => Ok(ep.sleeper()?.map(Sleeper::Tcp)),
+            #[cfg(feature = "rdma")]
+            Method::Verbs(ep) => Ok(ep.sleeper()?.map(Sleeper::Verbs)),
+        }
+    }
+}
+
+impl Sleeper {
+    fn longest(&self) -> Duration {
+        match self {
+            Sleeper::Shm(s) => s.longest(),
+            Sleeper::Tcp(s) => s.longest(),
+            #[cfg(feature = "rdma")]
+            Sleeper::Verbs(s) => s.longest(),
+        }
+    }
+
+    fn sleep(&self, timeout: Duration) -> Result<(), MethodError> {
+        match self {
+            Sleeper::Shm(s) => Ok(s.sleep(timeout)?),
+            Sleeper::Tcp(s) => Ok(s.sleep(timeout)?),
+            #[cfg(feature = "rdma")]
+            Sleeper::Verbs(s) => Ok(s.sleep(timeout)?),
+        }
+    }
+}
+
+/// Longest turn on one kind of kernel object when a rank waits on both kinds (futex words of
+/// shared memory, descriptors of TCP and verbs).
+const MIXED_TURN: Duration = Duration::from_micros(500);
+
+/// Sleeps until any of `sleepers` may have work, or `timeout` (at most the shortest
+/// [`Sleeper::longest`]). One wait covers them all: one `futex_waitv` over the bells of the
+/// shared-memory VCs, or one `poll` over the descriptors of the TCP and verbs VCs (sockets,
+/// rings, completion channels). A rank with VCs of both kinds takes one turn of at most
+/// [`MIXED_TURN`] on each kind and returns. An error names the index of a sleeper it
+/// concerns.
+pub(crate) fn sleep_all(
+    sleepers: &[Sleeper],
+    timeout: Duration,
+) -> Result<(), (usize, MethodError)> {
+    let timeout = sleepers
+        .iter()
+        .map(Sleeper::longest)
+        .fold(timeout, Duration::min);
+    if let [one] = sleepers {
+        return one.sleep(timeout).map_err(|e| (0, e));
+    }
+    let mut bells = Vec::new();
+    let mut first_bell = 0;
+    let mut fds = Vec::new();
+    let mut first_fd = 0;
+    for (i, s) in sleepers.iter().enumerate() {
+        match s {
+            Sleeper::Shm(s) => {
+                if bells.is_empty() {
+                    first_bell = i;
+                }
+                bells.push(s);
+            }
+            Sleeper::Tcp(s) => {
+                if fds.is_empty() {
+                    first_fd = i;
+                }
+                fds.extend(s.fds());
+            }
+            #[cfg(feature = "rdma")]
+            Sleeper::Verbs(s) => {
+                if fds.is_empty() {
+                    first_fd = i;
+                }
+                fds.push(s.fd());
+            }
+        }
+    }
+    let turn = if !bells.is_empty() && !fds.is_empty() {
+        timeout.min(MIXED_TURN)
+    } else {
+        timeout
+    };
+    if !bells.is_empty() {
+        shm::sleep_any(&bells, turn).map_err(|e| (first_bell, MethodError::Shm(e)))?;
+    }
+    if !fds.is_empty() {
+        viaduct_fallback::fd::wait_readable(&fds, turn)
+            .map_err(|e| (first_fd, MethodError::Tcp(tcp::Error::Wait(e))))?;
+    }
+    Ok(())
 }

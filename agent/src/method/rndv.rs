@@ -39,7 +39,7 @@
 
 use std::collections::HashMap;
 
-use crate::engine::{State, note, peer_failed};
+use crate::engine::{Completions, State, peer_failed};
 use crate::error::AgentError;
 use crate::proto::{Failure, ProtocolError};
 use crate::recv_buffer::RecvBuffer;
@@ -115,19 +115,19 @@ pub(crate) struct ReadRndv {
     to_post: Vec<u64>,
     /// Reads completed, their data to be delivered.
     landed: Vec<u64>,
-}
-
-#[cfg(feature = "rdma")]
-fn finish(counter: &CarCounter, buf: &RecvBuffer, len: u64) {
-    let cap = buf.capacity() as u64;
-    if len > cap {
-        note(counter.fail_car(AgentError::Truncated { len, capacity: cap }));
-    } else {
-        note(counter.complete_car(len));
-    }
+    /// The agent's count of completed requests.
+    done: Completions,
 }
 
 impl ReadRndv {
+    /// No read yet; completions count in `done`.
+    pub(crate) fn new(done: Completions) -> ReadRndv {
+        ReadRndv {
+            done,
+            ..Default::default()
+        }
+    }
+
     /// Whether sends wait for a `FIN`.
     pub(crate) fn sends_pending(&self) -> bool {
         !self.sends.is_empty()
@@ -165,7 +165,7 @@ impl ReadRndv {
             Some(r) if r.len == len => r,
             other => {
                 let what = other.map_or(0, |r| r.len);
-                note(counter.fail_car(peer_failed(
+                self.done.note(counter.fail_car(peer_failed(
                     peer,
                     &format!(
                         "protocol error: a region of {what} bytes announced for a message of {len}"
@@ -193,7 +193,7 @@ impl ReadRndv {
     pub(crate) fn fin(&mut self, peer: u32, sender_id: u64) -> Result<(), ProtocolError> {
         match self.sends.remove(&sender_id) {
             Some(s) if s.peer == peer => {
-                note(s.counter.complete_car(s.len));
+                self.done.note(s.counter.complete_car(s.len));
                 Ok(())
             }
             Some(s) => {
@@ -225,7 +225,7 @@ impl ReadRndv {
             Err(e) => {
                 let failure = Failure::of(e);
                 if let Some(r) = self.recvs.remove(&id) {
-                    note(r.counter.fail_car(failure.error(peer)));
+                    self.done.note(r.counter.fail_car(failure.error(peer)));
                 }
                 Some(failure)
             }
@@ -243,7 +243,7 @@ impl ReadRndv {
             .collect();
         for id in gone {
             if let Some(s) = self.sends.remove(&id) {
-                note(s.counter.fail_car(failure.error(peer)));
+                self.done.note(s.counter.fail_car(failure.error(peer)));
             }
         }
         let gone: Vec<u64> = self
@@ -254,7 +254,7 @@ impl ReadRndv {
             .collect();
         for id in gone {
             if let Some(r) = self.recvs.remove(&id) {
-                note(r.counter.fail_car(failure.error(peer)));
+                self.done.note(r.counter.fail_car(failure.error(peer)));
             }
         }
     }
@@ -263,10 +263,10 @@ impl ReadRndv {
     pub(crate) fn fail_all(&mut self) {
         self.announced.clear();
         for (_, s) in self.sends.drain() {
-            note(s.counter.fail_car(AgentError::Finalized));
+            self.done.note(s.counter.fail_car(AgentError::Finalized));
         }
         for (_, r) in self.recvs.drain() {
-            note(r.counter.fail_car(AgentError::Finalized));
+            self.done.note(r.counter.fail_car(AgentError::Finalized));
         }
         self.to_post.clear();
         self.landed.clear();
@@ -412,12 +412,12 @@ pub(crate) fn drive(st: &mut State) -> usize {
                 Some(data) => {
                     r.buf.fill(&data);
                     drop(data);
-                    finish(&r.counter, &r.buf, r.len);
+                    rdma.done.finish_recv(&r.counter, &r.buf, r.len);
                     fins.push((r.peer, r.sender_id));
                 }
                 None => {
                     let why = "a rendezvous read completed without its buffer";
-                    note(r.counter.fail_car(peer_failed(r.peer, why)));
+                    rdma.done.note(r.counter.fail_car(peer_failed(r.peer, why)));
                     failures.push((r.peer, why.into()));
                 }
             }

@@ -3,7 +3,7 @@
 //! the oldest matching posted receive or queued as unexpected.
 
 use crate::matching::{Envelope, MatchQueues};
-use crate::proto::recv::{PostedRecv, Unexpected, finish_recv};
+use crate::proto::recv::{Completions, PostedRecv, Unexpected};
 use crate::wire::{self, Kind};
 
 /// Method tag and payload of an eager message to send: packed when the context fits a tag.
@@ -34,10 +34,10 @@ pub(crate) fn parse(peer: u32, tag: u64, data: &[u8]) -> Result<(Envelope, &[u8]
 }
 
 /// Delivers `data` into the matched receive `r` and completes it.
-pub(crate) fn deliver(r: PostedRecv, env: &Envelope, data: &[u8]) {
+pub(crate) fn deliver(done: &Completions, r: PostedRecv, env: &Envelope, data: &[u8]) {
     r.counter.set_envelope(r.source_of(env.source), env.tag);
     r.buf.fill(data);
-    finish_recv(&r.counter, &r.buf, data.len() as u64);
+    done.finish_recv(&r.counter, &r.buf, data.len() as u64);
 }
 
 /// An eager message arrived: into the oldest matching posted receive, else to the unexpected
@@ -45,11 +45,12 @@ pub(crate) fn deliver(r: PostedRecv, env: &Envelope, data: &[u8]) {
 pub(crate) fn arrive(
     queues: &mut MatchQueues<PostedRecv, Unexpected>,
     unexpected_bytes: &mut usize,
+    done: &Completions,
     env: Envelope,
     body: &[u8],
 ) {
     match queues.arrive(&env) {
-        Some((_, r)) => deliver(r, &env, body),
+        Some((_, r)) => deliver(done, r, &env, body),
         None => {
             *unexpected_bytes += body.len();
             queues.push_unexpected(

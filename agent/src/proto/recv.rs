@@ -50,23 +50,33 @@ impl Unexpected {
     }
 }
 
-/// Requests completed by the agents of this process so far: a blocking progress round ends
-/// as soon as it completed one, so the wait that called it looks at once.
-pub(crate) static COMPLETED: AtomicU64 = AtomicU64::new(0);
+/// The requests one agent completed so far (shared by its state and its blocking waits): a
+/// blocking progress round ends as soon as the agent completed one, so the wait that called it
+/// looks at once. Each agent has its own, so one agent's completions never end another's
+/// blocking round early. Cheap to clone (one `Arc`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Completions(Arc<AtomicU64>);
 
-/// Counts a request that a CAR's completion completed (see [`COMPLETED`]).
-pub(crate) fn note(r: Result<bool, RequestError>) {
-    if r.unwrap_or(false) {
-        COMPLETED.fetch_add(1, Ordering::Relaxed);
+impl Completions {
+    /// Counts a request that a CAR's completion completed.
+    pub(crate) fn note(&self, r: Result<bool, RequestError>) {
+        if r.unwrap_or(false) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
     }
-}
 
-/// Completes a receive whose message of `len` bytes is in its buffer (up to its capacity).
-pub(crate) fn finish_recv(counter: &CarCounter, buf: &RecvBuffer, len: u64) {
-    let cap = buf.capacity() as u64;
-    if len > cap {
-        note(counter.fail_car(AgentError::Truncated { len, capacity: cap }));
-    } else {
-        note(counter.complete_car(len));
+    /// Requests completed so far.
+    pub(crate) fn count(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Completes a receive whose message of `len` bytes is in its buffer (up to its capacity).
+    pub(crate) fn finish_recv(&self, counter: &CarCounter, buf: &RecvBuffer, len: u64) {
+        let cap = buf.capacity() as u64;
+        if len > cap {
+            self.note(counter.fail_car(AgentError::Truncated { len, capacity: cap }));
+        } else {
+            self.note(counter.complete_car(len));
+        }
     }
 }

@@ -12,7 +12,7 @@ use viaduct_fallback::sendbuf::SendBuf;
 
 use crate::error::AgentError;
 use crate::proto::ProtocolError;
-use crate::proto::recv::{finish_recv, note};
+use crate::proto::recv::Completions;
 use crate::recv_buffer::RecvBuffer;
 use crate::request::CarCounter;
 use crate::wire;
@@ -50,9 +50,19 @@ pub(crate) struct Cleared {
 pub(crate) struct Rendezvous {
     sends: HashMap<u64, RndvSend>,
     recvs: HashMap<u64, RndvRecv>,
+    /// The agent's count of completed requests.
+    done: Completions,
 }
 
 impl Rendezvous {
+    /// No rendezvous yet; completions count in `done`.
+    pub(crate) fn new(done: Completions) -> Rendezvous {
+        Rendezvous {
+            done,
+            ..Default::default()
+        }
+    }
+
     /// Keeps the data of send `sender_id` to `peer` until its `CTS`; returns the `RTS` payload.
     pub(crate) fn send(
         &mut self,
@@ -90,7 +100,7 @@ impl Rendezvous {
     /// Fails send `sender_id` (its `RTS` could not leave) with `err`.
     pub(crate) fn fail_send(&mut self, sender_id: u64, err: AgentError) {
         if let Some(s) = self.sends.remove(&sender_id) {
-            note(s.counter.fail_car(err));
+            self.done.note(s.counter.fail_car(err));
         }
     }
 
@@ -165,7 +175,7 @@ impl Rendezvous {
         r.got += data.len() as u64;
         if r.got >= r.len {
             if let Some(r) = self.recvs.remove(&id) {
-                finish_recv(&r.counter, &r.buf, r.len);
+                self.done.finish_recv(&r.counter, &r.buf, r.len);
             }
         }
         Ok(())
@@ -186,14 +196,14 @@ impl Rendezvous {
         self.sends.retain(|_, s| {
             let keep = s.peer != peer;
             if !keep {
-                note(s.counter.fail_car(err()));
+                self.done.note(s.counter.fail_car(err()));
             }
             keep
         });
         self.recvs.retain(|_, r| {
             let keep = r.peer != peer;
             if !keep {
-                note(r.counter.fail_car(err()));
+                self.done.note(r.counter.fail_car(err()));
             }
             keep
         });
@@ -202,10 +212,10 @@ impl Rendezvous {
     /// Fails everything still open (at finalize).
     pub(crate) fn fail_all(&mut self) {
         for (_, s) in self.sends.drain() {
-            note(s.counter.fail_car(AgentError::Finalized));
+            self.done.note(s.counter.fail_car(AgentError::Finalized));
         }
         for (_, r) in self.recvs.drain() {
-            note(r.counter.fail_car(AgentError::Finalized));
+            self.done.note(r.counter.fail_car(AgentError::Finalized));
         }
     }
 }

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::agent::Agent;
-use crate::engine::{chain, note, peer_failed};
+use crate::engine::{Completions, chain, peer_failed};
 use crate::error::AgentError;
 use crate::method::MethodError;
 use crate::request::{CarCounter, Request};
@@ -67,6 +67,8 @@ struct Bound {
     segment: usize,
     offset: usize,
     counter: CarCounter,
+    /// The agent's count of completed requests.
+    done: Completions,
 }
 
 /// One reserved place in a VC's inbound stream.
@@ -120,13 +122,13 @@ impl Reader {
     fn complete(self) {
         if let Some(b) = self.bound {
             b.sink.finish();
-            note(b.counter.complete_car(self.len as u64));
+            b.done.note(b.counter.complete_car(self.len as u64));
         }
     }
 
     fn fail(self, error: AgentError) {
         if let Some(b) = self.bound {
-            note(b.counter.fail_car(error));
+            b.done.note(b.counter.fail_car(error));
         }
     }
 }
@@ -445,6 +447,7 @@ impl Agent {
             return Err(AgentError::Finalized);
         }
         reservation.bound = true;
+        let done = st.book.done.clone();
         let vc = &mut st.vcs[peer as usize];
         if let Some(why) = vc.failure() {
             // Nothing more will arrive: the read fails now (its place goes with it).
@@ -466,6 +469,7 @@ impl Agent {
                     segment: 0,
                     offset: 0,
                     counter,
+                    done,
                 });
             }
             None => {
@@ -510,6 +514,7 @@ mod tests {
                 segment: 0,
                 offset: 0,
                 counter,
+                done: Completions::default(),
             }),
         };
         (reader, slot, request)

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use super::buffers::RunShared;
 use super::error::XferError;
 use super::plan::{Action, OutPart, Step};
-use crate::engine::note;
+use crate::engine::Completions;
 use crate::error::AgentError;
 use crate::proto::{Failure, ProtocolError};
 use crate::request::CarCounter;
@@ -67,6 +67,8 @@ pub(crate) struct XferEngine {
     /// until the whole message went by.
     dead: HashMap<Key, u64>,
     chunk: usize,
+    /// The agent's count of completed requests.
+    done: Completions,
 }
 
 impl std::fmt::Debug for XferEngine {
@@ -87,7 +89,7 @@ fn next(map: &mut HashMap<(u32, u32, u32), u32>, key: (u32, u32, u32)) -> u32 {
 }
 
 impl XferEngine {
-    pub(crate) fn new(chunk: usize) -> XferEngine {
+    pub(crate) fn new(chunk: usize, done: Completions) -> XferEngine {
         XferEngine {
             runs: HashMap::new(),
             next_run: 1,
@@ -99,6 +101,7 @@ impl XferEngine {
             ready: VecDeque::new(),
             dead: HashMap::new(),
             chunk: chunk.max(1),
+            done,
         }
     }
 
@@ -332,7 +335,7 @@ impl XferEngine {
         if done {
             s.done = true;
             self.routes.remove(&(*ctx, s.peer, tag, s.seq));
-            note(counter.complete_car(s.expected));
+            self.done.note(counter.complete_car(s.expected));
             step.pending -= 1;
             if step.pending == 0 {
                 self.ready.push_back(Ready::StepDone { run: rid });
@@ -437,11 +440,11 @@ impl XferEngine {
         }
         *run.shared.bufs.lock().unwrap_or_else(|e| e.into_inner()) = Some(run.bufs);
         for _ in 0..open {
-            note(run.counter.complete_car(0));
+            self.done.note(run.counter.complete_car(0));
         }
         match error {
-            None => note(run.counter.complete_car(0)),
-            Some(e) => note(run.counter.fail_car(e)),
+            None => self.done.note(run.counter.complete_car(0)),
+            Some(e) => self.done.note(run.counter.fail_car(e)),
         }
     }
 

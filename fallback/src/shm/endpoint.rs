@@ -19,6 +19,7 @@ use super::heartbeat::Heartbeat;
 use super::region::{RegionKey, Regions};
 use super::ring::{Consumer, Producer, RECORD_HEADER, Record};
 use super::segment::{Segment, SideLine};
+use super::sleeper::Sleeper;
 
 mod receive;
 mod split;
@@ -800,6 +801,34 @@ impl Endpoint {
         }
     }
 
+    /// Prepares a sleep that another thread may take without this endpoint (so without the
+    /// lock its owner keeps it under): `None` when a completion or inbound message is ready
+    /// (or the peer failed) and there is nothing to sleep for; else a [`Sleeper`] on this
+    /// side's bell, which the peer rings from now on for what [`Endpoint::wait`] wakes for.
+    /// Beats and, every `config.liveness_interval`, checks the peer's liveness, as `wait`
+    /// does; a sleeper sleeps at most that interval at once, so that its caller comes back
+    /// here in time for the next check.
+    pub fn sleeper(&mut self) -> Result<Option<Sleeper>, Error> {
+        self.beat();
+        self.settle_wake();
+        if self.last_check.elapsed() >= self.config.liveness_interval {
+            self.check_liveness();
+        }
+        if self.has_work() {
+            return Ok(None);
+        }
+        let s = Sleeper::new(
+            Arc::clone(&self.seg),
+            self.side,
+            self.config.liveness_interval,
+        );
+        // A record published before this side counted itself asleep rang no bell.
+        if self.has_work() {
+            return Ok(None);
+        }
+        Ok(Some(s))
+    }
+
     /// Blocks until a completion or inbound message may be ready, ring space was freed after a
     /// refused post, the peer failed, or `timeout` passed. Spins first (adaptively, up to
     /// `config.spin` iterations), then sleeps on the futex in the shared segment; checks the
@@ -821,27 +850,27 @@ impl Endpoint {
         self.spin_now = (self.spin_now / 2).max(self.config.spin / 16);
         loop {
             let me = self.side_line(self.side);
-            me.sleeping.store(1, Ordering::SeqCst);
+            me.sleeping.fetch_add(1, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             let seen = me.bell.load(Ordering::SeqCst);
             if self.has_work() {
                 self.side_line(self.side)
                     .sleeping
-                    .store(0, Ordering::Relaxed);
+                    .fetch_sub(1, Ordering::SeqCst);
                 return Ok(());
             }
             let now = Instant::now();
             if now >= deadline {
                 self.side_line(self.side)
                     .sleeping
-                    .store(0, Ordering::Relaxed);
+                    .fetch_sub(1, Ordering::SeqCst);
                 return Ok(());
             }
             let slice = (deadline - now).min(self.config.liveness_interval);
             let r = futex::wait(&self.side_line(self.side).bell, seen, slice);
             self.side_line(self.side)
                 .sleeping
-                .store(0, Ordering::Relaxed);
+                .fetch_sub(1, Ordering::SeqCst);
             r.map_err(Error::Wait)?;
             // Asleep or not, this side's progress engine runs: the peer must see it alive.
             self.beat();

@@ -50,6 +50,11 @@
 //! that fell asleep at that very moment is woken then, or by its own timed wait
 //! (`liveness_interval`).
 //!
+//! [`Endpoint::sleeper`] prepares the same sleep for a thread that does not hold the endpoint
+//! (a [`Sleeper`]: the segment and the bell's value); [`sleep_any`] sleeps on the bells of
+//! several endpoints at once (one `futex_waitv`). The segment counts the threads of a side
+//! asleep, so several may sleep at once.
+//!
 //! Dropping an endpoint waits up to four `liveness_interval`s for the peer to read the long
 //! messages it still holds; a message the peer has not read by then is lost to it.
 //!
@@ -80,6 +85,7 @@ pub(crate) mod region;
 mod ring;
 mod segment;
 mod setup;
+mod sleeper;
 
 pub use completion::{Completion, Op, Posted};
 pub use config::Config;
@@ -88,6 +94,7 @@ pub use error::{AccessError, Error};
 pub use heartbeat::Heartbeat;
 pub use region::RegionKey;
 pub use setup::{Listener, Pending, connect, connect_pending, pair, pair_with};
+pub use sleeper::{MAX_BELLS, Sleeper, sleep_any};
 
 /// Entry point for the fuzz targets (feature `fuzzing`); not part of the API.
 #[cfg(feature = "fuzzing")]

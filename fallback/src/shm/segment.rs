@@ -64,7 +64,7 @@ pub(crate) struct RingControl {
 pub(crate) struct SideLine {
     /// Futex word: bumped by the other side to wake this side.
     pub bell: AtomicU32,
-    /// Non-zero while this side is (about to be) asleep on `bell`.
+    /// How many threads of this side are (about to be) asleep on `bell` (non-zero: ring it).
     pub sleeping: AtomicU32,
     /// Non-zero once this side has closed its endpoint in order.
     pub closed: AtomicU32,

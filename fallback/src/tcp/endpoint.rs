@@ -3,6 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, types};
@@ -15,6 +16,7 @@ use super::completion::{Completion, Op, Posted};
 use super::config::Config;
 use super::error::Error;
 use super::send::{OutFrame, SendBatch};
+use super::sleeper::{Sleeper, WakeFds};
 
 mod receive;
 
@@ -127,6 +129,8 @@ type Refused = (Vec<u8>, Option<RmaOp>);
 /// and return credits. Only `wait` blocks.
 pub struct Endpoint {
     ring: Ring<Payload>,
+    /// Duplicates of the socket and ring descriptors for [`Sleeper`]s (made at the first).
+    wake_fds: Option<Arc<WakeFds>>,
     bufs: ProvidedBuffers,
     // After `ring`: the ring's drop cancels operations on this socket before it closes.
     stream: TcpStream,
@@ -227,6 +231,7 @@ impl Endpoint {
         let fixed_socket = ring.register_files(&[stream.as_raw_fd()]).is_ok();
         let mut ep = Endpoint {
             ring,
+            wake_fds: None,
             bufs,
             stream,
             decoder: Decoder::new(config.max_frame),
@@ -1150,6 +1155,48 @@ impl Endpoint {
             )
             || !self.rx.is_empty()
             || self.failed.is_some()
+    }
+
+    /// Prepares a sleep that another thread may take without this endpoint (so without the
+    /// lock its owner keeps it under): `None` when a completion or inbound data is ready (or
+    /// the peer failed); else a [`Sleeper`] on the socket and the ring, woken by what
+    /// [`Endpoint::wait`] wakes for. Sends a keepalive that fell due, as `wait` does; a sleeper
+    /// sleeps at most the keepalive interval at once (1 ms while operations are in flight),
+    /// so that its caller comes back here in time.
+    pub fn sleeper(&mut self) -> Result<Option<Sleeper>, Error> {
+        self.check_issuer()?;
+        self.progress_with(!self.config.immediate_io);
+        if self.ready() {
+            return Ok(None);
+        }
+        self.maybe_keepalive(Instant::now());
+        self.flush_quietly();
+        if self.ready() {
+            return Ok(None);
+        }
+        if self.ring.in_flight() == 0 && !self.config.immediate_io {
+            // Nothing can arrive: the receive ended and could not be re-armed.
+            return Ok(None);
+        }
+        let fds = match &self.wake_fds {
+            Some(f) => Arc::clone(f),
+            None => {
+                let f = Arc::new(WakeFds {
+                    socket: self.stream.try_clone().map_err(Error::Wait)?.into(),
+                    ring: self.ring.dup_fd().map_err(Error::Wait)?,
+                });
+                self.wake_fds = Some(Arc::clone(&f));
+                f
+            }
+        };
+        let mut longest = match self.config.keepalive {
+            Some(k) => k.max(Duration::from_millis(1)),
+            None => Duration::from_secs(1),
+        };
+        if self.ring.in_flight() > 0 {
+            longest = longest.min(Duration::from_millis(1));
+        }
+        Ok(Some(Sleeper::new(fds, self.config.immediate_io, longest)))
     }
 
     /// Blocks until a completion or inbound data may be ready, the peer failed, or `timeout`

@@ -56,6 +56,9 @@ pub enum Error {
     /// The peer sent a malformed frame; the connection is closed.
     #[error("malformed frame from the peer")]
     Frame(#[source] FrameError),
+    /// A sleep on the endpoint's descriptors (`poll`) failed.
+    #[error("waiting on the connection failed")]
+    Wait(#[source] io::Error),
     /// The peer broke the protocol in a way the frame decoder cannot see.
     #[error("protocol violation by the peer: {0}")]
     Protocol(String),
@@ -66,7 +69,7 @@ impl Error {
     /// code a C caller would expect.
     pub fn errno(&self) -> i32 {
         match self {
-            Error::Socket { source, .. } | Error::Send(source) => {
+            Error::Socket { source, .. } | Error::Send(source) | Error::Wait(source) => {
                 source.raw_os_error().unwrap_or(libc::EIO)
             }
             Error::Uring(e) => e.raw_os_error().unwrap_or(libc::EIO),

@@ -60,6 +60,10 @@
 //! blocking wait still sleeps in the kernel and wakes for data, the end of the stream or an
 //! error. The data stays in the socket until the endpoint is called.
 //!
+//! [`Endpoint::sleeper`] prepares a sleep for a thread that does not hold the endpoint: a
+//! [`Sleeper`] on duplicates of the socket and ring descriptors, which `poll` together with
+//! those of other connections ([`crate::fd::wait_readable`]).
+//!
 //! # Flow control
 //!
 //! A sender may start a frame while less than the receiver's window (three quarters of its
@@ -96,6 +100,7 @@ mod endpoint;
 mod error;
 mod send;
 mod setup;
+mod sleeper;
 
 pub use crate::shm::{AccessError, RegionKey};
 pub use completion::{Completion, Op, Posted};
@@ -103,3 +108,4 @@ pub use config::Config;
 pub use endpoint::{Endpoint, Message, SendPaths};
 pub use error::Error;
 pub use setup::{Listener, accept_on, connect, pair};
+pub use sleeper::Sleeper;

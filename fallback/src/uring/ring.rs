@@ -313,6 +313,14 @@ impl<P> Ring<P> {
         self.slots.busy()
     }
 
+    /// A duplicate of the ring's descriptor: readable (`poll`) while its completion queue
+    /// holds completions. It keeps the ring's kernel side alive while it is open.
+    pub fn dup_fd(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        // SAFETY: the ring's descriptor is open for as long as `self` lives, so borrowing it
+        // for the duplication is sound.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.ring.as_raw_fd()) }.try_clone_to_owned()
+    }
+
     /// Entries in the submission queue that the kernel has not taken yet (pushed but not
     /// submitted, or left there by a submission that failed).
     pub fn unsubmitted(&mut self) -> usize {

@@ -8,6 +8,7 @@ use super::completion::Completion;
 use super::config::Config;
 use super::error::Error;
 use super::header::{Header, KIND_CLOSE};
+use super::sleeper::Sleeper;
 use crate::channel::CompletionChannel;
 use crate::cq::{CompletionQueue, Completions};
 use crate::mr::{MemoryRegion, RemoteRegion};
@@ -399,6 +400,37 @@ impl Endpoint {
                 return Ok(());
             }
         }
+    }
+}
+
+impl Endpoint {
+    /// Prepares a sleep that another thread may take without this endpoint (so without the
+    /// lock its owner keeps it under): `None` when a completion or inbound message is ready
+    /// (or the peer failed); else a [`Sleeper`] on the completion channel, the completion
+    /// queue armed. Reads the channel's pending events first, and sends a keepalive that fell
+    /// due, as `wait` does.
+    pub fn sleeper(&mut self) -> Result<Option<Sleeper>, Error> {
+        if self.progress() > 0 || self.ready() {
+            return Ok(None);
+        }
+        // Events of earlier armings (their completions were just taken): read, so that the
+        // channel is readable again only for a new one.
+        while let Ok(Some(_)) = self.channel.get_event() {}
+        if let Err(e) = self.cq.req_notify(false) {
+            self.fail(format!("arming the completion queue failed: {e}"));
+            return Ok(None);
+        }
+        // A completion that came before arming does not notify: look once more.
+        if self.progress() > 0 || self.ready() {
+            return Ok(None);
+        }
+        let now = self.pacer.now();
+        self.maybe_keepalive(now);
+        let due = (self.last_send + self.config.keepalive).saturating_duration_since(now);
+        Ok(Some(Sleeper::new(
+            self.channel.clone(),
+            due.max(Duration::from_millis(1)),
+        )))
     }
 }
 
