@@ -135,7 +135,9 @@ pub mod progress;
 mod proto;
 pub mod recv_buffer;
 pub mod report;
-pub mod request;
+/// Requests, generalized requests, request classes, handlers and CARs: the `viaduct-request`
+/// crate, on which the agent's operations complete.
+pub use viaduct_request as request;
 mod spare;
 pub mod stream;
 mod vc;

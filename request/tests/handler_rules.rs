@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use viaduct_agent::request::{
+use viaduct_request::{
     BoxError, CompleteHandle, Condition, Deadline, GrequestOps, HandlerFn, QueryStatus, Request,
     RequestError, flush_handlers, post_handler,
 };

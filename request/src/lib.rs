@@ -59,6 +59,9 @@
 //!   `io_uring_enter` for every file request of the wait ([`ClassRequest::complete`], or a
 //!   [`CompleteHandle`] kept in the ring's table, completes the requests it reaps).
 
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
 mod car;
 mod class;
 mod core;
@@ -73,7 +76,7 @@ mod waiter;
 
 pub use car::{CarCounter, ProgressDriver};
 pub use class::{ClassOps, ClassRequest, MAX_DEFAULT_WAIT_SLEEP, RequestClass};
-pub use error::{BoxError, Cause, RequestError};
+pub use error::{BoxError, Cause, ErrorKind, KindOf, RequestError, register_error_kinds};
 pub use greq::{CompleteHandle, GrequestOps};
 pub use handle::Request;
 pub use handler::{Condition, Deadline, HandlerFn, RequestRef, flush_handlers, post_handler};

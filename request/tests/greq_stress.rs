@@ -6,7 +6,7 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use viaduct_agent::request::{BoxError, CompleteHandle, GrequestOps, Request, wait_any, wait_some};
+use viaduct_request::{BoxError, CompleteHandle, GrequestOps, Request, wait_any, wait_some};
 
 const TOTAL: usize = 100_000;
 const WINDOW: usize = 64;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use proptest::prelude::*;
-use viaduct_agent::request::{
+use viaduct_request::{
     BoxError, GrequestOps, QueryStatus, Request, RequestError, test_all, test_any,
 };
 

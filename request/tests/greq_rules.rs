@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use viaduct_agent::request::{
+use viaduct_request::{
     AnyOutcome, BoxError, CompleteHandle, GrequestOps, QueryStatus, Request, RequestError, Status,
     test_all, test_any, test_some, wait_all, wait_any, wait_some,
 };
