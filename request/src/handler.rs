@@ -3,7 +3,7 @@
 //!
 //! # Where handlers run
 //!
-//! On the agent's handler thread (`viaduct-handlers`), started by the first
+//! On the handler thread of this crate (`viaduct-handlers`), started by the first
 //! [`post_handler`]: handlers run even while the program calls no agent function, one at a time,
 //! in the order their conditions were reached. A handler that blocks delays the ones after it
 //! (and may make their deadlines fail). The agent never holds an internal lock while it runs a

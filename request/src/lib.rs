@@ -1,4 +1,98 @@
-//! Requests: the one handle type for every operation of the agent in progress.
+//! Requests: one handle type for every operation in progress, how they complete, and the
+//! waits and tests over them.
+//!
+//! This crate holds the request machinery of the viaduct communication library, usable on its
+//! own: message requests completed CAR by CAR, MPI-2 generalized requests, request classes with
+//! poll and batched wait hooks, request handlers with deadlines (and their handler thread),
+//! statuses, errors, and the `wait_*`/`test_*` functions over mixed arrays. It depends on no
+//! other crate of the library; the agent (`viaduct-agent`) builds its messaging, file I/O and
+//! collectives on it and re-exports it as `viaduct_agent::request`. It is safe Rust
+//! (`forbid(unsafe_code)`), and its tests also run under Miri (`cargo +nightly miri test -p
+//! viaduct-request`).
+//!
+//! # Quick example
+//!
+//! A request class whose `poll` hook counts down (a stand-in for a device queue it would
+//! reap), a generalized request completed by another thread, and a message request whose
+//! progress driver completes its CAR, all waited for in one array:
+//!
+//! ```
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
+//! use viaduct_request::{
+//!     BoxError, CarCounter, ClassOps, ClassRequest, GrequestOps, ProgressDriver, QueryStatus,
+//!     Request, RequestClass, Status, wait_all,
+//! };
+//!
+//! /// Each request of the class completes after its number of polls.
+//! struct Countdown;
+//! impl ClassOps for Countdown {
+//!     type State = AtomicU32;
+//!     fn query(&self, _: &AtomicU32, status: &mut QueryStatus<'_>) -> Result<(), BoxError> {
+//!         status.set_count(1);
+//!         Ok(())
+//!     }
+//!     fn poll(&self, request: &ClassRequest<'_, AtomicU32>) -> Result<(), BoxError> {
+//!         if request.state().fetch_sub(1, Ordering::AcqRel) == 1 {
+//!             request.complete()?;
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! /// A generalized request's callbacks (all defaults: nothing to query, free or cancel).
+//! struct Job;
+//! impl GrequestOps for Job {}
+//!
+//! /// A progress driver standing in for a network engine: the first time a wait or test calls
+//! /// it, it completes the one CAR (8 bytes) of the message request it was given.
+//! struct Engine(Mutex<Option<CarCounter>>);
+//! impl ProgressDriver for Engine {
+//!     fn progress(&self, _timeout: Option<Duration>) -> Result<(), BoxError> {
+//!         let counter = self.0.lock().map_err(|_| "engine lock poisoned")?.take();
+//!         if let Some(counter) = counter {
+//!             counter.complete_car(8)?;
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # fn main() -> Result<(), viaduct_request::RequestError> {
+//! let class = RequestClass::new(Countdown);
+//! let (counted, _handle) = class.start(AtomicU32::new(3));
+//! let (job, done) = Request::generalized(Job);
+//! let worker = std::thread::spawn(move || done.complete());
+//! let engine = Arc::new(Engine(Mutex::new(None)));
+//! let (message, counter) = Request::message_driven(1, engine.clone());
+//! counter.set_envelope(0, 5);
+//! *engine.0.lock().unwrap() = Some(counter);
+//!
+//! let mut requests = [counted, job, message];
+//! let mut statuses = Vec::new();
+//! wait_all(&mut requests, Some(&mut statuses))?;
+//! worker.join().expect("the worker completed the job")?;
+//! assert_eq!(statuses[0].count(), 1);
+//! assert_eq!((statuses[2].tag(), statuses[2].count()), (Some(5), 8));
+//! assert!(requests.iter().all(Request::is_null));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Vocabulary
+//!
+//! | Term | Meaning |
+//! |---|---|
+//! | request | the handle of one operation in progress ([`Request`]): waited for, tested, cancelled, freed |
+//! | CAR (communication agent request) | one unit of work behind a message request; the request counts its outstanding CARs and completes when the count reaches 0 ([`CarCounter`]) |
+//! | progress driver | what waits and tests of message requests call to move the operations behind them ([`ProgressDriver`]) |
+//! | status | what a completed request reports: source, tag, byte count, cancellation, error ([`Status`]) |
+//! | generalized request | a request the user completes (MPI's `MPI_Grequest_start`): query, free and cancel callbacks on the user's state ([`GrequestOps`]), completed from any thread with a [`CompleteHandle`] |
+//! | class | a family of generalized requests with a `poll` hook (run by tests and waits) and a `wait` hook (one blocking call for every request of the class in a wait) ([`RequestClass`], [`ClassOps`]) |
+//! | handler | a function run on the handler thread when a request completes or releases its resources, within a [`Deadline`], or a failure function instead ([`post_handler`], [`handler`]) |
+//! | abandoned | a request whose every completing handle was dropped: it completes with [`RequestError::Abandoned`] |
+//!
+//! # Kinds of requests
 //!
 //! A [`Request`] is, underneath, a counter of outstanding CARs (communication agent requests):
 //! it completes when the count reaches 0, and it then reports a [`Status`] (source,
@@ -16,7 +110,7 @@
 //!   request of the class in the wait, so one system call serves the batch).
 //!
 //! Handlers ([`post_handler`]) run a function when a request completes or releases its
-//! resources, within a [`Deadline`], on the agent's handler thread.
+//! resources, within a [`Deadline`], on the handler thread.
 //!
 //! # Progress contract
 //!

@@ -64,7 +64,23 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The default configuration; under Miri a few cases and no failure file (Miri keeps the
+/// program off the file system, and interprets each case slowly).
+fn model_config() -> ProptestConfig {
+    if cfg!(miri) {
+        ProptestConfig {
+            cases: 4,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    } else {
+        ProptestConfig::default()
+    }
+}
+
 proptest! {
+    #![proptest_config(model_config())]
+
     #[test]
     fn callbacks_follow_the_contract(ops in proptest::collection::vec(op(), 1..12)) {
         let seen = Arc::new(Seen::default());
