@@ -46,7 +46,7 @@ use std::sync::Arc;
 use crate::bootstrap::BootstrapError;
 use crate::bootstrap::auth::AuthError;
 use crate::method::MethodError;
-use crate::request::{Cause, ErrorKind, RequestError};
+use crate::request::{Cause, ErrorKind, ErrorKinds, RequestError};
 use crate::xfer::XferError;
 
 /// Everything the agent can report.
@@ -429,8 +429,9 @@ fn kind_of(e: &(dyn StdError + 'static)) -> Option<ErrorKind> {
 /// whose cause holds one answers its predicates. The agent and the file engine call it when
 /// they start.
 pub(crate) fn register_error_kinds() {
+    static KINDS: ErrorKinds = ErrorKinds::new(kind_of);
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| crate::request::register_error_kinds(kind_of));
+    ONCE.call_once(|| crate::request::register_error_kinds(&KINDS));
 }
 
 pub(crate) fn is_truncated(e: &(dyn StdError + 'static)) -> bool {

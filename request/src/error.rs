@@ -139,7 +139,7 @@ impl RequestError {
     ///
     /// ```
     /// use std::error::Error;
-    /// use viaduct_request::{Cause, ErrorKind, RequestError, register_error_kinds};
+    /// use viaduct_request::{Cause, ErrorKind, ErrorKinds, RequestError, register_error_kinds};
     ///
     /// #[derive(Debug)]
     /// struct TooLong;
@@ -150,9 +150,11 @@ impl RequestError {
     /// }
     /// impl Error for TooLong {}
     ///
-    /// register_error_kinds(|e: &(dyn Error + 'static)| {
+    /// fn kind_of(e: &(dyn Error + 'static)) -> Option<ErrorKind> {
     ///     e.downcast_ref::<TooLong>().map(|_| ErrorKind::Truncated)
-    /// });
+    /// }
+    /// static KINDS: ErrorKinds = ErrorKinds::new(kind_of);
+    /// register_error_kinds(&KINDS);
     /// assert!(RequestError::Operation(Cause::new(TooLong)).is_truncated());
     /// assert!(!RequestError::Null.is_truncated());
     /// ```
@@ -269,20 +271,44 @@ pub enum ErrorKind {
 /// any other error (it is called on each error of a chain, one at a time).
 pub type KindOf = fn(&(dyn StdError + 'static)) -> Option<ErrorKind>;
 
-/// The registered [`KindOf`] functions (a short list: one per crate whose errors reach requests).
-static KINDS: RwLock<Vec<KindOf>> = RwLock::new(Vec::new());
+/// A crate's [`KindOf`] function, in a `static` so that registering it twice is recognized
+/// (a static has one address; a function pointer may not).
+///
+/// ```
+/// use std::error::Error;
+/// use viaduct_request::{ErrorKind, ErrorKinds};
+///
+/// fn kind_of(e: &(dyn Error + 'static)) -> Option<ErrorKind> {
+///     e.downcast_ref::<std::fmt::Error>().map(|_| ErrorKind::Truncated)
+/// }
+/// static KINDS: ErrorKinds = ErrorKinds::new(kind_of);
+/// viaduct_request::register_error_kinds(&KINDS);
+/// ```
+#[derive(Debug)]
+pub struct ErrorKinds(KindOf);
 
-/// Registers `kind_of`, so that [`RequestError`]'s predicates recognize the errors of a crate
+impl ErrorKinds {
+    /// Wraps `kind_of`.
+    pub const fn new(kind_of: KindOf) -> Self {
+        ErrorKinds(kind_of)
+    }
+}
+
+/// The registered kinds (a short list: one per crate whose errors reach requests).
+static KINDS: RwLock<Vec<&'static ErrorKinds>> = RwLock::new(Vec::new());
+
+/// Registers `kinds`, so that [`RequestError`]'s predicates recognize the errors of a crate
 /// this crate does not know: the agent registers its errors (truncation, failed peer, time
-/// limits, file errors) when it starts. Registering the same function again changes nothing.
+/// limits, file errors) when an agent or a file engine starts. Registering the same `static`
+/// again changes nothing.
 ///
 /// Errors this crate knows need no registration: [`std::io::Error`] (its OS error number and
 /// [`std::io::ErrorKind::TimedOut`]) and [`RequestError`] itself. A [`Cause`] is looked through
 /// (its wrapped error is asked).
-pub fn register_error_kinds(kind_of: KindOf) {
-    let mut kinds = KINDS.write().unwrap_or_else(PoisonError::into_inner);
-    if !kinds.iter().any(|k| std::ptr::fn_addr_eq(*k, kind_of)) {
-        kinds.push(kind_of);
+pub fn register_error_kinds(kinds: &'static ErrorKinds) {
+    let mut registered = KINDS.write().unwrap_or_else(PoisonError::into_inner);
+    if !registered.iter().any(|k| std::ptr::eq(*k, kinds)) {
+        registered.push(kinds);
     }
 }
 
@@ -290,7 +316,7 @@ pub fn register_error_kinds(kind_of: KindOf) {
 fn registered_kind(e: &(dyn StdError + 'static)) -> Option<ErrorKind> {
     // A copy: a function may register another without deadlocking on the list.
     let kinds = KINDS.read().unwrap_or_else(PoisonError::into_inner).clone();
-    kinds.iter().find_map(|kind_of| kind_of(e))
+    kinds.iter().find_map(|kinds| (kinds.0)(e))
 }
 
 /// The first registered kind along the chain of `e` that `f` accepts.
@@ -344,4 +370,82 @@ impl fmt::Display for Chain<'_> {
 /// [`Chain`] of any error value (the form the `#[error]` attributes use).
 fn chain<E: StdError>(e: &E) -> Chain<'_> {
     Chain(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error of a crate this one does not know, with an optional source.
+    #[derive(Debug)]
+    struct Foreign(u32, Option<Cause>);
+
+    impl fmt::Display for Foreign {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "foreign error {}", self.0)
+        }
+    }
+
+    impl StdError for Foreign {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            self.1.as_ref().map(|c| c as &(dyn StdError + 'static))
+        }
+    }
+
+    /// `Foreign(n)`: peer `n` failed, except 0 (truncated) and 1 (timed out).
+    fn foreign_kind(e: &(dyn StdError + 'static)) -> Option<ErrorKind> {
+        e.downcast_ref::<Foreign>().map(|f| match f.0 {
+            0 => ErrorKind::Truncated,
+            1 => ErrorKind::TimedOut,
+            n => ErrorKind::PeerFailed(n),
+        })
+    }
+
+    static FOREIGN: ErrorKinds = ErrorKinds::new(foreign_kind);
+    static REGISTERING: ErrorKinds = ErrorKinds::new(registering_kind);
+
+    /// Registers a second crate's kinds from inside the first call (must not deadlock).
+    fn registering_kind(e: &(dyn StdError + 'static)) -> Option<ErrorKind> {
+        register_error_kinds(&FOREIGN);
+        let _ = e;
+        None
+    }
+
+    #[test]
+    fn registered_kinds_are_found_along_the_chain_and_registered_once() {
+        let unknown = RequestError::Operation(Cause::new(Foreign(7, None)));
+        register_error_kinds(&REGISTERING);
+        register_error_kinds(&REGISTERING);
+        // The first predicate call registers `FOREIGN` from inside `registering_kind`.
+        let _ = unknown.failed_peer();
+        register_error_kinds(&FOREIGN);
+        {
+            let kinds = KINDS.read().unwrap();
+            let count = |s: &ErrorKinds| kinds.iter().filter(|k| std::ptr::eq(**k, s)).count();
+            assert_eq!((count(&REGISTERING), count(&FOREIGN)), (1, 1));
+        }
+        assert_eq!(unknown.failed_peer(), Some(7));
+        assert!(unknown.is_peer_failed() && !unknown.is_truncated() && !unknown.is_timeout());
+        // Deeper: a request error inside a foreign error inside a request error.
+        let inner = RequestError::Poll(Cause::new(Foreign(0, None)));
+        let nested = RequestError::Operation(Cause::new(Foreign(9, Some(Cause::new(inner)))));
+        assert_eq!(nested.failed_peer(), Some(9), "the outermost answer wins");
+        assert!(nested.is_truncated() && nested.is_cancelled());
+        let timed_out = RequestError::WaitHook(Cause::new(Foreign(1, None)));
+        assert!(timed_out.is_timeout() && timed_out.is_cancelled());
+        assert_eq!(timed_out.errno(), None);
+    }
+
+    #[test]
+    fn errors_this_crate_knows_need_no_registration() {
+        let os = RequestError::Operation(Cause::new(std::io::Error::from_raw_os_error(28)));
+        assert_eq!(os.errno(), Some(28));
+        assert!(!os.is_timeout());
+        let pending = RequestError::HandlersPending {
+            waited: std::time::Duration::from_millis(5),
+        };
+        assert!(pending.is_timeout());
+        let e = RequestError::Free(Cause::new("leak"));
+        assert_eq!(e.to_string(), "free callback of the request failed: leak");
+    }
 }

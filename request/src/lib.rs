@@ -170,7 +170,9 @@ mod waiter;
 
 pub use car::{CarCounter, ProgressDriver};
 pub use class::{ClassOps, ClassRequest, MAX_DEFAULT_WAIT_SLEEP, RequestClass};
-pub use error::{BoxError, Cause, ErrorKind, KindOf, RequestError, register_error_kinds};
+pub use error::{
+    BoxError, Cause, ErrorKind, ErrorKinds, KindOf, RequestError, register_error_kinds,
+};
 pub use greq::{CompleteHandle, GrequestOps};
 pub use handle::Request;
 pub use handler::{Condition, Deadline, HandlerFn, RequestRef, flush_handlers, post_handler};
