@@ -1,10 +1,13 @@
 //! viaduct: a communication library and toolkit for cluster runs.
 //!
-//! This facade re-exports the four crates:
+//! This facade re-exports the five crates:
 //!
 //! - [`agent`] (`viaduct-agent`): the communication agent of one rank (VCs to every peer over
 //!   the best method, tagged point-to-point, requests, progress), generalized requests and
 //!   request classes, request handlers, nonblocking file I/O, communicators and collectives.
+//! - [`request`] (`viaduct-request`): requests, CARs, statuses, generalized requests, request
+//!   classes, handlers and the `wait_*`/`test_*` functions, usable without the agent; also
+//!   `agent::request`.
 //! - [`pmi`] (`viaduct-pmi`): the PMI bootstrap (PMI-1 and PMI-2 clients, the PMI-1 server of
 //!   `viaduct launch`, job keys and connection authentication), also `agent::bootstrap`.
 //! - [`fallback`] (`viaduct-fallback`): the io_uring engine, the TCP and shared-memory methods,
@@ -106,6 +109,7 @@
 pub use viaduct_agent as agent;
 pub use viaduct_fallback as fallback;
 pub use viaduct_pmi as pmi;
+pub use viaduct_request as request;
 #[cfg(feature = "rdma")]
 pub use viaduct_verbs as verbs;
 

@@ -91,6 +91,7 @@ impl Agent {
     /// Starts the agent over an existing bootstrap with explicit settings. Every rank of the
     /// job must call it.
     pub fn with_bootstrap(mut boot: Bootstrap, config: Config) -> Result<Agent, AgentError> {
+        crate::error::register_error_kinds();
         config.validate()?;
         let rank = boot.rank();
         let size = boot.size();

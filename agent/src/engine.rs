@@ -962,6 +962,8 @@ mod tests {
 
     #[test]
     fn a_protocol_error_fails_the_peers_requests_with_itself_as_source() {
+        // The request crate knows the agent's errors once the agent has registered them.
+        crate::error::register_error_kinds();
         let mut b = book();
         let (mut request, _) = rendezvous_recv(&mut b, 8, 8);
         let why = b

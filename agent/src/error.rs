@@ -46,7 +46,7 @@ use std::sync::Arc;
 use crate::bootstrap::BootstrapError;
 use crate::bootstrap::auth::AuthError;
 use crate::method::MethodError;
-use crate::request::{Cause, RequestError};
+use crate::request::{Cause, ErrorKind, ErrorKinds, RequestError};
 use crate::xfer::XferError;
 
 /// Everything the agent can report.
@@ -401,6 +401,39 @@ pub(crate) fn find_in_chain<T>(
     None
 }
 
+/// What one error of the agent's types says about a failure, for the request crate's
+/// predicates ([`RequestError::is_truncated`], [`RequestError::failed_peer`],
+/// [`RequestError::errno`], [`RequestError::is_timeout`]).
+fn kind_of(e: &(dyn StdError + 'static)) -> Option<ErrorKind> {
+    let e: &(dyn StdError + 'static) = match e.downcast_ref::<Box<AgentError>>() {
+        Some(b) => &**b,
+        None => e,
+    };
+    match e.downcast_ref::<AgentError>() {
+        Some(AgentError::Truncated { .. }) => return Some(ErrorKind::Truncated),
+        Some(AgentError::PeerFailed { peer, .. }) => return Some(ErrorKind::PeerFailed(*peer)),
+        Some(AgentError::Timeout { .. } | AgentError::SetupTimeout { .. }) => {
+            return Some(ErrorKind::TimedOut);
+        }
+        _ => {}
+    }
+    if let Some(BootstrapError::Timeout { .. }) = e.downcast_ref::<BootstrapError>() {
+        return Some(ErrorKind::TimedOut);
+    }
+    e.downcast_ref::<viaduct_fallback::file::FileError>()
+        .and_then(|fe| fe.errno())
+        .map(ErrorKind::Os)
+}
+
+/// Registers the agent's errors with the request crate (once), so that a [`RequestError`]
+/// whose cause holds one answers its predicates. The agent and the file engine call it when
+/// they start.
+pub(crate) fn register_error_kinds() {
+    static KINDS: ErrorKinds = ErrorKinds::new(kind_of);
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| crate::request::register_error_kinds(&KINDS));
+}
+
 pub(crate) fn is_truncated(e: &(dyn StdError + 'static)) -> bool {
     find_in_chain(e, |c| match c.downcast_ref::<AgentError>() {
         Some(AgentError::Truncated { .. }) => Some(()),
@@ -595,6 +628,8 @@ mod tests {
 
     #[test]
     fn truncation_is_found_through_requests_and_causes() {
+        // The request crate knows the agent's errors once the agent has registered them.
+        register_error_kinds();
         assert!(
             AgentError::Truncated {
                 len: 2,
@@ -613,6 +648,8 @@ mod tests {
 
     #[test]
     fn peer_failure_names_the_peer_at_any_depth() {
+        // The request crate knows the agent's errors once the agent has registered them.
+        register_error_kinds();
         let failed = || AgentError::PeerFailed {
             peer: 5,
             reason: "closed its end".into(),
@@ -633,6 +670,8 @@ mod tests {
 
     #[test]
     fn errno_comes_from_the_os_error_in_the_chain() {
+        // The request crate knows the agent's errors once the agent has registered them.
+        register_error_kinds();
         let e = AgentError::Connect {
             peer: 1,
             method: "tcp",

@@ -1,9 +1,10 @@
 //! The viaduct communication agent of one rank: a connection (VC) to every peer over the
 //! best method (verbs, TCP, shared memory), tagged point-to-point messaging with MPI matching,
 //! a byte stream per VC read in place, requests and the `wait_*`/`test_*` functions,
-//! generalized requests and request classes, request handlers, xfer blocks and collectives,
-//! nonblocking file I/O, and the PMI bootstrap that starts it under a launcher (the
-//! `viaduct-pmi` crate, re-exported as [`bootstrap`]).
+//! generalized requests and request classes, request handlers (the `viaduct-request` crate,
+//! re-exported as [`request`]), xfer blocks and collectives, nonblocking file I/O, and the PMI
+//! bootstrap that starts it under a launcher (the `viaduct-pmi` crate, re-exported as
+//! [`bootstrap`]).
 //!
 //! Most programs need only the [`prelude`]: `use viaduct_agent::prelude::*;`. The main types
 //! are also at the crate root ([`Agent`], [`Comm`], [`Request`], [`Status`], [`AgentError`],
@@ -136,7 +137,9 @@ pub mod progress;
 mod proto;
 pub mod recv_buffer;
 pub mod report;
-pub mod request;
+/// Requests, generalized requests, request classes, handlers and CARs: the `viaduct-request`
+/// crate, on which the agent's operations complete.
+pub use viaduct_request as request;
 mod spare;
 pub mod stream;
 mod vc;

@@ -26,6 +26,7 @@ impl FileEngine {
 
     /// An engine with full control over the ring.
     pub fn with_config(config: &FileIoConfig) -> Result<Self, FileIoError> {
+        crate::error::register_error_kinds();
         let io = FileIo::new(config).map_err(FileIoError::Engine)?;
         Ok(Self {
             class: RequestClass::new(UringClass {

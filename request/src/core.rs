@@ -774,7 +774,7 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::{Condition, Deadline, HandlerFn, Request};
+    use crate::{Condition, Deadline, HandlerFn, Request};
 
     #[test]
     fn a_recycled_request_starts_clean() {
@@ -809,10 +809,7 @@ mod tests {
         let (mut second, handle) = Request::generalized(());
         let core = second.core().unwrap();
         assert_eq!(Arc::as_ptr(core), ptr);
-        assert_eq!(
-            core.body_type,
-            TypeId::of::<crate::request::greq::GreqBody<()>>()
-        );
+        assert_eq!(core.body_type, TypeId::of::<crate::greq::GreqBody<()>>());
         assert_eq!(core.outstanding(), 1);
         assert!(second.test().unwrap().is_none());
         handle.complete().unwrap();
@@ -834,7 +831,7 @@ mod tests {
                 DROPS.fetch_add(1, Ordering::Relaxed);
             }
         }
-        impl crate::request::GrequestOps for Noisy {}
+        impl crate::GrequestOps for Noisy {}
         for round in 1..=3 {
             let (mut request, handle) = Request::generalized(Noisy);
             handle.complete().unwrap();

@@ -3,7 +3,7 @@
 //!
 //! # Where handlers run
 //!
-//! On the agent's handler thread (`viaduct-handlers`), started by the first
+//! On the handler thread of this crate (`viaduct-handlers`), started by the first
 //! [`post_handler`]: handlers run even while the program calls no agent function, one at a time,
 //! in the order their conditions were reached. A handler that blocks delays the ones after it
 //! (and may make their deadlines fail). The agent never holds an internal lock while it runs a
@@ -83,7 +83,7 @@ impl std::fmt::Debug for HandlerFn {
 /// borrow it, so it cannot outlive them.
 ///
 /// ```compile_fail
-/// # use viaduct_agent::request::RequestRef;
+/// # use viaduct_request::RequestRef;
 /// fn keep(r: &RequestRef) -> RequestRef {
 ///     r.clone()
 /// }
@@ -351,7 +351,7 @@ impl Engine {
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicBool, Ordering};
 /// use std::time::Duration;
-/// use viaduct_agent::request::{
+/// use viaduct_request::{
 ///     Condition, Deadline, HandlerFn, Request, flush_handlers, post_handler,
 /// };
 ///
@@ -363,7 +363,7 @@ impl Engine {
 /// complete.complete()?;
 /// flush_handlers(Duration::from_secs(10))?;
 /// assert!(ran.load(Ordering::SeqCst));
-/// # Ok::<(), viaduct_agent::request::RequestError>(())
+/// # Ok::<(), viaduct_request::RequestError>(())
 /// ```
 pub fn flush_handlers(timeout: Duration) -> Result<(), RequestError> {
     let Some(Ok(())) = STARTED.get() else {

@@ -6,7 +6,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use viaduct_agent::request::{
+use viaduct_request::{
     BoxError, ClassOps, ClassRequest, QueryStatus, Request, RequestClass, RequestError, test_any,
     wait_all, wait_any,
 };

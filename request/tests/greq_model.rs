@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use proptest::prelude::*;
-use viaduct_agent::request::{
+use viaduct_request::{
     BoxError, GrequestOps, QueryStatus, Request, RequestError, test_all, test_any,
 };
 
@@ -64,7 +64,23 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The default configuration; under Miri a few cases and no failure file (Miri keeps the
+/// program off the file system, and interprets each case slowly).
+fn model_config() -> ProptestConfig {
+    if cfg!(miri) {
+        ProptestConfig {
+            cases: 4,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    } else {
+        ProptestConfig::default()
+    }
+}
+
 proptest! {
+    #![proptest_config(model_config())]
+
     #[test]
     fn callbacks_follow_the_contract(ops in proptest::collection::vec(op(), 1..12)) {
         let seen = Arc::new(Seen::default());

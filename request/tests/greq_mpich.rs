@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use viaduct_agent::request::{
+use viaduct_request::{
     BoxError, CompleteHandle, GrequestOps, QueryStatus, Request, test_all, test_some, wait_all,
     wait_some,
 };

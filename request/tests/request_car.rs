@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use viaduct_agent::request::{
+use viaduct_request::{
     BoxError, ProgressDriver, Request, RequestError, wait_all, wait_any, wait_some,
 };
 
@@ -124,7 +124,7 @@ fn message_and_generalized_requests_mix_in_one_array() {
 
 /// A progress engine stand-in: each call completes one queued CAR.
 struct Engine {
-    queue: Mutex<Vec<viaduct_agent::request::CarCounter>>,
+    queue: Mutex<Vec<viaduct_request::CarCounter>>,
     calls: AtomicUsize,
     blocking_calls: AtomicUsize,
 }

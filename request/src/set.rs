@@ -186,7 +186,7 @@ fn wait_one_hooked(core: &CoreRef, deadline: Option<Instant>) -> bool {
 ///   empty status).
 ///
 /// ```
-/// use viaduct_agent::request::{AnyOutcome, Request, test_any, wait_any};
+/// use viaduct_request::{AnyOutcome, Request, test_any, wait_any};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let (first, handle) = Request::generalized(());
@@ -313,7 +313,7 @@ fn finish_complete(
 /// request's error (lost when statuses are ignored).
 ///
 /// ```
-/// use viaduct_agent::request::{Request, wait_some};
+/// use viaduct_request::{Request, wait_some};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let (a, done) = Request::generalized(());
@@ -374,7 +374,7 @@ fn finish_all(
 /// its request's error.
 ///
 /// ```
-/// use viaduct_agent::request::{Request, wait_all};
+/// use viaduct_request::{Request, wait_all};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let (a, done) = Request::generalized(());

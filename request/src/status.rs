@@ -52,9 +52,19 @@ impl Status {
         }
     }
 
-    /// The status of a received message: its source, tag and byte count.
+    /// The status of a received message: its source, tag and byte count (not cancelled, no
+    /// error). A message's source and tag are ranks and tags below `u32::MAX`; `u32::MAX`
+    /// reads back as "none".
+    ///
+    /// ```
+    /// use viaduct_request::Status;
+    ///
+    /// let s = Status::message(2, 7, 64);
+    /// assert_eq!((s.source(), s.tag(), s.count()), (Some(2), Some(7), 64));
+    /// assert!(!s.test_cancelled() && s.error().is_none());
+    /// ```
     #[inline(always)]
-    pub(crate) const fn message(source: u32, tag: u32, count: u64) -> Self {
+    pub const fn message(source: u32, tag: u32, count: u64) -> Self {
         Status {
             envelope: source as u64 | ((tag as u64) << 32),
             count,
@@ -116,7 +126,7 @@ impl Status {
 /// the call, whether a status reports an error.
 ///
 /// ```compile_fail
-/// # use viaduct_agent::request::{QueryStatus, Status};
+/// # use viaduct_request::{QueryStatus, Status};
 /// fn query(status: &mut QueryStatus<'_>) {
 ///     // There is no way to reach the error field, nor to replace the whole status.
 ///     status.set_error(None);

@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use viaduct_agent::request::{CarCounter, Condition, Deadline, HandlerFn, Request, post_handler};
+use viaduct_request::{CarCounter, Condition, Deadline, HandlerFn, Request, post_handler};
 
 const MESSAGES: u32 = 200;
 const LONG: Duration = Duration::from_secs(20);

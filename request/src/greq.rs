@@ -57,7 +57,7 @@ pub trait GrequestOps: Send + Sync + 'static {
     ///
     /// ```
     /// use std::sync::atomic::{AtomicBool, Ordering};
-    /// use viaduct_agent::request::{BoxError, CompleteHandle, GrequestOps, QueryStatus, Request};
+    /// use viaduct_request::{BoxError, CompleteHandle, GrequestOps, QueryStatus, Request};
     ///
     /// /// An operation that stops as soon as it is cancelled.
     /// #[derive(Default)]

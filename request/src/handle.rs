@@ -1,4 +1,4 @@
-//! [`Request`]: the one request handle of the agent.
+//! [`Request`]: the one request handle.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
