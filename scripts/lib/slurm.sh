@@ -12,7 +12,7 @@
 #                under a slice slurm_up made); returns 1 if something is left.
 #
 # With `scripts/cluster up --rdma` the nodes share one network namespace: each slurmd then
-# listens on a port of its own (6818 for node1, 6819 for node2). SLURM_UP_TIMEOUT (default 30 s)
+# listens on a port of its own (6818 for node1, 6819 for node2). SLURM_UP_TIMEOUT (default 60 s)
 # bounds the wait for the nodes to be idle; the VM is emulated and slow and sets more.
 # The caller defines say().
 
@@ -109,7 +109,7 @@ CONF
     # (Not this shell's job: the fault checks kill it, which bash would report as an error.)
     disown "$!"
   done
-  local state= bound=${SLURM_UP_TIMEOUT:-30} t0=$SECONDS
+  local state= bound=${SLURM_UP_TIMEOUT:-60} t0=$SECONDS
   while [ $((SECONDS - t0)) -lt "$bound" ]; do
     state=$(timeout 5 scripts/cluster exec head -- sinfo -h -o '%n=%t' 2>/dev/null | sort | tr '\n' ' ')
     [ "$state" = "node1=idle node2=idle " ] && break
