@@ -25,7 +25,14 @@ def lines():
             text = open(path).read().splitlines()
         except OSError:
             continue
-        rows = [l for l in text if l.startswith("|") or l.startswith("![")]
+        rows = []
+        for l in text:
+            if l.startswith("|") or l.startswith("!["):
+                rows.append(l)
+            elif rows and rows[-1] != "":
+                rows.append("")  # tables stay apart
+        while rows and rows[-1] == "":
+            rows.pop()
         # A plot next to the file is linked from docs/ (one folder up from docs/perf/).
         rows = [l.replace("](", "](perf/", 1) if l.startswith("![") else l for l in rows]
         out += [f"## {title}", "",
