@@ -380,3 +380,50 @@ fn ring_copy_settings_are_checked() {
     let e = bad_max.validate().expect_err("past max_message");
     assert!(e.to_string().contains("ring_copy_max"), "{e}");
 }
+
+#[test]
+fn long_copied_sends_reuse_their_buffers_and_stay_byte_exact() {
+    // Borrowed long messages of changing sizes (ring copy and single copy, where permitted),
+    // many more than the endpoint keeps buffers for: every one arrives byte-exact, and their
+    // completions hand no buffer back (the endpoint keeps it for the next copy).
+    let (mut a, mut b) = shm::pair(Config::default()).expect("pair");
+    let sizes: Vec<usize> = (0..24)
+        .map(|i| [20_000, 200_000, 70_000, 600_000, 140_000][i % 5] + i)
+        .collect();
+    let expect = sizes.clone();
+    let sender = thread::spawn(move || {
+        for (i, len) in sizes.iter().enumerate() {
+            let data = pattern(*len, i as u64);
+            let deadline = Instant::now() + LIMIT;
+            while !a
+                .post_send(i as u64, i as u64, &data)
+                .expect("post_send")
+                .is_posted()
+            {
+                assert!(Instant::now() < deadline, "send {i} made no progress");
+                a.wait(Duration::from_millis(50)).expect("wait");
+            }
+            let deadline = Instant::now() + LIMIT;
+            loop {
+                if let Some(c) = a.poll() {
+                    assert_eq!(c.id, i as u64);
+                    c.result.expect("send completion");
+                    assert!(c.buffer.is_none(), "a copied send handed a buffer back");
+                    break;
+                }
+                assert!(Instant::now() < deadline, "send {i} did not complete");
+                a.wait(Duration::from_millis(50)).expect("wait");
+            }
+        }
+    });
+    for (i, len) in expect.iter().enumerate() {
+        let (tag, data) = recv(&mut b);
+        assert_eq!(tag, i as u64);
+        assert_eq!(data.len(), *len);
+        assert!(
+            data == pattern(*len, i as u64),
+            "message {i} of {len} B differs"
+        );
+    }
+    sender.join().expect("sender thread");
+}

@@ -9,7 +9,7 @@ use std::sync::atomic::{Ordering, fence};
 use std::time::{Duration, Instant};
 
 use crate::frame::{FLAG_FIRST, Header, Kind};
-use crate::sendbuf::SendBuf;
+use crate::sendbuf::{SendBuf, SharedPiece};
 
 use super::completion::{Completion, Op, Posted};
 use super::config::Config;
@@ -66,6 +66,9 @@ enum Inbound {
     },
 }
 
+/// Most buffers [`Endpoint::post_send`] keeps for its long messages.
+const LONG_POOL: usize = 4;
+
 struct ChunkedSend {
     id: u64,
     tag: u64,
@@ -107,6 +110,11 @@ pub struct Endpoint {
     recv_seq: u32,
     completions: VecDeque<Completion>,
     rendezvous_out: VecDeque<(u64, SendBuf)>,
+    /// Buffers of long messages posted by [`Endpoint::post_send`] (borrowed data the endpoint
+    /// copies first), kept for the next such send: a fresh allocation would cost page faults
+    /// on both ends at every message (the receiver reads it with `process_vm_readv`). One held
+    /// only here (strong count 1) is free to refill.
+    long_pool: Vec<Arc<Vec<u8>>>,
     rendezvous_reaped: u64,
     chunked_out: VecDeque<ChunkedSend>,
     rma_out: HashMap<u64, RmaOp>,
@@ -225,6 +233,7 @@ impl Endpoint {
             recv_seq: 0,
             completions: VecDeque::new(),
             rendezvous_out: VecDeque::new(),
+            long_pool: Vec::new(),
             rendezvous_reaped: 0,
             chunked_out: VecDeque::new(),
             rma_out: HashMap::new(),
@@ -377,8 +386,9 @@ impl Endpoint {
     }
 
     /// Posts a send of `data` with `tag`. Up to the eager limit the bytes are copied into the
-    /// ring now; longer messages are first copied into an owned buffer and sent as by
-    /// [`Endpoint::post_send_buf`] (use that to avoid the copy).
+    /// ring now; longer messages are first copied into a buffer the endpoint keeps for reuse
+    /// (its completion hands no buffer back) and sent as by [`Endpoint::post_send_buf`] (use
+    /// that to avoid the copy).
     pub fn post_send(&mut self, id: u64, tag: u64, data: &[u8]) -> Result<Posted, Error> {
         self.post_send_parts(id, tag, &[data])
     }
@@ -389,10 +399,13 @@ impl Endpoint {
         self.check_open()?;
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len > self.config.eager_limit {
-            return Ok(match self.post_send_buf(id, tag, parts.concat())? {
-                Posted::InProgress => Posted::InProgress,
-                Posted::NoResources(_) => Posted::NoResources(()),
-            });
+            let buf = self.pooled_copy(parts, len);
+            return Ok(
+                match self.post_send_any(id, tag, SendBuf::Shared(SharedPiece::whole(buf)))? {
+                    Posted::InProgress => Posted::InProgress,
+                    Posted::NoResources(_) => Posted::NoResources(()),
+                },
+            );
         }
         if !self.chunked_out.is_empty() {
             self.progress();
@@ -412,6 +425,37 @@ impl Endpoint {
             buffer: None,
         });
         Ok(Posted::InProgress)
+    }
+
+    /// `parts` (`len` bytes in all) copied into a buffer of the long-message pool: a free one
+    /// large enough, else a new one (kept in the pool while it has fewer than
+    /// [`LONG_POOL`] buffers).
+    fn pooled_copy(&mut self, parts: &[&[u8]], len: usize) -> Arc<Vec<u8>> {
+        let free = self
+            .long_pool
+            .iter_mut()
+            .position(|b| Arc::strong_count(b) == 1 && b.capacity() >= len);
+        if let Some(i) = free
+            && let Some(v) = Arc::get_mut(&mut self.long_pool[i])
+        {
+            v.clear();
+            for p in parts {
+                v.extend_from_slice(p);
+            }
+            return Arc::clone(&self.long_pool[i]);
+        }
+        let buf = Arc::new(parts.concat());
+        if self.long_pool.len() < LONG_POOL {
+            self.long_pool.push(Arc::clone(&buf));
+        } else if let Some(i) = self
+            .long_pool
+            .iter()
+            .position(|b| Arc::strong_count(b) == 1 && b.capacity() < len)
+        {
+            // A free buffer too small for this size makes room for one that fits.
+            self.long_pool[i] = Arc::clone(&buf);
+        }
+        buf
     }
 
     /// Posts a send of an owned buffer, given back in the completion. Long messages are not
