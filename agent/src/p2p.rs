@@ -38,7 +38,7 @@ pub use viaduct_fallback::sendbuf::SharedBytes;
 use viaduct_fallback::sendbuf::{SendBuf, SharedPiece};
 
 use crate::agent::Agent;
-use crate::engine::{PostedRecv, Unexpected, note};
+use crate::engine::{PostedRecv, Unexpected};
 use crate::error::AgentError;
 use crate::matching::{Envelope, Pattern, Source, TagMatch};
 use crate::recv_buffer::RecvBuffer;
@@ -133,9 +133,9 @@ impl Message {
         };
         match body {
             Unexpected::Eager { data, sync } => {
-                crate::proto::eager::deliver(r, &env, &data);
+                crate::proto::eager::deliver(&st.book.done, r, &env, &data);
                 if let Some(s) = sync {
-                    note(s.complete_car(data.len() as u64));
+                    st.book.done.note(s.complete_car(data.len() as u64));
                 }
             }
             Unexpected::Rts { sender_id, len } => {
@@ -143,7 +143,7 @@ impl Message {
                     // The sender failed after the probe: its data cannot come any more.
                     Some(why) => {
                         r.counter.set_envelope(env.source, env.tag);
-                        note(r.counter.fail_car(why.error(env.source)));
+                        st.book.done.note(r.counter.fail_car(why.error(env.source)));
                     }
                     None => st.book.start_rndv_recv(env, sender_id, len, r),
                 }
