@@ -127,6 +127,7 @@ pub mod fileio;
 #[doc(hidden)]
 pub mod fuzzing;
 mod handshake;
+pub mod in_place;
 mod liveness;
 pub mod log;
 pub mod matching;
@@ -147,6 +148,7 @@ pub use agent::Agent;
 pub use comm::Comm;
 pub use config::Config;
 pub use error::AgentError;
+pub use in_place::Received;
 pub use matching::{Source, TagMatch};
 pub use recv_buffer::RecvBuffer;
 pub use request::{

@@ -130,6 +130,7 @@ impl Message {
             buf,
             counter,
             ranks: None,
+            lease: None,
         };
         match body {
             Unexpected::Eager { data, sync } => {
@@ -461,6 +462,7 @@ impl Agent {
             buf,
             counter,
             ranks,
+            lease: None,
         };
         match dead {
             // Nothing more can come from a failed peer: a receive not matched by a message
