@@ -109,7 +109,7 @@ impl Received {
     /// # use std::time::Duration;
     /// # use viaduct_agent::{Source, TagMatch};
     /// let msg = agent.recv_in_place(Source::Rank(0), TagMatch::Any, Duration::from_secs(5))?;
-    /// assert_eq!(msg.status().count(), msg.len());
+    /// assert_eq!(msg.status().count(), msg.len() as u64);
     /// # Ok(()) }
     /// ```
     pub fn status(&self) -> Status {

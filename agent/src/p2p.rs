@@ -20,7 +20,9 @@
 //!   into their send memory as they post it.
 //!
 //! A receive lands in a [`RecvBuffer`]: the agent's memory, or the caller's
-//! ([`RecvBuffer::caller`]), which the eager and rendezvous paths write in place.
+//! ([`RecvBuffer::caller`]), which the eager and rendezvous paths write in place. Or it is read
+//! where the method received it, without a copy: [`Agent::recv_in_place`] (see
+//! [`crate::in_place`]).
 //!
 //! # Requests and statuses
 //!

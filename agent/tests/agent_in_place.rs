@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use agent_common::{config, job, job_owned};
 use viaduct_agent::Received;
 use viaduct_agent::agent::Agent;
-use viaduct_agent::config::{Config, MethodKind};
+use viaduct_agent::config::{Config, MethodKind, ProgressMode};
 use viaduct_agent::matching::{Source, TagMatch};
 
 /// The agent's eager limit in these tests: below the shared-memory method's in-ring limit, so
@@ -258,6 +258,59 @@ fn outlives_the_agent(method: MethodKind) {
     });
 }
 
+/// CPU time this thread has used so far (user and system, from `/proc/thread-self/stat`, in
+/// clock ticks of 10 ms).
+fn thread_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("thread stat");
+    // Fields after the command (which sits in parentheses): state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')').expect("stat format") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
+/// A blocking wait while a VC is held, with a message waiting behind the held one, sleeps: the
+/// held VC's method does not count the waiting bytes as work (a sleeper that did would spin).
+fn a_held_vc_does_not_make_waits_spin(method: MethodKind) {
+    let settings = Config {
+        progress: ProgressMode::Block,
+        ..settings(method)
+    };
+    job(2, settings, |agent| {
+        if agent.rank() == 0 {
+            recv(&agent, 1, GO);
+            agent.send(1, 1, b"first").unwrap();
+            agent.send(1, 2, b"behind").unwrap();
+            recv(&agent, 1, DONE);
+        } else {
+            agent.send(0, GO, b"go").unwrap();
+            let held = agent
+                .recv_in_place(Source::Rank(0), TagMatch::Tag(1), WAIT)
+                .unwrap();
+            // Let the second message arrive behind the held one.
+            std::thread::sleep(Duration::from_millis(50));
+            let (mut req, _buf) = agent.irecv(64, Source::Rank(0), TagMatch::Tag(77)).unwrap();
+            let cpu = thread_cpu();
+            let wall = Instant::now();
+            assert!(
+                req.wait_timeout(Duration::from_millis(600))
+                    .unwrap()
+                    .is_none()
+            );
+            let (cpu, wall) = (thread_cpu() - cpu, wall.elapsed());
+            assert!(
+                cpu < wall / 2,
+                "the wait used {cpu:?} of CPU in {wall:?}: it spun on the held VC"
+            );
+            req.cancel().unwrap();
+            assert!(req.wait().unwrap().test_cancelled());
+            drop(held);
+            assert_eq!(recv(&agent, 0, 2), b"behind");
+            agent.send(0, DONE, b"done").unwrap();
+        }
+    });
+}
+
 macro_rules! in_place_tests {
     ($name:ident, $method:expr) => {
         mod $name {
@@ -286,6 +339,11 @@ macro_rules! in_place_tests {
             #[test]
             fn unexpected_and_rendezvous_messages_are_shown_whole() {
                 unexpected_and_rendezvous($method);
+            }
+
+            #[test]
+            fn a_held_vc_does_not_make_a_blocking_wait_spin() {
+                a_held_vc_does_not_make_waits_spin($method);
             }
 
             #[test]

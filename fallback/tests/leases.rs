@@ -137,7 +137,11 @@ fn foreign_lease_and_outliving<E: Ep>(mut a: E, mut b: E, mut c: E, mut d: E) {
     let from_b = b.lend().expect("lend");
     drop(b);
     drop(a);
-    assert_eq!(&from_b[..], &msg(5, 64)[..], "the lease changed after its endpoint went");
+    assert_eq!(
+        &from_b[..],
+        &msg(5, 64)[..],
+        "the lease changed after its endpoint went"
+    );
     drop(from_b);
 }
 

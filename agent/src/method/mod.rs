@@ -18,6 +18,14 @@
 //!   consumed whole (the verbs method shows a message in the registered receive buffer it
 //!   landed in, and re-posts that buffer then). After the peer failed, messages that arrived before still come out, then
 //!   `next` reports the failure.
+//! - **lend / give_back**: `lend()` hands the current inbound message out of the method as an
+//!   owned lease that shows it in place (shared memory: the ring record, kept unreleased, with
+//!   the segment mapping kept alive; TCP: the receive buffer itself, taken out of the endpoint;
+//!   either: the reassembly buffer, taken) and may outlive the lock, the connection and the
+//!   agent; until `give_back(lease)` consumes it, `next` shows nothing and `consume` refuses,
+//!   while sends and completions go on, and a sleeper does not count the waiting inbound bytes
+//!   as work. Verbs copies the message once instead (its receive slot is re-posted at once).
+//!   The agent lends to in-place receives ([`crate::in_place`]).
 //! - **wait**: `wait(timeout)` blocks until a completion or inbound message may be ready, the
 //!   peer failed, or the timeout passed (each method spins briefly, then sleeps on its own
 //!   kernel object: a futex word in the shared segment, `io_uring_enter`).
