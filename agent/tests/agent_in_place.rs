@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use agent_common::{config, job, job_owned};
 use viaduct_agent::Received;
 use viaduct_agent::agent::Agent;
+use viaduct_agent::comm::Comm;
 use viaduct_agent::config::{Config, MethodKind, ProgressMode};
 use viaduct_agent::matching::{Source, TagMatch};
 
@@ -311,6 +312,48 @@ fn a_held_vc_does_not_make_waits_spin(method: MethodKind) {
     });
 }
 
+/// On a communicator whose ranks are the world's reversed, the status names the source by its
+/// communicator rank, and a message of another communicator does not match.
+fn on_a_communicator(method: MethodKind) {
+    job(2, settings(method), |agent| {
+        let world = Comm::world(&agent);
+        let me = agent.rank() as i32;
+        let comm = world.split(Some(0), -me).unwrap().expect("member");
+        assert_eq!(comm.rank(), 1 - agent.rank());
+        if agent.rank() == 0 {
+            // World rank 0 is rank 1 of `comm`; its peer is rank 0 there.
+            comm.recv(&mut [0u8; 4], Source::Rank(0), TagMatch::Tag(GO))
+                .unwrap();
+            agent.send(1, 4, b"world").unwrap();
+            comm.send(0, 4, b"comm").unwrap();
+            comm.recv(&mut [0u8; 4], Source::Rank(0), TagMatch::Tag(DONE))
+                .unwrap();
+        } else {
+            comm.send(1, GO, b"go").unwrap();
+            let r = comm
+                .recv_in_place(Source::Any, TagMatch::Tag(4), WAIT)
+                .unwrap();
+            assert_eq!(&r[..], b"comm", "a message of another communicator matched");
+            assert_eq!(
+                r.status().source(),
+                Some(1),
+                "the status names the world rank"
+            );
+            drop(r);
+            let r = agent
+                .recv_in_place(Source::Rank(0), TagMatch::Tag(4), WAIT)
+                .unwrap();
+            assert_eq!(&r[..], b"world");
+            assert!(
+                comm.try_recv_in_place(Source::Any, TagMatch::Any)
+                    .unwrap()
+                    .is_none()
+            );
+            comm.send(1, DONE, b"done").unwrap();
+        }
+    });
+}
+
 macro_rules! in_place_tests {
     ($name:ident, $method:expr) => {
         mod $name {
@@ -344,6 +387,11 @@ macro_rules! in_place_tests {
             #[test]
             fn a_held_vc_does_not_make_a_blocking_wait_spin() {
                 a_held_vc_does_not_make_waits_spin($method);
+            }
+
+            #[test]
+            fn on_a_communicator_the_status_names_the_communicator_rank() {
+                on_a_communicator($method);
             }
 
             #[test]
