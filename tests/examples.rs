@@ -215,3 +215,18 @@ fn io_beside_messages_under_mpiexec() {
         );
     }
 }
+
+const PINGPONG_IN_PLACE_LINE: &str = "of them read in place";
+
+#[test]
+fn pingpong_in_place_under_viaduct_launch() {
+    let r = viaduct_launch(2, &example("pingpong_in_place"), &[]);
+    assert_ranks(&r, "pingpong_in_place", 2, &[0, 1], PINGPONG_IN_PLACE_LINE);
+}
+
+#[test]
+fn pingpong_in_place_under_mpiexec() {
+    if let Some(r) = mpiexec(2, &example("pingpong_in_place"), &[]) {
+        assert_ranks(&r, "pingpong_in_place", 2, &[0, 1], PINGPONG_IN_PLACE_LINE);
+    }
+}

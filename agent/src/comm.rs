@@ -29,6 +29,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use crate::agent::Agent;
 use crate::error::AgentError;
@@ -467,6 +468,62 @@ impl Comm {
         self.inner
             .p2p
             .recv_mapped(buf, self.source(source)?, tag, self.inner.to_comm.clone())
+    }
+
+    /// Receives a tagged message in place (see [`Agent::recv_in_place`] and the
+    /// [`in_place`](crate::in_place) module): the returned [`Received`](crate::Received) shows
+    /// the bytes where the method put them, its status names the source by its rank in this
+    /// communicator; dropping it hands the memory back.
+    ///
+    /// ```no_run
+    /// # fn demo(comm: &viaduct_agent::Comm) -> Result<(), viaduct_agent::AgentError> {
+    /// use std::time::Duration;
+    /// use viaduct_agent::{Source, TagMatch};
+    ///
+    /// let msg = comm.recv_in_place(Source::Any, TagMatch::Tag(3), Duration::from_secs(5))?;
+    /// println!("{} bytes from rank {:?}", msg.len(), msg.status().source());
+    /// # Ok(()) }
+    /// ```
+    pub fn recv_in_place(
+        &self,
+        source: Source,
+        tag: TagMatch,
+        timeout: Duration,
+    ) -> Result<crate::Received, AgentError> {
+        match self.inner.p2p.in_place_mapped(
+            self.source(source)?,
+            tag,
+            Some(timeout),
+            self.inner.to_comm.clone(),
+        )? {
+            Some(r) => Ok(r),
+            None => Err(AgentError::Timeout {
+                what: "in-place receive",
+                seconds: timeout.as_secs(),
+            }),
+        }
+    }
+
+    /// Like [`Comm::recv_in_place`] after one progress pass: `Ok(None)` when no message
+    /// matched.
+    ///
+    /// ```no_run
+    /// # fn demo(comm: &viaduct_agent::Comm) -> Result<(), viaduct_agent::AgentError> {
+    /// use viaduct_agent::{Source, TagMatch};
+    ///
+    /// while let Some(msg) = comm.try_recv_in_place(Source::Any, TagMatch::Any)? {
+    ///     println!("{} bytes", msg.len());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_recv_in_place(
+        &self,
+        source: Source,
+        tag: TagMatch,
+    ) -> Result<Option<crate::Received>, AgentError> {
+        self.inner
+            .p2p
+            .in_place_mapped(self.source(source)?, tag, None, self.inner.to_comm.clone())
     }
 
     /// A scatter-form xfer block (`xfer_scatter_init`): at most one source `src`, any number

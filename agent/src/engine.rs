@@ -14,13 +14,43 @@ use crate::liveness::Heard;
 use crate::matching::{Envelope, MatchQueues, Pattern, Source};
 use crate::method::{Method, MethodError};
 use crate::proto::eager;
-pub(crate) use crate::proto::recv::{Completions, PostedRecv, Unexpected};
+pub(crate) use crate::proto::recv::{Completions, InPlaceData, PostedRecv, Unexpected};
 use crate::proto::rndv::{Cleared, Rendezvous};
 use crate::proto::{DescId, Failure, ProtocolError, Route};
 use crate::request::CarCounter;
 use crate::vc::{Link, Outbound, Vc};
 use crate::wire::{self, Kind, RTS_LEN};
 use crate::xfer::engine::{Ready, XferEngine};
+
+/// Completes the in-place receive `r` with the current inbound message of `m` (its payload
+/// `skip` bytes in): lent in place where the method can (true: the VC waits for the lease
+/// back), else copied. A message the method no longer shows is copied out of `next`.
+fn lend_to(
+    m: &mut Method,
+    done: &Completions,
+    r: PostedRecv,
+    env: &Envelope,
+    skip: usize,
+    peer: u32,
+) -> Result<bool, MethodError> {
+    let Some(lease) = m.lend()? else {
+        let shown = m
+            .next()?
+            .map(|(_, data)| (data.len(), data.get(skip..).unwrap_or_default().to_vec()));
+        let had = shown.is_some();
+        let (n, copy) = shown.unwrap_or_default();
+        eager::deliver_owned(done, r, env, copy);
+        if had {
+            m.consume(n)?;
+        }
+        return Ok(false);
+    };
+    let holds = lease.holds();
+    let len = lease.len().saturating_sub(skip);
+    let data = InPlaceData::Leased { lease, skip, peer };
+    eager::deliver_in_place(done, r, env, data, len);
+    Ok(holds)
+}
 
 /// Everything but the VCs: matching queues and protocol bookkeeping.
 #[derive(Debug)]
@@ -49,6 +79,9 @@ pub(crate) struct Book {
     pub(crate) rdma: crate::method::rndv::ReadRndv,
     /// The agent's count of completed requests (see [`Completions`]).
     pub(crate) done: Completions,
+    /// An in-place receive that the inbound message being handled matched, with its envelope
+    /// and where its payload starts: the progress pass lends it the message.
+    in_place: Option<(PostedRecv, Envelope, usize)>,
 }
 
 /// The agent's whole mutable state.
@@ -129,6 +162,7 @@ impl Book {
             spare: Default::default(),
             rdma: crate::method::rndv::ReadRndv::new(done.clone()),
             done,
+            in_place: None,
         }
     }
 
@@ -290,9 +324,10 @@ impl Book {
         match self.queues.take_unexpected(pattern) {
             Some((env, Unexpected::Eager { data, sync })) => {
                 self.unexpected_bytes -= data.len();
-                eager::deliver(&self.done, r, &env, &data);
+                let len = data.len() as u64;
+                eager::deliver_owned(&self.done, r, &env, data);
                 if let Some(s) = sync {
-                    self.done.note(s.complete_car(data.len() as u64));
+                    self.done.note(s.complete_car(len));
                 }
             }
             Some((env, Unexpected::Rts { sender_id, len })) => {
@@ -376,13 +411,16 @@ impl Book {
             Kind::Eager | Kind::EagerPacked => {
                 let (env, body) = eager::parse(peer, tag, data)
                     .map_err(|len| ProtocolError::TooShort { kind, len })?;
-                eager::arrive(
+                let skip = data.len() - body.len();
+                if let Some(r) = eager::arrive(
                     &mut self.queues,
                     &mut self.unexpected_bytes,
                     &self.done,
                     env,
                     body,
-                );
+                ) {
+                    self.in_place = Some((r, env, skip));
+                }
             }
             Kind::Rts | Kind::RtsRead => {
                 let env = envelope(data)?;
@@ -636,7 +674,7 @@ impl State {
             let Link::Remote(m) = &mut vc.link else {
                 continue;
             };
-            if !vc.drained && !vc.stream_at_head && book.reading() {
+            if !vc.drained && !vc.stream_at_head && !vc.held && book.reading() {
                 for _ in 0..INBOUND_BURST {
                     let step = match m.next() {
                         Ok(Some((tag, _))) if wire::is_kind(tag, Kind::Stream) => {
@@ -647,7 +685,21 @@ impl State {
                         Ok(Some((tag, data))) => {
                             let n = data.len();
                             match book.inbound(peer, tag, data) {
-                                Ok(()) => m.consume(n).map(|()| true).map_err(Failure::of),
+                                Ok(()) => match book.in_place.take() {
+                                    None => m.consume(n).map(|()| true).map_err(Failure::of),
+                                    // An in-place receive matched: the message stays in the
+                                    // method's memory, lent to it; the VC waits for it back.
+                                    Some((r, env, skip)) => {
+                                        match lend_to(m, &book.done, r, &env, skip, peer) {
+                                            Ok(true) => {
+                                                vc.held = true;
+                                                Ok(false)
+                                            }
+                                            Ok(false) => Ok(true),
+                                            Err(e) => Err(Failure::of(e)),
+                                        }
+                                    }
+                                },
                                 Err(why) => Err(Failure::protocol(why)),
                             }
                         }
@@ -781,7 +833,8 @@ impl State {
         let reading = book.reading();
         let mut silent = Vec::new();
         for (vc, since) in vcs.iter_mut().zip(liveness.since.iter_mut()) {
-            let watched = reading && vc.failed.is_none() && !vc.drained && !vc.stream_at_head;
+            let watched =
+                reading && vc.failed.is_none() && !vc.drained && !vc.stream_at_head && !vc.held;
             let heard = match &mut vc.link {
                 Link::Remote(m) if watched => m.peer_heard(),
                 _ => None,
@@ -852,6 +905,7 @@ mod tests {
                 buf: RecvBuffer::new(capacity),
                 counter,
                 ranks: None,
+                lease: None,
             },
         );
         b.inbound(1, wire::method_tag(Kind::Rts, 77), &wire::rts(3, 4, len))

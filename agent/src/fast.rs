@@ -265,7 +265,7 @@ fn in_place(st: &mut State, i: usize, pattern: &Pattern, buf: &mut [u8], reap: b
             Source::Any => Turn::Nothing,
         };
     }
-    if vc.failed.is_some() || vc.drained || vc.stream_at_head {
+    if vc.failed.is_some() || vc.drained || vc.stream_at_head || vc.held {
         return match pattern.source {
             Source::Rank(_) => Turn::Fallback,
             Source::Any => Turn::Nothing,

@@ -101,6 +101,7 @@ impl Inbound {
                 buf: buf.clone(),
                 counter,
                 ranks: None,
+                lease: None,
             },
         );
         self.recvs.push((request, buf));

@@ -58,7 +58,7 @@
 //! | CAR (communication agent request) | one unit of work posted to a method; a [`Request`] counts its outstanding CARs and completes when the count reaches 0 ([`request::CarCounter`]) |
 //! | request | the one handle of every operation in progress: [`Request::wait`], [`Request::test`], and the arrays of [`wait_all`], [`wait_any`], [`wait_some`], [`test_all`], [`test_any`], [`test_some`] |
 //! | status | what a completed request reports: source, tag, byte count, cancellation, error ([`Status`]) |
-//! | next / consume | borrow the next inbound bytes of a VC's byte stream in place, in the method's own receive memory, then hand them back: [`Agent::stream_next`] shows them to a closure as a [`stream::StreamView`] on which it calls `consume`; [`Agent::stream_next_timeout`] waits for them (the older [`Agent::next`] takes the count consumed as the closure's return value) ([`stream`]) |
+//! | next / consume | borrow the next inbound bytes of a VC's byte stream in place, in the method's own receive memory, then hand them back: [`Agent::stream_next`] shows them to a closure as a [`stream::StreamView`] on which it calls `consume`; [`Agent::stream_next_timeout`] waits for them (the older [`Agent::next`] takes the count consumed as the closure's return value) ([`stream`]). The tagged form: [`Agent::recv_in_place`] / [`Comm::recv_in_place`] return a [`Received`], the matched message shown in the method's memory without a copy or a closure; dropping it is the `consume` (the sender's VC waits until then) ([`in_place`]) |
 //! | matched probe | [`Agent::mprobe`] / [`Agent::improbe`] take the oldest matching unexpected message out of matching and give it as a [`p2p::Message`], received only through it ([`p2p::Message::recv`], [`p2p::Message::irecv_into`]); a rendezvous message's data moves at that receive (MPI's `MPI_Mprobe`/`MPI_Mrecv`) |
 //! | reserve_write / set_marker | hold a place in a VC's outgoing order now ([`Agent::reserve_write`]), bind the data later ([`Agent::set_marker`]): the message leaves in the reserved place |
 //! | xfer block | scatter or gather block: created, given recv/send/forward/mop (reduce) ops, then started as one request; the building block of the collectives ([`xfer`], [`coll`]) |
@@ -128,6 +128,7 @@ pub mod fileio;
 #[doc(hidden)]
 pub mod fuzzing;
 mod handshake;
+pub mod in_place;
 mod liveness;
 pub mod log;
 pub mod matching;
@@ -150,6 +151,7 @@ pub use agent::Agent;
 pub use comm::Comm;
 pub use config::Config;
 pub use error::AgentError;
+pub use in_place::Received;
 pub use matching::{Source, TagMatch};
 pub use recv_buffer::RecvBuffer;
 pub use request::{

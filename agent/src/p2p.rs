@@ -20,7 +20,9 @@
 //!   into their send memory as they post it.
 //!
 //! A receive lands in a [`RecvBuffer`]: the agent's memory, or the caller's
-//! ([`RecvBuffer::caller`]), which the eager and rendezvous paths write in place.
+//! ([`RecvBuffer::caller`]), which the eager and rendezvous paths write in place. Or it is read
+//! where the method received it, without a copy: [`Agent::recv_in_place`] (see
+//! [`crate::in_place`]).
 //!
 //! # Requests and statuses
 //!
@@ -130,13 +132,13 @@ impl Message {
             buf,
             counter,
             ranks: None,
+            lease: None,
         };
         match body {
             Unexpected::Eager { data, sync } => {
-                let done = st.book.done.clone();
-                crate::proto::eager::deliver(&done, r, &env, &data);
+                crate::proto::eager::deliver(&st.book.done, r, &env, &data);
                 if let Some(s) = sync {
-                    done.note(s.complete_car(data.len() as u64));
+                    st.book.done.note(s.complete_car(data.len() as u64));
                 }
             }
             Unexpected::Rts { sender_id, len } => {
@@ -462,6 +464,7 @@ impl Agent {
             buf,
             counter,
             ranks,
+            lease: None,
         };
         match dead {
             // Nothing more can come from a failed peer: a receive not matched by a message

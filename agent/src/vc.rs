@@ -77,6 +77,9 @@ pub(crate) struct Vc {
     /// The next inbound message is stream bytes waiting for `Agent::next`: the progress engine
     /// reads nothing more from this VC until they are consumed.
     pub(crate) stream_at_head: bool,
+    /// The head message is lent to an in-place receive (`Agent::recv_in_place`): the progress
+    /// engine reads nothing more from this VC until the `Received` hands it back.
+    pub(crate) held: bool,
     /// Reserved reads of the inbound stream, oldest first (`Agent::reserve_read`).
     pub(crate) readers: ReadQueue,
     /// Method buffers of this VC: the free pool and those the method holds.
@@ -93,6 +96,7 @@ impl Vc {
             failed_source: None,
             drained: false,
             stream_at_head: false,
+            held: false,
             readers: ReadQueue::default(),
             buffers: BufferPool::default(),
         }

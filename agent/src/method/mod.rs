@@ -18,6 +18,14 @@
 //!   consumed whole (the verbs method shows a message in the registered receive buffer it
 //!   landed in, and re-posts that buffer then). After the peer failed, messages that arrived before still come out, then
 //!   `next` reports the failure.
+//! - **lend / give_back**: `lend()` hands the current inbound message out of the method as an
+//!   owned lease that shows it in place (shared memory: the ring record, kept unreleased, with
+//!   the segment mapping kept alive; TCP: the receive buffer itself, taken out of the endpoint;
+//!   either: the reassembly buffer, taken) and may outlive the lock, the connection and the
+//!   agent; until `give_back(lease)` consumes it, `next` shows nothing and `consume` refuses,
+//!   while sends and completions go on, and a sleeper does not count the waiting inbound bytes
+//!   as work. Verbs copies the message once instead (its receive slot is re-posted at once).
+//!   The agent lends to in-place receives ([`crate::in_place`]).
 //! - **wait**: `wait(timeout)` blocks until a completion or inbound message may be ready, the
 //!   peer failed, or the timeout passed (each method spins briefly, then sleeps on its own
 //!   kernel object: a futex word in the shared segment, `io_uring_enter`).
@@ -363,6 +371,67 @@ impl Method {
             Method::Tcp(ep) => Ok(ep.wait(timeout)?),
             #[cfg(feature = "rdma")]
             Method::Verbs(ep) => Ok(ep.wait(timeout)?),
+        }
+    }
+}
+
+/// The current inbound message of a connection lent out of its method ([`Method::lend`]):
+/// shared memory and TCP show it where it was received, verbs shows a copy.
+#[derive(Debug)]
+pub(crate) enum Lease {
+    /// In place in the inbound ring record (or the reassembly buffer, taken).
+    Shm(shm::Lease),
+    /// In place in the receive buffer (or the reassembly buffer), taken out of the endpoint.
+    Tcp(tcp::Lease),
+    /// A copy: the method consumed its message at once (verbs).
+    Copy(Vec<u8>),
+}
+
+impl std::ops::Deref for Lease {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Lease::Shm(l) => l,
+            Lease::Tcp(l) => l,
+            Lease::Copy(v) => v,
+        }
+    }
+}
+
+impl Lease {
+    /// Whether the method holds the connection's inbound until the lease comes back.
+    pub(crate) fn holds(&self) -> bool {
+        !matches!(self, Lease::Copy(_))
+    }
+}
+
+impl Method {
+    /// Lends the current inbound message out of the method: shared memory and TCP in place
+    /// (their inbound then waits for [`Method::give_back`]), verbs as a copy (its receive slot
+    /// is re-posted at once). `Ok(None)` when no message is current.
+    pub(crate) fn lend(&mut self) -> Result<Option<Lease>, MethodError> {
+        match self {
+            Method::Shm(ep) => Ok(ep.lend()?.map(Lease::Shm)),
+            Method::Tcp(ep) => Ok(ep.lend()?.map(Lease::Tcp)),
+            #[cfg(feature = "rdma")]
+            Method::Verbs(ep) => {
+                let Some(copy) = ep.next()?.map(|m| m.data.to_vec()) else {
+                    return Ok(None);
+                };
+                ep.consume(copy.len())?;
+                Ok(Some(Lease::Copy(copy)))
+            }
+        }
+    }
+
+    /// Takes back a lease of [`Method::lend`]: the message is consumed and the inbound goes
+    /// on. A lease of another connection (or a copy) is dropped.
+    pub(crate) fn give_back(&mut self, lease: Lease) -> Result<(), MethodError> {
+        match (self, lease) {
+            (Method::Shm(ep), Lease::Shm(l)) => Ok(ep.give_back(l)?),
+            (Method::Tcp(ep), Lease::Tcp(l)) => Ok(ep.give_back(l)?),
+            _ => Ok(()),
         }
     }
 }

@@ -1,8 +1,8 @@
 //! The receive side shared by the protocols: a posted receive, a message that came before its
 //! receive, and how a receive completes.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::error::AgentError;
 use crate::recv_buffer::RecvBuffer;
@@ -16,6 +16,26 @@ pub(crate) struct PostedRecv {
     /// World rank -> communicator rank, for the status of a receive posted on a communicator
     /// (`None`: report world ranks).
     pub(crate) ranks: Option<Arc<[u32]>>,
+    /// For an in-place receive (`Agent::recv_in_place`): where the matched message goes (a
+    /// lease of the method's memory, or an owned buffer) instead of `buf`.
+    pub(crate) lease: Option<InPlaceSlot>,
+}
+
+/// Where an in-place receive finds its message once matched.
+pub(crate) type InPlaceSlot = Arc<Mutex<Option<InPlaceData>>>;
+
+/// The message of an in-place receive.
+#[derive(Debug)]
+pub(crate) enum InPlaceData {
+    /// Lent out of the method of `peer`'s VC; the payload starts `skip` bytes in (behind the
+    /// eager header).
+    Leased {
+        lease: crate::method::Lease,
+        skip: usize,
+        peer: u32,
+    },
+    /// In the agent's memory (an unexpected message, a message from this rank).
+    Owned(Vec<u8>),
 }
 
 impl PostedRecv {

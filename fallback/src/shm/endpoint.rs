@@ -22,6 +22,8 @@ use super::segment::{Segment, SideLine};
 use super::sleeper::Sleeper;
 
 mod receive;
+
+pub use receive::Lease;
 mod split;
 
 /// How long messages are carried when they exceed the eager limit.
@@ -142,6 +144,8 @@ pub struct Endpoint {
     /// The peer's heartbeat counts (its endpoint's and its background one's) and the inbound
     /// sequence last seen, and when they last changed.
     peer_seen: (u64, u64, u32, Instant),
+    /// The id of the [`Lease`] out on the current message ([`Endpoint::lend`]), if any.
+    lent: Option<u64>,
     // Declared last: dropped after the ring halves that point into it (heartbeat handles may
     // keep the mapping alive longer).
     seg: Arc<Segment>,
@@ -241,6 +245,7 @@ impl Endpoint {
             owed: VecDeque::new(),
             inbound: Inbound::Idle,
             assembly: Vec::new(),
+            lent: None,
             rendezvous_seen: 0,
             helps_copy,
             helped_bytes: 0,
@@ -832,8 +837,11 @@ impl Endpoint {
     /// freed in the ring since a post was refused.
     fn has_work(&mut self) -> bool {
         self.progress();
-        if !self.completions.is_empty() || !matches!(self.inbound, Inbound::Idle) || self.rx.ready()
-        {
+        // While a message is lent out ([`Endpoint::lend`]), inbound records wait for its
+        // return: they are not work for a sleeper.
+        let inbound =
+            self.lent.is_none() && (!matches!(self.inbound, Inbound::Idle) || self.rx.ready());
+        if !self.completions.is_empty() || inbound {
             return true;
         }
         match self.tail_at_refusal {

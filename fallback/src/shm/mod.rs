@@ -89,7 +89,7 @@ mod sleeper;
 
 pub use completion::{Completion, Op, Posted};
 pub use config::Config;
-pub use endpoint::{Endpoint, LongMessages, Message};
+pub use endpoint::{Endpoint, Lease, LongMessages, Message};
 pub use error::{AccessError, Error};
 pub use heartbeat::Heartbeat;
 pub use region::RegionKey;

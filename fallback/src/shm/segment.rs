@@ -222,6 +222,12 @@ impl Segment {
     }
 
     /// The descriptor of the segment, to pass to the peer.
+    /// The addresses of the mapping.
+    pub(crate) fn range(&self) -> std::ops::Range<usize> {
+        let base = self.base.as_ptr() as usize;
+        base..base + self.len
+    }
+
     pub(crate) fn fd(&self) -> &OwnedFd {
         &self._fd
     }

@@ -20,6 +20,8 @@ use super::sleeper::{Sleeper, WakeFds};
 
 mod receive;
 
+pub use receive::Lease;
+
 /// Token of the multishot receive.
 const RECV: u64 = 0;
 /// Token of the one-shot readiness poll armed before `wait` sleeps ([`Config::immediate_io`]).
@@ -191,6 +193,10 @@ pub struct Endpoint {
     just_reaped: bool,
     /// How send batches left so far.
     send_paths: SendPaths,
+    /// The id of the [`Lease`] out on the current message ([`Endpoint::lend`]), if any.
+    lent: Option<u64>,
+    /// The addresses of the reassembly buffer while a lease holds it.
+    lent_assembly: Option<std::ops::Range<usize>>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -273,6 +279,8 @@ impl Endpoint {
             poll_armed: false,
             just_reaped: false,
             send_paths: SendPaths::default(),
+            lent: None,
+            lent_assembly: None,
             config,
         };
         if ep.ring.features().defer_taskrun {
@@ -335,6 +343,7 @@ impl Endpoint {
         v.extend(self.own_ranges.iter().cloned());
         let a = self.assembly.as_ptr() as usize;
         v.push(a..a + self.assembly.len());
+        v.extend(self.lent_assembly.clone());
         v
     }
 
@@ -1148,12 +1157,14 @@ impl Endpoint {
     }
 
     fn ready(&self) -> bool {
+        // While a message is lent out ([`Endpoint::lend`]), inbound bytes wait for its return:
+        // they are not work for a sleeper.
         !self.completions.is_empty()
-            || matches!(
-                self.current,
-                Current::InPlace { .. } | Current::Assembled { .. }
-            )
-            || !self.rx.is_empty()
+            || (self.lent.is_none()
+                && (matches!(
+                    self.current,
+                    Current::InPlace { .. } | Current::Assembled { .. }
+                ) || !self.rx.is_empty()))
             || self.failed.is_some()
     }
 

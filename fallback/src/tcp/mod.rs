@@ -105,7 +105,7 @@ mod sleeper;
 pub use crate::shm::{AccessError, RegionKey};
 pub use completion::{Completion, Op, Posted};
 pub use config::Config;
-pub use endpoint::{Endpoint, Message, SendPaths};
+pub use endpoint::{Endpoint, Lease, Message, SendPaths};
 pub use error::Error;
 pub use setup::{Listener, accept_on, connect, pair};
 pub use sleeper::Sleeper;

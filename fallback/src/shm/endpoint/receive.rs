@@ -1,7 +1,10 @@
 //! The receive side of an endpoint: records out of the inbound ring, the peer's requests and
 //! replies, long messages, and `next`/`consume`.
 
-use std::sync::atomic::Ordering;
+use std::ops::Range;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::frame::{FLAG_FIRST, Header, Kind};
 
@@ -9,6 +12,7 @@ use super::super::completion::Completion;
 use super::super::error::{AccessError, Error};
 use super::super::region::RegionKey;
 use super::super::ring::{Peek, Record};
+use super::super::segment::Segment;
 use super::{Endpoint, Inbound, Message, OwedReply, u64_le};
 
 impl Endpoint {
@@ -241,6 +245,12 @@ impl Endpoint {
     // borrows the endpoint until `consume`).
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Message<'_>>, Error> {
+        if self.lent.is_some() {
+            // The current message is out on a lease: nothing comes before it is given back.
+            self.progress();
+            self.settle_wake();
+            return Ok(None);
+        }
         if !self.advance_inbound()? {
             if self.owed.is_empty() && self.chunked_out.is_empty() {
                 self.maybe_check_liveness();
@@ -322,6 +332,13 @@ impl Endpoint {
     /// Gives back the first `n` bytes shown by `next`. Once every byte of a message is consumed
     /// (for an empty message: `consume(0)`), its ring cell is released to the sender.
     pub fn consume(&mut self, n: usize) -> Result<(), Error> {
+        if self.lent.is_some() {
+            // The current message is out on a lease: only its return consumes it.
+            return Err(Error::ConsumeBeyond {
+                requested: n,
+                available: 0,
+            });
+        }
         match &mut self.inbound {
             Inbound::Ring { rec, consumed } => {
                 let len = rec.header.len as usize;
@@ -357,5 +374,125 @@ impl Endpoint {
                 available: 0,
             }),
         }
+    }
+}
+
+/// Numbers the leases of every endpoint (a lease goes back only to the endpoint that lent it).
+static LEASES: AtomicU64 = AtomicU64::new(1);
+
+/// The current inbound message lent out of its endpoint ([`Endpoint::lend`]): an eager
+/// message shown in place in its inbound ring record (the lease keeps the segment mapped, and
+/// the record is not released to the sender until the lease comes back), or a long message in
+/// the reassembly buffer, which the lease then owns. No copy either way. The endpoint reads
+/// nothing more from the ring until the lease comes back ([`Endpoint::give_back`]); dropped
+/// instead (say after its endpoint closed), it frees what it owns (the record stays unreleased:
+/// its endpoint is gone or no longer expects it).
+pub struct Lease {
+    id: u64,
+    mem: Lent,
+}
+
+enum Lent {
+    Ring {
+        // Keeps the mapping that `ptr` points into alive.
+        _seg: Arc<Segment>,
+        ptr: NonNull<u8>,
+        len: usize,
+    },
+    Assembly(Vec<u8>, Range<usize>),
+}
+
+// SAFETY: the pointer points into the shared mapping that the lease keeps alive through its
+// `Arc<Segment>` (itself `Send` and `Sync`); the lease only ever reads through it.
+unsafe impl Send for Lease {}
+// SAFETY: as for `Send`: shared references only read the record's bytes.
+unsafe impl Sync for Lease {}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("id", &self.id)
+            .field("len", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::ops::Deref for Lease {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match &self.mem {
+            // SAFETY: the record was published (acquire on its stamp) and is not released
+            // while the lease is out (only `give_back`, which takes the lease, releases it),
+            // so the producer does not write its bytes; `_seg` keeps the mapping alive even
+            // after the endpoint is gone.
+            Lent::Ring { ptr, len, .. } => unsafe {
+                std::slice::from_raw_parts(ptr.as_ptr(), *len)
+            },
+            Lent::Assembly(v, range) => &v[range.clone()],
+        }
+    }
+}
+
+impl Endpoint {
+    /// Lends the current inbound message (the one [`Endpoint::next`] shows) out of the
+    /// endpoint: its unconsumed bytes stay where they are (the ring record, or the reassembly
+    /// buffer, which the lease takes), owned by the returned [`Lease`], which may outlive this
+    /// borrow, the endpoint's lock and the endpoint itself. Until the lease is given back
+    /// ([`Endpoint::give_back`]) `next` shows nothing and `consume` refuses; sends and
+    /// completions go on. `Ok(None)` when no message is current, or one is lent already.
+    pub fn lend(&mut self) -> Result<Option<Lease>, Error> {
+        if self.lent.is_some() {
+            return Ok(None);
+        }
+        let mem = match &self.inbound {
+            Inbound::Ring { rec, consumed } => {
+                let len = rec.header.len as usize;
+                // `consumed <= len` (kept by `consume`): the pointer stays inside the record.
+                let ptr = match NonNull::new(rec.payload.as_ptr().wrapping_add(*consumed)) {
+                    Some(p) => p,
+                    None => return Ok(None),
+                };
+                Lent::Ring {
+                    _seg: Arc::clone(&self.seg),
+                    ptr,
+                    len: len - consumed,
+                }
+            }
+            Inbound::Assembled { len, consumed, .. } => {
+                let range = *consumed..*len;
+                Lent::Assembly(std::mem::take(&mut self.assembly), range)
+            }
+            _ => return Ok(None),
+        };
+        let id = LEASES.fetch_add(1, Ordering::Relaxed);
+        self.lent = Some(id);
+        Ok(Some(Lease { id, mem }))
+    }
+
+    /// Takes back a lease of [`Endpoint::lend`]: the message is consumed whole (its ring record
+    /// released to the sender) and `next` goes on with the records behind it. A lease this
+    /// endpoint did not lend is dropped.
+    pub fn give_back(&mut self, lease: Lease) -> Result<(), Error> {
+        if self.lent != Some(lease.id) {
+            return Ok(());
+        }
+        self.lent = None;
+        let rest = lease.len();
+        if let Lent::Assembly(v, _) = lease.mem {
+            self.assembly = v;
+        }
+        self.consume(rest)
+    }
+
+    /// The addresses of the shared segment this endpoint maps (its rings: every eager message
+    /// `next` shows, and every [`Lease`] of one, lies inside).
+    pub fn segment_range(&self) -> Range<usize> {
+        self.seg.range()
+    }
+
+    /// Whether a message is out on a lease ([`Endpoint::lend`]).
+    pub fn is_lent(&self) -> bool {
+        self.lent.is_some()
     }
 }

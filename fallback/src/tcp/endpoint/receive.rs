@@ -1,13 +1,16 @@
 //! The receive side of an endpoint: parsing frames out of the receive buffers, serving the
 //! peer's requests and replies, and `next`/`consume`.
 
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::frame::{HEADER_LEN, Header, Kind};
 use crate::shm::AccessError;
 use crate::shm::region::RegionKey;
 
 use super::super::completion::Completion;
 use super::super::error::Error;
-use super::{Current, Endpoint, Message};
+use super::{Chunk, Current, Endpoint, Message};
 
 impl Endpoint {
     pub(super) fn protocol_error(&mut self, e: Error) -> Error {
@@ -265,6 +268,12 @@ impl Endpoint {
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Message<'_>>, Error> {
         self.check_issuer()?;
+        if self.lent.is_some() {
+            // The current message is out on a lease: nothing comes before it is given back.
+            self.progress();
+            self.flush_quietly();
+            return Ok(None);
+        }
         if !matches!(
             self.current,
             Current::InPlace { .. } | Current::Assembled { .. }
@@ -361,6 +370,13 @@ impl Endpoint {
     /// it, and its bytes are credited back to the sender.
     pub fn consume(&mut self, n: usize) -> Result<(), Error> {
         self.check_issuer()?;
+        if self.lent.is_some() {
+            // The current message is out on a lease: only its return consumes it.
+            return Err(Error::ConsumeBeyond {
+                requested: n,
+                available: 0,
+            });
+        }
         match self.current {
             Current::InPlace { header, consumed } => {
                 let len = header.len as usize;
@@ -409,5 +425,102 @@ impl Endpoint {
                 available: 0,
             }),
         }
+    }
+}
+
+/// Numbers the leases of every endpoint (a lease goes back only to the endpoint that lent it).
+static LEASES: AtomicU64 = AtomicU64::new(1);
+
+/// The current inbound message lent out of its endpoint ([`Endpoint::lend`]): it owns the
+/// receive buffer the message lies in (a buffer of the provided-buffer ring, or an own receive
+/// buffer, with any bytes behind the message), or the reassembly buffer for a message that
+/// spanned receive buffers, and shows the message's unconsumed bytes where they were received
+/// (no copy). The endpoint reads nothing more from the connection until the lease comes back
+/// ([`Endpoint::give_back`]); dropped instead (say after its endpoint closed), it frees its
+/// memory.
+pub struct Lease {
+    id: u64,
+    mem: Lent,
+    range: Range<usize>,
+}
+
+enum Lent {
+    Chunk(Chunk),
+    Assembly(Vec<u8>),
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("id", &self.id)
+            .field("len", &self.range.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::ops::Deref for Lease {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match &self.mem {
+            Lent::Chunk(c) => &c.buf[self.range.clone()],
+            Lent::Assembly(v) => &v[self.range.clone()],
+        }
+    }
+}
+
+impl Endpoint {
+    /// Lends the current inbound message (the one [`Endpoint::next`] shows) out of the
+    /// endpoint: its unconsumed bytes stay where they were received, owned by the returned
+    /// [`Lease`], which may outlive this borrow, the endpoint's lock and the endpoint itself.
+    /// Until the lease is given back ([`Endpoint::give_back`]) `next` shows nothing and
+    /// `consume` refuses; sends, completions and the peer's requests go on. `Ok(None)` when no
+    /// message is current, or one is lent already.
+    pub fn lend(&mut self) -> Result<Option<Lease>, Error> {
+        self.check_issuer()?;
+        if self.lent.is_some() {
+            return Ok(None);
+        }
+        let (mem, range) = match self.current {
+            Current::InPlace { header, consumed } => {
+                let Some(chunk) = self.rx.pop_front() else {
+                    return Ok(None);
+                };
+                let range = chunk.off + consumed..chunk.off + header.len as usize;
+                (Lent::Chunk(chunk), range)
+            }
+            Current::Assembled { header, consumed } => {
+                let v = std::mem::take(&mut self.assembly);
+                let at = v.as_ptr() as usize;
+                self.lent_assembly = Some(at..at + v.len());
+                (Lent::Assembly(v), consumed..header.len as usize)
+            }
+            _ => return Ok(None),
+        };
+        let id = LEASES.fetch_add(1, Ordering::Relaxed);
+        self.lent = Some(id);
+        Ok(Some(Lease { id, mem, range }))
+    }
+
+    /// Takes back a lease of [`Endpoint::lend`]: the message is consumed whole (its buffer
+    /// recycled, its bytes credited to the sender) and `next` goes on with the bytes behind
+    /// it. A lease this endpoint did not lend is dropped.
+    pub fn give_back(&mut self, lease: Lease) -> Result<(), Error> {
+        if self.lent != Some(lease.id) {
+            return Ok(());
+        }
+        self.lent = None;
+        self.lent_assembly = None;
+        let rest = lease.range.len();
+        match lease.mem {
+            Lent::Chunk(c) => self.rx.push_front(c),
+            Lent::Assembly(v) => self.assembly = v,
+        }
+        self.consume(rest)
+    }
+
+    /// Whether a message is out on a lease ([`Endpoint::lend`]).
+    pub fn is_lent(&self) -> bool {
+        self.lent.is_some()
     }
 }

@@ -1,0 +1,406 @@
+//! Tagged messages received in place (`Agent::recv_in_place`, `Agent::try_recv_in_place`,
+//! `Comm::recv_in_place`), between ranks over shared memory and over TCP: the bytes lie in the
+//! method's receive memory (the shared segment, the TCP endpoint's receive buffers), byte-exact
+//! for empty, one-byte and eager-limit messages; wildcards match; messages behind a held one
+//! wait in order; another VC goes on while one is held; a receive that times out leaves its
+//! message for later; an unexpected or rendezvous message is shown from the agent's memory;
+//! a `Received` outlives its agent.
+
+#[macro_use]
+mod agent_common;
+
+use std::time::{Duration, Instant};
+
+use agent_common::{config, job, job_owned};
+use viaduct_agent::Received;
+use viaduct_agent::agent::Agent;
+use viaduct_agent::comm::Comm;
+use viaduct_agent::config::{Config, MethodKind, ProgressMode};
+use viaduct_agent::matching::{Source, TagMatch};
+
+/// The agent's eager limit in these tests: below the shared-memory method's in-ring limit, so
+/// every eager message lies in a ring record.
+const EAGER: usize = 8 << 10;
+const WAIT: Duration = Duration::from_secs(30);
+const GO: u32 = 1000;
+const DONE: u32 = 1001;
+
+fn settings(method: MethodKind) -> Config {
+    Config {
+        eager_limit: EAGER,
+        ..config(method)
+    }
+}
+
+fn msg(seed: u32, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(31).wrapping_add(seed) as u8)
+        .collect()
+}
+
+/// Whether `bytes` lie inside the receive memory of the method behind `peer`'s VC.
+fn in_method_memory(agent: &Agent, peer: u32, bytes: &[u8]) -> bool {
+    let at = bytes.as_ptr() as usize;
+    agent
+        .method_memory(peer)
+        .iter()
+        .any(|r| r.start <= at && at + bytes.len() <= r.end)
+}
+
+fn recv(agent: &Agent, from: u32, tag: u32) -> Vec<u8> {
+    let mut buf = vec![0; 64 << 10];
+    let st = agent
+        .recv(&mut buf, Source::Rank(from), TagMatch::Tag(tag))
+        .unwrap();
+    buf.truncate(st.count() as usize);
+    buf
+}
+
+#[test]
+fn received_is_send() {
+    fn send<T: Send>() {}
+    send::<Received>();
+}
+
+/// Sizes 0, 1 and the eager limit arrive in the method's memory, byte-exact, with their status.
+fn sizes_in_method_memory(method: MethodKind) {
+    job(2, settings(method), |agent| {
+        let sizes = [0, 1, 100, EAGER];
+        if agent.rank() == 0 {
+            recv(&agent, 1, GO);
+            for (i, &len) in sizes.iter().enumerate() {
+                agent.send(1, i as u32, &msg(i as u32, len)).unwrap();
+            }
+            recv(&agent, 1, DONE);
+        } else {
+            agent.send(0, GO, b"go").unwrap();
+            for (i, &len) in sizes.iter().enumerate() {
+                let r = agent
+                    .recv_in_place(Source::Rank(0), TagMatch::Tag(i as u32), WAIT)
+                    .unwrap();
+                assert_eq!(&r[..], &msg(i as u32, len)[..], "message of {len} bytes");
+                let st = r.status();
+                assert_eq!(
+                    (st.source(), st.tag(), st.count()),
+                    (Some(0), Some(i as u32), len as u64)
+                );
+                assert!(r.is_in_place(), "message of {len} bytes was copied");
+                if len > 0 {
+                    assert!(
+                        in_method_memory(&agent, 0, &r),
+                        "message of {len} bytes is not in the method's memory"
+                    );
+                }
+            }
+            agent.send(0, DONE, b"done").unwrap();
+        }
+    });
+}
+
+/// Wildcards match; a message behind a held one waits (not lost, not reordered).
+fn wildcards_and_order(method: MethodKind) {
+    job(2, settings(method), |agent| {
+        if agent.rank() == 0 {
+            recv(&agent, 1, GO);
+            for tag in 1..=4u32 {
+                agent.send(1, tag, &msg(tag, 50 * tag as usize)).unwrap();
+            }
+            recv(&agent, 1, DONE);
+        } else {
+            agent.send(0, GO, b"go").unwrap();
+            let first = agent
+                .recv_in_place(Source::Any, TagMatch::Any, WAIT)
+                .unwrap();
+            assert_eq!(first.status().tag(), Some(1));
+            assert_eq!(first.status().source(), Some(0));
+            assert_eq!(&first[..], &msg(1, 50)[..]);
+            // While it is held nothing behind it comes out of that VC.
+            assert!(
+                agent
+                    .try_recv_in_place(Source::Rank(0), TagMatch::Tag(2))
+                    .unwrap()
+                    .is_none()
+            );
+            let (mut req, _buf) = agent
+                .irecv(8 << 10, Source::Rank(0), TagMatch::Tag(4))
+                .unwrap();
+            assert!(
+                req.wait_timeout(Duration::from_millis(50))
+                    .unwrap()
+                    .is_none(),
+                "a message behind a held one came out"
+            );
+            req.cancel().unwrap();
+            assert!(req.wait().unwrap().test_cancelled());
+            drop(first);
+            for tag in 2..=4u32 {
+                let r = agent
+                    .recv_in_place(Source::Any, TagMatch::Any, WAIT)
+                    .unwrap();
+                assert_eq!(r.status().tag(), Some(tag), "order behind the held message");
+                assert_eq!(&r[..], &msg(tag, 50 * tag as usize)[..]);
+            }
+            agent.send(0, DONE, b"done").unwrap();
+        }
+    });
+}
+
+/// While rank 2 holds a message of rank 0, a second thread of rank 2 exchanges with rank 1.
+fn other_vc_goes_on(method: MethodKind) {
+    job(3, settings(method), |agent| match agent.rank() {
+        0 => {
+            recv(&agent, 2, GO);
+            agent.send(2, 7, &msg(7, 300)).unwrap();
+            recv(&agent, 2, DONE);
+        }
+        1 => {
+            let got = recv(&agent, 2, 8);
+            agent.send(2, 9, &got).unwrap();
+        }
+        _ => {
+            agent.send(0, GO, b"go").unwrap();
+            let held = agent
+                .recv_in_place(Source::Rank(0), TagMatch::Tag(7), WAIT)
+                .unwrap();
+            let other = agent.clone();
+            let t = std::thread::spawn(move || {
+                other.send(1, 8, &msg(8, 200)).unwrap();
+                recv(&other, 1, 9)
+            });
+            let back = t.join().unwrap();
+            assert_eq!(back, msg(8, 200));
+            assert_eq!(&held[..], &msg(7, 300)[..], "the held view changed");
+            drop(held);
+            agent.send(0, DONE, b"done").unwrap();
+        }
+    });
+}
+
+/// A receive that matched nothing in time ends with a timeout and leaves the message later sent
+/// to a later receive.
+fn timeout_leaves_the_message(method: MethodKind) {
+    job(2, settings(method), |agent| {
+        if agent.rank() == 0 {
+            recv(&agent, 1, GO);
+            agent.send(1, 99, b"late").unwrap();
+        } else {
+            let t = Instant::now();
+            let e = agent
+                .recv_in_place(
+                    Source::Rank(0),
+                    TagMatch::Tag(99),
+                    Duration::from_millis(200),
+                )
+                .unwrap_err();
+            assert!(e.is_timeout(), "{e}");
+            assert!(t.elapsed() >= Duration::from_millis(200));
+            assert!(
+                agent
+                    .try_recv_in_place(Source::Any, TagMatch::Tag(99))
+                    .unwrap()
+                    .is_none()
+            );
+            agent.send(0, GO, b"go").unwrap();
+            assert_eq!(recv(&agent, 0, 99), b"late");
+        }
+    });
+}
+
+/// A message already in the unexpected queue, and a rendezvous message, are shown from the
+/// agent's memory, whole.
+fn unexpected_and_rendezvous(method: MethodKind) {
+    job(2, settings(method), |agent| {
+        let big = 3 * EAGER + 5;
+        if agent.rank() == 0 {
+            recv(&agent, 1, GO);
+            agent.send(1, 5, &msg(5, 700)).unwrap();
+            agent.send(1, 6, b"six").unwrap();
+            agent.send(1, 7, &msg(7, big)).unwrap();
+        } else {
+            agent.send(0, GO, b"go").unwrap();
+            // Receiving 6 first puts 5 into the unexpected queue.
+            assert_eq!(recv(&agent, 0, 6), b"six");
+            let r = agent
+                .recv_in_place(Source::Rank(0), TagMatch::Tag(5), WAIT)
+                .unwrap();
+            assert!(!r.is_in_place());
+            assert_eq!(&r[..], &msg(5, 700)[..]);
+            let r = agent
+                .recv_in_place(Source::Rank(0), TagMatch::Tag(7), WAIT)
+                .unwrap();
+            assert!(!r.is_in_place());
+            assert_eq!(r.len(), big);
+            assert_eq!(r.status().count(), big as u64);
+            assert_eq!(r.into_vec(), msg(7, big));
+        }
+    });
+}
+
+/// A `Received` still shows its bytes after its agent was finalized and dropped, and its drop
+/// then only frees them.
+fn outlives_the_agent(method: MethodKind) {
+    job_owned(2, settings(method), |agent| {
+        if agent.rank() == 0 {
+            recv(&agent, 1, GO);
+            agent.send(1, 3, &msg(3, 900)).unwrap();
+            recv(&agent, 1, DONE);
+            agent.finalize().unwrap();
+        } else {
+            agent.send(0, GO, b"go").unwrap();
+            let r = agent
+                .recv_in_place(Source::Rank(0), TagMatch::Tag(3), WAIT)
+                .unwrap();
+            assert!(r.is_in_place());
+            agent.send(0, DONE, b"done").unwrap();
+            agent.finalize().unwrap();
+            assert_eq!(&r[..], &msg(3, 900)[..]);
+            drop(r);
+        }
+    });
+}
+
+/// CPU time this thread has used so far (user and system, from `/proc/thread-self/stat`, in
+/// clock ticks of 10 ms).
+fn thread_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("thread stat");
+    // Fields after the command (which sits in parentheses): state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')').expect("stat format") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
+/// A blocking wait while a VC is held, with a message waiting behind the held one, sleeps: the
+/// held VC's method does not count the waiting bytes as work (a sleeper that did would spin).
+fn a_held_vc_does_not_make_waits_spin(method: MethodKind) {
+    let settings = Config {
+        progress: ProgressMode::Block,
+        ..settings(method)
+    };
+    job(2, settings, |agent| {
+        if agent.rank() == 0 {
+            recv(&agent, 1, GO);
+            agent.send(1, 1, b"first").unwrap();
+            agent.send(1, 2, b"behind").unwrap();
+            recv(&agent, 1, DONE);
+        } else {
+            agent.send(0, GO, b"go").unwrap();
+            let held = agent
+                .recv_in_place(Source::Rank(0), TagMatch::Tag(1), WAIT)
+                .unwrap();
+            // Let the second message arrive behind the held one.
+            std::thread::sleep(Duration::from_millis(50));
+            let (mut req, _buf) = agent.irecv(64, Source::Rank(0), TagMatch::Tag(77)).unwrap();
+            let cpu = thread_cpu();
+            let wall = Instant::now();
+            assert!(
+                req.wait_timeout(Duration::from_millis(600))
+                    .unwrap()
+                    .is_none()
+            );
+            let (cpu, wall) = (thread_cpu() - cpu, wall.elapsed());
+            assert!(
+                cpu < wall / 2,
+                "the wait used {cpu:?} of CPU in {wall:?}: it spun on the held VC"
+            );
+            req.cancel().unwrap();
+            assert!(req.wait().unwrap().test_cancelled());
+            drop(held);
+            assert_eq!(recv(&agent, 0, 2), b"behind");
+            agent.send(0, DONE, b"done").unwrap();
+        }
+    });
+}
+
+/// On a communicator whose ranks are the world's reversed, the status names the source by its
+/// communicator rank, and a message of another communicator does not match.
+fn on_a_communicator(method: MethodKind) {
+    job(2, settings(method), |agent| {
+        let world = Comm::world(&agent);
+        let me = agent.rank() as i32;
+        let comm = world.split(Some(0), -me).unwrap().expect("member");
+        assert_eq!(comm.rank(), 1 - agent.rank());
+        if agent.rank() == 0 {
+            // World rank 0 is rank 1 of `comm`; its peer is rank 0 there.
+            comm.recv(&mut [0u8; 4], Source::Rank(0), TagMatch::Tag(GO))
+                .unwrap();
+            agent.send(1, 4, b"world").unwrap();
+            comm.send(0, 4, b"comm").unwrap();
+            comm.recv(&mut [0u8; 4], Source::Rank(0), TagMatch::Tag(DONE))
+                .unwrap();
+        } else {
+            comm.send(1, GO, b"go").unwrap();
+            let r = comm
+                .recv_in_place(Source::Any, TagMatch::Tag(4), WAIT)
+                .unwrap();
+            assert_eq!(&r[..], b"comm", "a message of another communicator matched");
+            assert_eq!(
+                r.status().source(),
+                Some(1),
+                "the status names the world rank"
+            );
+            drop(r);
+            let r = agent
+                .recv_in_place(Source::Rank(0), TagMatch::Tag(4), WAIT)
+                .unwrap();
+            assert_eq!(&r[..], b"world");
+            assert!(
+                comm.try_recv_in_place(Source::Any, TagMatch::Any)
+                    .unwrap()
+                    .is_none()
+            );
+            comm.send(1, DONE, b"done").unwrap();
+        }
+    });
+}
+
+macro_rules! in_place_tests {
+    ($name:ident, $method:expr) => {
+        mod $name {
+            use super::*;
+
+            #[test]
+            fn sizes_lie_in_the_method_memory() {
+                sizes_in_method_memory($method);
+            }
+
+            #[test]
+            fn wildcards_and_order_behind_a_held_message() {
+                wildcards_and_order($method);
+            }
+
+            #[test]
+            fn another_vc_goes_on_while_one_is_held() {
+                other_vc_goes_on($method);
+            }
+
+            #[test]
+            fn a_timeout_leaves_the_message() {
+                timeout_leaves_the_message($method);
+            }
+
+            #[test]
+            fn unexpected_and_rendezvous_messages_are_shown_whole() {
+                unexpected_and_rendezvous($method);
+            }
+
+            #[test]
+            fn a_held_vc_does_not_make_a_blocking_wait_spin() {
+                a_held_vc_does_not_make_waits_spin($method);
+            }
+
+            #[test]
+            fn on_a_communicator_the_status_names_the_communicator_rank() {
+                on_a_communicator($method);
+            }
+
+            #[test]
+            fn a_received_outlives_its_agent() {
+                outlives_the_agent($method);
+            }
+        }
+    };
+}
+
+in_place_tests!(shm, MethodKind::Shm);
+in_place_tests!(tcp, MethodKind::Tcp);
