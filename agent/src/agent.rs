@@ -93,6 +93,8 @@ impl Agent {
     pub fn with_bootstrap(mut boot: Bootstrap, config: Config) -> Result<Agent, AgentError> {
         crate::error::register_error_kinds();
         config.validate()?;
+        // Message buffers allocated per message would otherwise come on fresh pages each time.
+        viaduct_fallback::memory::keep_large_blocks(config.malloc_keep);
         let rank = boot.rank();
         let size = boot.size();
         // Compared after connect_all's fence, before any connection is made.

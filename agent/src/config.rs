@@ -15,8 +15,9 @@
 //! | `VIADUCT_RDMA_DEVICE` | the RDMA device the verbs method uses (e.g. `mlx5_0`, `rxe0`) | the first device with an active port |
 //! | `VIADUCT_SPIN_MIN`, `VIADUCT_SPIN_MAX` | fewest and most progress polls a blocking call spins before it sleeps | 16, 4096 |
 //! | `VIADUCT_PROGRESS` | how a blocking call waits for work: `spin` (poll adaptively between the spin counts, then sleep in the methods' waits), `yield` (at most 4 polls, giving the CPU away with `sched_yield` between them, then sleep), `block` (sleep in the methods' waits at once), `auto` (`yield` when this node's ranks outnumber the CPUs they may run on, else `spin`; see [`crate::progress`], "Oversubscription") | `auto` |
-//! | `VIADUCT_SHM_RING_COPY_MAX` | shared memory: long messages up to this many bytes are copied through the ring in pipelined chunks (sender and receiver copying at once), longer ones by single copy (`process_vm_readv`) where permitted; 0 turns the ring copy off (measurement behind the default: `docs/perf/shm-sweep.md`) | 131072 |
+//! | `VIADUCT_SHM_RING_COPY_MAX` | shared memory: long messages up to this many bytes are copied through the ring in pipelined chunks (sender and receiver copying at once), longer ones by single copy (`process_vm_readv`) where permitted; 0 turns the ring copy off (measurement behind the default: `docs/perf/shm-sweep.md`) | 2097152 |
 //! | `VIADUCT_SHM_RING_COPY_CHUNK` | shared memory: chunk size of that ring copy (4 KiB to 256 KiB) | 16384 |
+//! | `VIADUCT_MALLOC_KEEP` | glibc's allocator serves blocks up to this many bytes from the heap and keeps freed ones (`mallopt` `M_MMAP_THRESHOLD`, `M_TRIM_THRESHOLD` at twice it), instead of a fresh `mmap` per large block, whose pages every message would fault in again (`viaduct_fallback::memory`); process-wide, set by the first agent; 0, or glibc's own `MALLOC_MMAP_THRESHOLD_`/`MALLOC_TRIM_THRESHOLD_` in the environment, leaves the allocator alone | 33554432 |
 //! | `VIADUCT_COLL_SMALL_MAX`, `VIADUCT_COLL_BCAST_CHAIN_MIN`, `VIADUCT_COLL_ALLREDUCE_RSAG_MIN`, `VIADUCT_COLL_ALLGATHER_RING_MIN` | switch points of the collectives (see [`crate::coll`]) | 4096, 8 MiB, 512 KiB, 16 KiB |
 //!
 //! A value that does not parse, or lies outside its bounds, is an error naming the variable
@@ -102,6 +103,9 @@ pub const PROGRESS_VAR: &str = "VIADUCT_PROGRESS";
 pub const SHM_RING_COPY_MAX_VAR: &str = "VIADUCT_SHM_RING_COPY_MAX";
 /// Chunk size of that ring copy (`shm::Config::ring_copy_chunk`).
 pub const SHM_RING_COPY_CHUNK_VAR: &str = "VIADUCT_SHM_RING_COPY_CHUNK";
+/// Allocations up to this many bytes come from the heap and freed ones are kept
+/// (`viaduct_fallback::memory::keep_large_blocks`); 0 leaves the C allocator alone.
+pub const MALLOC_KEEP_VAR: &str = "VIADUCT_MALLOC_KEEP";
 
 /// How a blocking progress call waits for work (`VIADUCT_PROGRESS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -212,6 +216,10 @@ pub struct Config {
     pub shm_ring_copy_max: usize,
     /// Shared memory: chunk size of that ring copy (`VIADUCT_SHM_RING_COPY_CHUNK`).
     pub shm_ring_copy_chunk: usize,
+    /// Blocks up to this many bytes are served from the heap and kept when freed, instead of
+    /// a fresh `mmap` each (`VIADUCT_MALLOC_KEEP`, glibc only, process-wide, set by the first
+    /// agent; 0 leaves the C allocator alone). See `viaduct_fallback::memory`.
+    pub malloc_keep: usize,
 }
 
 impl Default for Config {
@@ -240,6 +248,7 @@ impl Default for Config {
             switch_points: SwitchPoints::default(),
             shm_ring_copy_max: viaduct_fallback::shm::Config::default().ring_copy_max,
             shm_ring_copy_chunk: viaduct_fallback::shm::Config::default().ring_copy_chunk,
+            malloc_keep: 32 << 20,
         }
     }
 }
@@ -375,6 +384,7 @@ impl Config {
                 SHM_RING_COPY_CHUNK_VAR => {
                     c.shm_ring_copy_chunk = bytes(SHM_RING_COPY_CHUNK_VAR, v)?;
                 }
+                MALLOC_KEEP_VAR => c.malloc_keep = bytes(MALLOC_KEEP_VAR, v)?,
                 _ => {}
             }
         }
@@ -428,6 +438,15 @@ impl Config {
                 format!(
                     "{} must lie between 4 KiB and 256 KiB",
                     self.shm_ring_copy_chunk
+                ),
+            ));
+        }
+        if self.malloc_keep > 32 << 20 {
+            return Err(bad(
+                MALLOC_KEEP_VAR,
+                format!(
+                    "{} exceeds 33554432 (32 MiB), glibc's largest mmap threshold",
+                    self.malloc_keep
                 ),
             ));
         }
@@ -607,6 +626,15 @@ mod tests {
         assert_eq!((c.shm_ring_copy_max, c.shm_ring_copy_chunk), (0, 8192));
         let shm = crate::method::shm_config(&c);
         assert_eq!((shm.ring_copy_max, shm.ring_copy_chunk), (0, 8192));
+        assert_eq!(Config::default().malloc_keep, 32 << 20);
+        assert_eq!(
+            Config::from_vars([(MALLOC_KEEP_VAR, "0")])
+                .unwrap()
+                .malloc_keep,
+            0
+        );
+        let e = Config::from_vars([(MALLOC_KEEP_VAR, "1000000000")]).unwrap_err();
+        assert!(e.to_string().contains(MALLOC_KEEP_VAR), "{e}");
         let e = Config::from_vars([(SHM_RING_COPY_CHUNK_VAR, "100")]).unwrap_err();
         assert!(e.to_string().contains(SHM_RING_COPY_CHUNK_VAR), "{e}");
         let e = Config::from_vars([(SHM_RING_COPY_MAX_VAR, "1000000000")]).unwrap_err();

@@ -657,6 +657,9 @@ fn reap_child(mut child: Child, what: &str, deadline: Instant) -> Result<(), Box
 
 /// Runs the benchmark and prints its results.
 pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    // As an agent does (`VIADUCT_MALLOC_KEEP`): the ends' per-message buffers are then reused
+    // memory, not fresh pages each time, like the peers' preallocated buffers.
+    viaduct_fallback::memory::keep_large_blocks(32 << 20);
     let mut a = Args {
         sizes: args.sizes.clone(),
         cpus: args.cpus.clone(),

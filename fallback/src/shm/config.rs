@@ -75,9 +75,13 @@ fn cpu_is_amd() -> bool {
     false
 }
 
-/// Default of [`Config::ring_copy_max`]: where the pipelined ring copy stops beating single
-/// copy on the machine it was measured on (see `docs/perf/shm-sweep.md`).
-const RING_COPY_MAX: usize = 128 << 10;
+/// Default of [`Config::ring_copy_max`]: up to here the pipelined ring copy beat single copy
+/// on the machine it was measured on (`viaduct bench method latency --transport shm
+/// --ring-copy-max N`, quiet, alternating runs: 1 MiB 79-86 us by the ring against 461-550 us
+/// by single copy, 2 MiB 173-204 against 210-249, 4 MiB about even; see
+/// `docs/perf/shm-sweep.md`). 4 MiB streams keep single copy, which moves them without a lap
+/// of the 1 MiB ring per megabyte.
+const RING_COPY_MAX: usize = 2 << 20;
 /// Default of [`Config::ring_copy_chunk`].
 const RING_COPY_CHUNK: usize = 16 << 10;
 
