@@ -133,12 +133,6 @@ impl Config {
                 self.ring_copy_chunk
             )));
         }
-        if self.ring_copy_max > self.max_message {
-            return Err(Error::Config(format!(
-                "ring_copy_max {} must not exceed max_message {}",
-                self.ring_copy_max, self.max_message
-            )));
-        }
         if self.max_message > u32::MAX as usize || self.max_message < self.eager_limit {
             return Err(Error::Config(format!(
                 "max_message {} must lie between eager_limit and 4 GiB",
