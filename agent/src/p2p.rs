@@ -621,21 +621,7 @@ impl Agent {
         tag: TagMatch,
         timeout: Option<Duration>,
     ) -> Result<Message, AgentError> {
-        let start = Instant::now();
-        loop {
-            if let Some(m) = self.improbe(source, tag)? {
-                return Ok(m);
-            }
-            if let Some(t) = timeout {
-                if start.elapsed() >= t {
-                    return Err(AgentError::Timeout {
-                        what: "matched probe",
-                        seconds: t.as_secs(),
-                    });
-                }
-            }
-            self.shared.progress_blocking(Duration::from_millis(1));
-        }
+        self.probe_until("matched probe", timeout, || self.improbe(source, tag))
     }
 
     /// Waits until a matching message is there (`MPI_Probe`), at most `timeout` (`None`: no
@@ -646,18 +632,29 @@ impl Agent {
         tag: TagMatch,
         timeout: Option<Duration>,
     ) -> Result<Probed, AgentError> {
+        self.probe_until("probe", timeout, || self.iprobe(source, tag))
+    }
+
+    /// Runs `attempt` until it finds something, with blocking progress between tries, at most
+    /// `timeout` (`None`: no limit); past it, [`AgentError::Timeout`] naming `what`.
+    fn probe_until<T>(
+        &self,
+        what: &'static str,
+        timeout: Option<Duration>,
+        mut attempt: impl FnMut() -> Result<Option<T>, AgentError>,
+    ) -> Result<T, AgentError> {
         let start = Instant::now();
         loop {
-            if let Some(p) = self.iprobe(source, tag)? {
-                return Ok(p);
+            if let Some(found) = attempt()? {
+                return Ok(found);
             }
-            if let Some(t) = timeout {
-                if start.elapsed() >= t {
-                    return Err(AgentError::Timeout {
-                        what: "probe",
-                        seconds: t.as_secs(),
-                    });
-                }
+            if let Some(t) = timeout
+                && start.elapsed() >= t
+            {
+                return Err(AgentError::Timeout {
+                    what,
+                    seconds: t.as_secs(),
+                });
             }
             self.shared.progress_blocking(Duration::from_millis(1));
         }

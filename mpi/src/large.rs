@@ -212,29 +212,7 @@ unsafe fn count_of(
     let (Some(s), Some(out)) = (s, out) else {
         return Err(MpiError::new(err::ARG, "status or count is NULL"));
     };
-    let undefined = MpiCount::from(abi::UNDEFINED);
-    let l = crate::types::layout(datatype)?;
-    let size = l.size as i64;
-    let n = s.count();
-    *out = if elements && size > 0 && l.elements > 0 {
-        let whole = n / size * l.elements as i64;
-        let rest = n % size;
-        let base = l
-            .base
-            .map(|b| crate::types::layout(b).map_or(0, |x| x.size as i64))
-            .unwrap_or(0);
-        match rest {
-            0 => whole,
-            _ if base > 0 && rest % base == 0 => whole + rest / base,
-            _ => undefined,
-        }
-    } else if size == 0 {
-        if n == 0 { 0 } else { undefined }
-    } else if n % size != 0 {
-        undefined
-    } else {
-        n / size
-    };
+    *out = crate::p2p::counted(s, datatype, elements)?.unwrap_or(MpiCount::from(abi::UNDEFINED));
     Ok(())
 }
 

@@ -1026,6 +1026,39 @@ mpi_fn! {
     }
 }
 
+/// Elements of `datatype` in the byte count of `s`, in 64 bits (`None`: not a whole number of
+/// them); with `elements`, the predefined elements instead (a partial element of one
+/// predefined type counted by its parts). `MPI_Get_count`/`MPI_Get_elements` and their `_c`
+/// forms narrow it.
+pub(crate) fn counted(
+    s: &MpiStatus,
+    datatype: Handle,
+    elements: bool,
+) -> Result<Option<i64>, MpiError> {
+    let l = crate::types::layout(datatype)?;
+    let size = l.size as i64;
+    let n = s.count();
+    Ok(if elements && size > 0 && l.elements > 0 {
+        let whole = n / size * l.elements as i64;
+        let rest = n % size;
+        let base = l
+            .base
+            .map(|b| crate::types::layout(b).map_or(0, |x| x.size as i64))
+            .unwrap_or(0);
+        match rest {
+            0 => Some(whole),
+            _ if base > 0 && rest % base == 0 => Some(whole + rest / base),
+            _ => None,
+        }
+    } else if size == 0 {
+        (n == 0).then_some(0)
+    } else if n % size != 0 {
+        None
+    } else {
+        Some(n / size)
+    })
+}
+
 /// Elements of `datatype` in the byte count of `status` (`MPI_UNDEFINED` when not whole);
 /// with `elements`, the predefined elements instead (a partial element of one predefined
 /// type counted by its parts).
@@ -1044,30 +1077,9 @@ unsafe fn get_count(
     let (Some(s), Some(out)) = (s, out) else {
         return Err(MpiError::new(err::ARG, "status or count is NULL"));
     };
-    let l = crate::types::layout(datatype)?;
-    let size = l.size as i64;
-    let n = s.count();
-    *out = if elements && size > 0 && l.elements > 0 {
-        let whole = n / size * l.elements as i64;
-        let rest = n % size;
-        let base = l
-            .base
-            .map(|b| crate::types::layout(b).map_or(0, |x| x.size as i64))
-            .unwrap_or(0);
-        match rest {
-            0 => c_int::try_from(whole).unwrap_or(abi::UNDEFINED),
-            _ if base > 0 && rest % base == 0 => {
-                c_int::try_from(whole + rest / base).unwrap_or(abi::UNDEFINED)
-            }
-            _ => abi::UNDEFINED,
-        }
-    } else if size == 0 {
-        if n == 0 { 0 } else { abi::UNDEFINED }
-    } else if n % size != 0 || n / size > i64::from(c_int::MAX) {
-        abi::UNDEFINED
-    } else {
-        (n / size) as c_int
-    };
+    *out = counted(s, datatype, elements)?
+        .and_then(|v| c_int::try_from(v).ok())
+        .unwrap_or(abi::UNDEFINED);
     Ok(())
 }
 
