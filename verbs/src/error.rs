@@ -195,6 +195,9 @@ pub enum Error {
     /// `ibv_create_srq` failed.
     #[error("creating a shared receive queue failed (ibv_create_srq)")]
     CreateSrq(#[source] io::Error),
+    /// `ibv_modify_srq` failed.
+    #[error("changing a shared receive queue failed (ibv_modify_srq)")]
+    ModifySrq(#[source] io::Error),
     /// `ibv_get_async_event` failed.
     #[error("reading an asynchronous event failed (ibv_get_async_event)")]
     GetAsyncEvent(#[source] io::Error),

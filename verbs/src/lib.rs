@@ -97,6 +97,7 @@ pub mod pacer;
 pub mod pd;
 pub mod qp;
 pub mod regcache;
+pub mod srq;
 pub mod wc;
 pub mod wr;
 
@@ -114,5 +115,6 @@ pub use qp::{
     Capabilities, ConnectOptions, Endpoint, PreparedQueuePair, QueuePair, QueuePairBuilder,
 };
 pub use regcache::{CacheStats, Pooled, RegCache};
+pub use srq::SharedReceiveQueue;
 pub use wc::{Completion, Opcode, Status};
 pub use wr::{PostError, RawSendRequest, RawSge, RecvRequest, Segment, SendOp, SendRequest};

@@ -38,31 +38,32 @@ use crate::device::{Gid, LinkLayer, Mtu};
 use crate::error::{Error, Result, from_code, last_os_error};
 use crate::mr::Access;
 use crate::pd::ProtectionDomain;
+use crate::srq::{SharedReceiveQueue, SrqShared};
 use crate::wc::{Completion, Opcode, Status};
 use crate::wr::{PostError, RawSendRequest, RawSge, RecvRequest, Segment, SendOp, SendRequest};
 
 /// Hardware work-request ids come from one counter for the whole process, so an id is never
 /// reused and completions left behind by a destroyed queue pair cannot match a newer one's
 /// requests. A queue pair takes them in blocks of `ID_BLOCK`, so posting needs no atomics.
-static NEXT_WR_ID: AtomicU64 = AtomicU64::new(1);
-const ID_BLOCK: u64 = 1 << 32;
+pub(crate) static NEXT_WR_ID: AtomicU64 = AtomicU64::new(1);
+pub(crate) const ID_BLOCK: u64 = 1 << 32;
 /// Set on receive work-request ids: error completions carry no valid opcode, so the id tells
 /// which queue a completion belongs to.
-const RECV_BIT: u64 = 1 << 63;
+pub(crate) const RECV_BIT: u64 = 1 << 63;
 
-enum Posted {
+pub(crate) enum Posted {
     Send(SendRequest),
     Recv(RecvRequest),
 }
 
-struct Pending {
-    hw_id: u64,
-    req: Posted,
+pub(crate) struct Pending {
+    pub(crate) hw_id: u64,
+    pub(crate) req: Posted,
 }
 
 impl Pending {
     #[inline]
-    fn into_completion(self, wc: Option<&sys::ibv_wc>, qp_num: u32) -> Completion {
+    pub(crate) fn into_completion(self, wc: Option<&sys::ibv_wc>, qp_num: u32) -> Completion {
         let (id, posted_opcode, signalled, segments) = match self.req {
             Posted::Send(r) => (r.id, r.op.opcode(), r.signalled, r.segments),
             Posted::Recv(r) => (r.id, Opcode::Recv, true, r.segments),
@@ -133,6 +134,8 @@ pub(crate) struct QpShared {
     qp_num: u32,
     state: AtomicU32,
     queues: Mutex<Queues>,
+    /// The shared receive queue its receives come from, if any.
+    srq: Option<Arc<SrqShared>>,
 }
 
 impl Queues {
@@ -158,6 +161,13 @@ impl QpShared {
     /// posted before it on the same queue).
     #[inline]
     pub(crate) fn complete(&self, wc: &sys::ibv_wc, out: &mut VecDeque<Completion>) {
+        if wc.wr_id & RECV_BIT != 0 {
+            if let Some(srq) = &self.srq {
+                // Receives of a shared queue complete one by one, each explicitly.
+                out.extend(srq.complete(wc, self.qp_num));
+                return;
+            }
+        }
         let mut q = self.lock();
         let queue = if wc.wr_id & RECV_BIT != 0 {
             &mut q.recv
@@ -355,6 +365,8 @@ pub(crate) struct QpInner {
     send_cq: CompletionQueue,
     recv_cq: CompletionQueue,
     pd: ProtectionDomain,
+    /// Kept alive until the QP is destroyed (fields drop after `Drop::drop`).
+    srq: Option<SharedReceiveQueue>,
 }
 
 // SAFETY: QP verbs are thread safe in rdma-core; our own state is atomics and mutexes.
@@ -419,6 +431,7 @@ pub struct QueuePairBuilder {
     port: u8,
     gid_index: Option<u32>,
     access: Access,
+    srq: Option<SharedReceiveQueue>,
 }
 
 impl ProtectionDomain {
@@ -437,6 +450,7 @@ impl ProtectionDomain {
             port: 1,
             gid_index: None,
             access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+            srq: None,
         }
     }
 }
@@ -491,6 +505,15 @@ impl QueuePairBuilder {
         self
     }
 
+    /// Takes receives from `srq` instead of a receive queue of its own (see [`crate::srq`]);
+    /// [`max_recv_wr`](Self::max_recv_wr) and [`max_recv_sge`](Self::max_recv_sge) then do not
+    /// apply, and posting a receive to the queue pair itself is refused. The SRQ must belong
+    /// to the same protection domain.
+    pub fn srq(mut self, srq: &SharedReceiveQueue) -> Self {
+        self.srq = Some(srq.clone());
+        self
+    }
+
     /// Creates the QP (`ibv_create_qp`) and moves it to INIT.
     pub fn build(self) -> Result<PreparedQueuePair> {
         let ctx = self.pd.context();
@@ -509,11 +532,23 @@ impl QueuePairBuilder {
         init.recv_cq = self.recv_cq.inner.as_ptr();
         init.qp_type = sys::ibv_qp_type::IBV_QPT_RC;
         init.sq_sig_all = 0;
+        let (max_recv_wr, max_recv_sge) = match &self.srq {
+            Some(srq) => {
+                if srq.inner.pd_raw() != self.pd.as_raw() {
+                    return Err(Error::InvalidRequest(
+                        "the shared receive queue belongs to another protection domain".into(),
+                    ));
+                }
+                init.srq = srq.as_raw();
+                (0, 0)
+            }
+            None => (self.caps.max_recv_wr, self.caps.max_recv_sge),
+        };
         init.cap = sys::ibv_qp_cap {
             max_send_wr: self.caps.max_send_wr,
-            max_recv_wr: self.caps.max_recv_wr,
+            max_recv_wr,
             max_send_sge: self.caps.max_send_sge,
-            max_recv_sge: self.caps.max_recv_sge,
+            max_recv_sge,
             max_inline_data: self.caps.max_inline_data,
         };
         // SAFETY: live PD and CQs of the same context; the QP keeps all three alive.
@@ -542,6 +577,7 @@ impl QueuePairBuilder {
                 rwrs: Vec::new(),
                 sges: Vec::new(),
             }),
+            srq: self.srq.as_ref().map(|s| s.inner.shared.clone()),
         });
         let psn = (RandomState::new().build_hasher().finish() as u32) & 0x00ff_ffff;
         let inner = Arc::new(QpInner {
@@ -561,6 +597,7 @@ impl QueuePairBuilder {
             send_cq: self.send_cq.clone(),
             recv_cq: self.recv_cq.clone(),
             pd: self.pd.clone(),
+            srq: self.srq.clone(),
         });
         for cq in [&self.send_cq, &self.recv_cq] {
             let mut reg = cq.inner.registry.lock().unwrap_or_else(|e| e.into_inner());
@@ -896,6 +933,12 @@ impl QueuePair {
         if shared.state() != sys::ibv_qp_state::IBV_QPS_RTS {
             return Err(self.not_connected());
         }
+        for r in requests {
+            if let SendOp::FetchAdd { remote, .. } | SendOp::CompareSwap { remote, .. } = r.op {
+                let local = r.sges.iter().map(|e| e.len as usize).sum();
+                crate::wr::validate_atomic(r.id, local, r.inline, &remote)?;
+            }
+        }
         let q = &mut *guard;
         let start = q.send.len();
         for r in requests {
@@ -972,7 +1015,7 @@ impl QueuePair {
 }
 
 #[inline]
-fn sge(s: RawSge) -> sys::ibv_sge {
+pub(crate) fn sge(s: RawSge) -> sys::ibv_sge {
     sys::ibv_sge {
         addr: s.addr,
         length: s.len,
@@ -1035,6 +1078,30 @@ fn send_wr(
         SendOp::Write(r) => (IBV_WR_RDMA_WRITE, None, Some(r)),
         SendOp::WriteWithImm(r, i) => (IBV_WR_RDMA_WRITE_WITH_IMM, Some(i), Some(r)),
         SendOp::Read(r) => (IBV_WR_RDMA_READ, None, Some(r)),
+        SendOp::FetchAdd { remote, add } => {
+            wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+            wr.wr.atomic = sys::atomic_t {
+                remote_addr: remote.addr,
+                compare_add: add,
+                swap: 0,
+                rkey: remote.rkey,
+            };
+            return wr;
+        }
+        SendOp::CompareSwap {
+            remote,
+            compare,
+            swap,
+        } => {
+            wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+            wr.wr.atomic = sys::atomic_t {
+                remote_addr: remote.addr,
+                compare_add: compare,
+                swap,
+                rkey: remote.rkey,
+            };
+            return wr;
+        }
     };
     wr.opcode = opcode;
     if let Some(i) = imm {
@@ -1109,6 +1176,15 @@ fn post_recv(
     inner: &QpInner,
     requests: impl IntoIterator<Item = RecvRequest>,
 ) -> Result<(), PostError<RecvRequest>> {
+    if inner.srq.is_some() {
+        return Err(PostError {
+            error: Error::InvalidRequest(format!(
+                "queue pair {} takes its receives from a shared receive queue: post them there",
+                inner.shared.qp_num
+            )),
+            unposted: requests.into_iter().collect(),
+        });
+    }
     let mut it = requests.into_iter();
     let first = it.next();
     let second = if first.is_some() { it.next() } else { None };

@@ -216,7 +216,11 @@ pub enum Opcode {
     Recv,
     /// A receive took an RDMA WRITE WITH IMMEDIATE (no bytes land in the receive buffer).
     RecvRdmaWithImm,
-    /// Another opcode (atomics, memory windows, ...), raw value.
+    /// An atomic fetch-and-add finished (the old value is in the local segment).
+    FetchAdd,
+    /// An atomic compare-and-swap finished (the old value is in the local segment).
+    CompareSwap,
+    /// Another opcode (memory windows, ...), raw value.
     Other(u32),
 }
 
@@ -230,6 +234,8 @@ impl Opcode {
             IBV_WC_RDMA_READ => Self::RdmaRead,
             IBV_WC_RECV => Self::Recv,
             IBV_WC_RECV_RDMA_WITH_IMM => Self::RecvRdmaWithImm,
+            IBV_WC_FETCH_ADD => Self::FetchAdd,
+            IBV_WC_COMP_SWAP => Self::CompareSwap,
             o => Self::Other(o),
         }
     }

@@ -109,6 +109,29 @@ pub enum SendOp {
     WriteWithImm(RemoteRegion, u32),
     /// RDMA READ from the remote region into the local segments.
     Read(RemoteRegion),
+    /// Atomic FETCH AND ADD on the 8 bytes at the remote region's start: the target's NIC adds
+    /// `add` to that 64-bit word (in the target's byte order), and the word's value before the
+    /// add lands in the local segment (exactly 8 bytes, in the same byte order). The remote
+    /// address must be 8-byte aligned and the target's region and queue pair must allow
+    /// [`Access::REMOTE_ATOMIC`](crate::mr::Access).
+    FetchAdd {
+        /// The word (its first 8 bytes).
+        remote: RemoteRegion,
+        /// What is added.
+        add: u64,
+    },
+    /// Atomic COMPARE AND SWAP on the 8 bytes at the remote region's start: if the word equals
+    /// `compare` it becomes `swap`; either way its value before lands in the local segment
+    /// (exactly 8 bytes), so the swap happened when that value equals `compare`. Alignment and
+    /// access as for [`SendOp::FetchAdd`].
+    CompareSwap {
+        /// The word (its first 8 bytes).
+        remote: RemoteRegion,
+        /// The value the word must have.
+        compare: u64,
+        /// The value it takes then.
+        swap: u64,
+    },
 }
 
 impl SendOp {
@@ -118,6 +141,8 @@ impl SendOp {
             Self::Send | Self::SendWithImm(_) => Opcode::Send,
             Self::Write(_) | Self::WriteWithImm(..) => Opcode::RdmaWrite,
             Self::Read(_) => Opcode::RdmaRead,
+            Self::FetchAdd { .. } => Opcode::FetchAdd,
+            Self::CompareSwap { .. } => Opcode::CompareSwap,
         }
     }
 
@@ -125,6 +150,7 @@ impl SendOp {
     pub(crate) fn remote(&self) -> Option<&RemoteRegion> {
         match self {
             Self::Write(r) | Self::WriteWithImm(r, _) | Self::Read(r) => Some(r),
+            Self::FetchAdd { remote, .. } | Self::CompareSwap { remote, .. } => Some(remote),
             _ => None,
         }
     }
@@ -180,6 +206,33 @@ impl SendRequest {
         Self::new(id, SendOp::WriteWithImm(remote, imm), vec![segment.into()])
     }
 
+    /// Atomic fetch-and-add of `add` on the 64-bit word at `remote`'s start; the word's old
+    /// value lands in `result` (8 bytes, its region needs
+    /// [`Access::LOCAL_WRITE`](crate::mr::Access)). See [`SendOp::FetchAdd`].
+    pub fn fetch_add(id: u64, result: impl Into<Segment>, remote: RemoteRegion, add: u64) -> Self {
+        Self::new(id, SendOp::FetchAdd { remote, add }, vec![result.into()])
+    }
+
+    /// Atomic compare-and-swap on the 64-bit word at `remote`'s start; the word's old value
+    /// lands in `result` (8 bytes). See [`SendOp::CompareSwap`].
+    pub fn compare_swap(
+        id: u64,
+        result: impl Into<Segment>,
+        remote: RemoteRegion,
+        compare: u64,
+        swap: u64,
+    ) -> Self {
+        Self::new(
+            id,
+            SendOp::CompareSwap {
+                remote,
+                compare,
+                swap,
+            },
+            vec![result.into()],
+        )
+    }
+
     /// RDMA READ of `remote` into one segment (its region needs [`Access::LOCAL_WRITE`](crate::mr::Access)).
     pub fn read(id: u64, segment: impl Into<Segment>, remote: RemoteRegion) -> Self {
         Self::new(id, SendOp::Read(remote), vec![segment.into()])
@@ -233,6 +286,9 @@ impl SendRequest {
 
     #[inline]
     pub(crate) fn validate(&self) -> Result<()> {
+        if let SendOp::FetchAdd { remote, .. } | SendOp::CompareSwap { remote, .. } = self.op {
+            return validate_atomic(self.id, self.len(), self.inline, &remote);
+        }
         if let Some(r) = self.op.remote() {
             if (self.len() as u64) > r.len {
                 return Err(Error::InvalidRequest(format!(
@@ -245,6 +301,29 @@ impl SendRequest {
         }
         Ok(())
     }
+}
+
+/// An atomic needs an 8-byte local result, an 8-byte aligned remote word inside its region, and
+/// no inline flag (its local segment is written, not read).
+pub(crate) fn validate_atomic(id: u64, local: usize, inline: bool, r: &RemoteRegion) -> Result<()> {
+    if local != 8 {
+        return Err(Error::InvalidRequest(format!(
+            "request {id}: an atomic's local result is 8 bytes, this one has {local}"
+        )));
+    }
+    if r.addr % 8 != 0 || r.len < 8 {
+        return Err(Error::InvalidRequest(format!(
+            "request {id}: an atomic's remote word must be 8-byte aligned and inside its region \
+             (address {:#x}, region of {} bytes)",
+            r.addr, r.len
+        )));
+    }
+    if inline {
+        return Err(Error::InvalidRequest(format!(
+            "request {id}: an atomic cannot be inline (its local segment receives the old value)"
+        )));
+    }
+    Ok(())
 }
 
 /// A receive-queue work request that owns the memory incoming bytes land in.
