@@ -480,10 +480,11 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Lends the current message out, in place (the sender's buffer itself).
+    /// Lends the current message out, in place (the sender's buffer itself). `Ok(None)` when
+    /// no message is current, or one is lent already.
     pub fn lend(&mut self) -> Result<Option<Lease>, Error> {
         if self.lent.is_some() {
-            return Err(Error::Lent);
+            return Ok(None);
         }
         if self.next()?.is_none() {
             return Ok(None);
