@@ -194,25 +194,38 @@ pub trait Sleeper {
 ///   cell, a receive buffer of the io_uring provided-buffer ring, a registered verbs receive
 ///   buffer; a reassembly buffer of the method when a message spans receive buffers: that one
 ///   copy is the method's, and stated in its docs). [`consume`](Endpoint::consume)`(n)` gives
-///   `n` bytes back; the method reuses the memory once the message is consumed whole. After
-///   the peer failed, messages that arrived before still come out, then `next` reports the
-///   failure.
+///   `n` bytes back; the method reuses the memory once the message is consumed whole (the
+///   verbs method shows a message in the registered receive buffer it landed in, and re-posts
+///   that buffer then). After the peer failed, messages that arrived before still come out,
+///   then `next` reports the failure.
 /// - **lend / give_back**: [`lend`](Endpoint::lend) hands the current inbound message out of
-///   the method as an owned lease that shows it in place ([`Attrs::lend_in_place`]; a method
-///   that cannot lends a copy and consumes its message at once) and may outlive the
+///   the method as an owned lease that shows it in place ([`Attrs::lend_in_place`]; shared
+///   memory: the ring record, kept unreleased, with the segment mapping kept alive; TCP: the
+///   receive buffer itself, taken out of the endpoint; either: the reassembly buffer, taken;
+///   verbs lends a copy instead and re-posts its receive slot at once) and may outlive the
 ///   connection; until [`give_back`](Endpoint::give_back) consumes it, `next` shows nothing
 ///   and `consume` refuses, while sends and completions go on, and a sleeper does not count
 ///   the waiting inbound bytes as work.
 /// - **wait**: [`wait`](Endpoint::wait) blocks until a completion or inbound message may be
 ///   ready, the peer failed, or the timeout passed (each method spins briefly, then sleeps on
-///   its own kernel object).
+///   its own kernel object: a futex word in the shared segment, `io_uring_enter`, the verbs
+///   completion channel).
 /// - **sleeper**: [`sleeper`](Endpoint::sleeper) prepares the same sleep for a thread that
 ///   does not hold the connection: `None` when something is ready (or the peer failed), else a
-///   [`Sleeper`].
-/// - **failure detection**: a peer that dies or closes is noticed within a bounded time, after
-///   which every outstanding descriptor completes with an error
+///   [`Sleeper`] on the futex word, the socket and ring descriptors, or the completion
+///   channel.
+/// - **failure detection**: a peer that dies or closes is noticed within a bounded time (the
+///   shared-memory method's liveness interval; TCP end-of-stream at once, `TCP_USER_TIMEOUT`
+///   for a silent peer; for verbs a keepalive RDMA WRITE when idle, so a dead peer shows as
+///   transport retry exceeded), after which every outstanding descriptor completes with an
+///   error
 ///   ([`EndpointError::is_peer_failure`]) exactly once and later posts fail;
 ///   [`failure`](Endpoint::failure) then names the cause.
+/// - **heartbeat**: shared memory and TCP show when the peer was last heard from
+///   ([`peer_heard`](Endpoint::peer_heard): its heartbeat counters in the segment, its
+///   keepalive frames and data on the connection); what silence means is the caller's rule. A
+///   stopped process's kernel still acknowledges TCP and its memory still holds the segment,
+///   so only this catches it.
 /// - **progress**: nothing runs in the background; `next`, `poll` and `wait` make progress,
 ///   only `wait` blocks. Call one of them regularly, also after the last post.
 ///
