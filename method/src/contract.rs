@@ -332,7 +332,7 @@ pub fn dropped_peer_fails_outstanding_descriptors<H: Harness>() {
 pub fn oversized_and_invalid_requests_are_errors<H: Harness>() {
     let (mut a, _b) = H::pair_with_max_message(1 << 20);
     let r = a.post_buf(1, 0, vec![0; (1 << 20) + 1].into());
-    let e = r.err().expect("an oversized post must fail");
+    let e = r.expect_err("an oversized post must fail");
     assert!(H::is_too_long(&e), "{e:?}");
     assert_eq!(e.errno(), EMSGSIZE);
     let e = a.consume(1).expect_err("consume with no message");

@@ -8,7 +8,7 @@
 //! - the trait [`Endpoint`] (post, poll, next / consume, lend / give_back, wait, sleeper,
 //!   failure) with its contract written on it, and [`Sleeper`] for a sleep prepared on it;
 //! - the descriptor vocabulary: [`Posted`], [`Completion`], [`Op`], [`Message`], and the
-//!   memory of a send, [`SendBuf`](sendbuf::SendBuf);
+//!   memory of a send, [`SendBuf`];
 //! - [`Attrs`], the capabilities an endpoint states (largest eager message, whether buffers
 //!   come back, one-sided operations, registration, a descriptor to wait on, in-place lend);
 //! - [`loopback`], a connected pair of endpoints in one process (failure injectable), and

@@ -423,6 +423,7 @@ impl Endpoint {
     }
 
     /// The current inbound message in place.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Message<'_>>, Error> {
         self.progress();
         self.fetch();
