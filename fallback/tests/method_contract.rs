@@ -1,7 +1,11 @@
 //! The contract both fallback methods keep, shared memory and TCP over 127.0.0.1: each test is
-//! written once (`contract/mod.rs`) and instantiated per method, so its name says the method
-//! (`shm::…`, `tcp::…`). Tests of what only one method has stay in `shm_*.rs` and `tcp_*.rs`.
-//! Process tests re-execute this binary as the peer (`<method>::peer_process_entry`).
+//! written once and instantiated per method, so its name says the method (`shm::…`,
+//! `tcp::…`). The contract of every method is the generic suite of `viaduct_method::contract`
+//! (`contract_tests!`, also run for the loopback endpoint and written against the
+//! `viaduct_method::Endpoint` trait); what only the fallback methods have (peer processes,
+//! emulated one-sided operations) is in `contract/mod.rs`. Tests of what only one method has
+//! stay in `shm_*.rs` and `tcp_*.rs`. Process tests re-execute this binary as the peer
+//! (`<method>::peer_process_entry`).
 
 #[macro_use]
 mod contract;
@@ -19,8 +23,6 @@ mod shm {
     const LIMIT: Duration = Duration::from_secs(60);
     /// A shared-memory sender may reap after every post: it costs no system call.
     const REAP_EVERY: u64 = 1;
-    /// A send is written into the peer's ring by the post itself.
-    const DELIVERED_AT_POST: bool = true;
     const ROLE: &str = "VIADUCT_SHM_TEST_ROLE";
     const ADDR: &str = "VIADUCT_SHM_TEST_PATH";
 
@@ -82,38 +84,60 @@ mod shm {
         }
     }
 
-    fn config_with_max_message(max_message: usize) -> Config {
-        Config {
-            max_message,
-            ..Config::default()
+    struct Shm;
+
+    impl viaduct_method::contract::Harness for Shm {
+        type Ep = Endpoint;
+        const LIMIT: Duration = LIMIT;
+        const REAP_EVERY: u64 = REAP_EVERY;
+
+        fn pair() -> (Endpoint, Endpoint) {
+            method::pair(Config::default()).expect("pair")
         }
-    }
 
-    fn dropped_peer_config() -> Config {
-        Config {
-            liveness_interval: Duration::from_millis(5),
-            ..Config::default()
+        fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+            method::pair(Config {
+                max_message,
+                ..Config::default()
+            })
+            .expect("pair")
         }
-    }
 
-    /// Long sends past `ring_copy_max` wait for the receiver to read them; reads wait for a
-    /// reply.
-    fn post_two_outstanding(a: &mut Endpoint) {
-        send(a, 1, 1, vec![1u8; 4 << 20]);
-        assert!(
-            a.post_read(2, method::RegionKey(1), 0, vec![0; 8])
-                .expect("read")
-                .is_posted()
-        );
-    }
+        fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+            method::pair(Config {
+                liveness_interval: Duration::from_millis(5),
+                ..Config::default()
+            })
+            .expect("pair")
+        }
 
-    fn check_dropped_peer_completion(c: &method::Completion) {
-        assert!(
-            matches!(c.result, Err(Error::PeerFailed(_))),
-            "{:?}",
-            c.result
-        );
-        assert_eq!(c.result.as_ref().err().map(Error::errno), Some(32));
+        /// Long sends past `ring_copy_max` wait for the receiver to read them; reads wait for
+        /// a reply.
+        fn post_two_outstanding(a: &mut Endpoint) {
+            send(a, 1, 1, vec![1u8; 4 << 20]);
+            assert!(
+                a.post_read(2, method::RegionKey(1), 0, vec![0; 8])
+                    .expect("read")
+                    .is_posted()
+            );
+        }
+
+        fn check_dropped_peer_completion(c: &method::Completion) {
+            assert!(
+                matches!(c.result, Err(Error::PeerFailed(_))),
+                "{:?}",
+                c.result
+            );
+            assert_eq!(c.result.as_ref().err().map(Error::errno), Some(32));
+        }
+
+        fn is_too_long(e: &Error) -> bool {
+            matches!(e, Error::TooLong { .. })
+        }
+
+        fn is_consume_beyond(e: &Error) -> bool {
+            matches!(e, Error::ConsumeBeyond { .. })
+        }
     }
 
     #[test]
@@ -134,7 +158,8 @@ mod shm {
         });
     }
 
-    method_contract_tests!();
+    viaduct_method::contract_tests!(Shm);
+    fallback_contract_tests!();
 }
 
 mod tcp {
@@ -147,8 +172,6 @@ mod tcp {
     const LIMIT: Duration = Duration::from_secs(90);
     /// Reaping now and then lets frames posted meanwhile leave in one `sendmsg`.
     const REAP_EVERY: u64 = 64;
-    /// A send leaves when the sender makes progress.
-    const DELIVERED_AT_POST: bool = false;
     const ROLE: &str = "VIADUCT_TCP_TEST_ROLE";
     const ADDR: &str = "VIADUCT_TCP_TEST_ADDR";
 
@@ -216,42 +239,54 @@ mod tcp {
         }
     }
 
-    fn config_with_max_message(max_frame: u32) -> Config {
-        Config {
-            max_frame,
-            ..Config::default()
+    struct Tcp;
+
+    impl viaduct_method::contract::Harness for Tcp {
+        type Ep = Endpoint;
+        const LIMIT: Duration = LIMIT;
+        const REAP_EVERY: u64 = REAP_EVERY;
+
+        fn pair() -> (Endpoint, Endpoint) {
+            method::pair(Config::default()).expect("pair")
         }
-    }
 
-    fn dropped_peer_config() -> Config {
-        Config::default()
-    }
-
-    /// A read waits for a reply that never comes; a 2 MiB send may or may not have left.
-    fn post_two_outstanding(a: &mut Endpoint) {
-        assert!(
-            a.post_send_buf(2, 2, vec![1u8; 2 << 20])
-                .expect("send")
-                .is_posted()
-        );
-        assert!(
-            a.post_read(1, method::RegionKey(1), 0, vec![0; 8])
-                .expect("read")
-                .is_posted()
-        );
-    }
-
-    fn check_dropped_peer_completion(c: &method::Completion) {
-        if c.id == 1 || c.result.is_err() {
-            let e = c.result.as_ref().expect_err("the read must fail");
-            assert!(matches!(e, Error::PeerFailed(_) | Error::Send(_)), "{e:?}");
-            assert!(e.errno() > 0);
+        fn pair_with_max_message(max_frame: usize) -> (Endpoint, Endpoint) {
+            method::pair(Config {
+                max_frame: max_frame as u32,
+                ..Config::default()
+            })
+            .expect("pair")
         }
-    }
 
-    #[test]
-    fn sizes_arrive_byte_exact() {
-        sizes_round_trip(Config::default(), |_| {});
+        /// A read waits for a reply that never comes; a 2 MiB send may or may not have left.
+        fn post_two_outstanding(a: &mut Endpoint) {
+            assert!(
+                a.post_send_buf(2, 2, vec![1u8; 2 << 20])
+                    .expect("send")
+                    .is_posted()
+            );
+            assert!(
+                a.post_read(1, method::RegionKey(1), 0, vec![0; 8])
+                    .expect("read")
+                    .is_posted()
+            );
+        }
+
+        fn check_dropped_peer_completion(c: &method::Completion) {
+            if c.id == 1 || c.result.is_err() {
+                let e = c.result.as_ref().expect_err("the read must fail");
+                assert!(matches!(e, Error::PeerFailed(_) | Error::Send(_)), "{e:?}");
+                assert!(e.errno() > 0);
+            }
+        }
+
+        fn is_too_long(e: &Error) -> bool {
+            matches!(e, Error::TooLong { .. })
+        }
+
+        fn is_consume_beyond(e: &Error) -> bool {
+            matches!(e, Error::ConsumeBeyond { .. })
+        }
     }
 
     #[test]
@@ -265,5 +300,6 @@ mod tcp {
         );
     }
 
-    method_contract_tests!();
+    viaduct_method::contract_tests!(Tcp);
+    fallback_contract_tests!();
 }

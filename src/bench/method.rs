@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use super::clock;
 use viaduct_fallback::{shm, tcp};
+use viaduct_method::Posted;
+use viaduct_method::sendbuf::SendBuf;
 
 type BoxError = Box<dyn Error>;
 
@@ -148,89 +150,94 @@ pub(super) trait Link {
     fn note(&self) -> String;
 }
 
-/// `Link` for a method endpoint: the methods share the post/poll/next/consume shape; what
-/// differs is the module of their `Posted` type, what a completion hands back (`$keep`, with
-/// the completion `$c` and the spare list `$spare`) and the note.
-macro_rules! impl_link {
-    ($endpoint:ty, $m:ident, |$c:ident, $spare:ident| $keep:block, |$ep:ident| $note:expr) => {
-        impl Link for $endpoint {
-            fn send(&mut self, tag: u64, data: &[u8]) -> Result<bool, BoxError> {
-                Ok(self.post_send(0, tag, data)?.is_posted())
-            }
-            fn send_buf(&mut self, tag: u64, buf: Vec<u8>) -> Result<Option<Vec<u8>>, BoxError> {
-                Ok(match self.post_send_buf(0, tag, buf)? {
-                    $m::Posted::InProgress => None,
-                    $m::Posted::NoResources(b) => Some(b),
-                })
-            }
-            fn reap(&mut self, $spare: &mut Vec<Vec<u8>>) -> Result<(), BoxError> {
-                while let Some($c) = self.poll() {
-                    $c.result?;
-                    $keep
-                }
-                Ok(())
-            }
-            fn recv(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> Result<bool, BoxError> {
-                let n = match self.next()? {
-                    Some(m) => {
-                        f(m.tag, m.data);
-                        m.data.len()
-                    }
-                    None => return Ok(false),
-                };
-                self.consume(n)?;
-                Ok(true)
-            }
-            fn wait(&mut self) -> Result<(), BoxError> {
-                Ok(<$endpoint>::wait(self, Duration::from_millis(100))?)
-            }
-            fn note(&self) -> String {
-                let $ep = self;
-                $note
-            }
-        }
-    };
+/// What the report says of a method endpoint, besides the numbers.
+pub(super) trait Note {
+    /// Extra facts for the report.
+    fn note(&self) -> String;
 }
 
-impl_link!(
-    shm::Endpoint,
-    shm,
-    |c, spare| { spare.extend(c.buffer) },
-    |ep| match ep.long_messages() {
-        shm::LongMessages::SingleCopy if ep.config().split_copy => {
-            "long messages by split single copy (process_vm_readv + process_vm_writev)".to_string()
-        }
-        shm::LongMessages::SingleCopy => "long messages by process_vm_readv alone".to_string(),
-        shm::LongMessages::RingChunks => "long messages in ring chunks".to_string(),
+/// `Link` for every method endpoint, through the method contract
+/// ([`viaduct_method::Endpoint`]): one copy of the code, a direct call of each method's own
+/// post, poll, next and consume. A completion's owned buffer (where the method gives it back)
+/// goes to `spare`.
+impl<E: viaduct_method::Endpoint + Note> Link for E {
+    fn send(&mut self, tag: u64, data: &[u8]) -> Result<bool, BoxError> {
+        Ok(self.post_copy(0, tag, data)?.is_posted())
     }
-);
+    fn send_buf(&mut self, tag: u64, buf: Vec<u8>) -> Result<Option<Vec<u8>>, BoxError> {
+        Ok(match self.post_buf(0, tag, SendBuf::Owned(buf))? {
+            Posted::InProgress => None,
+            Posted::NoResources(b) => b.into_owned(),
+        })
+    }
+    fn reap(&mut self, spare: &mut Vec<Vec<u8>>) -> Result<(), BoxError> {
+        while let Some(c) = viaduct_method::Endpoint::poll(self) {
+            c.result?;
+            spare.extend(c.buffer);
+        }
+        Ok(())
+    }
+    fn recv(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> Result<bool, BoxError> {
+        let n = match viaduct_method::Endpoint::next(self)? {
+            Some(m) => {
+                f(m.tag, m.data);
+                m.data.len()
+            }
+            None => return Ok(false),
+        };
+        viaduct_method::Endpoint::consume(self, n)?;
+        Ok(true)
+    }
+    fn wait(&mut self) -> Result<(), BoxError> {
+        Ok(viaduct_method::Endpoint::wait(
+            self,
+            Duration::from_millis(100),
+        )?)
+    }
+    fn note(&self) -> String {
+        Note::note(self)
+    }
+}
 
-impl_link!(
-    tcp::Endpoint,
-    shm,
-    |c, spare| { spare.extend(c.buffer) },
-    |ep| {
-        let sends = match ep.config().zero_copy_threshold {
+impl Note for shm::Endpoint {
+    fn note(&self) -> String {
+        match self.long_messages() {
+            shm::LongMessages::SingleCopy if self.config().split_copy => {
+                "long messages by split single copy (process_vm_readv + process_vm_writev)"
+                    .to_string()
+            }
+            shm::LongMessages::SingleCopy => "long messages by process_vm_readv alone".to_string(),
+            shm::LongMessages::RingChunks => "long messages in ring chunks".to_string(),
+        }
+    }
+}
+
+impl Note for tcp::Endpoint {
+    fn note(&self) -> String {
+        let sends = match self.config().zero_copy_threshold {
             usize::MAX => "copying sends".to_string(),
             t => format!("SEND_ZC from {t} B"),
         };
         // Both forms name the request, so its rows never mix with the shared ring's.
-        match (ep.config().single_issuer, ep.ring_features().defer_taskrun) {
+        match (
+            self.config().single_issuer,
+            self.ring_features().defer_taskrun,
+        ) {
             (true, true) => format!("{sends}, single issuer"),
             (true, false) => format!("{sends}, single issuer refused by the kernel (shared ring)"),
             _ => sends,
         }
     }
-);
+}
 
 // The verbs method's message endpoint (`bench latency --against-raw` over verbs); its
 // completions hand nothing back.
 #[cfg(feature = "rdma")]
-use viaduct_verbs::msg;
-#[cfg(feature = "rdma")]
-impl_link!(msg::Endpoint, msg, |c, _spare| {}, |_ep| {
-    "verbs message endpoint".to_string()
-});
+impl Note for viaduct_verbs::msg::Endpoint {
+    fn note(&self) -> String {
+        "verbs message endpoint".to_string()
+    }
+}
 
 fn shm_config(a: &Args) -> shm::Config {
     let mut c = shm::Config::default();

@@ -1,14 +1,27 @@
 //! [`Link`]: one connection of the demo's mesh, over the shared-memory or the TCP method.
 //!
-//! Both methods have the same shape (post a descriptor, one completion per descriptor, read
-//! inbound messages in place with `next`/`consume`); a private enum picks the method, so the
+//! Both methods keep the method contract ([`viaduct_method::Endpoint`]: post a descriptor, one
+//! completion per descriptor, read inbound messages in place with `next`/`consume`); a private
+//! enum picks the method and each operation is one generic function over the contract, so the
 //! stages of the demo are written once for both.
 
 use std::time::Duration;
 
 use viaduct_fallback::{shm, tcp};
+use viaduct_method::Endpoint as Method;
 
 use super::error::DemoError;
+
+/// Runs `$body` on the endpoint `$ep` names, whichever method it is, and tags its error with
+/// the method.
+macro_rules! on_endpoint {
+    ($endpoint:expr, |$ep:ident| $body:expr) => {
+        match $endpoint {
+            Endpoint::Shm($ep) => $body.map_err(MethodError::Shm),
+            Endpoint::Tcp($ep) => $body.map_err(MethodError::Tcp),
+        }
+    };
+}
 
 /// The method behind a [`Link`] (boxed: the endpoints are large and of different sizes).
 enum Endpoint {
@@ -62,20 +75,10 @@ impl Link {
     /// Posts a copy of `data` with `tag`; false when the method has no resources now.
     pub fn try_send(&mut self, tag: u64, data: &[u8]) -> Result<bool, DemoError> {
         let id = self.next_id;
-        let posted = match &mut self.endpoint {
-            Endpoint::Shm(ep) => ep
-                .post_send(id, tag, data)
-                .map(|p| p.is_posted())
-                .map_err(MethodError::Shm),
-            Endpoint::Tcp(ep) => ep
-                .post_send(id, tag, data)
-                .map(|p| p.is_posted())
-                .map_err(MethodError::Tcp),
-        };
-        let posted = match posted {
-            Ok(p) => p,
-            Err(e) => return Err(self.method_err(e)),
-        };
+        let posted = on_endpoint!(&mut self.endpoint, |ep| ep
+            .post_copy(id, tag, data)
+            .map(|p| p.is_posted()));
+        let posted = posted.map_err(|e| self.method_err(e))?;
         if posted {
             self.next_id += 1;
             self.outstanding += 1;
@@ -85,23 +88,12 @@ impl Link {
 
     /// Reaps the completions of earlier sends; the first failed one is an error.
     pub fn reap(&mut self) -> Result<(), DemoError> {
-        loop {
-            let done = match &mut self.endpoint {
-                Endpoint::Shm(ep) => ep
-                    .poll()
-                    .map(|c| c.result.map(|_| ()).map_err(MethodError::Shm)),
-                Endpoint::Tcp(ep) => ep
-                    .poll()
-                    .map(|c| c.result.map(|_| ()).map_err(MethodError::Tcp)),
-            };
-            match done {
-                None => return Ok(()),
-                Some(result) => {
-                    self.outstanding = self.outstanding.saturating_sub(1);
-                    result.map_err(|e| self.method_err(e))?;
-                }
-            }
+        while let Some(()) = on_endpoint!(&mut self.endpoint, |ep| reap_one(&mut **ep))
+            .map_err(|e| self.method_err(e))?
+        {
+            self.outstanding = self.outstanding.saturating_sub(1);
         }
+        Ok(())
     }
 
     /// Names the peer once it is known (an accepted connection names it in its first message).
@@ -120,37 +112,15 @@ impl Link {
         &mut self,
         f: &mut dyn FnMut(u64, &[u8]) -> R,
     ) -> Result<Option<R>, DemoError> {
-        let got = match &mut self.endpoint {
-            Endpoint::Shm(ep) => match ep.next() {
-                Ok(Some(m)) => Ok(Some((f(m.tag, m.data), m.data.len()))),
-                Ok(None) => Ok(None),
-                Err(e) => Err(MethodError::Shm(e)),
-            },
-            Endpoint::Tcp(ep) => match ep.next() {
-                Ok(Some(m)) => Ok(Some((f(m.tag, m.data), m.data.len()))),
-                Ok(None) => Ok(None),
-                Err(e) => Err(MethodError::Tcp(e)),
-            },
-        };
-        let Some((r, len)) = got.map_err(|e| self.method_err(e))? else {
-            return Ok(None);
-        };
-        let consumed = match &mut self.endpoint {
-            Endpoint::Shm(ep) => ep.consume(len).map_err(MethodError::Shm),
-            Endpoint::Tcp(ep) => ep.consume(len).map_err(MethodError::Tcp),
-        };
-        consumed.map_err(|e| self.method_err(e))?;
-        Ok(Some(r))
+        on_endpoint!(&mut self.endpoint, |ep| recv_one(&mut **ep, f))
+            .map_err(|e| self.method_err(e))
     }
 
     /// Sleeps in the method's own wait (futex or io_uring) until something may be ready, at
     /// most `timeout`.
     pub fn wait(&mut self, timeout: Duration) -> Result<(), DemoError> {
-        let r = match &mut self.endpoint {
-            Endpoint::Shm(ep) => ep.wait(timeout).map_err(MethodError::Shm),
-            Endpoint::Tcp(ep) => ep.wait(timeout).map_err(MethodError::Tcp),
-        };
-        r.map_err(|e| self.method_err(e))
+        on_endpoint!(&mut self.endpoint, |ep| Method::wait(&mut **ep, timeout))
+            .map_err(|e| self.method_err(e))
     }
 
     /// How long messages travel on this link, for the report.
@@ -173,6 +143,23 @@ impl Link {
             MethodError::Tcp(e) => self.tcp_err(e),
         }
     }
+}
+
+/// Takes one completion, if any: `Some(())` for a send that succeeded.
+fn reap_one<E: Method>(ep: &mut E) -> Result<Option<()>, E::Error> {
+    ep.poll().map(|c| c.result.map(drop)).transpose()
+}
+
+/// Hands the next inbound message to `f` and consumes it whole.
+fn recv_one<E: Method, R>(
+    ep: &mut E,
+    f: &mut dyn FnMut(u64, &[u8]) -> R,
+) -> Result<Option<R>, E::Error> {
+    let Some((r, len)) = ep.next()?.map(|m| (f(m.tag, m.data), m.data.len())) else {
+        return Ok(None);
+    };
+    ep.consume(len)?;
+    Ok(Some(r))
 }
 
 /// Either method's error, before the peer is attached.

@@ -63,11 +63,12 @@ mod config;
 mod endpoint;
 mod error;
 mod header;
+mod method;
 mod setup;
 mod sleeper;
 
 pub use card::Card;
-pub use completion::{Completion, Message, Posted};
+pub use completion::{Completion, Message, Op, Posted};
 pub use config::Config;
 pub use endpoint::Endpoint;
 pub use error::Error;

@@ -2,42 +2,17 @@
 //!
 //! # The method contract
 //!
-//! Every method the agent drives provides, on one connection to one peer:
+//! Every method the agent drives keeps the method contract on one connection to one peer:
+//! post, poll, next / consume, lend / give_back, wait, sleeper and failure detection, as
+//! written on the trait [`viaduct_method::Endpoint`] that the shared-memory, TCP and verbs
+//! endpoints implement (with their capabilities stated by `Endpoint::attrs`). What the agent
+//! adds:
 //!
-//! - **post**: `post(id, tag, buffer)` hands an owned buffer to the method. It answers
-//!   *accepted* (exactly one completion carrying `id` follows, success or error) or *no
-//!   resources* (the buffer comes back untouched; try again after progress). Neither is an
-//!   error. Messages posted on one connection arrive in post order.
-//! - **poll**: `poll()` makes progress without blocking and hands out the next completion.
-//!   After a failure, every accepted descriptor still completes, with the error (flush).
-//! - **next / consume**: `next()` borrows the unconsumed bytes of the current inbound message
-//!   *in place*, in the method's own receive memory (a shared-memory ring cell, a receive
-//!   buffer of the io_uring provided-buffer ring; a reassembly buffer of the method when a
-//!   message spans receive buffers: that one copy is the method's, and stated in its docs).
-//!   `consume(n)` gives `n` bytes back; the method reuses the memory once the message is
-//!   consumed whole (the verbs method shows a message in the registered receive buffer it
-//!   landed in, and re-posts that buffer then). After the peer failed, messages that arrived before still come out, then
-//!   `next` reports the failure.
-//! - **lend / give_back**: `lend()` hands the current inbound message out of the method as an
-//!   owned lease that shows it in place (shared memory: the ring record, kept unreleased, with
-//!   the segment mapping kept alive; TCP: the receive buffer itself, taken out of the endpoint;
-//!   either: the reassembly buffer, taken) and may outlive the lock, the connection and the
-//!   agent; until `give_back(lease)` consumes it, `next` shows nothing and `consume` refuses,
-//!   while sends and completions go on, and a sleeper does not count the waiting inbound bytes
-//!   as work. Verbs copies the message once instead (its receive slot is re-posted at once).
-//!   The agent lends to in-place receives ([`crate::in_place`]).
-//! - **wait**: `wait(timeout)` blocks until a completion or inbound message may be ready, the
-//!   peer failed, or the timeout passed (each method spins briefly, then sleeps on its own
-//!   kernel object: a futex word in the shared segment, `io_uring_enter`).
-//! - **sleeper**: `sleeper()` prepares the same sleep for a thread that does not hold the
-//!   connection (the agent's blocking progress, which sleeps without its mutex): `None` when
-//!   something is ready, else a sleeper on the futex word, the socket and ring descriptors, or
-//!   the completion channel; `sleep_all` sleeps on the sleepers of every VC at once.
-//! - **failure detection**: a peer that dies or closes is noticed within a bounded time (the
-//!   shared-memory method's liveness interval; TCP end-of-stream at once, `TCP_USER_TIMEOUT`
-//!   for a silent peer; for verbs a keepalive RDMA WRITE when idle, so a dead peer shows as
-//!   transport retry exceeded), after which every outstanding descriptor completes with an
-//!   error.
+//! - **lend**: the agent lends to in-place receives ([`crate::in_place`]); a lease may outlive
+//!   the lock, the connection and the agent.
+//! - **sleeper**: the agent's blocking progress sleeps without its mutex on the sleepers of
+//!   every VC at once (`sleep_all`: one `futex_waitv` over the shared-memory bells, one `poll`
+//!   over the descriptors of TCP and verbs).
 //! - **heartbeat**: shared memory and TCP show whether the peer is alive (`peer_heard`: the
 //!   last time its heartbeat counters in the segment, bumped by its progress engine and by its
 //!   agent's heartbeat thread, or its keepalive frames and data on the connection, advanced);
@@ -49,7 +24,9 @@
 //! The self loop (a rank sending to itself) has no connection: the agent matches such messages
 //! directly (one copy, from the send buffer into the receive buffer or the unexpected queue).
 //!
-//! Dispatch is a private enum (`Method`), not a trait object: the hot path is a `match`.
+//! Dispatch is a private enum (`Method`), not a trait object: each operation is one generic
+//! body over the contract, expanded per method by one macro (`each_method!`), so the hot path
+//! is a `match` and a direct call of the method's own code.
 //! The verbs method (RC queue pairs, `viaduct_verbs::msg`) is built with the `rdma` feature
 //! (on by default) and serves a peer when both ranks have an active RDMA device and
 //! `VIADUCT_TRANSPORT` lists `verbs` before the other methods that could serve it (see
@@ -57,8 +34,9 @@
 
 use std::time::Duration;
 
-use viaduct_fallback::sendbuf::SendBuf;
 use viaduct_fallback::{shm, tcp};
+use viaduct_method::sendbuf::SendBuf;
+use viaduct_method::{Endpoint, EndpointError, Posted, Sleeper as MethodSleeper};
 #[cfg(feature = "rdma")]
 use viaduct_verbs::msg;
 
@@ -88,20 +66,20 @@ impl MethodError {
     /// The errno behind the error.
     pub fn errno(&self) -> i32 {
         match self {
-            MethodError::Shm(e) => e.errno(),
-            MethodError::Tcp(e) => e.errno(),
+            MethodError::Shm(e) => EndpointError::errno(e),
+            MethodError::Tcp(e) => EndpointError::errno(e),
             #[cfg(feature = "rdma")]
-            MethodError::Verbs(e) => e.errno(),
+            MethodError::Verbs(e) => EndpointError::errno(e),
         }
     }
 
     /// Whether this error reports a failed peer (as opposed to a local misuse).
     pub fn is_peer_failure(&self) -> bool {
         match self {
-            MethodError::Shm(e) => matches!(e, shm::Error::PeerFailed(_)),
-            MethodError::Tcp(e) => matches!(e, tcp::Error::PeerFailed(_)),
+            MethodError::Shm(e) => e.is_peer_failure(),
+            MethodError::Tcp(e) => e.is_peer_failure(),
             #[cfg(feature = "rdma")]
-            MethodError::Verbs(e) => matches!(e, msg::Error::PeerFailed(_)),
+            MethodError::Verbs(e) => e.is_peer_failure(),
         }
     }
 }
@@ -157,6 +135,76 @@ pub(crate) fn tcp_config(config: &Config) -> tcp::Config {
     }
 }
 
+/// Runs `$body` with `$ep` bound to the endpoint of whichever method `$method` (a
+/// `&mut Method`) holds: one generic body over the method contract, expanded once per method,
+/// so each arm is a direct call of that method's own code (no trait object).
+macro_rules! each_method {
+    ($method:expr, |$ep:ident| $body:expr) => {
+        match $method {
+            Method::Shm(b) => {
+                let $ep = &mut **b;
+                $body
+            }
+            Method::Tcp(b) => {
+                let $ep = &mut **b;
+                $body
+            }
+            #[cfg(feature = "rdma")]
+            Method::Verbs(b) => {
+                let $ep = &mut **b;
+                $body
+            }
+        }
+    };
+}
+
+/// Posts `buf` through the contract; `Some(buf)` when the method has no resources now.
+#[inline]
+fn post_on<E: Endpoint>(
+    ep: &mut E,
+    id: u64,
+    tag: u64,
+    buf: SendBuf,
+) -> Result<Option<SendBuf>, MethodError>
+where
+    MethodError: From<E::Error>,
+{
+    Ok(match ep.post_buf(id, tag, buf)? {
+        Posted::InProgress => None,
+        Posted::NoResources(b) => Some(b),
+    })
+}
+
+/// A completion with the method's error widened.
+#[inline]
+fn returned<E: EndpointError>(c: viaduct_method::Completion<E>) -> Returned
+where
+    MethodError: From<E>,
+{
+    (c.id, c.result.map_err(MethodError::from), c.buffer)
+}
+
+/// The current inbound message and the ones behind it, as (tag, bytes).
+fn next_many_on<E: Endpoint>(ep: &mut E, max: usize) -> Result<Vec<(u64, &[u8])>, MethodError>
+where
+    MethodError: From<E::Error>,
+{
+    Ok(ep
+        .next_queued(max)?
+        .into_iter()
+        .map(|m| (m.tag, m.data))
+        .collect())
+}
+
+/// The current inbound message, as (tag, bytes).
+#[inline]
+fn next_on<E: Endpoint>(ep: &mut E) -> Result<Option<(u64, &[u8])>, MethodError>
+where
+    MethodError: From<E::Error>,
+{
+    Ok(ep.next()?.map(|m| (m.tag, m.data)))
+}
+
 impl Method {
     pub(crate) fn kind(&self) -> MethodKind {
         match self {
@@ -177,33 +225,7 @@ impl Method {
         tag: u64,
         buf: SendBuf,
     ) -> Result<Option<SendBuf>, MethodError> {
-        match self {
-            Method::Shm(ep) => match ep.post_send_any(id, tag, buf)? {
-                shm::Posted::InProgress => Ok(None),
-                shm::Posted::NoResources(b) => Ok(Some(b)),
-            },
-            Method::Tcp(ep) => match buf {
-                SendBuf::Owned(v) => match ep.post_send_buf(id, tag, v)? {
-                    tcp::Posted::InProgress => Ok(None),
-                    tcp::Posted::NoResources(b) => Ok(Some(SendBuf::Owned(b))),
-                },
-                shared => match ep.post_send(id, tag, &shared)? {
-                    tcp::Posted::InProgress => Ok(None),
-                    tcp::Posted::NoResources(()) => Ok(Some(shared)),
-                },
-            },
-            #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => match buf {
-                SendBuf::Owned(v) => match ep.post_send_buf(id, tag, v)? {
-                    msg::Posted::InProgress => Ok(None),
-                    msg::Posted::NoResources(b) => Ok(Some(SendBuf::Owned(b))),
-                },
-                shared => match ep.post_send(id, tag, &shared)? {
-                    msg::Posted::InProgress => Ok(None),
-                    msg::Posted::NoResources(()) => Ok(Some(shared)),
-                },
-            },
-        }
+        each_method!(self, |ep| post_on(ep, id, tag, buf))
     }
 
     /// Posts a copy of `data` as one message; `Ok(false)` when the method has no resources now.
@@ -214,12 +236,7 @@ impl Method {
         tag: u64,
         data: &[u8],
     ) -> Result<bool, MethodError> {
-        match self {
-            Method::Shm(ep) => Ok(ep.post_send(id, tag, data)?.is_posted()),
-            Method::Tcp(ep) => Ok(ep.post_send(id, tag, data)?.is_posted()),
-            #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => Ok(ep.post_send(id, tag, data)?.is_posted()),
-        }
+        each_method!(self, |ep| Ok(ep.post_copy(id, tag, data)?.is_posted()))
     }
 
     /// Posts a copy of `parts` (say a header and the data) as one message, gathered with one
@@ -234,29 +251,13 @@ impl Method {
         tag: u64,
         parts: &[&[u8]],
     ) -> Result<bool, MethodError> {
-        match self {
-            Method::Shm(ep) => Ok(ep.post_send_parts(id, tag, parts)?.is_posted()),
-            Method::Tcp(ep) => Ok(ep.post_send_parts(id, tag, parts)?.is_posted()),
-            #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => Ok(ep.post_send_parts(id, tag, parts)?.is_posted()),
-        }
+        each_method!(self, |ep| Ok(ep.post_parts(id, tag, parts)?.is_posted()))
     }
 
     /// The next completion: its id and bytes moved, or the error.
     #[inline]
     pub(crate) fn poll(&mut self) -> Option<(u64, Result<usize, MethodError>)> {
-        match self {
-            Method::Shm(ep) => ep
-                .poll()
-                .map(|c| (c.id, c.result.map_err(MethodError::from))),
-            Method::Tcp(ep) => ep
-                .poll()
-                .map(|c| (c.id, c.result.map_err(MethodError::from))),
-            #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => ep
-                .poll()
-                .map(|c| (c.id, c.result.map_err(MethodError::from))),
-        }
+        self.poll_returning().map(|(id, result, _)| (id, result))
     }
 
     /// Like [`Method::poll`], also handing back the buffer the descriptor was posted with
@@ -264,28 +265,21 @@ impl Method {
     /// registered memory and freed it).
     #[inline]
     pub(crate) fn poll_returning(&mut self) -> Option<Returned> {
-        match self {
-            Method::Shm(ep) => ep
-                .poll()
-                .map(|c| (c.id, c.result.map_err(MethodError::from), c.buffer)),
-            Method::Tcp(ep) => ep
-                .poll()
-                .map(|c| (c.id, c.result.map_err(MethodError::from), c.buffer)),
-            #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => ep
-                .poll()
-                .map(|c| (c.id, c.result.map_err(MethodError::from), None)),
-        }
+        each_method!(self, |ep| Endpoint::poll(ep).map(returned))
     }
 
     /// Whether the completions that `next`'s pass found can be taken without another pass
     /// ([`Method::poll_after_next`]): true for verbs, whose pass polls the completion queue.
     #[inline]
     pub(crate) fn next_finds_completions(&self) -> bool {
+        fn finds<E: Endpoint>(_: &E) -> bool {
+            E::NEXT_FINDS_COMPLETIONS
+        }
         match self {
+            Method::Shm(ep) => finds(&**ep),
+            Method::Tcp(ep) => finds(&**ep),
             #[cfg(feature = "rdma")]
-            Method::Verbs(_) => true,
-            _ => false,
+            Method::Verbs(ep) => finds(&**ep),
         }
     }
 
@@ -295,13 +289,7 @@ impl Method {
     /// poll as usual.
     #[inline]
     pub(crate) fn poll_after_next(&mut self) -> Option<Returned> {
-        match self {
-            #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => ep
-                .poll_found()
-                .map(|c| (c.id, c.result.map_err(MethodError::from), None)),
-            _ => self.poll_returning(),
-        }
+        each_method!(self, |ep| ep.poll_after_next().map(returned))
     }
 
     /// The current inbound message in place (as [`Method::next`]), followed by the messages
@@ -310,68 +298,30 @@ impl Method {
     /// lying whole in the same receive buffer; verbs shows the current message only. `consume` still applies to the current message; after
     /// it is consumed whole, `next` brings the following one to the head.
     pub(crate) fn next_many(&mut self, max: usize) -> Result<Vec<(u64, &[u8])>, MethodError> {
-        match self {
-            Method::Shm(ep) => Ok(ep
-                .next_queued(max)?
-                .into_iter()
-                .map(|m| (m.tag, m.data))
-                .collect()),
-            Method::Tcp(ep) => Ok(ep
-                .next_queued(max)?
-                .into_iter()
-                .map(|m| (m.tag, m.data))
-                .collect()),
-            #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => Ok(ep
-                .next()?
-                .map(|m| (m.tag, m.data))
-                .into_iter()
-                .take(max)
-                .collect()),
-        }
+        each_method!(self, |ep| next_many_on(ep, max))
     }
 
     /// The next inbound message in place: its method tag and unconsumed bytes.
     #[inline]
     pub(crate) fn next(&mut self) -> Result<Option<(u64, &[u8])>, MethodError> {
-        match self {
-            Method::Shm(ep) => Ok(ep.next()?.map(|m| (m.tag, m.data))),
-            Method::Tcp(ep) => Ok(ep.next()?.map(|m| (m.tag, m.data))),
-            #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => Ok(ep.next()?.map(|m| (m.tag, m.data))),
-        }
+        each_method!(self, |ep| next_on(ep))
     }
 
     /// Gives back `n` bytes shown by `next`.
     #[inline]
     pub(crate) fn consume(&mut self, n: usize) -> Result<(), MethodError> {
-        match self {
-            Method::Shm(ep) => Ok(ep.consume(n)?),
-            Method::Tcp(ep) => Ok(ep.consume(n)?),
-            #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => Ok(ep.consume(n)?),
-        }
+        each_method!(self, |ep| Ok(Endpoint::consume(ep, n)?))
     }
 
     /// The last time the method saw a sign of life from the peer (its heartbeat or its data),
     /// for the agent's silence check; `None` for verbs, which detects a dead peer itself.
     pub(crate) fn peer_heard(&mut self) -> Option<std::time::Instant> {
-        match self {
-            Method::Shm(ep) => Some(ep.peer_heard()),
-            Method::Tcp(ep) => Some(ep.peer_heard()),
-            #[cfg(feature = "rdma")]
-            Method::Verbs(_) => None,
-        }
+        each_method!(self, |ep| Endpoint::peer_heard(ep))
     }
 
     /// Blocks until something may be ready or `timeout` passed.
     pub(crate) fn wait(&mut self, timeout: Duration) -> Result<(), MethodError> {
-        match self {
-            Method::Shm(ep) => Ok(ep.wait(timeout)?),
-            Method::Tcp(ep) => Ok(ep.wait(timeout)?),
-            #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => Ok(ep.wait(timeout)?),
-        }
+        each_method!(self, |ep| Ok(Endpoint::wait(ep, timeout)?))
     }
 }
 
@@ -385,6 +335,24 @@ pub(crate) enum Lease {
     Tcp(tcp::Lease),
     /// A copy: the method consumed its message at once (verbs).
     Copy(Vec<u8>),
+}
+
+impl From<shm::Lease> for Lease {
+    fn from(l: shm::Lease) -> Lease {
+        Lease::Shm(l)
+    }
+}
+
+impl From<tcp::Lease> for Lease {
+    fn from(l: tcp::Lease) -> Lease {
+        Lease::Tcp(l)
+    }
+}
+
+impl From<Vec<u8>> for Lease {
+    fn from(copy: Vec<u8>) -> Lease {
+        Lease::Copy(copy)
+    }
 }
 
 impl std::ops::Deref for Lease {
@@ -411,26 +379,15 @@ impl Method {
     /// (their inbound then waits for [`Method::give_back`]), verbs as a copy (its receive slot
     /// is re-posted at once). `Ok(None)` when no message is current.
     pub(crate) fn lend(&mut self) -> Result<Option<Lease>, MethodError> {
-        match self {
-            Method::Shm(ep) => Ok(ep.lend()?.map(Lease::Shm)),
-            Method::Tcp(ep) => Ok(ep.lend()?.map(Lease::Tcp)),
-            #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => {
-                let Some(copy) = ep.next()?.map(|m| m.data.to_vec()) else {
-                    return Ok(None);
-                };
-                ep.consume(copy.len())?;
-                Ok(Some(Lease::Copy(copy)))
-            }
-        }
+        each_method!(self, |ep| Ok(Endpoint::lend(ep)?.map(Lease::from)))
     }
 
     /// Takes back a lease of [`Method::lend`]: the message is consumed and the inbound goes
     /// on. A lease of another connection (or a copy) is dropped.
     pub(crate) fn give_back(&mut self, lease: Lease) -> Result<(), MethodError> {
         match (self, lease) {
-            (Method::Shm(ep), Lease::Shm(l)) => Ok(ep.give_back(l)?),
-            (Method::Tcp(ep), Lease::Tcp(l)) => Ok(ep.give_back(l)?),
+            (Method::Shm(ep), Lease::Shm(l)) => Ok(Endpoint::give_back(&mut **ep, l)?),
+            (Method::Tcp(ep), Lease::Tcp(l)) => Ok(Endpoint::give_back(&mut **ep, l)?),
             _ => Ok(()),
         }
     }
@@ -445,35 +402,49 @@ pub(crate) enum Sleeper {
     Verbs(msg::Sleeper),
 }
 
+impl From<shm::Sleeper> for Sleeper {
+    fn from(s: shm::Sleeper) -> Sleeper {
+        Sleeper::Shm(s)
+    }
+}
+
+impl From<tcp::Sleeper> for Sleeper {
+    fn from(s: tcp::Sleeper) -> Sleeper {
+        Sleeper::Tcp(s)
+    }
+}
+
+#[cfg(feature = "rdma")]
+impl From<msg::Sleeper> for Sleeper {
+    fn from(s: msg::Sleeper) -> Sleeper {
+        Sleeper::Verbs(s)
+    }
+}
+
 impl Method {
     /// Prepares a sleep on this connection: `None` when something is ready (or the peer
     /// failed), so that the caller runs a pass instead of sleeping.
     pub(crate) fn sleeper(&mut self) -> Result<Option<Sleeper>, MethodError> {
-        match self {
-            Method::Shm(ep) => Ok(ep.sleeper()?.map(Sleeper::Shm)),
-            Method::Tcp(ep) => Ok(ep.sleeper()?.map(Sleeper::Tcp)),
-            #[cfg(feature = "rdma")]
-            Method::Verbs(ep) => Ok(ep.sleeper()?.map(Sleeper::Verbs)),
-        }
+        each_method!(self, |ep| Ok(Endpoint::sleeper(ep)?.map(Sleeper::from)))
     }
 }
 
 impl Sleeper {
     fn longest(&self) -> Duration {
         match self {
-            Sleeper::Shm(s) => s.longest(),
-            Sleeper::Tcp(s) => s.longest(),
+            Sleeper::Shm(s) => MethodSleeper::longest(s),
+            Sleeper::Tcp(s) => MethodSleeper::longest(s),
             #[cfg(feature = "rdma")]
-            Sleeper::Verbs(s) => s.longest(),
+            Sleeper::Verbs(s) => MethodSleeper::longest(s),
         }
     }
 
     fn sleep(&self, timeout: Duration) -> Result<(), MethodError> {
         match self {
-            Sleeper::Shm(s) => Ok(s.sleep(timeout)?),
-            Sleeper::Tcp(s) => Ok(s.sleep(timeout)?),
+            Sleeper::Shm(s) => Ok(MethodSleeper::sleep(s, timeout)?),
+            Sleeper::Tcp(s) => Ok(MethodSleeper::sleep(s, timeout)?),
             #[cfg(feature = "rdma")]
-            Sleeper::Verbs(s) => Ok(s.sleep(timeout)?),
+            Sleeper::Verbs(s) => Ok(MethodSleeper::sleep(s, timeout)?),
         }
     }
 }

@@ -37,15 +37,8 @@ pub enum LongMessages {
 }
 
 /// A message shown by [`Endpoint::next`]: its tag and the bytes not consumed yet, borrowed in
-/// place from the ring cell (eager messages) or from the endpoint's reassembly buffer (long
-/// messages).
-#[derive(Debug)]
-pub struct Message<'a> {
-    /// The sender's tag/immediate.
-    pub tag: u64,
-    /// Bytes of the message not consumed yet.
-    pub data: &'a [u8],
-}
+/// place (the shared type of every method).
+pub use viaduct_method::Message;
 
 enum Inbound {
     Idle,

@@ -81,6 +81,7 @@ mod endpoint;
 mod error;
 mod futex;
 mod heartbeat;
+mod method;
 pub(crate) mod region;
 mod ring;
 mod segment;

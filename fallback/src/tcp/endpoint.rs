@@ -48,15 +48,8 @@ enum Payload {
 }
 
 /// A message shown by [`Endpoint::next`]: its tag and the bytes not consumed yet, borrowed in
-/// place from a receive buffer of the provided-buffer ring, or from the endpoint's reassembly
-/// buffer when the message spans receive buffers.
-#[derive(Debug)]
-pub struct Message<'a> {
-    /// The sender's tag/immediate.
-    pub tag: u64,
-    /// Bytes of the message not consumed yet.
-    pub data: &'a [u8],
-}
+/// place (the shared type of every method).
+pub use viaduct_method::Message;
 
 /// How this end's send batches left the endpoint so far ([`Endpoint::send_paths`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

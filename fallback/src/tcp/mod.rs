@@ -98,6 +98,7 @@ mod completion;
 mod config;
 mod endpoint;
 mod error;
+mod method;
 mod send;
 mod setup;
 mod sleeper;

@@ -1,14 +1,15 @@
-//! Support for `method_contract.rs`: the contract both fallback methods keep, written once.
+//! Support for `method_contract.rs`: what of the contract only the fallback methods have
+//! (processes as peers, emulated one-sided operations, configurations they refuse), written
+//! once for both. The contract every method keeps is the generic suite of
+//! `viaduct_method::contract`, instantiated in `method_contract.rs` with `contract_tests!`.
 //!
-//! [`method_contract_tests!`] expands, inside a module named after a method, to the tests of
-//! the contract and the helpers they use. The module supplies what differs between methods:
+//! [`fallback_contract_tests!`] expands, inside a module named after a method, to these tests
+//! and the helpers they use. The module supplies what differs between methods:
 //!
 //! - `method`: the method's module (`viaduct_fallback::shm` or `viaduct_fallback::tcp`), with
 //!   `Config`, `Endpoint`, `Error` and `Posted` in scope;
 //! - `LIMIT`: the bound after which a test calls a run stalled (not a speed);
 //! - `REAP_EVERY`: how many sends a streaming sender posts between two reaps;
-//! - `DELIVERED_AT_POST`: whether a posted small send is in the receiver's view when the post
-//!   returns (with no progress made by the sender afterwards);
 //! - `ROLE`, `ADDR`: the environment variables that make the test binary a peer process;
 //! - `listen(name)`, `connect(addr, config)`: a listener and the peer's way to reach it;
 //! - `peer_config()`: the configuration of a peer process;
@@ -16,225 +17,39 @@
 //!   took it (and as far as the method needs it to leave);
 //! - `check_echo_endpoint(ep)`: checks on an endpoint accepted for the echo test;
 //! - `killed_peer_config()`, `post_send_the_peer_never_takes(ep)`: the kill test's setup;
-//! - `invalid_config()`, `config_with_max_message(n)`: configurations refused / bounding sends;
-//! - `dropped_peer_config()`, `post_two_outstanding(ep)`, `check_dropped_peer_completion(c)`:
-//!   the dropped-peer test's setup and its check of each completion.
-
-/// A deterministic payload of `len` bytes for message `seed`.
-pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u64).wrapping_mul(31).wrapping_add(seed) as u8)
-        .collect()
-}
-
-/// Message sizes every method carries byte exact, from empty to beyond its eager limit.
-pub const SIZES: [usize; 9] = [0, 1, 63, 64, 4095, 4096, 65536, 1 << 20, 16 << 20];
-
-/// Messages in the small-message streams.
-pub const SMALL: u64 = 1_000_000;
+//! - `invalid_config()`: a configuration `pair` refuses.
 
 /// `EACCES`, the errno of a refused remote access.
 pub fn libc_eacces() -> i32 {
     13
 }
 
-/// The contract's tests and their helpers, for the method of the enclosing module.
-macro_rules! method_contract_tests {
+/// The fallback methods' contract tests and their helpers, for the method of the enclosing
+/// module.
+macro_rules! fallback_contract_tests {
     () => {
         use std::process::{Child, Command};
         use std::thread;
         use std::time::Instant;
 
-        use $crate::contract::{SIZES, SMALL, libc_eacces, pattern};
+        use viaduct_method::contract::{SIZES, SMALL, pattern};
 
-        fn send(ep: &mut Endpoint, id: u64, tag: u64, mut buf: Vec<u8>) {
-            let deadline = Instant::now() + LIMIT;
-            loop {
-                match ep.post_send_buf(id, tag, buf).expect("post_send_buf") {
-                    Posted::InProgress => return,
-                    Posted::NoResources(b) => buf = b,
-                }
-                assert!(Instant::now() < deadline, "send {id} made no progress");
-                ep.wait(Duration::from_millis(50)).expect("wait");
-            }
+        use $crate::contract::libc_eacces;
+
+        fn send(ep: &mut Endpoint, id: u64, tag: u64, buf: Vec<u8>) {
+            viaduct_method::contract::send(ep, LIMIT, id, tag, buf);
         }
 
         fn try_recv(ep: &mut Endpoint) -> Result<(u64, Vec<u8>), Error> {
-            let deadline = Instant::now() + LIMIT;
-            loop {
-                if let Some(m) = ep.next()? {
-                    let out = (m.tag, m.data.to_vec());
-                    ep.consume(out.1.len())?;
-                    return Ok(out);
-                }
-                assert!(Instant::now() < deadline, "no message arrived");
-                ep.wait(Duration::from_millis(50))?;
-            }
-        }
-
-        fn recv(ep: &mut Endpoint) -> (u64, Vec<u8>) {
-            try_recv(ep).expect("recv")
-        }
-
-        /// Drains completions until `n` arrived; all must succeed.
-        fn reap(ep: &mut Endpoint, n: usize) {
-            let deadline = Instant::now() + LIMIT;
-            let mut got = 0;
-            while got < n {
-                match ep.poll() {
-                    Some(c) => {
-                        if let Err(e) = c.result {
-                            panic!("completion {} failed: {e:?}", c.id);
-                        }
-                        got += 1;
-                    }
-                    None => {
-                        assert!(Instant::now() < deadline, "only {got} of {n} completions");
-                        ep.wait(Duration::from_millis(50)).expect("wait");
-                    }
-                }
-            }
+            viaduct_method::contract::try_recv(ep, LIMIT)
         }
 
         /// Sends every size from one thread to another; `check` looks at both endpoints first.
         fn sizes_round_trip(config: Config, check: impl Fn(&Endpoint)) {
-            let (mut a, mut b) = method::pair(config).expect("pair");
+            let (a, b) = method::pair(config).expect("pair");
             check(&a);
             check(&b);
-            let sender = thread::spawn(move || {
-                for (i, &len) in SIZES.iter().enumerate() {
-                    send(&mut a, i as u64, len as u64, pattern(len, i as u64));
-                }
-                reap(&mut a, SIZES.len());
-                a
-            });
-            for (i, &len) in SIZES.iter().enumerate() {
-                let (tag, data) = recv(&mut b);
-                assert_eq!(tag, len as u64);
-                assert!(
-                    data == pattern(len, i as u64),
-                    "payload of {len} bytes differs"
-                );
-            }
-            sender.join().expect("sender thread");
-        }
-
-        #[test]
-        fn million_small_messages_arrive_in_order() {
-            const N: u64 = 1_000_000;
-            let (mut a, mut b) = method::pair(Config::default()).expect("pair");
-            let sender = thread::spawn(move || {
-                let deadline = Instant::now() + LIMIT;
-                let mut i = 0u64;
-                while i < N {
-                    match a.post_send(i, i, &i.to_le_bytes()).expect("post") {
-                        Posted::InProgress => i += 1,
-                        Posted::NoResources(()) => {
-                            assert!(Instant::now() < deadline, "stuck at {i}");
-                            a.wait(Duration::from_millis(50)).expect("wait");
-                        }
-                    }
-                    // Reaping only now and then lets a method send the frames posted
-                    // meanwhile together.
-                    if i % REAP_EVERY == 0 {
-                        while let Some(c) = a.poll() {
-                            assert_eq!(c.result.expect("send"), 8);
-                        }
-                    }
-                }
-                a
-            });
-            let deadline = Instant::now() + LIMIT;
-            let mut expect = 0u64;
-            while expect < N {
-                match b.next().expect("next") {
-                    Some(m) => {
-                        assert_eq!(m.tag, expect);
-                        assert_eq!(m.data, &expect.to_le_bytes());
-                        b.consume(8).expect("consume");
-                        expect += 1;
-                    }
-                    None => {
-                        assert!(Instant::now() < deadline, "stuck at {expect}");
-                        b.wait(Duration::from_millis(50)).expect("wait");
-                    }
-                }
-            }
-            sender.join().expect("sender");
-        }
-
-        #[test]
-        fn next_points_into_own_buffers_and_consume_keeps_every_byte() {
-            let (mut a, mut b) = method::pair(Config::default()).expect("pair");
-            let small = pattern(1000, 7);
-            let large = pattern(300_000, 9);
-            send(&mut a, 1, 1, small.clone());
-            send(&mut a, 2, 2, large.clone());
-            let empty = a.post_send(3, 3, &[]).expect("post");
-            assert_eq!(empty, Posted::InProgress);
-            let mut done = Vec::new();
-            for expect in [&small, &large] {
-                let mut got = Vec::new();
-                let deadline = Instant::now() + LIMIT;
-                while got.len() < expect.len() {
-                    let (addr, len, first) = match b.next().expect("next") {
-                        Some(m) => (
-                            m.data.as_ptr() as usize,
-                            m.data.len(),
-                            m.data.first().copied(),
-                        ),
-                        None => {
-                            assert!(Instant::now() < deadline);
-                            // One thread drives both ends: the sender's queued frames leave
-                            // when it makes progress.
-                            done.extend(a.poll());
-                            b.wait(Duration::from_millis(5)).expect("wait");
-                            continue;
-                        }
-                    };
-                    assert_eq!(
-                        len,
-                        expect.len() - got.len(),
-                        "next shows the unconsumed rest"
-                    );
-                    let inside = b
-                        .receive_buffers()
-                        .iter()
-                        .any(|r| r.start <= addr && addr + len <= r.end);
-                    assert!(
-                        inside,
-                        "slice at {addr:#x}+{len} is outside the method's buffers"
-                    );
-                    // Consume in odd pieces: 1 byte, then up to 777 bytes.
-                    let take = if got.is_empty() { 1 } else { len.min(777) };
-                    let m = b.next().expect("next").expect("still there");
-                    assert_eq!(m.data.first().copied(), first);
-                    got.extend_from_slice(&m.data[..take]);
-                    b.consume(take).expect("consume");
-                }
-                assert!(&got == expect);
-            }
-            let deadline = Instant::now() + LIMIT;
-            loop {
-                if let Some(m) = b.next().expect("next") {
-                    assert!(m.data.is_empty());
-                    break;
-                }
-                assert!(
-                    !DELIVERED_AT_POST,
-                    "the empty message was not there once the messages before it were"
-                );
-                assert!(
-                    Instant::now() < deadline,
-                    "the empty message did not arrive"
-                );
-                done.extend(a.poll());
-                b.wait(Duration::from_millis(5)).expect("wait");
-            }
-            assert!(matches!(b.consume(1), Err(Error::ConsumeBeyond { .. })));
-            b.consume(0).expect("consume empty");
-            assert!(done.iter().all(|c| c.result.is_ok()));
-            reap(&mut a, 3 - done.len());
+            viaduct_method::contract::sizes_round_trip(LIMIT, (a, b));
         }
 
         #[test]
@@ -332,41 +147,8 @@ macro_rules! method_contract_tests {
         }
 
         #[test]
-        fn dropped_peer_fails_outstanding_descriptors() {
-            let (mut a, b) = method::pair(dropped_peer_config()).expect("pair");
-            post_two_outstanding(&mut a);
-            drop(b);
-            let mut ids = Vec::new();
-            let deadline = Instant::now() + LIMIT;
-            while ids.len() < 2 {
-                match a.poll() {
-                    Some(c) => {
-                        check_dropped_peer_completion(&c);
-                        ids.push(c.id);
-                    }
-                    None => {
-                        assert!(
-                            Instant::now() < deadline,
-                            "outstanding descriptors never completed"
-                        );
-                        a.wait(Duration::from_millis(10)).expect("wait");
-                    }
-                }
-            }
-            ids.sort();
-            assert_eq!(ids, [1, 2]);
-            assert!(matches!(a.post_send(3, 0, &[1]), Err(Error::PeerFailed(_))));
-            assert!(matches!(a.next(), Err(Error::PeerFailed(_))));
-        }
-
-        #[test]
-        fn oversized_and_invalid_requests_are_errors() {
+        fn invalid_configurations_are_refused() {
             assert!(matches!(method::pair(invalid_config()), Err(Error::Config(_))));
-            let (mut a, _b) = method::pair(config_with_max_message(1 << 20)).expect("pair");
-            let r = a.post_send_buf(1, 0, vec![0; (1 << 20) + 1]);
-            assert!(matches!(r, Err(Error::TooLong { .. })));
-            assert_eq!(r.err().map(|e| e.errno()), Some(90));
-            assert!(matches!(a.consume(1), Err(Error::ConsumeBeyond { .. })));
         }
 
         /// Starts this test binary again as the peer playing `role`, connecting to `addr`.

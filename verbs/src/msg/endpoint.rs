@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use super::completion::Completion;
+use super::completion::{Completion, Op};
 use super::config::Config;
 use super::error::Error;
 use super::header::{Header, KIND_CLOSE};
@@ -237,7 +237,9 @@ impl Endpoint {
         for m in self.outgoing.drain(..) {
             self.completions.push_back(Completion {
                 id: m.id,
+                op: Op::Send,
                 result: Err(Error::PeerFailed(reason.clone())),
+                buffer: None,
             });
         }
         self.fail_rdma(&reason);
@@ -331,7 +333,9 @@ impl Endpoint {
                 if let Some(m) = self.outgoing.pop_front() {
                     self.completions.push_back(Completion {
                         id: m.id,
+                        op: Op::Send,
                         result: Ok(m.len),
+                        buffer: None,
                     });
                 }
             }

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use super::super::completion::{Completion, Posted};
+use super::super::completion::{Completion, Op, Posted};
 use super::super::error::Error;
 use super::Endpoint;
 use crate::mr::{Access, RemoteRegion};
@@ -149,7 +149,12 @@ impl Endpoint {
             }
         }
         if len == 0 {
-            self.completions.push_back(Completion { id, result: Ok(0) });
+            self.completions.push_back(Completion {
+                id,
+                op: if read { Op::Read } else { Op::Write },
+                result: Ok(0),
+                buffer: None,
+            });
             if read {
                 self.rdma.landed.insert(id, buf);
             }
@@ -256,7 +261,9 @@ impl Endpoint {
                 op.done = true;
                 self.completions.push_back(Completion {
                     id: op.id,
+                    op: if op.read { Op::Read } else { Op::Write },
                     result: Err(Error::PeerFailed(r.clone())),
+                    buffer: None,
                 });
             }
         }
@@ -266,7 +273,9 @@ impl Endpoint {
                 if !op.done {
                     self.completions.push_back(Completion {
                         id: op.id,
+                        op: if op.read { Op::Read } else { Op::Write },
                         result: Ok(op.len),
+                        buffer: None,
                     });
                     if op.read {
                         self.rdma.landed.insert(op.id, op.buf);
@@ -292,7 +301,9 @@ impl Endpoint {
                 op.done = true;
                 self.completions.push_back(Completion {
                     id: op.id,
+                    op: if op.read { Op::Read } else { Op::Write },
                     result: Err(Error::PeerFailed(reason.to_owned())),
+                    buffer: None,
                 });
             }
             if op.out == 0 {
