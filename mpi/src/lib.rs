@@ -77,6 +77,7 @@ mod errclass;
 pub mod error;
 mod external;
 mod file;
+mod fileptr;
 mod greq;
 mod group;
 mod inter;

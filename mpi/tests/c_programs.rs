@@ -58,6 +58,8 @@ const PROGRAMS: &[&str] = &[
     "types2",
     "largecount",
     "mpit",
+    "filesplit",
+    "fileshared",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -425,6 +427,19 @@ fn fileio_program() {
 #[test]
 fn fileview_program() {
     program("fileview");
+}
+
+/// Split-collective file I/O: begin/end pairs, one outstanding per file handle.
+#[test]
+fn filesplit_program() {
+    program("filesplit");
+}
+
+/// The shared file pointer: concurrent `write_shared`/`read_shared` from every rank, ordered
+/// accesses, seeks.
+#[test]
+fn fileshared_program() {
+    program_at_both("fileshared", &[2, 3, 4]);
 }
 
 #[test]
