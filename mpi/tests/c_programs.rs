@@ -60,6 +60,7 @@ const PROGRAMS: &[&str] = &[
     "mpit",
     "filesplit",
     "fileshared",
+    "winattr",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -440,6 +441,12 @@ fn filesplit_program() {
 #[test]
 fn fileshared_program() {
     program_at_both("fileshared", &[2, 3, 4]);
+}
+
+/// Window keyvals and attributes, with their delete callbacks.
+#[test]
+fn winattr_program() {
+    program("winattr");
 }
 
 #[test]
