@@ -61,6 +61,7 @@ const PROGRAMS: &[&str] = &[
     "filesplit",
     "fileshared",
     "winattr",
+    "cforms",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -447,6 +448,13 @@ fn fileshared_program() {
 #[test]
 fn winattr_program() {
     program("winattr");
+}
+
+/// `MPI_Op_create_c` and the persistent `v`/`w` collectives' `_c` forms (the neighbourhood
+/// ones at 3 ranks and more).
+#[test]
+fn cforms_program() {
+    program_at_both("cforms", &[2, 3, 4]);
 }
 
 #[test]
