@@ -62,6 +62,7 @@ const PROGRAMS: &[&str] = &[
     "fileshared",
     "winattr",
     "cforms",
+    "rmaflush",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -455,6 +456,44 @@ fn winattr_program() {
 #[test]
 fn cforms_program() {
     program_at_both("cforms", &[2, 3, 4]);
+}
+
+/// `MPI_Win_flush_local`/`_all` return while the target process is stopped. Not compared
+/// with MPICH: MPICH 4.0.2's `MPI_Win_flush_local` waits for the target (the program's alarm
+/// fails the job there).
+#[test]
+fn rmaflush_program() {
+    let Some(s) = setup() else { return };
+    let want = |n: usize| -> Vec<String> {
+        let mut v: Vec<String> = (0..n)
+            .flat_map(|r| {
+                [
+                    format!("rank {r}: flush_local completes a get with its data"),
+                    format!(
+                        "rank {r}: flush_local completes puts and accumulates with the target stopped"
+                    ),
+                ]
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    for n in [2u32, 3, 4] {
+        let got = assert_ok(
+            &job(s, "rmaflush", Launch::Viaduct(n), true, &[]),
+            &format!("rmaflush, viaduct launch -n {n}"),
+            n as usize,
+        );
+        assert_eq!(got, want(n as usize));
+    }
+    if s.mpiexec {
+        let got = assert_ok(
+            &job(s, "rmaflush", Launch::Mpiexec(2), true, &[]),
+            "rmaflush on viaduct, mpiexec -n 2",
+            2,
+        );
+        assert_eq!(got, want(2));
+    }
 }
 
 #[test]
