@@ -88,6 +88,7 @@ mod op;
 mod p2p;
 mod pcoll;
 mod request;
+mod session;
 mod state;
 pub mod stubs;
 mod symbols;

@@ -63,6 +63,7 @@ const PROGRAMS: &[&str] = &[
     "winattr",
     "cforms",
     "rmaflush",
+    "sessions",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -493,6 +494,39 @@ fn rmaflush_program() {
             2,
         );
         assert_eq!(got, want(2));
+    }
+}
+
+/// MPI-4 sessions without `MPI_Init`, and beside it (`SESSIONS_WITH_INIT=1`), at 2 and 3 ranks
+/// under both launchers and alone, compared with MPICH.
+#[test]
+fn sessions_program() {
+    program_at_both("sessions", &[2, 3]);
+    let Some(s) = setup() else { return };
+    let alone = assert_ok(
+        &job(s, "sessions", Launch::Alone, true, &[]),
+        "sessions alone",
+        1,
+    );
+    assert_eq!(alone.len(), 3, "{alone:?}");
+    let env = [("SESSIONS_WITH_INIT", "1")];
+    for n in [2u32, 3] {
+        let v = assert_ok(
+            &job(s, "sessions", Launch::Viaduct(n), true, &env),
+            &format!("sessions with MPI_Init, viaduct launch -n {n}"),
+            n as usize,
+        );
+        if s.mpiexec {
+            let m = assert_ok(
+                &job(s, "sessions", Launch::Mpiexec(n), false, &env),
+                &format!("sessions with MPI_Init on MPICH, mpiexec -n {n}"),
+                n as usize,
+            );
+            assert_eq!(
+                v, m,
+                "sessions with MPI_Init: viaduct and MPICH differ at {n} ranks"
+            );
+        }
     }
 }
 
