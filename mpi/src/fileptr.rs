@@ -191,10 +191,10 @@ impl SharedPtr {
             s.closing = true;
             s.posted.take()
         };
-        if let Some(mut r) = posted {
-            let _ = r.cancel();
-            let _ = r.wait_timeout(CLOSE_WAIT);
-        }
+        // Only rank 0 of a file of several ranks serves.
+        let Some(mut r) = posted else { return };
+        let _ = r.cancel();
+        let _ = r.wait_timeout(CLOSE_WAIT);
         let _ = viaduct_agent::request::flush_handlers(CLOSE_WAIT);
         let sends = std::mem::take(&mut lock(&self.service).sends);
         for mut s in sends {
