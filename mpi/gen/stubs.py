@@ -3,8 +3,8 @@
 mpio.h) that mpi/src does not implement, so a program referencing it loads; calling one raises
 MPI_ERR_UNSUPPORTED_OPERATION naming the function.
 
-It also rewrites the two generated lists of docs/MPI.md (between the markers
-<!-- implemented:begin/end --> and <!-- stubs:begin/end -->).
+It also rewrites the two generated lists of docs/MPI.md, each with its count (between the
+markers <!-- implemented:begin/end --> and <!-- stubs:begin/end -->).
 
 Usage: mpi/gen/stubs.py [--check] [--list-implemented] [--list-stubs] [--include DIR]
   --check           exit 1 if mpi/src/stubs.rs or the lists of docs/MPI.md differ from what
@@ -134,7 +134,8 @@ def doc_lists(text, done, stubs):
             sys.exit(f"docs/MPI.md lacks the markers {begin} {end}")
         head, rest = text.split(begin, 1)
         _, tail = rest.split(end, 1)
-        text = head + begin + "\n" + block(names) + "\n" + end + tail
+        count = f"{len(names)} functions of {len(done) + len(stubs)}:"
+        text = head + begin + "\n" + count + "\n" + block(names) + "\n" + end + tail
     return text
 
 

@@ -1,7 +1,8 @@
-//! Attribute caching: keyvals (`MPI_Comm_create_keyval`, `MPI_Type_create_keyval`, the MPI-1
-//! `MPI_Keyval_create`), attributes set, read and deleted on communicators and datatypes, the
-//! copy callbacks run by `MPI_Comm_dup`/`MPI_Type_dup` and the delete callbacks run by
-//! `MPI_*_delete_attr`, by overwriting an attribute, by `MPI_Comm_free`/`MPI_Type_free` and, for
+//! Attribute caching: keyvals (`MPI_Comm_create_keyval`, `MPI_Type_create_keyval`,
+//! `MPI_Win_create_keyval`, the MPI-1 `MPI_Keyval_create`), attributes set, read and deleted on
+//! communicators, datatypes and windows, the copy callbacks run by `MPI_Comm_dup`/`MPI_Type_dup`
+//! (windows are never duplicated) and the delete callbacks run by `MPI_*_delete_attr`, by
+//! overwriting an attribute, by `MPI_Comm_free`/`MPI_Type_free`/`MPI_Win_free` and, for
 //! `MPI_COMM_SELF`, by `MPI_Finalize`.
 //!
 //! `MPI_*_NULL_COPY_FN` and `MPI_*_NULL_DELETE_FN` are NULL pointers in MPICH's `mpi.h`: no
@@ -32,6 +33,8 @@ pub const ERR_KEYVAL: c_int = 48;
 const FIRST_COMM_KEYVAL: c_int = 0xa440_0000u32 as c_int;
 /// First keyval handle given to datatype keyvals.
 const FIRST_TYPE_KEYVAL: c_int = 0xa4c0_0000u32 as c_int;
+/// First keyval handle given to window keyvals.
+const FIRST_WIN_KEYVAL: c_int = 0xa540_0000u32 as c_int;
 
 /// What an attribute hangs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -40,6 +43,8 @@ pub enum Kind {
     Comm,
     /// A datatype.
     Type,
+    /// A window.
+    Win,
 }
 
 impl Kind {
@@ -47,6 +52,7 @@ impl Kind {
         match self {
             Kind::Comm => "communicator",
             Kind::Type => "datatype",
+            Kind::Win => "window",
         }
     }
 }
@@ -66,6 +72,7 @@ struct Store {
     attrs: HashMap<(Kind, Handle), BTreeMap<c_int, usize>>,
     next_comm: c_int,
     next_type: c_int,
+    next_win: c_int,
 }
 
 fn store() -> MutexGuard<'static, Store> {
@@ -75,6 +82,7 @@ fn store() -> MutexGuard<'static, Store> {
             Mutex::new(Store {
                 next_comm: FIRST_COMM_KEYVAL,
                 next_type: FIRST_TYPE_KEYVAL,
+                next_win: FIRST_WIN_KEYVAL,
                 ..Store::default()
             })
         })
@@ -155,6 +163,7 @@ fn create_keyval(
         let next = match kind {
             Kind::Comm => &mut s.next_comm,
             Kind::Type => &mut s.next_type,
+            Kind::Win => &mut s.next_win,
         };
         let h = *next;
         *next += 1;
@@ -518,5 +527,56 @@ mpi_fn! {
     MPI_Type_delete_attr / PMPI_Type_delete_attr(datatype: Handle, keyval: c_int) on abi::COMM_WORLD => {
         crate::types::layout(datatype)?;
         delete_attr(Kind::Type, datatype, keyval)
+    }
+}
+
+/// Whether `keyval` is one of the predefined window keyvals of `mpi.h` (`MPI_WIN_BASE`, ...:
+/// kind bits `0x660`).
+fn predefined_win(keyval: c_int) -> bool {
+    keyval as u32 & 0xfff0_0000 == 0x6600_0000
+}
+
+/// The value of the program's window attribute `keyval` on `win`, if set (for
+/// `MPI_Win_get_attr`, which answers the predefined ones itself).
+pub(crate) fn win_attr(win: Handle, keyval: c_int) -> Result<Option<usize>, MpiError> {
+    get_attr(Kind::Win, win, keyval)
+}
+
+mpi_fn! {
+    /// `MPI_Win_create_keyval` (the copy function is kept; windows are never duplicated).
+    MPI_Win_create_keyval / PMPI_Win_create_keyval(copy_fn: Option<CopyFn>, delete_fn: Option<DeleteFn>, keyval: *mut c_int, extra_state: *mut c_void) on abi::COMM_WORLD => {
+        create_keyval(Kind::Win, copy_fn, delete_fn, keyval, extra_state)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Win_free_keyval`: the keyval becomes `MPI_KEYVAL_INVALID`; attributes set with it
+    /// stay until deleted (their delete callback still runs).
+    MPI_Win_free_keyval / PMPI_Win_free_keyval(keyval: *mut c_int) on abi::COMM_WORLD => {
+        free_keyval(Kind::Win, keyval)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Win_set_attr`: runs the delete callback of a value it replaces; the predefined
+    /// window attributes cannot be set (`MPI_ERR_KEYVAL`).
+    MPI_Win_set_attr / PMPI_Win_set_attr(win: Handle, keyval: c_int, attribute_val: *mut c_void) on win => {
+        crate::win::win(win)?;
+        if predefined_win(keyval) {
+            return Err(MpiError::new(ERR_KEYVAL, format!("predefined window attribute {keyval:#x} cannot be set")));
+        }
+        set_attr(Kind::Win, win, keyval, attribute_val)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Win_delete_attr`: runs the delete callback (its error fails the call and keeps
+    /// the attribute).
+    MPI_Win_delete_attr / PMPI_Win_delete_attr(win: Handle, keyval: c_int) on win => {
+        crate::win::win(win)?;
+        if predefined_win(keyval) {
+            return Err(MpiError::new(ERR_KEYVAL, format!("predefined window attribute {keyval:#x} cannot be deleted")));
+        }
+        delete_attr(Kind::Win, win, keyval)
     }
 }

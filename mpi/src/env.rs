@@ -28,6 +28,20 @@ fn init(level: c_int) -> Result<(), MpiError> {
     if !state::claim_init() {
         return Err(MpiError::new(err::OTHER, "MPI_Init was called already"));
     }
+    start(level)?;
+    state::set_initialized();
+    Ok(())
+}
+
+/// Starts the runtime (the agent and the predefined communicators) once, for `MPI_Init` or the
+/// first `MPI_Session_init`, whichever comes first; later calls find it running. A runtime
+/// that ended does not start again.
+pub(crate) fn start(level: c_int) -> Result<(), MpiError> {
+    static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    if state::runtime().is_some() {
+        return state::rt().map(|_| ());
+    }
     // The agent's diagnostics to stderr, filtered by VIADUCT_LOG (default: warnings).
     viaduct_agent::log::install_subscriber();
     let agent = Agent::init()?;
@@ -69,15 +83,18 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_Finalize`: ends the agent (its sends leave, every rank meets at a fence).
+    /// `MPI_Finalize`: ends the agent (its sends leave, every rank meets at a fence), or, while
+    /// sessions are open, leaves that to the last `MPI_Session_finalize`.
     MPI_Finalize / PMPI_Finalize() on abi::COMM_WORLD => {
-        let rt = rt()?;
+        rt()?;
+        if !state::initialized() || state::finalized() {
+            return Err(MpiError::new(err::OTHER, "MPI_Finalize without MPI_Init (or called twice)"));
+        }
         // The standard: MPI_Finalize first deletes the attributes of MPI_COMM_SELF.
         crate::attr::delete_all(crate::attr::Kind::Comm, abi::COMM_SELF)?;
-        let agent = rt.agent.clone();
         state::set_finalized();
-        agent.finalize()?;
-        Ok(())
+        // Sessions still open keep the runtime until the last of them ends.
+        crate::session::end_unless_in_use()
     }
 }
 

@@ -8,6 +8,11 @@
 //! waited with `MPI_Wait*` beside message requests, and a blocking wait hands every file request
 //! of the wait to one `io_uring_enter`.
 //!
+//! Split collectives (`MPI_File_read_all_begin`/`_end`, ...) start their access at the begin
+//! and wait for it at the end, one at a time per file handle. The shared file pointer
+//! (`MPI_File_read_shared`, `MPI_File_write_ordered`, `MPI_File_seek_shared`, ...) is kept by
+//! rank 0 of the file's communicator ([`crate::fileptr`]).
+//!
 //! Views (`MPI_File_set_view`, `MPI_File_get_view`, `MPI_File_get_byte_offset`): the file seen
 //! by a rank is its filetype tiled from the view's displacement; offsets and the individual file
 //! pointer count etypes. Every access is split into the contiguous file extents it covers
@@ -30,6 +35,7 @@ use crate::abi::{self, Handle, MpiOffset, MpiStatus, err};
 use crate::comm::put;
 use crate::datatype::{input, output};
 use crate::error::MpiError;
+use crate::fileptr::SharedPtr;
 use crate::request::{Meta, write_status};
 use crate::state::{ReqEntry, rt};
 use crate::types::Layout;
@@ -87,6 +93,48 @@ struct OpenFile {
     errhandler: AtomicI32,
     /// The pseudo handle reporting this file's errors.
     key: Handle,
+    /// The shared file pointer.
+    shared: Arc<SharedPtr>,
+    /// The split collective begun and not ended yet.
+    split: Mutex<Option<Split>>,
+}
+
+/// The kinds of split collectives.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum SplitKind {
+    ReadAll,
+    WriteAll,
+    ReadAtAll,
+    WriteAtAll,
+    ReadOrdered,
+    WriteOrdered,
+}
+
+impl SplitKind {
+    /// The name of the call beginning it.
+    fn begin(self) -> &'static str {
+        match self {
+            SplitKind::ReadAll => "MPI_File_read_all_begin",
+            SplitKind::WriteAll => "MPI_File_write_all_begin",
+            SplitKind::ReadAtAll => "MPI_File_read_at_all_begin",
+            SplitKind::WriteAtAll => "MPI_File_write_at_all_begin",
+            SplitKind::ReadOrdered => "MPI_File_read_ordered_begin",
+            SplitKind::WriteOrdered => "MPI_File_write_ordered_begin",
+        }
+    }
+
+    fn write(self) -> bool {
+        matches!(
+            self,
+            SplitKind::WriteAll | SplitKind::WriteAtAll | SplitKind::WriteOrdered
+        )
+    }
+}
+
+/// A split collective in progress: its access, started by the begin call.
+struct Split {
+    kind: SplitKind,
+    entry: ReqEntry,
 }
 
 struct Files {
@@ -275,6 +323,7 @@ mpi_fn! {
             None => File::open(engine, &p, &opts).map_err(open_error),
         };
         let f = opened.map_err(|e| e.on(FILE_ERR_KIND as Handle))?;
+        let shared = SharedPtr::new(comm_dup.clone())?;
         let id = NEXT.fetch_add(1, Ordering::Relaxed);
         let ptr = handle_of(id);
         let key = (FILE_ERR_KIND | (id as u32 & 0x00ff_ffff)) as Handle;
@@ -288,6 +337,8 @@ mpi_fn! {
             atomic: std::sync::atomic::AtomicBool::new(false),
             errhandler: AtomicI32::new(DEFAULT_HANDLER.load(Ordering::Relaxed)),
             key,
+            shared,
+            split: Mutex::new(None),
         };
         {
             let mut files = files().lock().unwrap_or_else(|e| e.into_inner());
@@ -314,6 +365,7 @@ mpi_fn! {
         }
         *h = std::ptr::null_mut();
         f.comm.barrier().map_err(|e| MpiError::from(e).on(f.key))?;
+        f.shared.stop();
         if f.amode & mode::DELETE_ON_CLOSE != 0 && f.comm.rank() == 0 {
             std::fs::remove_file(&f.path)
                 .map_err(|e| MpiError::new(io_class(&e), format!("deleting {}: {e}", f.path.display())).on(f.key))?;
@@ -752,20 +804,38 @@ unsafe fn nonblocking(
     if request.is_null() {
         return Err(MpiError::new(err::ARG, "request is NULL"));
     }
-    let view = view_of(&f);
+    // SAFETY: passed on.
+    let entry = unsafe { access_entry(&f, offset, buf, count, datatype, write) }?;
+    let h = rt.add_request(entry);
+    // SAFETY: the caller's handle, checked not NULL.
+    unsafe { *request = h };
+    Ok(())
+}
+
+/// Starts a read or write at etype `offset`, or at the individual file pointer (which moves
+/// past the data asked for at once); gives the request's entry.
+///
+/// # Safety
+///
+/// As for [`start`].
+unsafe fn access_entry(
+    f: &OpenFile,
+    offset: Option<MpiOffset>,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    write: bool,
+) -> Result<ReqEntry, MpiError> {
+    let view = view_of(f);
     let asked = (count.max(0) as u64).saturating_mul(crate::types::type_size(datatype)? as u64);
     let mut pos = f.pos.lock().unwrap_or_else(|e| e.into_inner());
     let at = offset.unwrap_or(*pos as MpiOffset);
     // SAFETY: passed on.
-    let (req, meta) = unsafe { start(&f, &view, at, buf, count, datatype, write) }?;
+    let (req, meta) = unsafe { start(f, &view, at, buf, count, datatype, write) }?;
     if offset.is_none() {
         *pos += asked / view.esize;
     }
-    drop(pos);
-    let h = rt.add_request(ReqEntry::new(req, meta));
-    // SAFETY: the caller's handle, checked not NULL.
-    unsafe { *request = h };
-    Ok(())
+    Ok(ReqEntry::new(req, meta))
 }
 
 mpi_fn! {
@@ -896,6 +966,402 @@ mpi_fn! {
     }
 }
 
+/// Etypes of `f`'s view that `count` elements of `datatype` take (what an access through the
+/// shared file pointer moves it by), after checking the count and the access mode.
+fn shared_amount(
+    f: &OpenFile,
+    count: c_int,
+    datatype: Handle,
+    write: bool,
+) -> Result<u64, MpiError> {
+    if count < 0 {
+        return Err(MpiError::new(
+            err::COUNT,
+            format!("count {count} is negative"),
+        ));
+    }
+    let access = if write {
+        mode::WRONLY | mode::RDWR
+    } else {
+        mode::RDONLY | mode::RDWR
+    };
+    if f.amode & access == 0 {
+        return Err(MpiError::new(
+            ferr::ACCESS,
+            format!(
+                "{} is not open for {}",
+                f.path.display(),
+                if write { "writing" } else { "reading" }
+            ),
+        ));
+    }
+    let bytes = (count as u64)
+        .checked_mul(crate::types::type_size(datatype)? as u64)
+        .ok_or_else(|| MpiError::new(err::COUNT, format!("{count} elements overflow")))?;
+    Ok(bytes / view_of(f).esize)
+}
+
+/// An etype offset of the shared file pointer as an `MPI_Offset`.
+fn offset_of(at: u64) -> Result<MpiOffset, MpiError> {
+    MpiOffset::try_from(at).map_err(|_| View::overflow())
+}
+
+/// Where an access of `count` elements of `datatype` through the shared file pointer goes:
+/// `ordered`, this rank's part of a collective access in rank order, else an atomic share of
+/// the pointer of its own.
+fn shared_at(
+    f: &OpenFile,
+    count: c_int,
+    datatype: Handle,
+    write: bool,
+    ordered: bool,
+) -> Result<MpiOffset, MpiError> {
+    let amount = shared_amount(f, count, datatype, write)?;
+    let at = if ordered {
+        f.shared.ordered(amount)?
+    } else {
+        f.shared.fetch_add(amount)?
+    };
+    offset_of(at)
+}
+
+/// A blocking access through the shared file pointer (`ordered`: collective, in rank order).
+///
+/// # Safety
+///
+/// As for [`blocking`].
+unsafe fn blocking_shared(
+    fh: *mut c_void,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    status: *mut MpiStatus,
+    write: bool,
+    ordered: bool,
+) -> Result<(), MpiError> {
+    let f = file(fh)?;
+    let at = shared_at(&f, count, datatype, write, ordered)?;
+    // SAFETY: passed on.
+    unsafe { blocking(fh, Some(at), buf, count, datatype, status, write) }
+}
+
+/// A nonblocking access through the shared file pointer (its share taken at the call).
+///
+/// # Safety
+///
+/// As for [`nonblocking`].
+unsafe fn nonblocking_shared(
+    fh: *mut c_void,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    request: *mut Handle,
+    write: bool,
+) -> Result<(), MpiError> {
+    let f = file(fh)?;
+    if request.is_null() {
+        return Err(MpiError::new(err::ARG, "request is NULL"));
+    }
+    let at = shared_at(&f, count, datatype, write, false)?;
+    // SAFETY: passed on.
+    unsafe { nonblocking(fh, Some(at), buf, count, datatype, request, write) }
+}
+
+mpi_fn! {
+    /// `MPI_File_read_shared`: at the shared file pointer, which moves past the data asked for
+    /// (an atomic fetch-and-add at rank 0 of the file's communicator).
+    MPI_File_read_shared / PMPI_File_read_shared(fh: *mut c_void, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on key_of(fh) => {
+        // SAFETY: the caller's buffer and status.
+        unsafe { blocking_shared(fh, buf, count, datatype, status, false, false) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_write_shared`: at the shared file pointer, which moves past the data (an
+    /// atomic fetch-and-add at rank 0 of the file's communicator).
+    MPI_File_write_shared / PMPI_File_write_shared(fh: *mut c_void, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on key_of(fh) => {
+        // SAFETY: the caller's buffer and status.
+        unsafe { blocking_shared(fh, buf as *mut c_void, count, datatype, status, true, false) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_iread_shared`: the shared file pointer moves at the call; the read is a
+    /// request of the agent's io_uring class.
+    MPI_File_iread_shared / PMPI_File_iread_shared(fh: *mut c_void, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut Handle) on key_of(fh) => {
+        // SAFETY: the caller's buffer and handle.
+        unsafe { nonblocking_shared(fh, buf, count, datatype, request, false) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_iwrite_shared`: the shared file pointer moves at the call; the write is a
+    /// request of the agent's io_uring class.
+    MPI_File_iwrite_shared / PMPI_File_iwrite_shared(fh: *mut c_void, buf: *const c_void, count: c_int, datatype: Handle, request: *mut Handle) on key_of(fh) => {
+        // SAFETY: the caller's buffer and handle.
+        unsafe { nonblocking_shared(fh, buf as *mut c_void, count, datatype, request, true) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_read_ordered` (collective): the ranks' parts follow each other in rank order
+    /// from the shared file pointer, which moves past all of them.
+    MPI_File_read_ordered / PMPI_File_read_ordered(fh: *mut c_void, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on key_of(fh) => {
+        // SAFETY: the caller's buffer and status.
+        unsafe { blocking_shared(fh, buf, count, datatype, status, false, true) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_write_ordered` (collective): the ranks' parts follow each other in rank order
+    /// from the shared file pointer, which moves past all of them.
+    MPI_File_write_ordered / PMPI_File_write_ordered(fh: *mut c_void, buf: *const c_void, count: c_int, datatype: Handle, status: *mut MpiStatus) on key_of(fh) => {
+        // SAFETY: the caller's buffer and status.
+        unsafe { blocking_shared(fh, buf as *mut c_void, count, datatype, status, true, true) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_seek_shared` (collective): once every rank called it, rank 0 moves the shared
+    /// file pointer (etypes of the view; `MPI_SEEK_END` counts from the first etype past the
+    /// end of the file). A position before the start is `MPI_ERR_ARG` on every rank.
+    MPI_File_seek_shared / PMPI_File_seek_shared(fh: *mut c_void, offset: MpiOffset, whence: c_int) on key_of(fh) => {
+        let f = file(fh)?;
+        let from = match whence {
+            SEEK_SET => "the start",
+            SEEK_CUR => "the shared file pointer",
+            SEEK_END => "the end of the file",
+            _ => return Err(MpiError::new(err::ARG, format!("whence {whence} is not MPI_SEEK_SET, MPI_SEEK_CUR or MPI_SEEK_END"))),
+        };
+        let view = view_of(&f);
+        let to = |cur: u64| -> Result<Option<u64>, MpiError> {
+            let base = match whence {
+                SEEK_SET => 0,
+                SEEK_CUR => offset_of(cur)?,
+                _ => {
+                    let len = f.file.std().metadata().map_err(|e| MpiError::new(io_class(&e), e.to_string()))?.len();
+                    offset_of(view.data_below(len).div_ceil(view.esize))?
+                }
+            };
+            Ok(base.checked_add(offset).filter(|&t| t >= 0).map(|t| t as u64))
+        };
+        f.shared.set_all(to, &format!("seeking the shared file pointer by {offset} etypes from {from} leaves the file"))?;
+        Ok(())
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_get_position_shared` (in etypes of the view; asks rank 0 of the file's
+    /// communicator).
+    MPI_File_get_position_shared / PMPI_File_get_position_shared(fh: *mut c_void, offset: *mut MpiOffset) on key_of(fh) => {
+        let f = file(fh)?;
+        if offset.is_null() {
+            return Err(MpiError::new(err::ARG, "offset is NULL"));
+        }
+        let at = offset_of(f.shared.fetch_add(0)?)?;
+        // SAFETY: the caller's MPI_Offset.
+        unsafe { put(offset, at, "offset") }
+    }
+}
+
+/// Begins a split collective of `kind` (at etype `offset` for the `_at_all` kinds): starts
+/// its access, which the matching end completes. One split collective at a time per file
+/// handle (another is `MPI_ERR_IO`, as MPICH's ROMIO gives).
+///
+/// # Safety
+///
+/// As for [`start`].
+unsafe fn split_begin(
+    fh: *mut c_void,
+    kind: SplitKind,
+    offset: Option<MpiOffset>,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+) -> Result<(), MpiError> {
+    let f = file(fh)?;
+    let mut slot = f.split.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = &*slot {
+        return Err(MpiError::new(
+            err::IO,
+            format!(
+                "{} is outstanding on this file; a split collective must end before another begins",
+                s.kind.begin()
+            ),
+        ));
+    }
+    let write = kind.write();
+    let at = match kind {
+        SplitKind::ReadOrdered | SplitKind::WriteOrdered => {
+            Some(shared_at(&f, count, datatype, write, true)?)
+        }
+        _ => offset,
+    };
+    // SAFETY: passed on.
+    let entry = unsafe { access_entry(&f, at, buf, count, datatype, write) }?;
+    *slot = Some(Split { kind, entry });
+    Ok(())
+}
+
+/// Ends the split collective of `kind`: waits for its access and writes the status. No split
+/// collective outstanding, or one of another kind, is `MPI_ERR_IO`.
+///
+/// # Safety
+///
+/// `status` is the caller's status or `MPI_STATUS_IGNORE`.
+unsafe fn split_end(
+    fh: *mut c_void,
+    kind: SplitKind,
+    status: *mut MpiStatus,
+) -> Result<(), MpiError> {
+    let f = file(fh)?;
+    let end = kind.begin().replace("_begin", "_end");
+    let taken = {
+        let mut slot = f.split.lock().unwrap_or_else(|e| e.into_inner());
+        match &*slot {
+            None => {
+                return Err(MpiError::new(
+                    err::IO,
+                    format!(
+                        "{end} without {}: no split collective is outstanding on this file",
+                        kind.begin()
+                    ),
+                ));
+            }
+            Some(s) if s.kind != kind => {
+                return Err(MpiError::new(
+                    err::IO,
+                    format!("{end} does not end the outstanding {}", s.kind.begin()),
+                ));
+            }
+            Some(_) => slot.take(),
+        }
+    };
+    let Some(mut s) = taken else {
+        return Err(MpiError::new(err::INTERN, "the split collective vanished"));
+    };
+    let st = crate::request::wait_entry(&mut s.entry);
+    // SAFETY: the caller's status.
+    unsafe { write_status(status, st) };
+    if st.error != abi::SUCCESS {
+        return Err(MpiError::new(
+            st.error,
+            format!(
+                "{} on {} failed",
+                if kind.write() { "writing" } else { "reading" },
+                f.path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+mpi_fn! {
+    /// `MPI_File_read_all_begin`: starts the read at the individual file pointer (which moves
+    /// past the data asked for).
+    MPI_File_read_all_begin / PMPI_File_read_all_begin(fh: *mut c_void, buf: *mut c_void, count: c_int, datatype: Handle) on key_of(fh) => {
+        // SAFETY: the caller's buffer, the library's until the end call.
+        unsafe { split_begin(fh, SplitKind::ReadAll, None, buf, count, datatype) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_read_all_end`: completes the read begun.
+    MPI_File_read_all_end / PMPI_File_read_all_end(fh: *mut c_void, buf: *mut c_void, status: *mut MpiStatus) on key_of(fh) => {
+        let _ = buf;
+        // SAFETY: the caller's status.
+        unsafe { split_end(fh, SplitKind::ReadAll, status) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_write_all_begin`: starts the write at the individual file pointer (which
+    /// moves past the data).
+    MPI_File_write_all_begin / PMPI_File_write_all_begin(fh: *mut c_void, buf: *const c_void, count: c_int, datatype: Handle) on key_of(fh) => {
+        // SAFETY: the caller's buffer.
+        unsafe { split_begin(fh, SplitKind::WriteAll, None, buf as *mut c_void, count, datatype) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_write_all_end`: completes the write begun.
+    MPI_File_write_all_end / PMPI_File_write_all_end(fh: *mut c_void, buf: *const c_void, status: *mut MpiStatus) on key_of(fh) => {
+        let _ = buf;
+        // SAFETY: the caller's status.
+        unsafe { split_end(fh, SplitKind::WriteAll, status) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_read_at_all_begin`: starts the read at etype `offset`.
+    MPI_File_read_at_all_begin / PMPI_File_read_at_all_begin(fh: *mut c_void, offset: MpiOffset, buf: *mut c_void, count: c_int, datatype: Handle) on key_of(fh) => {
+        // SAFETY: the caller's buffer, the library's until the end call.
+        unsafe { split_begin(fh, SplitKind::ReadAtAll, Some(offset), buf, count, datatype) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_read_at_all_end`: completes the read begun.
+    MPI_File_read_at_all_end / PMPI_File_read_at_all_end(fh: *mut c_void, buf: *mut c_void, status: *mut MpiStatus) on key_of(fh) => {
+        let _ = buf;
+        // SAFETY: the caller's status.
+        unsafe { split_end(fh, SplitKind::ReadAtAll, status) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_write_at_all_begin`: starts the write at etype `offset`.
+    MPI_File_write_at_all_begin / PMPI_File_write_at_all_begin(fh: *mut c_void, offset: MpiOffset, buf: *const c_void, count: c_int, datatype: Handle) on key_of(fh) => {
+        // SAFETY: the caller's buffer.
+        unsafe { split_begin(fh, SplitKind::WriteAtAll, Some(offset), buf as *mut c_void, count, datatype) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_write_at_all_end`: completes the write begun.
+    MPI_File_write_at_all_end / PMPI_File_write_at_all_end(fh: *mut c_void, buf: *const c_void, status: *mut MpiStatus) on key_of(fh) => {
+        let _ = buf;
+        // SAFETY: the caller's status.
+        unsafe { split_end(fh, SplitKind::WriteAtAll, status) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_read_ordered_begin` (collective): takes this rank's part in rank order from
+    /// the shared file pointer and starts the read.
+    MPI_File_read_ordered_begin / PMPI_File_read_ordered_begin(fh: *mut c_void, buf: *mut c_void, count: c_int, datatype: Handle) on key_of(fh) => {
+        // SAFETY: the caller's buffer, the library's until the end call.
+        unsafe { split_begin(fh, SplitKind::ReadOrdered, None, buf, count, datatype) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_read_ordered_end`: completes the read begun.
+    MPI_File_read_ordered_end / PMPI_File_read_ordered_end(fh: *mut c_void, buf: *mut c_void, status: *mut MpiStatus) on key_of(fh) => {
+        let _ = buf;
+        // SAFETY: the caller's status.
+        unsafe { split_end(fh, SplitKind::ReadOrdered, status) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_write_ordered_begin` (collective): takes this rank's part in rank order from
+    /// the shared file pointer and starts the write.
+    MPI_File_write_ordered_begin / PMPI_File_write_ordered_begin(fh: *mut c_void, buf: *const c_void, count: c_int, datatype: Handle) on key_of(fh) => {
+        // SAFETY: the caller's buffer.
+        unsafe { split_begin(fh, SplitKind::WriteOrdered, None, buf as *mut c_void, count, datatype) }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_write_ordered_end`: completes the write begun.
+    MPI_File_write_ordered_end / PMPI_File_write_ordered_end(fh: *mut c_void, buf: *const c_void, status: *mut MpiStatus) on key_of(fh) => {
+        let _ = buf;
+        // SAFETY: the caller's status.
+        unsafe { split_end(fh, SplitKind::WriteOrdered, status) }
+    }
+}
+
 mpi_fn! {
     /// `MPI_File_seek` (the individual file pointer, in etypes of the view; `MPI_SEEK_END`
     /// counts from the first etype of the view past the end of the file).
@@ -947,9 +1413,9 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_File_set_view` (collective; each rank's view is its own, so no message is
-    /// exchanged): checks the types and the data representation (`"native"` only), then sets
-    /// the view and moves the individual file pointer to 0.
+    /// `MPI_File_set_view` (collective; each rank's view is its own): checks the types and
+    /// the data representation (`"native"` only), then sets the view and moves the individual
+    /// file pointer to 0, and, once every rank set its view, the shared file pointer.
     MPI_File_set_view / PMPI_File_set_view(fh: *mut c_void, disp: MpiOffset, etype: Handle, filetype: Handle, datarep: *const c_char, info: Handle) on key_of(fh) => {
         let _ = info;
         let f = file(fh)?;
@@ -962,15 +1428,19 @@ mpi_fn! {
             return Err(MpiError::new(ferr::UNSUPPORTED_DATAREP, format!("data representation \"{rep}\" is not supported (only \"native\")")));
         }
         if disp == DISPLACEMENT_CURRENT {
-            return Err(MpiError::new(err::UNSUPPORTED_OPERATION, "MPI_DISPLACEMENT_CURRENT needs shared file pointers, which are not supported"));
+            return Err(MpiError::new(err::UNSUPPORTED_OPERATION, "MPI_DISPLACEMENT_CURRENT (files opened with MPI_MODE_SEQUENTIAL) is not supported"));
         }
         if disp < 0 {
             return Err(MpiError::new(err::ARG, format!("displacement {disp} is negative")));
         }
         let view = View::new(disp as u64, etype, filetype)?;
-        let mut pos = f.pos.lock().unwrap_or_else(|e| e.into_inner());
-        *f.view.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(view);
-        *pos = 0;
+        {
+            let mut pos = f.pos.lock().unwrap_or_else(|e| e.into_inner());
+            *f.view.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(view);
+            *pos = 0;
+        }
+        // The shared file pointer goes back to 0 once every rank set its view.
+        f.shared.set_all(|_| Ok(Some(0)), "resetting the shared file pointer")?;
         Ok(())
     }
 }

@@ -9,9 +9,11 @@
 //! neighbourhood ones. Results a count is written to (`MPI_Get_count_c`, `MPI_Type_size_c`,
 //! `MPI_Pack_size_c`, positions) are computed in 64 bits.
 //!
-//! Not here (stubs): the persistent `v`/`w` collectives (`MPI_Gatherv_init_c`, ...), whose
-//! arrays the request would have to keep, and the `_c` forms of functions without an `int`
-//! form in this library.
+//! The persistent `v`/`w` collectives (`MPI_Gatherv_init_c`, ...) narrow their arrays at the
+//! `_init` call and keep the narrowed copies in the request, whose every start calls the `int`
+//! nonblocking form with them.
+//!
+//! Not here (stubs): the `_c` forms of functions without an `int` form in this library.
 
 use std::ffi::{c_int, c_void};
 
@@ -382,6 +384,18 @@ narrowed!(MPI_File_iread_at_c / PMPI_File_iread_at_c(fh: *mut c_void, offset: Mp
 narrowed!(MPI_File_iwrite_at_c / PMPI_File_iwrite_at_c(fh: *mut c_void, offset: MpiOffset, buf: *const c_void, count: MpiCount, datatype: Handle, request: *mut Handle) on crate::file::key_of(fh), counts [count] => crate::file::PMPI_File_iwrite_at);
 narrowed!(MPI_File_iread_at_all_c / PMPI_File_iread_at_all_c(fh: *mut c_void, offset: MpiOffset, buf: *mut c_void, count: MpiCount, datatype: Handle, request: *mut Handle) on crate::file::key_of(fh), counts [count] => crate::file::PMPI_File_iread_at_all);
 narrowed!(MPI_File_iwrite_at_all_c / PMPI_File_iwrite_at_all_c(fh: *mut c_void, offset: MpiOffset, buf: *const c_void, count: MpiCount, datatype: Handle, request: *mut Handle) on crate::file::key_of(fh), counts [count] => crate::file::PMPI_File_iwrite_at_all);
+narrowed!(MPI_File_read_shared_c / PMPI_File_read_shared_c(fh: *mut c_void, buf: *mut c_void, count: MpiCount, datatype: Handle, status: *mut MpiStatus) on crate::file::key_of(fh), counts [count] => crate::file::PMPI_File_read_shared);
+narrowed!(MPI_File_write_shared_c / PMPI_File_write_shared_c(fh: *mut c_void, buf: *const c_void, count: MpiCount, datatype: Handle, status: *mut MpiStatus) on crate::file::key_of(fh), counts [count] => crate::file::PMPI_File_write_shared);
+narrowed!(MPI_File_iread_shared_c / PMPI_File_iread_shared_c(fh: *mut c_void, buf: *mut c_void, count: MpiCount, datatype: Handle, request: *mut Handle) on crate::file::key_of(fh), counts [count] => crate::file::PMPI_File_iread_shared);
+narrowed!(MPI_File_iwrite_shared_c / PMPI_File_iwrite_shared_c(fh: *mut c_void, buf: *const c_void, count: MpiCount, datatype: Handle, request: *mut Handle) on crate::file::key_of(fh), counts [count] => crate::file::PMPI_File_iwrite_shared);
+narrowed!(MPI_File_read_ordered_c / PMPI_File_read_ordered_c(fh: *mut c_void, buf: *mut c_void, count: MpiCount, datatype: Handle, status: *mut MpiStatus) on crate::file::key_of(fh), counts [count] => crate::file::PMPI_File_read_ordered);
+narrowed!(MPI_File_write_ordered_c / PMPI_File_write_ordered_c(fh: *mut c_void, buf: *const c_void, count: MpiCount, datatype: Handle, status: *mut MpiStatus) on crate::file::key_of(fh), counts [count] => crate::file::PMPI_File_write_ordered);
+narrowed!(MPI_File_read_all_begin_c / PMPI_File_read_all_begin_c(fh: *mut c_void, buf: *mut c_void, count: MpiCount, datatype: Handle) on crate::file::key_of(fh), counts [count] => crate::file::PMPI_File_read_all_begin);
+narrowed!(MPI_File_write_all_begin_c / PMPI_File_write_all_begin_c(fh: *mut c_void, buf: *const c_void, count: MpiCount, datatype: Handle) on crate::file::key_of(fh), counts [count] => crate::file::PMPI_File_write_all_begin);
+narrowed!(MPI_File_read_at_all_begin_c / PMPI_File_read_at_all_begin_c(fh: *mut c_void, offset: MpiOffset, buf: *mut c_void, count: MpiCount, datatype: Handle) on crate::file::key_of(fh), counts [count] => crate::file::PMPI_File_read_at_all_begin);
+narrowed!(MPI_File_write_at_all_begin_c / PMPI_File_write_at_all_begin_c(fh: *mut c_void, offset: MpiOffset, buf: *const c_void, count: MpiCount, datatype: Handle) on crate::file::key_of(fh), counts [count] => crate::file::PMPI_File_write_at_all_begin);
+narrowed!(MPI_File_read_ordered_begin_c / PMPI_File_read_ordered_begin_c(fh: *mut c_void, buf: *mut c_void, count: MpiCount, datatype: Handle) on crate::file::key_of(fh), counts [count] => crate::file::PMPI_File_read_ordered_begin);
+narrowed!(MPI_File_write_ordered_begin_c / PMPI_File_write_ordered_begin_c(fh: *mut c_void, buf: *const c_void, count: MpiCount, datatype: Handle) on crate::file::key_of(fh), counts [count] => crate::file::PMPI_File_write_ordered_begin);
 narrowed!(MPI_File_get_type_extent_c / PMPI_File_get_type_extent_c(fh: *mut c_void, datatype: Handle, extent: *mut MpiCount) on crate::file::key_of(fh), counts [] => crate::file::PMPI_File_get_type_extent);
 
 // ---- one-sided ----
@@ -412,3 +426,125 @@ mpi_fn! {
         Ok(())
     }
 }
+
+// ---- persistent v and w collectives ----
+
+/// An argument of a persistent `_c` collective as kept by its request (see
+/// [`persistent_c`]): narrowed arrays are owned, pointers kept as addresses (the caller's
+/// buffers and arrays, which MPI leaves to the library while the request lives).
+trait Carry {
+    /// What the request keeps.
+    type Kept: Carried;
+    /// The value to keep.
+    fn carry(self) -> Self::Kept;
+}
+
+/// A kept argument, given back to each start.
+trait Carried: Send + Sync + 'static {
+    /// The argument of the `int` form.
+    type Arg;
+    /// The argument back.
+    fn arg(&self) -> Self::Arg;
+}
+
+/// A kept pointer of type `P`.
+struct Addr<P>(usize, std::marker::PhantomData<fn() -> P>);
+
+impl Carry for c_int {
+    type Kept = c_int;
+    fn carry(self) -> c_int {
+        self
+    }
+}
+
+impl Carried for c_int {
+    type Arg = c_int;
+    fn arg(&self) -> c_int {
+        *self
+    }
+}
+
+impl<T: 'static> Carry for *const T {
+    type Kept = Addr<*const T>;
+    fn carry(self) -> Self::Kept {
+        Addr(self as usize, std::marker::PhantomData)
+    }
+}
+
+impl<T: 'static> Carried for Addr<*const T> {
+    type Arg = *const T;
+    fn arg(&self) -> *const T {
+        self.0 as *const T
+    }
+}
+
+impl<T: 'static> Carry for *mut T {
+    type Kept = Addr<*mut T>;
+    fn carry(self) -> Self::Kept {
+        Addr(self as usize, std::marker::PhantomData)
+    }
+}
+
+impl<T: 'static> Carried for Addr<*mut T> {
+    type Arg = *mut T;
+    fn arg(&self) -> *mut T {
+        self.0 as *mut T
+    }
+}
+
+impl Carry for Option<Vec<c_int>> {
+    type Kept = Option<Vec<c_int>>;
+    fn carry(self) -> Self::Kept {
+        self
+    }
+}
+
+impl Carried for Option<Vec<c_int>> {
+    type Arg = *const c_int;
+    fn arg(&self) -> *const c_int {
+        ptr_of(self)
+    }
+}
+
+/// Defines the persistent `MPI_X_init_c(args..., comm, info, request)`: the counts named in
+/// `counts [...]` and the arrays named in each `arrays [...] of LEN` are narrowed at the call
+/// (as in [`narrowed`]) and kept with the other arguments; each `MPI_Start` calls the `int`
+/// nonblocking form `$start` with them.
+macro_rules! persistent_c {
+    ($mpi:ident / $pmpi:ident ( $($a:ident : $t:ty),* ; $comm:ident, $info:ident, $request:ident ),
+     counts [$($c:ident),*] $(, arrays [$($arr:ident),*] of $n:expr)* => $start:path) => {
+        mpi_fn! {
+            #[doc = concat!("`", stringify!($mpi), "`: a persistent request; each `MPI_Start` starts `", stringify!($start), "` on these arguments, counts and count arrays narrowed at this call (`MPI_ERR_COUNT` past 32 bits).")]
+            $mpi / $pmpi ( $($a : $t,)* $comm: Handle, $info: Handle, $request: *mut Handle) on $comm => {
+                let _ = $info;
+                $( let $c = narrow(stringify!($c), $c)?; )*
+                $(
+                    let n: usize = $n?;
+                    // SAFETY: the caller's arrays of `n` values, as the call's contract says.
+                    $( let $arr = unsafe { narrow_array(stringify!($arr), $arr, n) }?; )*
+                )*
+                $( let $a = Carry::carry($a); )*
+                let start = move || -> Result<Handle, MpiError> {
+                    let mut h = abi::REQUEST_NULL;
+                    // SAFETY: the arguments given to the `_init` call, which MPI leaves valid
+                    // (buffers and arrays included) while the persistent request lives; the
+                    // narrowed arrays are the request's own.
+                    quietly(|| unsafe { $start($($a.arg(),)* $comm, &mut h) })?;
+                    Ok(h)
+                };
+                // SAFETY: the caller's handle.
+                unsafe { crate::pcoll::make($comm, std::sync::Arc::new(start), false, $request) }
+            }
+        }
+    };
+}
+
+persistent_c!(MPI_Gatherv_init_c / PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: MpiCount, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MpiCount, displs: *const MpiAint, recvtype: Handle, root: c_int; comm, info, request), counts [sendcount], arrays [recvcounts, displs] of at_root(comm, root) => crate::vcoll::PMPI_Igatherv);
+persistent_c!(MPI_Scatterv_init_c / PMPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts: *const MpiCount, displs: *const MpiAint, sendtype: Handle, recvbuf: *mut c_void, recvcount: MpiCount, recvtype: Handle, root: c_int; comm, info, request), counts [recvcount], arrays [sendcounts, displs] of at_root(comm, root) => crate::vcoll::PMPI_Iscatterv);
+persistent_c!(MPI_Allgatherv_init_c / PMPI_Allgatherv_init_c(sendbuf: *const c_void, sendcount: MpiCount, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MpiCount, displs: *const MpiAint, recvtype: Handle; comm, info, request), counts [sendcount], arrays [recvcounts, displs] of group(comm) => crate::vcoll::PMPI_Iallgatherv);
+persistent_c!(MPI_Alltoallv_init_c / PMPI_Alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const MpiCount, sdispls: *const MpiAint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MpiCount, rdispls: *const MpiAint, recvtype: Handle; comm, info, request), counts [], arrays [sendcounts, sdispls, recvcounts, rdispls] of group(comm) => crate::vcoll::PMPI_Ialltoallv);
+persistent_c!(MPI_Alltoallw_init_c / PMPI_Alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const MpiCount, sdispls: *const MpiAint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const MpiCount, rdispls: *const MpiAint, recvtypes: *const Handle; comm, info, request), counts [], arrays [sendcounts, sdispls, recvcounts, rdispls] of group(comm) => crate::vcoll::PMPI_Ialltoallw);
+persistent_c!(MPI_Reduce_scatter_init_c / PMPI_Reduce_scatter_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MpiCount, datatype: Handle, op: Handle; comm, info, request), counts [], arrays [recvcounts] of local_group(comm) => crate::vcoll::PMPI_Ireduce_scatter);
+persistent_c!(MPI_Neighbor_allgatherv_init_c / PMPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void, sendcount: MpiCount, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MpiCount, displs: *const MpiAint, recvtype: Handle; comm, info, request), counts [sendcount], arrays [recvcounts, displs] of degrees(comm).map(|d| d.0) => crate::topo::PMPI_Ineighbor_allgatherv);
+persistent_c!(MPI_Neighbor_alltoallv_init_c / PMPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const MpiCount, sdispls: *const MpiAint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MpiCount, rdispls: *const MpiAint, recvtype: Handle; comm, info, request), counts [], arrays [sendcounts, sdispls] of degrees(comm).map(|d| d.1), arrays [recvcounts, rdispls] of degrees(comm).map(|d| d.0) => crate::topo::PMPI_Ineighbor_alltoallv);
+persistent_c!(MPI_Neighbor_alltoallw_init_c / PMPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const MpiCount, sdispls: *const MpiAint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const MpiCount, rdispls: *const MpiAint, recvtypes: *const Handle; comm, info, request), counts [], arrays [sendcounts] of degrees(comm).map(|d| d.1), arrays [recvcounts] of degrees(comm).map(|d| d.0) => crate::topo::PMPI_Ineighbor_alltoallw);

@@ -167,6 +167,20 @@ pub fn new_info() -> Handle {
     h
 }
 
+/// A new info object holding `pairs`.
+pub(crate) fn info_with(pairs: &[(&str, String)]) -> Handle {
+    let h = NEXT_INFO.fetch_add(1, Ordering::Relaxed);
+    let v = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    infos()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(h, v);
+    h
+}
+
 mpi_fn! {
     /// `MPI_Info_create`.
     MPI_Info_create / PMPI_Info_create(info: *mut Handle) on abi::COMM_WORLD => {

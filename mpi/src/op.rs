@@ -8,17 +8,28 @@ use std::sync::{Mutex, OnceLock};
 
 use viaduct_agent::coll::Reduction;
 
-use crate::abi::{self, Handle, err};
+use crate::abi::{self, Handle, MpiCount, err};
 use crate::comm::put;
 use crate::datatype::size_of;
 use crate::error::MpiError;
 
 /// `MPI_User_function`: `inoutvec[i] = invec[i] op inoutvec[i]` for `*len` elements.
 pub type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut Handle);
+/// `MPI_User_function_c`: as [`UserFn`] with an `MPI_Count` length.
+pub type UserFnC = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut MpiCount, *mut Handle);
+
+/// The program's function of an operation.
+#[derive(Clone, Copy)]
+enum UserOp {
+    /// Of `MPI_Op_create`.
+    Int(UserFn),
+    /// Of `MPI_Op_create_c`.
+    Large(UserFnC),
+}
 
 /// The program's operations: function and whether it commutes.
-fn ops() -> &'static Mutex<HashMap<Handle, (UserFn, bool)>> {
-    static OPS: OnceLock<Mutex<HashMap<Handle, (UserFn, bool)>>> = OnceLock::new();
+fn ops() -> &'static Mutex<HashMap<Handle, (UserOp, bool)>> {
+    static OPS: OnceLock<Mutex<HashMap<Handle, (UserOp, bool)>>> = OnceLock::new();
     OPS.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
@@ -87,21 +98,38 @@ pub fn reduction(t: Handle, o: Handle) -> Result<Reduction, MpiError> {
 }
 
 /// The program's function as the agent's user reduction on elements of `size` bytes of `t`.
-fn user_reduction(f: UserFn, t: Handle, size: usize) -> Reduction {
+fn user_reduction(f: UserOp, t: Handle, size: usize) -> Reduction {
     Reduction::user(size, move |incoming: &[u8], acc: &mut [u8]| {
-        let mut n = (acc.len() / size) as c_int;
         let mut dt = t;
-        // SAFETY: the program's function, given `n` elements of `t` in each buffer as
-        // MPI_User_function specifies; `incoming` is only read by it.
-        unsafe {
-            f(
-                incoming.as_ptr() as *mut c_void,
-                acc.as_mut_ptr().cast(),
-                &mut n,
-                &mut dt,
-            )
-        };
+        let (inp, out) = (incoming.as_ptr() as *mut c_void, acc.as_mut_ptr().cast());
+        match f {
+            UserOp::Int(f) => {
+                let mut n = (acc.len() / size) as c_int;
+                // SAFETY: the program's function, given `n` elements of `t` in each buffer as
+                // MPI_User_function specifies; `incoming` is only read by it.
+                unsafe { f(inp, out, &mut n, &mut dt) };
+            }
+            UserOp::Large(f) => {
+                let mut n = (acc.len() / size) as MpiCount;
+                // SAFETY: as above, as MPI_User_function_c specifies.
+                unsafe { f(inp, out, &mut n, &mut dt) };
+            }
+        }
     })
+}
+
+/// Registers the program's operation `f`; writes its handle to `op`.
+fn create(f: UserOp, commute: c_int, op: *mut Handle) -> Result<(), MpiError> {
+    if op.is_null() {
+        return Err(MpiError::new(err::ARG, "op is NULL"));
+    }
+    let h = NEXT.fetch_add(1, Ordering::Relaxed);
+    ops()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(h, (f, commute != 0));
+    // SAFETY: the caller's handle, checked not NULL.
+    unsafe { put(op, h, "op") }
 }
 
 mpi_fn! {
@@ -110,13 +138,15 @@ mpi_fn! {
     /// (the contributions gathered, then folded).
     MPI_Op_create / PMPI_Op_create(user_fn: Option<UserFn>, commute: c_int, op: *mut Handle) on abi::COMM_WORLD => {
         let f = user_fn.ok_or_else(|| MpiError::new(err::ARG, "the user function is NULL"))?;
-        if op.is_null() {
-            return Err(MpiError::new(err::ARG, "op is NULL"));
-        }
-        let h = NEXT.fetch_add(1, Ordering::Relaxed);
-        ops().lock().unwrap_or_else(|e| e.into_inner()).insert(h, (f, commute != 0));
-        // SAFETY: the caller's handle, checked not NULL.
-        unsafe { put(op, h, "op") }
+        create(UserOp::Int(f), commute, op)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Op_create_c`: as `MPI_Op_create`, the function taking an `MPI_Count` length.
+    MPI_Op_create_c / PMPI_Op_create_c(user_fn: Option<UserFnC>, commute: c_int, op: *mut Handle) on abi::COMM_WORLD => {
+        let f = user_fn.ok_or_else(|| MpiError::new(err::ARG, "the user function is NULL"))?;
+        create(UserOp::Large(f), commute, op)
     }
 }
 

@@ -68,7 +68,7 @@ impl<T> Keep for *mut T {
 /// # Safety
 ///
 /// `request` is the caller's writable handle (or NULL, an error).
-unsafe fn make(
+pub(crate) unsafe fn make(
     comm: Handle,
     start: Arc<CollStart>,
     intra_only: bool,

@@ -177,7 +177,13 @@ pub struct Runtime {
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
 static INIT_CALLED: AtomicBool = AtomicBool::new(false);
+/// `MPI_Init` completed (the world model).
+static WORLD: AtomicBool = AtomicBool::new(false);
+/// `MPI_Finalize` completed.
 static FINALIZED: AtomicBool = AtomicBool::new(false);
+/// The runtime ended (its agent finalized): by `MPI_Finalize` or by the last
+/// `MPI_Session_finalize`, whichever came last.
+static ENDED: AtomicBool = AtomicBool::new(false);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -188,9 +194,14 @@ pub fn claim_init() -> bool {
     !INIT_CALLED.swap(true, Ordering::SeqCst)
 }
 
-/// Whether `MPI_Init` (or `MPI_Init_thread`) completed.
+/// Whether `MPI_Init` (or `MPI_Init_thread`) completed (a session alone does not count).
 pub fn initialized() -> bool {
-    RUNTIME.get().is_some()
+    WORLD.load(Ordering::SeqCst)
+}
+
+/// Marks `MPI_Init` as done.
+pub fn set_initialized() {
+    WORLD.store(true, Ordering::SeqCst);
 }
 
 /// Whether `MPI_Finalize` completed.
@@ -203,6 +214,21 @@ pub fn set_finalized() {
     FINALIZED.store(true, Ordering::SeqCst);
 }
 
+/// Whether the runtime ended (no MPI call works any more).
+pub fn ended() -> bool {
+    ENDED.load(Ordering::SeqCst)
+}
+
+/// Marks the runtime as ended (before its agent is finalized).
+pub fn set_ended() {
+    ENDED.store(true, Ordering::SeqCst);
+}
+
+/// The runtime, started or not, ended or not.
+pub fn runtime() -> Option<&'static Runtime> {
+    RUNTIME.get()
+}
+
 /// Installs the runtime (once, at the end of `MPI_Init`).
 pub fn install(rt: Runtime) {
     let _ = RUNTIME.set(rt);
@@ -213,16 +239,16 @@ pub fn world_rank() -> Option<u32> {
     RUNTIME.get().map(|r| r.agent.rank())
 }
 
-/// The agent, between `MPI_Init` and `MPI_Finalize`.
+/// The agent, between `MPI_Init` (or the first `MPI_Session_init`) and the end.
 pub fn live_agent() -> Option<&'static Agent> {
-    RUNTIME.get().filter(|_| !finalized()).map(|r| &r.agent)
+    RUNTIME.get().filter(|_| !ended()).map(|r| &r.agent)
 }
 
-/// The runtime, or the error of a call before `MPI_Init` or after `MPI_Finalize`.
+/// The runtime, or the error of a call before `MPI_Init` (and any session) or after the end.
 #[inline]
 pub fn rt() -> Result<&'static Runtime, MpiError> {
     match RUNTIME.get() {
-        Some(r) if !finalized() => Ok(r),
+        Some(r) if !ended() => Ok(r),
         _ => Err(not_running()),
     }
 }
@@ -251,6 +277,9 @@ pub fn errhandler_of(comm: Handle) -> Handle {
         if let Some(h) = crate::win::errhandler_of_key(comm) {
             return h;
         }
+    }
+    if let Some(h) = crate::session::errhandler_of(comm) {
+        return h;
     }
     let Some(rt) = RUNTIME.get() else {
         return abi::ERRORS_ARE_FATAL;

@@ -303,6 +303,9 @@ mpi_fn! {
         let h = unsafe { win.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "win is NULL"))?;
         let w = self::win(*h)?;
         let key = *h;
+        // The delete callbacks of its attributes first: one failing fails the call and leaves
+        // the window (its attributes gone), as MPI_Comm_free does.
+        crate::attr::delete_all(crate::attr::Kind::Win, key).map_err(|e| e.on(key))?;
         let unsynced = lock(&w.queue).batches.iter().any(|b| !b.is_empty());
         let open = crate::winlock::epoch_open(&w);
         w.comm.barrier().map_err(|e| MpiError::from(e).on(key))?;
@@ -427,7 +430,8 @@ mpi_fn! {
 
 mpi_fn! {
     /// `MPI_Win_get_attr`: the predefined attributes `MPI_WIN_BASE`, `MPI_WIN_SIZE`,
-    /// `MPI_WIN_DISP_UNIT`, `MPI_WIN_CREATE_FLAVOR`, `MPI_WIN_MODEL` (`MPI_WIN_SEPARATE`).
+    /// `MPI_WIN_DISP_UNIT`, `MPI_WIN_CREATE_FLAVOR`, `MPI_WIN_MODEL` (`MPI_WIN_SEPARATE`) and
+    /// the program's (`MPI_Win_set_attr`).
     MPI_Win_get_attr / PMPI_Win_get_attr(win: Handle, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) on win => {
         let w = self::win(win)?;
         let v: *const c_void = match keyval {
@@ -436,12 +440,13 @@ mpi_fn! {
             WIN_DISP_UNIT => &*w.attr_disp as *const c_int as *const c_void,
             WIN_CREATE_FLAVOR => &*w.attr_flavor as *const c_int as *const c_void,
             WIN_MODEL => &*w.attr_model as *const c_int as *const c_void,
-            _ => {
-                return Err(MpiError::new(
-                    err::OTHER,
-                    format!("keyval {keyval:#x} is not a window attribute (only the predefined ones are supported)"),
-                ));
-            }
+            _ => match crate::attr::win_attr(win, keyval)? {
+                Some(v) => v as *const c_void,
+                None => {
+                    // SAFETY: the caller's int.
+                    return unsafe { put(flag, 0, "flag") };
+                }
+            },
         };
         if attribute_val.is_null() {
             return Err(MpiError::new(err::ARG, "attribute_val is NULL"));

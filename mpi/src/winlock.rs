@@ -509,21 +509,36 @@ mpi_fn! {
     }
 }
 
+/// Of `targets`, those with a get or a fetch queued: a put's or an accumulate's data is packed
+/// into the batch when it is queued, so only a result still to come keeps an origin buffer
+/// busy.
+fn awaiting_results(w: &Win, targets: &[u32]) -> Vec<u32> {
+    let q = lock(&w.queue);
+    targets
+        .iter()
+        .copied()
+        .filter(|&t| !q.pending[t as usize].is_empty())
+        .collect()
+}
+
 mpi_fn! {
-    /// `MPI_Win_flush_local`: as `MPI_Win_flush` (the operations complete at the target too).
+    /// `MPI_Win_flush_local`: completes the operations to `rank` at the origin. Puts and
+    /// accumulates are complete there when queued (their data is packed), so they stay queued
+    /// until a flush or the unlock; a get or a fetch queued makes it flush to `rank` (as
+    /// `MPI_Win_flush`) for the data.
     MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: Handle) on win => {
         let w = win::win(win)?;
         let t = epoch_targets(&w, Some(rank))?;
-        flush_to(&w, &t, false)
+        flush_to(&w, &awaiting_results(&w, &t), false)
     }
 }
 
 mpi_fn! {
-    /// `MPI_Win_flush_local_all`: as `MPI_Win_flush_all`.
+    /// `MPI_Win_flush_local_all`: as `MPI_Win_flush_local` for every target of the epoch.
     MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: Handle) on win => {
         let w = win::win(win)?;
         let t = epoch_targets(&w, None)?;
-        flush_to(&w, &t, false)
+        flush_to(&w, &awaiting_results(&w, &t), false)
     }
 }
 

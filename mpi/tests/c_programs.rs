@@ -58,6 +58,12 @@ const PROGRAMS: &[&str] = &[
     "types2",
     "largecount",
     "mpit",
+    "filesplit",
+    "fileshared",
+    "winattr",
+    "cforms",
+    "rmaflush",
+    "sessions",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -425,6 +431,103 @@ fn fileio_program() {
 #[test]
 fn fileview_program() {
     program("fileview");
+}
+
+/// Split-collective file I/O: begin/end pairs, one outstanding per file handle.
+#[test]
+fn filesplit_program() {
+    program("filesplit");
+}
+
+/// The shared file pointer: concurrent `write_shared`/`read_shared` from every rank, ordered
+/// accesses, seeks.
+#[test]
+fn fileshared_program() {
+    program_at_both("fileshared", &[2, 3, 4]);
+}
+
+/// Window keyvals and attributes, with their delete callbacks.
+#[test]
+fn winattr_program() {
+    program("winattr");
+}
+
+/// `MPI_Op_create_c` and the persistent `v`/`w` collectives' `_c` forms (the neighbourhood
+/// ones at 3 ranks and more).
+#[test]
+fn cforms_program() {
+    program_at_both("cforms", &[2, 3, 4]);
+}
+
+/// `MPI_Win_flush_local`/`_all` return while the target process is stopped. Not compared
+/// with MPICH: MPICH 4.0.2's `MPI_Win_flush_local` waits for the target (the program's alarm
+/// fails the job there).
+#[test]
+fn rmaflush_program() {
+    let Some(s) = setup() else { return };
+    let want = |n: usize| -> Vec<String> {
+        let mut v: Vec<String> = (0..n)
+            .flat_map(|r| {
+                [
+                    format!("rank {r}: flush_local completes a get with its data"),
+                    format!(
+                        "rank {r}: flush_local completes puts and accumulates with the target stopped"
+                    ),
+                ]
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    for n in [2u32, 3, 4] {
+        let got = assert_ok(
+            &job(s, "rmaflush", Launch::Viaduct(n), true, &[]),
+            &format!("rmaflush, viaduct launch -n {n}"),
+            n as usize,
+        );
+        assert_eq!(got, want(n as usize));
+    }
+    if s.mpiexec {
+        let got = assert_ok(
+            &job(s, "rmaflush", Launch::Mpiexec(2), true, &[]),
+            "rmaflush on viaduct, mpiexec -n 2",
+            2,
+        );
+        assert_eq!(got, want(2));
+    }
+}
+
+/// MPI-4 sessions without `MPI_Init`, and beside it (`SESSIONS_WITH_INIT=1`), at 2 and 3 ranks
+/// under both launchers and alone, compared with MPICH.
+#[test]
+fn sessions_program() {
+    program_at_both("sessions", &[2, 3]);
+    let Some(s) = setup() else { return };
+    let alone = assert_ok(
+        &job(s, "sessions", Launch::Alone, true, &[]),
+        "sessions alone",
+        1,
+    );
+    assert_eq!(alone.len(), 3, "{alone:?}");
+    let env = [("SESSIONS_WITH_INIT", "1")];
+    for n in [2u32, 3] {
+        let v = assert_ok(
+            &job(s, "sessions", Launch::Viaduct(n), true, &env),
+            &format!("sessions with MPI_Init, viaduct launch -n {n}"),
+            n as usize,
+        );
+        if s.mpiexec {
+            let m = assert_ok(
+                &job(s, "sessions", Launch::Mpiexec(n), false, &env),
+                &format!("sessions with MPI_Init on MPICH, mpiexec -n {n}"),
+                n as usize,
+            );
+            assert_eq!(
+                v, m,
+                "sessions with MPI_Init: viaduct and MPICH differ at {n} ranks"
+            );
+        }
+    }
 }
 
 #[test]
