@@ -14,7 +14,11 @@
 //! [`Config::buffer_bytes`] each). Every SEND carries a 16-byte header (tag, total message
 //! length, returned credits, kind, fragment flags) followed by at most one buffer's worth of
 //! payload, copied into a registered send slot. A message longer than one buffer goes as
-//! several fragments, sent in order.
+//! several fragments, sent in order. A whole message (one fragment) whose tag went to the peer
+//! recently goes with a *compact* header instead: 4 bytes of immediate data (returned credits
+//! and the slot of its tag in a table of recent tags each side keeps alike) beside the payload,
+//! so the payload alone is on the wire and a message of up to the path MTU is one packet
+//! ([`Config::compact_headers`], on by default; a receiver takes both forms).
 //!
 //! **Flow control is credit based**: a side never posts more SENDs than the peer has receive
 //! buffers posted for it. It starts with as many credits as the peer's ring has buffers; the

@@ -20,7 +20,8 @@ pub struct Card {
     pub keepalive: RemoteRegion,
 }
 
-const VERSION: u8 = 1;
+/// 2: compact headers (immediate data) beside the 16-byte one.
+const VERSION: u8 = 2;
 
 impl Card {
     /// Encoded size in bytes.
@@ -116,9 +117,10 @@ mod tests {
         for i in [4, 12, 15, 16] {
             bytes[i] = 0;
         }
+        bytes[0] = VERSION;
         let hex = Card::from_bytes(&bytes).unwrap().to_hex();
         assert!(Card::from_hex(&hex).is_ok());
-        let signed = format!("+1{}", &hex[2..]);
+        let signed = format!("+{VERSION}{}", &hex[2..]);
         assert!(
             matches!(Card::from_hex(&signed), Err(Error::Card(m)) if m.contains("not hex")),
             "{signed:?} was accepted"

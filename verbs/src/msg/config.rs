@@ -38,6 +38,11 @@ pub struct Config {
     pub rdma_piece: usize,
     /// Bytes of idle registered buffers the endpoint's registration cache keeps.
     pub cache_bytes: usize,
+    /// Send a whole message whose tag the peer has seen recently with a compact header (4
+    /// bytes of immediate data) instead of the 16-byte header in the payload, so a message of
+    /// up to the path MTU is one packet (see the wire protocol in [`crate::msg`]). A sender's
+    /// choice: a receiver takes both forms.
+    pub compact_headers: bool,
 }
 
 impl Default for Config {
@@ -55,6 +60,7 @@ impl Default for Config {
             rdma_ops: 16,
             rdma_piece: 4 << 20,
             cache_bytes: 64 << 20,
+            compact_headers: true,
         }
     }
 }

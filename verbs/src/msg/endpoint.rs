@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::completion::{Completion, Op};
 use super::config::Config;
 use super::error::Error;
-use super::header::{Header, KIND_CLOSE};
+use super::header::{Header, KIND_CLOSE, TAG_SLOTS};
 use super::sleeper::Sleeper;
 use crate::channel::CompletionChannel;
 use crate::cq::{CompletionQueue, Completions};
@@ -69,6 +69,8 @@ pub(crate) struct RxBuf {
     idx: u32,
     region: MemoryRegion,
     header: Header,
+    /// Where the payload starts in the buffer (after a full header, or 0 after a compact one).
+    at: usize,
     len: usize,
 }
 
@@ -99,6 +101,10 @@ pub struct Endpoint {
     pub(crate) outgoing: VecDeque<OutMsg>,
     pub(crate) next_seq: u64,
     pub(crate) rx: VecDeque<RxBuf>,
+    /// Tags recently sent with a full header, by slot (see [`super::header`]).
+    pub(crate) tx_tags: Box<[Option<u64>; TAG_SLOTS]>,
+    /// Tags recently received with a full header, by slot.
+    pub(crate) rx_tags: Box<[Option<u64>; TAG_SLOTS]>,
     pub(crate) current: Current,
     pub(crate) assembly: Vec<u8>,
     pub(crate) completions: VecDeque<Completion>,
@@ -306,7 +312,7 @@ impl Endpoint {
                 return;
             }
             match region {
-                Some(region) => self.on_receive(idx, region, c.byte_len as usize),
+                Some(region) => self.on_receive(idx, region, c.byte_len as usize, c.imm),
                 None => self.fail("a receive completed without its buffer".to_owned()),
             }
             return;

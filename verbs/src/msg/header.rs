@@ -1,4 +1,13 @@
-//! The 16-byte header in front of every SEND of the message protocol.
+//! The message protocol's header: 16 bytes in front of a SEND's payload, or, for a whole
+//! message whose tag the peer has seen recently, 4 bytes of immediate data beside it (a
+//! *compact* header), so a message of up to the path MTU travels in one packet.
+//!
+//! Compact headers name the tag by a slot of a table both sides keep alike: the sender records
+//! each tag it sends with a full header in slot [`tag_slot`]`(tag)`, the receiver records it
+//! from the same header as it takes the message (a queue pair delivers in order, so both
+//! tables change in the same order), and a later whole message with a tag its slot holds goes
+//! with the slot number instead. The length is the received byte count; the kind is data and
+//! the flags first and last.
 
 use super::error::Error;
 
@@ -16,6 +25,36 @@ pub(crate) const KIND_CLOSE: u8 = 3;
 pub(crate) const FIRST: u8 = 1;
 /// Last fragment of a message.
 pub(crate) const LAST: u8 = 2;
+
+/// Tags each side remembers for compact headers.
+pub(crate) const TAG_SLOTS: usize = 256;
+
+/// The low byte of every compact header's immediate data (anything else is a protocol
+/// violation).
+const COMPACT_MARK: u32 = 0xc1;
+
+/// The table slot of `tag` (a multiplicative hash: nearby tags land apart).
+#[inline]
+pub(crate) fn tag_slot(tag: u64) -> usize {
+    (tag.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize
+}
+
+/// Immediate data of a compact header: credits (16 bits), tag slot (8 bits), the mark (8 bits).
+#[inline]
+pub(crate) fn compact_imm(credits: u16, slot: usize) -> u32 {
+    (u32::from(credits) << 16) | ((slot as u32 & 0xff) << 8) | COMPACT_MARK
+}
+
+/// Credits and tag slot of a compact header's immediate data.
+#[inline]
+pub(crate) fn read_compact(imm: u32) -> Result<(u16, usize), Error> {
+    if imm & 0xff != COMPACT_MARK {
+        return Err(Error::PeerFailed(format!(
+            "protocol violation: immediate data {imm:#010x} is no compact header"
+        )));
+    }
+    Ok(((imm >> 16) as u16, ((imm >> 8) & 0xff) as usize))
+}
 
 /// Header fields, little-endian on the wire: tag (8), total length (4), credits (2), kind (1),
 /// flags (1).
@@ -82,5 +121,20 @@ mod tests {
         assert!(Header::read(&b[..10]).is_err());
         b[14] = 9;
         assert!(Header::read(&b).is_err());
+    }
+
+    #[test]
+    fn compact_headers_round_trip_and_stray_immediates_are_refused() {
+        for (credits, slot) in [(0, 0), (1, 255), (u16::MAX, 17)] {
+            assert_eq!(
+                read_compact(compact_imm(credits, slot)).unwrap(),
+                (credits, slot)
+            );
+        }
+        assert!(read_compact(0x0001_0200).is_err());
+        // Consecutive tags spread over the table.
+        let slots: std::collections::HashSet<_> = (0..64u64).map(tag_slot).collect();
+        assert!(slots.len() > 48, "{} distinct slots", slots.len());
+        assert!((0..10_000u64).all(|t| tag_slot(t) < TAG_SLOTS));
     }
 }

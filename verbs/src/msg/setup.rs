@@ -9,7 +9,7 @@ use super::card::Card;
 use super::config::Config;
 use super::endpoint::{Endpoint, RECV_BASE, Rdma};
 use super::error::Error;
-use super::header::HEADER_LEN;
+use super::header::{HEADER_LEN, TAG_SLOTS};
 use crate::channel::CompletionChannel;
 use crate::cq::{CompletionQueue, Completions};
 use crate::device::Context;
@@ -177,6 +177,8 @@ impl Prepared {
             outgoing: VecDeque::new(),
             next_seq: 0,
             rx: VecDeque::new(),
+            tx_tags: Box::new([None; TAG_SLOTS]),
+            rx_tags: Box::new([None; TAG_SLOTS]),
             current: super::endpoint::Current::Idle,
             assembly: Vec::new(),
             completions: VecDeque::new(),

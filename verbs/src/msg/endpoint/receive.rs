@@ -2,19 +2,51 @@
 
 use super::super::completion::Message;
 use super::super::error::Error;
-use super::super::header::{FIRST, HEADER_LEN, Header, KIND_CLOSE, KIND_CREDIT, LAST};
+use super::super::header::{
+    FIRST, HEADER_LEN, Header, KIND_CLOSE, KIND_CREDIT, KIND_DATA, LAST, read_compact, tag_slot,
+};
 use super::{Current, Endpoint, RECV_BASE, RxBuf};
 use crate::mr::MemoryRegion;
 use crate::wr::RecvRequest;
 
 impl Endpoint {
-    pub(super) fn on_receive(&mut self, idx: u32, region: MemoryRegion, byte_len: usize) {
-        let header = match Header::read(&region[..byte_len.min(region.len())]) {
-            Ok(h) => h,
-            Err(e) => {
-                self.fail(e.to_string());
-                return;
-            }
+    pub(super) fn on_receive(
+        &mut self,
+        idx: u32,
+        region: MemoryRegion,
+        byte_len: usize,
+        imm: Option<u32>,
+    ) {
+        let (header, at) = match imm {
+            // A compact header: a whole data message whose tag the table holds.
+            Some(imm) => match read_compact(imm) {
+                Ok((credits, slot)) => match self.rx_tags[slot] {
+                    Some(tag) => (
+                        Header {
+                            tag,
+                            total: byte_len as u32,
+                            credits,
+                            kind: KIND_DATA,
+                            flags: FIRST | LAST,
+                        },
+                        0,
+                    ),
+                    None => {
+                        return self.violation("a compact header names a tag never sent");
+                    }
+                },
+                Err(e) => {
+                    self.fail(e.to_string());
+                    return;
+                }
+            },
+            None => match Header::read(&region[..byte_len.min(region.len())]) {
+                Ok(h) => (h, HEADER_LEN),
+                Err(e) => {
+                    self.fail(e.to_string());
+                    return;
+                }
+            },
         };
         self.credits += u32::from(header.credits);
         match header.kind {
@@ -24,12 +56,17 @@ impl Endpoint {
                 self.fail("the peer closed the connection".to_owned());
             }
             _ => {
+                if at == HEADER_LEN && header.flags & FIRST != 0 {
+                    // As the sender recorded it when it sent this header.
+                    self.rx_tags[tag_slot(header.tag)] = Some(header.tag);
+                }
                 self.held += 1;
                 self.rx.push_back(RxBuf {
                     idx,
                     region,
                     header,
-                    len: byte_len - HEADER_LEN,
+                    at,
+                    len: byte_len - at,
                 });
             }
         }
@@ -103,7 +140,7 @@ impl Endpoint {
                         return self.violation("fragments of a message do not fit together");
                     }
                     self.assembly
-                        .extend_from_slice(&b.region[HEADER_LEN..HEADER_LEN + b.len]);
+                        .extend_from_slice(&b.region[b.at..b.at + b.len]);
                     let last = b.header.flags & LAST != 0;
                     self.release(b.idx, b.region);
                     if last != (self.assembly.len() == total) {
@@ -136,7 +173,7 @@ impl Endpoint {
         Ok(match self.current {
             Current::InPlace { consumed } => self.rx.front().map(|b| Message {
                 tag: b.header.tag,
-                data: &b.region[HEADER_LEN + consumed..HEADER_LEN + b.len],
+                data: &b.region[b.at + consumed..b.at + b.len],
             }),
             Current::Assembled { tag, consumed } => Some(Message {
                 tag,

@@ -4,7 +4,9 @@ use std::time::Instant;
 
 use super::super::completion::Posted;
 use super::super::error::Error;
-use super::super::header::{FIRST, HEADER_LEN, Header, KIND_CREDIT, KIND_DATA, LAST};
+use super::super::header::{
+    FIRST, HEADER_LEN, Header, KIND_CREDIT, KIND_DATA, LAST, compact_imm, tag_slot,
+};
 use super::super::setup::KEEPALIVE_LEN;
 use super::{Endpoint, KEEPALIVE_ID, OutMsg};
 use crate::mr::{MemoryRegion, RemoteRegion};
@@ -19,15 +21,21 @@ impl Endpoint {
             && !self.free_slots.is_empty()
     }
 
-    /// Posts `len` bytes of send slot `idx`.
+    /// Posts bytes `at..at + len` of send slot `idx`, with immediate data `imm` when given.
     pub(super) fn send_slot(
         &mut self,
         idx: u32,
         region: MemoryRegion,
+        at: usize,
         len: usize,
+        imm: Option<u32>,
     ) -> Result<(), String> {
-        let seg = Segment::new(region, 0, len).map_err(|e| e.to_string())?;
-        match self.qp.post_send([SendRequest::send(u64::from(idx), seg)]) {
+        let seg = Segment::new(region, at, len).map_err(|e| e.to_string())?;
+        let req = match imm {
+            Some(imm) => SendRequest::send_with_imm(u64::from(idx), seg, imm),
+            None => SendRequest::send(u64::from(idx), seg),
+        };
+        match self.qp.post_send([req]) {
             Ok(()) => {
                 self.posted_send();
                 Ok(())
@@ -73,9 +81,11 @@ impl Endpoint {
         }
     }
 
-    /// Writes `header` (with the credits due) in front of the `n` payload bytes already in
-    /// slot `idx`, a fragment of message `seq`, takes a data credit and posts the slot; a
-    /// failed post fails the connection, which completes the message with the error.
+    /// Sends the `n` payload bytes already in slot `idx` (at `HEADER_LEN`), a fragment of
+    /// message `seq`, with the credits due: a whole message whose tag the peer's table holds
+    /// goes with a compact header in the immediate data (the payload alone on the wire), any
+    /// other with `header` written in front of the payload. Takes a data credit; a failed post
+    /// fails the connection, which completes the message with the error.
     fn send_fragment(
         &mut self,
         idx: u32,
@@ -84,12 +94,25 @@ impl Endpoint {
         mut header: Header,
         n: usize,
     ) {
-        header.credits = self.to_return.min(u32::from(u16::MAX)) as u16;
-        header.write(&mut region[..HEADER_LEN]);
+        let credits = self.to_return.min(u32::from(u16::MAX)) as u16;
         self.slot_owner[idx as usize] = Some(seq);
-        self.to_return -= u32::from(header.credits);
+        self.to_return -= u32::from(credits);
         self.credits -= 1;
-        if let Err(why) = self.send_slot(idx, region, HEADER_LEN + n) {
+        let slot = tag_slot(header.tag);
+        let whole = header.flags == FIRST | LAST;
+        let sent = if whole && self.config.compact_headers && self.tx_tags[slot] == Some(header.tag)
+        {
+            self.send_slot(idx, region, HEADER_LEN, n, Some(compact_imm(credits, slot)))
+        } else {
+            header.credits = credits;
+            header.write(&mut region[..HEADER_LEN]);
+            if header.flags & FIRST != 0 {
+                // The peer records it when it takes this fragment.
+                self.tx_tags[slot] = Some(header.tag);
+            }
+            self.send_slot(idx, region, 0, HEADER_LEN + n, None)
+        };
+        if let Err(why) = sent {
             self.fail(why);
         }
     }
@@ -143,7 +166,7 @@ impl Endpoint {
         self.slot_owner[idx as usize] = None;
         self.to_return -= u32::from(credits);
         self.credits -= 1;
-        if let Err(why) = self.send_slot(idx, region, HEADER_LEN) {
+        if let Err(why) = self.send_slot(idx, region, 0, HEADER_LEN, None) {
             self.fail(why);
             return false;
         }
