@@ -19,6 +19,22 @@
 //! [`agent::prelude`]); the agent's main types are also at this crate's root
 //! ([`Agent`], [`Comm`], [`Request`], [`Status`], [`AgentError`], ...).
 //!
+//! ```
+//! use viaduct::agent::coll::{Datatype, ReduceOp};
+//! use viaduct::{Agent, Comm, Source, TagMatch, wait_all};
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let agent = Agent::singleton()?;
+//!     let (recv, buf) = agent.irecv(16, Source::Any, TagMatch::Tag(1))?;
+//!     let send = agent.isend(0, 1, b"facade")?;
+//!     wait_all(&mut [send, recv], None)?;
+//!     assert_eq!(buf.take(), b"facade");
+//!     let mut n = 1u32.to_le_bytes();
+//!     Comm::world(&agent).allreduce(&mut n, Datatype::U32, ReduceOp::Sum)?;
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # Quick start
 //!
 //! A single-rank agent ([`Agent::singleton`], no launcher needed) sends to itself with a tag

@@ -60,6 +60,20 @@ impl Shared {
 ///
 /// Handles are cheap to clone; each carries a context (communication space, see
 /// [`Agent::with_context`]) that its sends and receives match in.
+///
+/// ```
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::singleton()?;
+/// // `Agent::init()` under a launcher; one rank on its own here.
+/// assert_eq!((agent.rank(), agent.size()), (0, 1));
+/// agent.send(0, 1, b"to myself")?;
+/// let mut buf = [0u8; 9];
+/// agent.recv(&mut buf, Source::Rank(0), TagMatch::Tag(1))?;
+/// agent.finalize()?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Agent {
     pub(crate) shared: Arc<Shared>,
@@ -79,6 +93,17 @@ impl std::fmt::Debug for Agent {
 impl Agent {
     /// Starts the agent of this rank from the environment (launcher and `VIADUCT_*` settings).
     /// Every rank of the job must call it.
+    ///
+    /// ```no_run
+    /// use viaduct_agent::prelude::*;
+    ///
+    /// fn main() -> Result<(), AgentError> {
+    ///     // Started by `viaduct launch -n 2 -- PROG`, mpiexec or srun.
+    ///     let agent = Agent::init()?;
+    ///     println!("rank {} of {}", agent.rank(), agent.size());
+    ///     agent.finalize()
+    /// }
+    /// ```
     pub fn init() -> Result<Agent, AgentError> {
         let config = Config::from_env()?;
         let report = crate::report::Report::from_env()?;
@@ -90,6 +115,22 @@ impl Agent {
 
     /// Starts the agent over an existing bootstrap with explicit settings. Every rank of the
     /// job must call it.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// use std::time::Duration;
+    /// use viaduct_agent::bootstrap::Bootstrap;
+    ///
+    /// // A job of one rank, without a launcher; `Bootstrap::from_env()` under one.
+    /// let boot = Bootstrap::from_vars(std::iter::empty::<(String, String)>())?;
+    /// let config = Config { peer_timeout: Duration::from_secs(5), ..Config::default() };
+    /// let agent = Agent::with_bootstrap(boot, config)?;
+    /// assert_eq!(agent.size(), 1);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn with_bootstrap(mut boot: Bootstrap, config: Config) -> Result<Agent, AgentError> {
         crate::error::register_error_kinds();
         config.validate()?;
@@ -144,34 +185,102 @@ impl Agent {
 
     /// A single-rank agent with default settings, without a launcher (sends to rank 0 loop
     /// back).
+    ///
+    /// ```
+    /// use viaduct_agent::Agent;
+    ///
+    /// fn main() -> Result<(), viaduct_agent::AgentError> {
+    ///     let agent = Agent::singleton()?;
+    ///     assert_eq!((agent.rank(), agent.size()), (0, 1));
+    ///     agent.finalize()
+    /// }
+    /// ```
     pub fn singleton() -> Result<Agent, AgentError> {
         let boot = Bootstrap::from_vars(std::iter::empty::<(String, String)>())?;
         Agent::with_bootstrap(boot, Config::default())
     }
 
     /// This rank.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let next = (agent.rank() + 1) % agent.size();
+    /// agent.send(next, 0, b"token")?;
+    /// # agent.recv(&mut [0u8; 5], Source::Any, TagMatch::Tag(0))?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn rank(&self) -> u32 {
         self.shared.rank
     }
 
     /// Number of ranks in the job.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// for peer in 0..agent.size() {
+    ///     println!("rank {peer} over {:?}", agent.method_of(peer));
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn size(&self) -> u32 {
         self.shared.size
     }
 
     /// The settings in use.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// println!("eager up to {} bytes", agent.config().eager_limit);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn config(&self) -> &Config {
         &self.shared.config
     }
 
     /// The context this handle's sends and receives match in (0 for the handle from
     /// [`Agent::init`]).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// assert_eq!(agent.context(), 0);
+    /// assert_eq!(agent.with_context(7).context(), 7);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn context(&self) -> u32 {
         self.context
     }
 
     /// Another handle on the same agent whose messages match only in `context` (messages of
     /// different contexts never match each other, like MPI communicators).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// // Messages of context 5 never match receives of context 0, and back.
+    /// let library = agent.with_context(5);
+    /// library.send(0, 1, b"lib")?;
+    /// agent.send(0, 1, b"app")?;
+    /// let mut buf = [0u8; 3];
+    /// agent.recv(&mut buf, Source::Rank(0), TagMatch::Tag(1))?;
+    /// assert_eq!(&buf, b"app");
+    /// library.recv(&mut buf, Source::Rank(0), TagMatch::Tag(1))?;
+    /// assert_eq!(&buf, b"lib");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn with_context(&self, context: u32) -> Agent {
         Agent {
             shared: Arc::clone(&self.shared),
@@ -181,6 +290,16 @@ impl Agent {
 
     /// The method serving `peer` (`"self"`, `"shm"`, `"tcp"`, `"verbs"`), or `None` for a rank outside
     /// the job.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// assert_eq!(agent.method_of(0), Some("self"));
+    /// assert_eq!(agent.method_of(agent.size()), None);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn method_of(&self, peer: u32) -> Option<&'static str> {
         let st = self.shared.lock();
         st.vcs.get(peer as usize).map(|vc| match &vc.link {
@@ -192,6 +311,16 @@ impl Agent {
 
     /// the agent operation `Connect`: VCs are connected at [`Agent::init`], so this only reports whether
     /// the VC to `peer` is usable (`Err` with the reason when it failed).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// agent.connect(0)?; // this rank's own VC: always up
+    /// assert!(agent.connect(agent.size()).is_err()); // no such rank
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn connect(&self, peer: u32) -> Result<(), AgentError> {
         self.check_rank(peer)?;
         let st = self.shared.lock();
@@ -204,6 +333,18 @@ impl Agent {
 
     /// Number of unexpected messages held and the payload bytes they hold (messages that
     /// arrived before their receive; rendezvous announcements hold no payload).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// agent.send(0, 3, b"early")?; // no receive posted yet
+    /// assert_eq!(agent.unexpected(), (1, 5));
+    /// agent.recv(&mut [0u8; 5], Source::Rank(0), TagMatch::Tag(3))?;
+    /// assert_eq!(agent.unexpected(), (0, 0));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn unexpected(&self) -> (usize, usize) {
         let st = self.shared.lock();
         (st.book.queues.unexpected_len(), st.book.unexpected_bytes)
@@ -230,6 +371,19 @@ impl Agent {
     /// whichever bootstrapped this rank) to end every rank with `exit_code`, prints
     /// `message`, and exits this process with `exit_code`. Without a launcher (a single rank),
     /// or once finalized, it only prints and exits.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let config_ok = std::path::Path::new("input.dat").exists();
+    /// if !config_ok {
+    ///     // Every rank of the job ends, with this exit code.
+    ///     agent.abort(2, "input.dat is missing");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn abort(&self, exit_code: i32, message: &str) -> ! {
         let boot = self
             .shared
@@ -253,6 +407,17 @@ impl Agent {
     /// meets every rank at a fence so no VC closes while a peer still needs it, then closes
     /// the VCs. Requests still open fail with [`AgentError::Finalized`]; later calls
     /// on any handle fail with [`AgentError::Finalized`].
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// agent.send(0, 1, b"last")?;
+    /// agent.recv(&mut [0u8; 4], Source::Rank(0), TagMatch::Tag(1))?;
+    /// agent.finalize()?; // every clone of the handle is then closed too
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn finalize(self) -> Result<(), AgentError> {
         let deadline = Instant::now() + self.shared.config.connect_timeout;
         loop {

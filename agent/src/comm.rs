@@ -72,6 +72,18 @@ struct Inner {
 
 /// A communicator: an ordered group of ranks with its own point-to-point and collective
 /// contexts. Cloning gives another handle on the same communicator.
+///
+/// ```
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::singleton()?;
+/// let world = Comm::world(&agent);
+/// let mut sum = (world.rank() as u64 + 1).to_le_bytes();
+/// world.allreduce(&mut sum, viaduct_agent::coll::Datatype::U64, viaduct_agent::coll::ReduceOp::Sum)?;
+/// assert_eq!(u64::from_le_bytes(sum), 1);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Comm {
     inner: Arc<Inner>,
@@ -89,6 +101,16 @@ impl std::fmt::Debug for Comm {
 
 impl Comm {
     /// The communicator of every rank of the job (ranks are world ranks).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// assert_eq!((world.rank(), world.size()), (agent.rank(), agent.size()));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn world(agent: &Agent) -> Comm {
         Comm {
             inner: Arc::new(Inner {
@@ -102,31 +124,93 @@ impl Comm {
     }
 
     /// This rank in the communicator.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// println!("rank {} of {}", world.rank(), world.size());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn rank(&self) -> u32 {
         self.inner.rank
     }
 
     /// Number of ranks in the communicator.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// assert_eq!(world.size(), 1);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn size(&self) -> u32 {
         self.inner.world.len() as u32
     }
 
     /// The world rank of communicator rank `r` (`None` outside the communicator).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// assert_eq!(world.world_rank(0), Some(0));
+    /// assert_eq!(world.world_rank(1), None);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn world_rank(&self, r: u32) -> Option<u32> {
         self.inner.world.get(r as usize).copied()
     }
 
     /// The context of the communicator's point-to-point messages.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let copy = world.dup()?;
+    /// assert_ne!(world.p2p_context(), copy.p2p_context());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn p2p_context(&self) -> u32 {
         self.inner.p2p.context()
     }
 
     /// The context of the communicator's xfer blocks and collectives.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// assert_ne!(world.coll_context(), world.p2p_context());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn coll_context(&self) -> u32 {
         self.inner.coll.context()
     }
 
     /// The agent handle this communicator's point-to-point messages go through.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// assert_eq!(world.agent().context(), world.p2p_context());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn agent(&self) -> &Agent {
         &self.inner.p2p
     }
@@ -136,6 +220,16 @@ impl Comm {
     }
 
     /// The world ranks of the members, in communicator rank order.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// assert_eq!(world.world_ranks(), &[0]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn world_ranks(&self) -> &[u32] {
         &self.inner.world
     }
@@ -155,6 +249,17 @@ impl Comm {
     }
 
     /// A new communicator with the same members and fresh contexts (collective).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let library = world.dup()?; // a library's own messages never match the caller's
+    /// library.barrier()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn dup(&self) -> Result<Comm, AgentError> {
         let c = self.split(Some(0), self.rank() as i32)?;
         c.ok_or(AgentError::BadColor(0))
@@ -163,6 +268,18 @@ impl Comm {
     /// Splits the communicator (collective): members giving the same `color` form a new
     /// communicator, ordered by `key` and then by their rank here; a member giving `None` gets
     /// `None`. Every new communicator gets fresh contexts.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// // Even and odd ranks apart, ordered by world rank.
+    /// let half = world.split(Some(world.rank() % 2), world.rank() as i32)?.expect("colored");
+    /// assert_eq!(half.rank(), world.rank() / 2);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn split(&self, color: Option<u32>, key: i32) -> Result<Option<Comm>, AgentError> {
         if color == Some(u32::MAX) {
             return Err(AgentError::BadColor(u32::MAX));
@@ -236,6 +353,17 @@ impl Comm {
     /// same `ranks` and `tag`; calls of overlapping member sets run concurrently when their
     /// tags differ (the low 24 bits of `tag` tell them apart). `None` for a rank not in
     /// `ranks`, which takes no part.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let firsts = world.create_group(&[0], 11)?;
+    /// assert_eq!(firsts.map(|c| c.size()), Some(1));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn create_group(&self, ranks: &[u32], tag: u32) -> Result<Option<Comm>, AgentError> {
         let me = self.rank();
         if !ranks.contains(&me) {
@@ -322,6 +450,20 @@ impl Comm {
     /// with `tag`; every member of both groups then takes the same four fresh contexts (the
     /// maximum of every member's next free context): two for the intercommunicator, two for
     /// the local group's own communicator. `peer` matters at the leader only.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let world = Comm::world(&agent);
+    /// // Two groups: world ranks 0 and 1 (needs 2 ranks); the leaders are their rank 0.
+    /// let mine = world.split(Some(world.rank() % 2), 0)?.expect("colored");
+    /// let other_leader = 1 - world.rank() % 2;
+    /// let inter = mine.intercomm_create(0, Some(&world), other_leader, 77)?;
+    /// inter.remote.send(0, 1, b"hi, other group")?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn intercomm_create(
         &self,
         leader: u32,
@@ -431,12 +573,37 @@ impl Comm {
     }
 
     /// Starts a send to communicator rank `dest` (see [`Agent::isend`]).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let send = world.isend(0, 1, b"c")?;
+    /// let (recv, _buf) = world.irecv(1, Source::Rank(0), TagMatch::Tag(1))?;
+    /// wait_all(&mut [send, recv], None)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn isend(&self, dest: u32, tag: u32, data: &[u8]) -> Result<Request, AgentError> {
         self.inner.p2p.isend(self.to_world(dest)?, tag, data)
     }
 
     /// Starts a receive from communicator rank `source` (see [`Agent::irecv`]); the status
     /// reports communicator ranks.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let (mut recv, buf) = world.irecv(8, Source::Any, TagMatch::Tag(1))?;
+    /// world.send(0, 1, b"comm")?;
+    /// assert_eq!(recv.wait()?.source(), Some(0)); // a communicator rank
+    /// assert_eq!(buf.take(), b"comm");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn irecv(
         &self,
         capacity: usize,
@@ -454,11 +621,35 @@ impl Comm {
     }
 
     /// Sends to communicator rank `dest` and waits for the send to complete.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// world.send(0, 1, b"sent")?;
+    /// # world.recv(&mut [0u8; 4], Source::Rank(0), TagMatch::Tag(1))?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn send(&self, dest: u32, tag: u32, data: &[u8]) -> Result<(), AgentError> {
         self.inner.p2p.send(self.to_world(dest)?, tag, data)
     }
 
     /// Receives into `buf`; the status reports the source as a communicator rank.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// world.send(0, 1, b"back")?;
+    /// let mut buf = [0u8; 4];
+    /// let status = world.recv(&mut buf, Source::Any, TagMatch::Tag(1))?;
+    /// assert_eq!(status.source(), Some(0));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn recv(
         &self,
         buf: &mut [u8],
@@ -528,12 +719,34 @@ impl Comm {
 
     /// A scatter-form xfer block (`xfer_scatter_init`): at most one source `src`, any number
     /// of destinations; `tag` below `0x8000_0000`.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let block = world.xfer_scatter(Some(0), 3);
+    /// drop(block); // see the `xfer` module for adding and starting its pieces
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn xfer_scatter(&self, src: Option<u32>, tag: u32) -> ScatterBlock {
         ScatterBlock::new(self, src, tag)
     }
 
     /// A gather-form xfer block (`xfer_gather_init`): any number of sources, at most one
     /// destination `dest`; `tag` below `0x8000_0000`.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let block = world.xfer_gather(Some(0), 4);
+    /// drop(block); // see the `xfer` module for adding and starting its pieces
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn xfer_gather(&self, dest: Option<u32>, tag: u32) -> GatherBlock {
         GatherBlock::new(self, dest, tag)
     }
@@ -580,6 +793,18 @@ fn check_group(words: &[u32], from: u32, world: u32, local: &[u32]) -> Result<()
 /// An intercommunicator (`MPI_Intercomm_create`): two disjoint groups, each member addressing
 /// the other group's ranks. Creating one, [`Intercomm::dup`] and [`Intercomm::merge`] are
 /// collective over both groups.
+///
+/// ```no_run
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::init()?;
+/// let world = Comm::world(&agent);
+/// let group = world.split(Some(world.rank() % 2), 0)?.expect("colored");
+/// let inter = group.intercomm_create(0, Some(&world), 1 - world.rank() % 2, 5)?;
+/// println!("{} local ranks, {} remote", inter.local.size(), inter.remote.size());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Intercomm {
     /// Point-to-point with the remote group: ranks name the remote group's members; a
@@ -626,6 +851,19 @@ impl Intercomm {
     }
 
     /// A new intercommunicator of the same groups on fresh contexts (`MPI_Comm_dup`).
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let world = Comm::world(&agent);
+    /// let group = world.split(Some(world.rank() % 2), 0)?.expect("colored");
+    /// let inter = group.intercomm_create(0, Some(&world), 1 - world.rank() % 2, 5)?;
+    /// let copy = inter.dup()?;
+    /// assert_eq!(copy.remote.size(), inter.remote.size());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn dup(&self) -> Result<Intercomm, AgentError> {
         let (ctx, _) = self.agree(0)?;
         self.local
@@ -644,6 +882,20 @@ impl Intercomm {
     /// `MPI_Intercomm_merge`: the communicator of both groups, the group giving `high` false
     /// first (when both give the same, the group whose leader has the lower world rank
     /// first), each in its own rank order, on fresh contexts.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let world = Comm::world(&agent);
+    /// let group = world.split(Some(world.rank() % 2), 0)?.expect("colored");
+    /// let inter = group.intercomm_create(0, Some(&world), 1 - world.rank() % 2, 5)?;
+    /// // The even ranks first.
+    /// let merged = inter.merge(world.rank() % 2 == 1)?;
+    /// assert_eq!(merged.size(), world.size());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn merge(&self, high: bool) -> Result<Comm, AgentError> {
         let (ctx, their_high) = self.agree(u32::from(high))?;
         self.local

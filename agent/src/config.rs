@@ -108,6 +108,13 @@ pub const SHM_RING_COPY_CHUNK_VAR: &str = "VIADUCT_SHM_RING_COPY_CHUNK";
 pub const MALLOC_KEEP_VAR: &str = "VIADUCT_MALLOC_KEEP";
 
 /// How a blocking progress call waits for work (`VIADUCT_PROGRESS`).
+///
+/// ```
+/// use viaduct_agent::config::{Config, ProgressMode};
+///
+/// let config = Config { progress: ProgressMode::Block, ..Config::default() };
+/// assert_eq!(config.progress.name(), "block");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ProgressMode {
     /// `yield` when the ranks of this node outnumber the CPUs they may run on together, else
@@ -126,6 +133,12 @@ pub enum ProgressMode {
 
 impl ProgressMode {
     /// The mode's name as written in `VIADUCT_PROGRESS`.
+    ///
+    /// ```
+    /// use viaduct_agent::config::ProgressMode;
+    ///
+    /// assert_eq!(ProgressMode::Yield.name(), "yield");
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             ProgressMode::Auto => "auto",
@@ -136,6 +149,14 @@ impl ProgressMode {
     }
 
     /// Parses a `VIADUCT_PROGRESS` value; anything else is an error naming the variable.
+    ///
+    /// ```
+    /// use viaduct_agent::config::ProgressMode;
+    ///
+    /// assert_eq!(ProgressMode::parse("spin").unwrap(), ProgressMode::Spin);
+    /// let e = ProgressMode::parse("fast").unwrap_err();
+    /// assert!(e.to_string().contains("VIADUCT_PROGRESS"), "{e}");
+    /// ```
     pub fn parse(raw: &str) -> Result<ProgressMode, AgentError> {
         match raw.trim() {
             "auto" => Ok(ProgressMode::Auto),
@@ -151,6 +172,14 @@ impl ProgressMode {
 }
 
 /// A method a peer can be reached over (the own rank always uses the self loop).
+///
+/// ```
+/// use viaduct_agent::config::{Config, MethodKind};
+///
+/// // Shared memory where it reaches, TCP elsewhere.
+/// let config = Config { transports: vec![MethodKind::Shm, MethodKind::Tcp], ..Config::default() };
+/// assert_eq!(config.transports[0].name(), "shm");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MethodKind {
     /// Shared memory between processes of one node.
@@ -163,6 +192,12 @@ pub enum MethodKind {
 
 impl MethodKind {
     /// The method's name as written in `VIADUCT_TRANSPORT`.
+    ///
+    /// ```
+    /// use viaduct_agent::config::MethodKind;
+    ///
+    /// assert_eq!(MethodKind::Verbs.name(), "verbs");
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             MethodKind::Shm => "shm",
@@ -173,6 +208,18 @@ impl MethodKind {
 }
 
 /// Settings of an [`Agent`](crate::agent::Agent).
+///
+/// ```
+/// use std::time::Duration;
+/// use viaduct_agent::config::Config;
+///
+/// let config = Config {
+///     eager_limit: 8 << 10,
+///     peer_timeout: Duration::from_secs(10),
+///     ..Config::default()
+/// };
+/// config.validate().unwrap();
+/// ```
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Methods in order of preference.
@@ -302,6 +349,13 @@ fn check_timeout(var: &'static str, t: Duration) -> Result<(), AgentError> {
 }
 
 /// Parses a `VIADUCT_TRANSPORT` value: comma-separated method names, no duplicates.
+///
+/// ```
+/// use viaduct_agent::config::{MethodKind, parse_transports};
+///
+/// assert_eq!(parse_transports("shm, tcp").unwrap(), [MethodKind::Shm, MethodKind::Tcp]);
+/// assert!(parse_transports("shm,shm").is_err()); // listed twice
+/// ```
 pub fn parse_transports(raw: &str) -> Result<Vec<MethodKind>, AgentError> {
     let mut out = Vec::new();
     for name in raw.split(',').map(str::trim).filter(|n| !n.is_empty()) {
@@ -336,11 +390,32 @@ fn polls(var: &'static str, v: &str) -> Result<u32, AgentError> {
 
 impl Config {
     /// The defaults, overridden by the `VIADUCT_*` variables of this process's environment.
+    ///
+    /// ```
+    /// use viaduct_agent::config::Config;
+    ///
+    /// fn main() -> Result<(), viaduct_agent::AgentError> {
+    ///     // The defaults, with whatever VIADUCT_* variables this process has.
+    ///     let config = Config::from_env()?;
+    ///     println!("peer timeout {:?}", config.peer_timeout);
+    ///     Ok(())
+    /// }
+    /// ```
     pub fn from_env() -> Result<Config, AgentError> {
         Self::from_vars(std::env::vars())
     }
 
     /// [`Config::from_env`] with the environment given as (name, value) pairs.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use viaduct_agent::config::Config;
+    ///
+    /// let config = Config::from_vars([("VIADUCT_PEER_TIMEOUT", "7")]).unwrap();
+    /// assert_eq!(config.peer_timeout, Duration::from_secs(7));
+    /// let e = Config::from_vars([("VIADUCT_EAGER_LIMIT", "lots")]).unwrap_err();
+    /// assert!(e.to_string().contains("VIADUCT_EAGER_LIMIT"), "{e}");
+    /// ```
     pub fn from_vars<I, K, V>(vars: I) -> Result<Config, AgentError>
     where
         I: IntoIterator<Item = (K, V)>,
@@ -393,6 +468,14 @@ impl Config {
     }
 
     /// Checks that the settings fit together.
+    ///
+    /// ```
+    /// use viaduct_agent::config::Config;
+    ///
+    /// assert!(Config::default().validate().is_ok());
+    /// let too_big = Config { eager_limit: 1 << 20, ..Config::default() };
+    /// assert!(too_big.validate().is_err());
+    /// ```
     pub fn validate(&self) -> Result<(), AgentError> {
         if self.eager_limit > 64 << 10 {
             return Err(bad(
@@ -463,6 +546,14 @@ impl Config {
     }
 
     /// The settings that must be the same on every rank, as (variable, value) pairs.
+    ///
+    /// ```
+    /// use viaduct_agent::config::Config;
+    ///
+    /// for (var, value) in Config::default().agreed_settings() {
+    ///     println!("{var}={value}");
+    /// }
+    /// ```
     pub fn agreed_settings(&self) -> Vec<(&'static str, String)> {
         let t: Vec<&str> = self.transports.iter().map(|m| m.name()).collect();
         let p = &self.switch_points;
@@ -524,6 +615,20 @@ fn compare_agreed(mine: &Config, me: u32, other: u32, theirs: &str) -> Result<()
 /// ([`Config::agreed_settings`]) in the bootstrap key-value space. Every rank calls it before
 /// the set-up fence (no fence of its own, so a rank listens for its peers before it waits for
 /// them); [`compare_agreement`] reads them after that fence.
+///
+/// ```
+/// use viaduct_agent::bootstrap::Bootstrap;
+/// use viaduct_agent::config::{Config, compare_agreement, publish_agreement};
+///
+/// fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let mut boot = Bootstrap::from_vars(std::iter::empty::<(String, String)>())?;
+///     let config = Config::default();
+///     publish_agreement(&mut boot, &config)?;
+///     boot.fence()?;
+///     compare_agreement(&mut boot, &config)?;
+///     Ok(())
+/// }
+/// ```
 pub fn publish_agreement(boot: &mut Bootstrap, config: &Config) -> Result<(), AgentError> {
     if boot.size() < 2 {
         return Ok(());
@@ -535,6 +640,20 @@ pub fn publish_agreement(boot: &mut Bootstrap, config: &Config) -> Result<(), Ag
 /// After the set-up fence: rank 0 compares every rank's published values with its own, every
 /// other rank its own with rank 0's. A difference is an [`AgentError::Config`] naming the
 /// variable and the two ranks, before any connection is made.
+///
+/// ```
+/// use viaduct_agent::bootstrap::Bootstrap;
+/// use viaduct_agent::config::{Config, compare_agreement, publish_agreement};
+///
+/// fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let mut boot = Bootstrap::from_vars(std::iter::empty::<(String, String)>())?;
+///     publish_agreement(&mut boot, &Config::default())?;
+///     boot.fence()?;
+///     // Every rank: a setting that differs from rank 0's is an error naming it.
+///     compare_agreement(&mut boot, &Config::default())?;
+///     Ok(())
+/// }
+/// ```
 pub fn compare_agreement(boot: &mut Bootstrap, config: &Config) -> Result<(), AgentError> {
     let (me, size) = (boot.rank(), boot.size());
     if size < 2 {
@@ -557,6 +676,17 @@ pub fn compare_agreement(boot: &mut Bootstrap, config: &Config) -> Result<(), Ag
 /// Checks that the settings which must agree across ranks do, on its own fence: publishes this
 /// rank's values, fences, compares ([`publish_agreement`], [`compare_agreement`]). The agent
 /// does the two halves around its set-up fence instead. Every rank of the job must call it.
+///
+/// ```
+/// use viaduct_agent::bootstrap::Bootstrap;
+/// use viaduct_agent::config::{Config, check_agreement};
+///
+/// fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let mut boot = Bootstrap::from_vars(std::iter::empty::<(String, String)>())?;
+///     check_agreement(&mut boot, &Config::default())?;
+///     Ok(())
+/// }
+/// ```
 pub fn check_agreement(boot: &mut Bootstrap, config: &Config) -> Result<(), AgentError> {
     publish_agreement(boot, config)?;
     if boot.size() > 1 {

@@ -630,6 +630,27 @@ fn reap_with(
 /// Most inbound messages taken from one VC per progress pass (fairness between VCs).
 const INBOUND_BURST: usize = 64;
 
+/// The failure the method of a held VC (its inbound lent, see [`crate::in_place`]) saw:
+/// its own liveness check or end of stream, which its `next` does not report while a
+/// message is lent. Runs the method's progress first (as `next` does), so that an end of
+/// stream is read. Verbs lends nothing.
+fn lent_failure(m: &mut Method) -> Option<MethodError> {
+    // While a message is lent `next` shows nothing; it only moves the method's progress on.
+    if let Err(e) = m.next() {
+        return Some(e);
+    }
+    match m {
+        Method::Shm(ep) => ep
+            .failure()
+            .map(|why| MethodError::Shm(viaduct_fallback::shm::Error::PeerFailed(why))),
+        Method::Tcp(ep) => ep
+            .failure()
+            .map(|why| MethodError::Tcp(viaduct_fallback::tcp::Error::PeerFailed(why))),
+        #[cfg(feature = "rdma")]
+        Method::Verbs(_) => None,
+    }
+}
+
 impl State {
     /// Writes `out` on the VC of `peer`; a method error fails the VC.
     pub(crate) fn write(&mut self, peer: u32, out: Outbound) {
@@ -717,6 +738,14 @@ impl State {
                             break;
                         }
                     }
+                }
+            }
+            if vc.held && vc.failed.is_none() {
+                // The inbound is lent to an in-place receive: `next` shows nothing, not even
+                // the peer's failure, so the method is asked directly. The VC fails now (its
+                // waits end, its sends flush); the lease keeps the lent memory valid.
+                if let Some(e) = lent_failure(m) {
+                    failures.push((peer, Failure::of(e)));
                 }
             }
             if !vc.readers.is_empty() {
@@ -833,14 +862,21 @@ impl State {
         let reading = book.reading();
         let mut silent = Vec::new();
         for (vc, since) in vcs.iter_mut().zip(liveness.since.iter_mut()) {
-            let watched =
-                reading && vc.failed.is_none() && !vc.drained && !vc.stream_at_head && !vc.held;
+            let watched = reading && vc.failed.is_none() && !vc.drained && !vc.stream_at_head;
+            let datagram = liveness.heard.last(vc.peer);
             let heard = match &mut vc.link {
-                Link::Remote(m) if watched => m.peer_heard(),
+                Link::Remote(m) if watched && !vc.held => m.peer_heard(),
+                // A held VC's inbound is not read: only signs of life that need no reading
+                // judge it, the heartbeat counters of the shared segment, or a TCP peer's
+                // liveness datagrams once they arrive.
+                Link::Remote(m @ Method::Shm(_)) if watched => m.peer_heard(),
+                Link::Remote(m @ Method::Tcp(_)) if watched => {
+                    datagram.and_then(|_| m.peer_heard())
+                }
                 _ => None,
             };
             // The method's signs of life, or the peer's liveness datagrams, whichever is later.
-            let heard = heard.map(|h| liveness.heard.last(vc.peer).map_or(h, |d| h.max(d)));
+            let heard = heard.map(|h| datagram.map_or(h, |d| h.max(d)));
             let Some(heard) = heard else {
                 *since = None;
                 continue;
@@ -875,7 +911,14 @@ impl State {
         self.vcs
             .iter()
             .enumerate()
-            .filter(|(_, v)| matches!(v.link, Link::Remote(_)) && !v.drained && !v.stream_at_head)
+            // A held VC that failed has nothing to wait for until its lease comes back (its
+            // method, failed, would end every sleep at once).
+            .filter(|(_, v)| {
+                matches!(v.link, Link::Remote(_))
+                    && !v.drained
+                    && !v.stream_at_head
+                    && (!v.held || v.failed.is_none())
+            })
             .map(|(i, _)| i)
             .collect()
     }

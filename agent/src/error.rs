@@ -50,6 +50,22 @@ use crate::request::{Cause, ErrorKind, ErrorKinds, RequestError};
 use crate::xfer::XferError;
 
 /// Everything the agent can report.
+///
+/// ```
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::singleton()?;
+/// use std::time::Duration;
+///
+/// match agent.recv_in_place(Source::Rank(0), TagMatch::Tag(9), Duration::from_millis(10)) {
+///     Err(e) if e.is_timeout() => println!("nothing yet: {e}"),
+///     Err(e) if e.is_peer_failed() => println!("rank {:?} failed: {e}", e.failed_peer()),
+///     Err(e) => return Err(e.into()),
+///     Ok(msg) => println!("{} bytes", msg.len()),
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AgentError {
@@ -351,11 +367,25 @@ pub struct PeerCause(Arc<dyn StdError + Send + Sync + 'static>);
 
 impl PeerCause {
     /// Wraps an error.
+    ///
+    /// ```
+    /// use viaduct_agent::error::PeerCause;
+    ///
+    /// let cause = PeerCause::new(std::io::Error::from_raw_os_error(libc::EPIPE));
+    /// assert!(cause.get_ref().downcast_ref::<std::io::Error>().is_some());
+    /// ```
     pub fn new(error: impl Into<Box<dyn StdError + Send + Sync + 'static>>) -> PeerCause {
         PeerCause(Arc::from(error.into()))
     }
 
     /// The wrapped error.
+    ///
+    /// ```
+    /// use viaduct_agent::error::PeerCause;
+    ///
+    /// let cause = PeerCause::new("the peer closed the connection");
+    /// assert_eq!(cause.get_ref().to_string(), "the peer closed the connection");
+    /// ```
     pub fn get_ref(&self) -> &(dyn StdError + Send + Sync + 'static) {
         &*self.0
     }

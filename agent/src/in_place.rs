@@ -11,7 +11,12 @@
 //!   Until the [`Received`] is dropped the VC of its sender is *held*: the progress engine
 //!   reads nothing more from it (messages behind it wait in the method, in order; sends and
 //!   completions on it, and every other VC, go on). Over verbs the message is copied once into
-//!   the agent's memory and the receive slot re-posted at once (nothing is held).
+//!   the agent's memory and the receive slot re-posted at once (nothing is held). A held VC
+//!   is still watched: when its peer dies (end of stream, the method's liveness check) or
+//!   falls silent past the peer timeout (judged by the signs of life that need no reading:
+//!   the shared segment's heartbeat, TCP liveness datagrams), the VC fails as any other, and
+//!   the waits on that peer end with [`AgentError::PeerFailed`]; the [`Received`] still shows
+//!   its bytes (the lease owns the memory) and its drop then only frees them.
 //! - A message already in the unexpected queue (the agent copied it there when it came before
 //!   its receive) is handed out from that buffer (no further copy); so is a message sent by
 //!   this rank to itself.

@@ -24,6 +24,13 @@ pub const DEFAULT_LOG: &str = "warn";
 /// Installs, as the process's global default, a subscriber writing to standard error the
 /// events [`LOG_VAR`] lets through. Returns false (and changes nothing) when the process has a
 /// global subscriber already, e.g. one installed by the program itself.
+///
+/// ```
+/// // Shows the library's warnings (and what VIADUCT_LOG asks for) on stderr.
+/// if !viaduct_agent::log::install_subscriber() {
+///     // The program installed its own subscriber: events go there.
+/// }
+/// ```
 pub fn install_subscriber() -> bool {
     let raw = std::env::var(LOG_VAR).unwrap_or_default();
     let (filter, bad) = match raw.trim() {

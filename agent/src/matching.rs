@@ -17,6 +17,18 @@
 use std::collections::VecDeque;
 
 /// Which sender a receive accepts.
+///
+/// ```
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::singleton()?;
+/// agent.send(0, 1, b"a")?;
+/// let mut buf = [0u8; 1];
+/// let from_anyone = agent.recv(&mut buf, Source::Any, TagMatch::Tag(1))?;
+/// assert_eq!(from_anyone.source(), Some(0));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Source {
     /// Any rank (`MPI_ANY_SOURCE`).
@@ -26,6 +38,17 @@ pub enum Source {
 }
 
 /// Which tags a receive accepts.
+///
+/// ```
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::singleton()?;
+/// agent.send(0, 42, b"a")?;
+/// let any_tag = agent.recv(&mut [0u8; 1], Source::Rank(0), TagMatch::Any)?;
+/// assert_eq!(any_tag.tag(), Some(42));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TagMatch {
     /// Any tag (`MPI_ANY_TAG`).
@@ -35,6 +58,13 @@ pub enum TagMatch {
 }
 
 /// The envelope of a message: context, source rank, tag.
+///
+/// ```
+/// use viaduct_agent::matching::Envelope;
+///
+/// let env = Envelope { context: 0, source: 3, tag: 9 };
+/// assert_eq!(env.source, 3);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Envelope {
     /// The context (communication space) the message was sent in.
@@ -46,6 +76,14 @@ pub struct Envelope {
 }
 
 /// What a receive accepts: one context, a source (or any) and a tag (or any).
+///
+/// ```
+/// use viaduct_agent::matching::{Envelope, Pattern};
+/// use viaduct_agent::{Source, TagMatch};
+///
+/// let pattern = Pattern { context: 0, source: Source::Any, tag: TagMatch::Tag(9) };
+/// assert!(pattern.accepts(&Envelope { context: 0, source: 3, tag: 9 }));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Pattern {
     /// The context; never a wildcard.
@@ -58,6 +96,15 @@ pub struct Pattern {
 
 impl Pattern {
     /// Whether this pattern accepts `env`.
+    ///
+    /// ```
+    /// use viaduct_agent::matching::{Envelope, Pattern};
+    /// use viaduct_agent::{Source, TagMatch};
+    ///
+    /// let from_1 = Pattern { context: 0, source: Source::Rank(1), tag: TagMatch::Any };
+    /// assert!(from_1.accepts(&Envelope { context: 0, source: 1, tag: 5 }));
+    /// assert!(!from_1.accepts(&Envelope { context: 2, source: 1, tag: 5 })); // other context
+    /// ```
     #[inline]
     pub fn accepts(&self, env: &Envelope) -> bool {
         self.context == env.context
@@ -73,6 +120,16 @@ impl Pattern {
 }
 
 /// The two queues of envelope matching.
+///
+/// ```
+/// # use viaduct_agent::matching::{Envelope, MatchQueues, Pattern};
+/// # use viaduct_agent::{Source, TagMatch};
+/// # let env = Envelope { context: 0, source: 1, tag: 7 };
+/// # let any = Pattern { context: 0, source: Source::Any, tag: TagMatch::Any };
+/// let mut q: MatchQueues<&str, &str> = MatchQueues::new();
+/// q.push_posted(any, "receive");
+/// assert_eq!(q.arrive(&env).map(|(_, r)| r), Some("receive"));
+/// ```
 #[derive(Debug)]
 pub struct MatchQueues<R, U> {
     posted: VecDeque<(Pattern, R)>,
@@ -90,6 +147,15 @@ impl<R, U> Default for MatchQueues<R, U> {
 
 impl<R, U> MatchQueues<R, U> {
     /// Empty queues.
+    ///
+    /// ```
+    /// # use viaduct_agent::matching::{Envelope, MatchQueues, Pattern};
+    /// # use viaduct_agent::{Source, TagMatch};
+    /// # let env = Envelope { context: 0, source: 1, tag: 7 };
+    /// # let any = Pattern { context: 0, source: Source::Any, tag: TagMatch::Any };
+    /// let q: MatchQueues<u32, Vec<u8>> = MatchQueues::new();
+    /// assert_eq!((q.posted_len(), q.unexpected_len()), (0, 0));
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
@@ -97,12 +163,33 @@ impl<R, U> MatchQueues<R, U> {
     /// A message with `env` arrived: returns the oldest posted receive that accepts it (removed
     /// from the queue), or gives the message back when none does (the caller then decides what
     /// to keep of it and calls [`MatchQueues::push_unexpected`]).
+    ///
+    /// ```
+    /// # use viaduct_agent::matching::{Envelope, MatchQueues, Pattern};
+    /// # use viaduct_agent::{Source, TagMatch};
+    /// # let env = Envelope { context: 0, source: 1, tag: 7 };
+    /// # let any = Pattern { context: 0, source: Source::Any, tag: TagMatch::Any };
+    /// let mut q: MatchQueues<u32, ()> = MatchQueues::new();
+    /// assert!(q.arrive(&env).is_none()); // nothing posted: goes to the unexpected queue
+    /// q.push_posted(any, 1);
+    /// assert_eq!(q.arrive(&env).map(|(_, r)| r), Some(1));
+    /// ```
     pub fn arrive(&mut self, env: &Envelope) -> Option<(Pattern, R)> {
         let at = self.posted.iter().position(|(p, _)| p.accepts(env))?;
         self.posted.remove(at)
     }
 
     /// Appends a message that matched no posted receive to the unexpected queue.
+    ///
+    /// ```
+    /// # use viaduct_agent::matching::{Envelope, MatchQueues, Pattern};
+    /// # use viaduct_agent::{Source, TagMatch};
+    /// # let env = Envelope { context: 0, source: 1, tag: 7 };
+    /// # let any = Pattern { context: 0, source: Source::Any, tag: TagMatch::Any };
+    /// let mut q: MatchQueues<(), &str> = MatchQueues::new();
+    /// q.push_unexpected(env, "early message");
+    /// assert_eq!(q.unexpected_len(), 1);
+    /// ```
     pub fn push_unexpected(&mut self, env: Envelope, message: U) {
         self.unexpected.push_back((env, message));
     }
@@ -110,6 +197,16 @@ impl<R, U> MatchQueues<R, U> {
     /// A receive with `pattern` is posted: returns the oldest unexpected message it accepts
     /// (removed), or gives the receive back when none does (then call
     /// [`MatchQueues::push_posted`]).
+    ///
+    /// ```
+    /// # use viaduct_agent::matching::{Envelope, MatchQueues, Pattern};
+    /// # use viaduct_agent::{Source, TagMatch};
+    /// # let env = Envelope { context: 0, source: 1, tag: 7 };
+    /// # let any = Pattern { context: 0, source: Source::Any, tag: TagMatch::Any };
+    /// let mut q: MatchQueues<(), &str> = MatchQueues::new();
+    /// q.push_unexpected(env, "early");
+    /// assert_eq!(q.take_unexpected(&any).map(|(_, m)| m), Some("early"));
+    /// ```
     pub fn take_unexpected(&mut self, pattern: &Pattern) -> Option<(Envelope, U)> {
         let at = self
             .unexpected
@@ -121,6 +218,18 @@ impl<R, U> MatchQueues<R, U> {
     /// Like [`MatchQueues::take_unexpected`], but takes the oldest message `pattern` accepts
     /// only if `take` says so: `None` when none is accepted, `Some(Err(()))` when `take`
     /// refused it (it stays where it is), else the message. One scan of the queue.
+    ///
+    /// ```
+    /// # use viaduct_agent::matching::{Envelope, MatchQueues, Pattern};
+    /// # use viaduct_agent::{Source, TagMatch};
+    /// # let env = Envelope { context: 0, source: 1, tag: 7 };
+    /// # let any = Pattern { context: 0, source: Source::Any, tag: TagMatch::Any };
+    /// let mut q: MatchQueues<(), usize> = MatchQueues::new();
+    /// q.push_unexpected(env, 100);
+    /// // Refused (too long for the receive): it stays.
+    /// assert!(matches!(q.take_unexpected_if(&any, |len| *len <= 64), Some(Err(()))));
+    /// assert_eq!(q.unexpected_len(), 1);
+    /// ```
     pub fn take_unexpected_if(
         &mut self,
         pattern: &Pattern,
@@ -137,6 +246,17 @@ impl<R, U> MatchQueues<R, U> {
     }
 
     /// The oldest unexpected message `pattern` accepts, left in place (for probe).
+    ///
+    /// ```
+    /// # use viaduct_agent::matching::{Envelope, MatchQueues, Pattern};
+    /// # use viaduct_agent::{Source, TagMatch};
+    /// # let env = Envelope { context: 0, source: 1, tag: 7 };
+    /// # let any = Pattern { context: 0, source: Source::Any, tag: TagMatch::Any };
+    /// let mut q: MatchQueues<(), &str> = MatchQueues::new();
+    /// q.push_unexpected(env, "probed");
+    /// assert!(q.peek_unexpected(&any).is_some());
+    /// assert_eq!(q.unexpected_len(), 1); // still there
+    /// ```
     pub fn peek_unexpected(&self, pattern: &Pattern) -> Option<(&Envelope, &U)> {
         self.unexpected
             .iter()
@@ -145,12 +265,34 @@ impl<R, U> MatchQueues<R, U> {
     }
 
     /// Appends a receive that matched no unexpected message to the posted queue.
+    ///
+    /// ```
+    /// # use viaduct_agent::matching::{Envelope, MatchQueues, Pattern};
+    /// # use viaduct_agent::{Source, TagMatch};
+    /// # let env = Envelope { context: 0, source: 1, tag: 7 };
+    /// # let any = Pattern { context: 0, source: Source::Any, tag: TagMatch::Any };
+    /// let mut q: MatchQueues<&str, ()> = MatchQueues::new();
+    /// q.push_posted(any, "waiting");
+    /// assert_eq!(q.posted_len(), 1);
+    /// ```
     pub fn push_posted(&mut self, pattern: Pattern, receive: R) {
         self.posted.push_back((pattern, receive));
     }
 
     /// Removes and returns every posted receive for which `remove` says yes, keeping the order of
     /// the others (cancellation, failure of a peer).
+    ///
+    /// ```
+    /// # use viaduct_agent::matching::{Envelope, MatchQueues, Pattern};
+    /// # use viaduct_agent::{Source, TagMatch};
+    /// # let env = Envelope { context: 0, source: 1, tag: 7 };
+    /// # let any = Pattern { context: 0, source: Source::Any, tag: TagMatch::Any };
+    /// let mut q: MatchQueues<u32, ()> = MatchQueues::new();
+    /// q.push_posted(any, 1);
+    /// q.push_posted(any, 2);
+    /// assert_eq!(q.drain_posted(|_, r| *r == 1), [1]);
+    /// assert_eq!(q.posted_len(), 1);
+    /// ```
     pub fn drain_posted(&mut self, mut remove: impl FnMut(&Pattern, &R) -> bool) -> Vec<R> {
         let mut out = Vec::new();
         let mut kept = VecDeque::with_capacity(self.posted.len());
@@ -167,6 +309,17 @@ impl<R, U> MatchQueues<R, U> {
 
     /// Removes and returns every unexpected message for which `remove` says yes, keeping the
     /// order of the others.
+    ///
+    /// ```
+    /// # use viaduct_agent::matching::{Envelope, MatchQueues, Pattern};
+    /// # use viaduct_agent::{Source, TagMatch};
+    /// # let env = Envelope { context: 0, source: 1, tag: 7 };
+    /// # let any = Pattern { context: 0, source: Source::Any, tag: TagMatch::Any };
+    /// let mut q: MatchQueues<(), u32> = MatchQueues::new();
+    /// q.push_unexpected(env, 1);
+    /// let gone = q.drain_unexpected(|e, _| e.source == 1);
+    /// assert_eq!(gone.len(), 1);
+    /// ```
     pub fn drain_unexpected(
         &mut self,
         mut remove: impl FnMut(&Envelope, &U) -> bool,
@@ -185,16 +338,46 @@ impl<R, U> MatchQueues<R, U> {
     }
 
     /// Whether any posted receive satisfies `f` (cheap check before a drain).
+    ///
+    /// ```
+    /// # use viaduct_agent::matching::{Envelope, MatchQueues, Pattern};
+    /// # use viaduct_agent::{Source, TagMatch};
+    /// # let env = Envelope { context: 0, source: 1, tag: 7 };
+    /// # let any = Pattern { context: 0, source: Source::Any, tag: TagMatch::Any };
+    /// let mut q: MatchQueues<u32, ()> = MatchQueues::new();
+    /// q.push_posted(any, 7);
+    /// assert!(q.any_posted(|_, r| *r == 7));
+    /// ```
     pub fn any_posted(&self, mut f: impl FnMut(&Pattern, &R) -> bool) -> bool {
         self.posted.iter().any(|(p, r)| f(p, r))
     }
 
     /// Number of posted receives waiting for a message.
+    ///
+    /// ```
+    /// # use viaduct_agent::matching::{Envelope, MatchQueues, Pattern};
+    /// # use viaduct_agent::{Source, TagMatch};
+    /// # let env = Envelope { context: 0, source: 1, tag: 7 };
+    /// # let any = Pattern { context: 0, source: Source::Any, tag: TagMatch::Any };
+    /// let mut q: MatchQueues<u32, ()> = MatchQueues::new();
+    /// q.push_posted(any, 7);
+    /// assert_eq!(q.posted_len(), 1);
+    /// ```
     pub fn posted_len(&self) -> usize {
         self.posted.len()
     }
 
     /// Number of messages waiting for a receive.
+    ///
+    /// ```
+    /// # use viaduct_agent::matching::{Envelope, MatchQueues, Pattern};
+    /// # use viaduct_agent::{Source, TagMatch};
+    /// # let env = Envelope { context: 0, source: 1, tag: 7 };
+    /// # let any = Pattern { context: 0, source: Source::Any, tag: TagMatch::Any };
+    /// let mut q: MatchQueues<(), u32> = MatchQueues::new();
+    /// q.push_unexpected(env, 7);
+    /// assert_eq!(q.unexpected_len(), 1);
+    /// ```
     pub fn unexpected_len(&self) -> usize {
         self.unexpected.len()
     }

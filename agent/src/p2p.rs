@@ -47,6 +47,19 @@ use crate::recv_buffer::RecvBuffer;
 use crate::request::{Request, Status};
 
 /// What a probe found: the envelope and length of the oldest matching message not received yet.
+///
+/// ```
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::singleton()?;
+/// agent.send(0, 4, b"four")?;
+/// let probed = agent.probe(Source::Any, TagMatch::Any, None)?;
+/// assert_eq!((probed.source, probed.tag, probed.len), (0, 4, 4));
+/// let mut buf = vec![0; probed.len as usize];
+/// agent.recv(&mut buf, Source::Rank(probed.source), TagMatch::Tag(probed.tag))?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Probed {
     /// The sending rank.
@@ -63,6 +76,19 @@ pub struct Probed {
 /// data is held here; a rendezvous message's data stays with its sender until the receive
 /// answers its announcement. Dropped unreceived, the message is received into nothing (its
 /// sender's request completes as if it had been received).
+///
+/// ```
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::singleton()?;
+/// agent.send(0, 2, b"mine")?;
+/// let msg = agent.mprobe(Source::Any, TagMatch::Tag(2), None)?;
+/// let mut buf = vec![0; msg.len() as usize]; // sized to the message
+/// let status = msg.recv(&mut buf)?;
+/// assert_eq!((status.count(), &buf[..]), (4, &b"mine"[..]));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Message {
     agent: Agent,
@@ -72,32 +98,106 @@ pub struct Message {
 
 impl Message {
     /// The sending rank (world rank of the agent).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// agent.send(0, 2, b"x")?;
+    /// let msg = agent.mprobe(Source::Any, TagMatch::Any, None)?;
+    /// assert_eq!(msg.source(), 0);
+    /// # msg.recv(&mut [0u8; 1])?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn source(&self) -> u32 {
         self.env.source
     }
 
     /// The message tag.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// agent.send(0, 2, b"x")?;
+    /// let msg = agent.mprobe(Source::Any, TagMatch::Any, None)?;
+    /// assert_eq!(msg.tag(), 2);
+    /// # msg.recv(&mut [0u8; 1])?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn tag(&self) -> u32 {
         self.env.tag
     }
 
     /// The message length in bytes.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// agent.send(0, 2, b"three")?;
+    /// let msg = agent.mprobe(Source::Any, TagMatch::Any, None)?;
+    /// assert_eq!(msg.len(), 5);
+    /// # msg.recv(&mut [0u8; 5])?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn len(&self) -> u64 {
         self.body.as_ref().map_or(0, Unexpected::len)
     }
 
     /// Whether the message has no bytes.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// agent.send(0, 2, b"")?;
+    /// let msg = agent.mprobe(Source::Any, TagMatch::Any, None)?;
+    /// assert!(msg.is_empty());
+    /// msg.recv(&mut [])?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Starts receiving the message into `buf` (empty; its capacity bounds the message, a
     /// longer message fails the request with [`AgentError::Truncated`]) (`MPI_Imrecv`).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// agent.send(0, 2, b"into")?;
+    /// let msg = agent.mprobe(Source::Rank(0), TagMatch::Tag(2), None)?;
+    /// let buf = RecvBuffer::new(msg.len() as usize);
+    /// msg.irecv_into(buf.clone())?.wait()?;
+    /// assert_eq!(buf.take(), b"into");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn irecv_into(mut self, buf: RecvBuffer) -> Result<Request, AgentError> {
         self.deliver(buf)
     }
 
     /// Starts receiving the message into a new buffer of `capacity` bytes.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// agent.send(0, 2, b"new")?;
+    /// let msg = agent.mprobe(Source::Rank(0), TagMatch::Tag(2), None)?;
+    /// let (mut request, buf) = msg.irecv(16)?;
+    /// request.wait()?;
+    /// assert_eq!(buf.take(), b"new");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn irecv(self, capacity: usize) -> Result<(Request, RecvBuffer), AgentError> {
         let buf = RecvBuffer::new(capacity);
         let request = self.irecv_into(buf.clone())?;
@@ -106,6 +206,19 @@ impl Message {
 
     /// Receives the message into `buf` and waits for it (`MPI_Mrecv`). A longer message fills
     /// `buf` and fails with [`AgentError::Truncated`] (inside [`AgentError::Request`]).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// agent.send(0, 2, b"whole")?;
+    /// let msg = agent.mprobe(Source::Rank(0), TagMatch::Tag(2), None)?;
+    /// let mut buf = [0u8; 8];
+    /// let status = msg.recv(&mut buf)?;
+    /// assert_eq!(&buf[..status.count() as usize], b"whole");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn recv(self, buf: &mut [u8]) -> Result<Status, AgentError> {
         let agent = self.agent.clone();
         let data = RecvBuffer::new(buf.len());
@@ -168,6 +281,18 @@ impl Drop for Message {
 
 /// A place held in the outgoing order of one VC by [`Agent::reserve_write`], to be bound to a
 /// message by [`Agent::set_marker`].
+///
+/// ```no_run
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::init()?;
+/// let marker = agent.reserve_write(1)?; // the place in rank 1's order is taken now
+/// agent.send(1, 2, b"leaves after the marked one")?;
+/// let header = b"computed later";
+/// agent.set_marker(marker, 1, header)?.wait()?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 #[must_use = "a reserved place holds back every later message to the peer until it is bound"]
 pub struct Marker {
@@ -177,6 +302,17 @@ pub struct Marker {
 
 impl Marker {
     /// The peer whose VC the place is in.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let marker = agent.reserve_write(1)?;
+    /// assert_eq!(marker.peer(), 1);
+    /// agent.set_marker(marker, 0, b"bound")?.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn peer(&self) -> u32 {
         self.peer
     }
@@ -311,6 +447,22 @@ impl Agent {
     /// markers bound out of order still go out in reservation order (and match receives in that
     /// order). Not available on the self loop (`dest` = own rank), whose messages are matched
     /// at once.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// if agent.rank() == 0 {
+    ///     let first = agent.reserve_write(1)?;
+    ///     let second = agent.reserve_write(1)?;
+    ///     let mut b = agent.set_marker(second, 7, b"second")?; // bound first ...
+    ///     let mut a = agent.set_marker(first, 7, b"first")?; // ... still leaves second
+    ///     a.wait()?;
+    ///     b.wait()?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn reserve_write(&self, dest: u32) -> Result<Marker, AgentError> {
         self.check_rank(dest)?;
         if dest == self.shared.rank {
@@ -327,6 +479,17 @@ impl Agent {
 
     /// Binds a tagged message to a place held by [`Agent::reserve_write`] (the agent
     /// operation `Set_marker`) and returns its send request. The data is copied as by [`Agent::isend`].
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let marker = agent.reserve_write(1)?;
+    /// let mut request = agent.set_marker(marker, 5, b"payload")?;
+    /// request.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn set_marker(&self, marker: Marker, tag: u32, data: &[u8]) -> Result<Request, AgentError> {
         if tag == u32::MAX {
             return Err(AgentError::ReservedTag(tag));
@@ -345,6 +508,17 @@ impl Agent {
     /// parts are gathered into one message buffer (the one copy: an eager message adds its
     /// envelope in front, a rendezvous message of one piece is sent from that buffer), so
     /// they may be reused as soon as this returns. Order as for [`Agent::set_marker`].
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let marker = agent.reserve_write(1)?;
+    /// let (header, body) = (&b"head"[..], &b"body"[..]);
+    /// agent.set_markerv(marker, 5, &[header, body])?.wait()?; // one message "headbody"
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn set_markerv(
         &self,
         marker: Marker,
@@ -366,12 +540,37 @@ impl Agent {
     /// Starts a send of `data` to rank `dest` with `tag` (`MPI_Isend`). The data is copied
     /// (eager: into the method; rendezvous: into pieces the agent owns until sent), so `data`
     /// may be reused as soon as this returns; the request completes when the message has left.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let send = agent.isend(0, 1, b"ping")?;
+    /// let (recv, buf) = agent.irecv(16, Source::Rank(0), TagMatch::Tag(1))?;
+    /// wait_all(&mut [send, recv], None)?;
+    /// assert_eq!(buf.take(), b"ping");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn isend(&self, dest: u32, tag: u32, data: &[u8]) -> Result<Request, AgentError> {
         self.send_inner(dest, tag, Payload::Borrowed(data), false)
     }
 
     /// Like [`Agent::isend`], taking the buffer: a rendezvous message no larger than one piece
     /// is sent from it without a copy.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let data = vec![7u8; 100_000];
+    /// let send = agent.isend_owned(0, 1, data)?; // no copy of the caller's buffer
+    /// let (recv, buf) = agent.irecv(100_000, Source::Rank(0), TagMatch::Tag(1))?;
+    /// wait_all(&mut [send, recv], None)?;
+    /// assert_eq!(buf.len(), 100_000);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn isend_owned(&self, dest: u32, tag: u32, data: Vec<u8>) -> Result<Request, AgentError> {
         self.send_inner(dest, tag, Payload::Owned(data), false)
     }
@@ -384,6 +583,21 @@ impl Agent {
     /// [`Agent::isend`]. Nothing reads `data` once the request completed, failed or not; the
     /// agent lets go of its references as it completes the request (a successful send's
     /// before its completion shows).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// use std::sync::Arc;
+    ///
+    /// let data: Arc<Vec<u8>> = Arc::new(vec![1u8; 1 << 20]);
+    /// let send = agent.isend_shared(0, 1, data.clone())?; // a reference, not a copy
+    /// let (recv, buf) = agent.irecv(1 << 20, Source::Rank(0), TagMatch::Tag(1))?;
+    /// wait_all(&mut [send, recv], None)?;
+    /// assert_eq!(buf.len(), data.len());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn isend_shared(
         &self,
         dest: u32,
@@ -394,6 +608,20 @@ impl Agent {
     }
 
     /// Like [`Agent::issend`], from shared memory as for [`Agent::isend_shared`].
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// use std::sync::Arc;
+    ///
+    /// let data = Arc::new(vec![2u8; 64]);
+    /// let (recv, _buf) = agent.irecv(64, Source::Rank(0), TagMatch::Tag(1))?;
+    /// let send = agent.issend_shared(0, 1, data)?;
+    /// wait_all(&mut [send, recv], None)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn issend_shared(
         &self,
         dest: u32,
@@ -405,12 +633,36 @@ impl Agent {
 
     /// Starts a synchronous send (`MPI_Issend`): the request completes only once a matching
     /// receive took the message (always rendezvous to a peer).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let (recv, _buf) = agent.irecv(8, Source::Rank(0), TagMatch::Tag(3))?;
+    /// let send = agent.issend(0, 3, b"sync")?; // completes once the receive matched
+    /// wait_all(&mut [send, recv], None)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn issend(&self, dest: u32, tag: u32, data: &[u8]) -> Result<Request, AgentError> {
         self.send_inner(dest, tag, Payload::Borrowed(data), true)
     }
 
     /// Starts a receive of at most `capacity` bytes from `source` with `tag` (`MPI_Irecv`);
     /// the message lands in the returned buffer once the request completes.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let (mut request, buf) = agent.irecv(64, Source::Any, TagMatch::Any)?;
+    /// agent.send(0, 9, b"any")?;
+    /// let status = request.wait()?;
+    /// assert_eq!((status.source(), status.tag()), (Some(0), Some(9)));
+    /// assert_eq!(buf.take(), b"any");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn irecv(
         &self,
         capacity: usize,
@@ -423,6 +675,21 @@ impl Agent {
     }
 
     /// Starts a receive into `buf` (which must be empty; its capacity bounds the message).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let buf = RecvBuffer::new(1024);
+    /// let mut request = agent.irecv_into(buf.clone(), Source::Rank(0), TagMatch::Tag(1))?;
+    /// agent.send(0, 1, b"reused")?;
+    /// request.wait()?;
+    /// assert_eq!(buf.take(), b"reused");
+    /// buf.clear(); // post it again, same memory
+    /// # let _ = agent.irecv_into(buf, Source::Rank(0), TagMatch::Tag(2))?.cancel();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn irecv_into(
         &self,
         buf: RecvBuffer,
@@ -482,6 +749,16 @@ impl Agent {
     }
 
     /// Sends and waits for the send to complete (`MPI_Send`).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// agent.send(0, 1, b"blocking")?; // the buffer may be reused at once
+    /// # agent.recv(&mut [0u8; 8], Source::Rank(0), TagMatch::Tag(1))?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn send(&self, dest: u32, tag: u32, data: &[u8]) -> Result<(), AgentError> {
         if self.send_now(dest, tag, data) {
             return Ok(());
@@ -500,6 +777,19 @@ impl Agent {
     }
 
     /// Synchronous send (`MPI_Ssend`): returns once a matching receive took the message.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// use std::time::Duration;
+    ///
+    /// let (mut recv, _buf) = agent.irecv(8, Source::Rank(0), TagMatch::Tag(4))?;
+    /// agent.ssend(0, 4, b"synced")?; // the receive above matched it
+    /// assert!(recv.wait_timeout(Duration::from_secs(10))?.is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn ssend(&self, dest: u32, tag: u32, data: &[u8]) -> Result<(), AgentError> {
         self.issend(dest, tag, data)?.wait()?;
         Ok(())
@@ -508,6 +798,18 @@ impl Agent {
     /// Receives into `buf` (`MPI_Recv`); the status tells the source, tag and length. A longer
     /// message fills `buf` and fails with [`AgentError::Truncated`] (inside
     /// [`AgentError::Request`]).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// agent.send(0, 1, b"hello")?;
+    /// let mut buf = [0u8; 16];
+    /// let status = agent.recv(&mut buf, Source::Rank(0), TagMatch::Tag(1))?;
+    /// assert_eq!(&buf[..status.count() as usize], b"hello");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn recv(
         &self,
         buf: &mut [u8],
@@ -548,6 +850,19 @@ impl Agent {
 
     /// Looks for a matching message without receiving it (`MPI_Iprobe`), after one progress
     /// pass.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// assert!(agent.iprobe(Source::Any, TagMatch::Tag(6))?.is_none());
+    /// agent.send(0, 6, b"probe me")?;
+    /// let found = agent.iprobe(Source::Any, TagMatch::Tag(6))?.expect("sent above");
+    /// assert_eq!(found.len, 8);
+    /// # agent.recv(&mut [0u8; 8], Source::Rank(0), TagMatch::Tag(6))?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn iprobe(&self, source: Source, tag: TagMatch) -> Result<Option<Probed>, AgentError> {
         self.check_source(source)?;
         let pattern = Pattern {
@@ -580,6 +895,19 @@ impl Agent {
     /// Looks for a matching message and takes it out of matching (`MPI_Improbe`), after one
     /// progress pass: `None` when none is there. The message is then received only through the
     /// returned [`Message`].
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// agent.send(0, 6, b"taken")?;
+    /// if let Some(msg) = agent.improbe(Source::Any, TagMatch::Any)? {
+    ///     let mut buf = vec![0; msg.len() as usize];
+    ///     msg.recv(&mut buf)?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn improbe(&self, source: Source, tag: TagMatch) -> Result<Option<Message>, AgentError> {
         self.check_source(source)?;
         let pattern = Pattern {
@@ -615,6 +943,19 @@ impl Agent {
     /// Waits until a matching message is there and takes it out of matching (`MPI_Mprobe`), at
     /// most `timeout` (`None`: no limit). A probe naming a failed peer ends with
     /// [`AgentError::PeerFailed`].
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// use std::time::Duration;
+    ///
+    /// agent.send(0, 8, b"m")?;
+    /// let msg = agent.mprobe(Source::Rank(0), TagMatch::Tag(8), Some(Duration::from_secs(5)))?;
+    /// msg.recv(&mut [0u8; 1])?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn mprobe(
         &self,
         source: Source,
@@ -626,6 +967,18 @@ impl Agent {
 
     /// Waits until a matching message is there (`MPI_Probe`), at most `timeout` (`None`: no
     /// limit). A probe naming a failed peer ends with [`AgentError::PeerFailed`].
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// use std::time::Duration;
+    ///
+    /// let e = agent.probe(Source::Any, TagMatch::Tag(99), Some(Duration::from_millis(10)));
+    /// assert!(e.unwrap_err().is_timeout());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn probe(
         &self,
         source: Source,

@@ -402,12 +402,38 @@ impl Agent {
     /// The mode blocking progress runs in (`spin`, `yield` or `block`): the configured
     /// `VIADUCT_PROGRESS`, with `auto` resolved at start (see the module documentation,
     /// "Oversubscription").
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// use viaduct_agent::config::ProgressMode;
+    ///
+    /// // `auto` is resolved at start: never reported.
+    /// assert_ne!(agent.progress_mode(), ProgressMode::Auto);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn progress_mode(&self) -> ProgressMode {
         self.shared.progress
     }
 
     /// One non-blocking progress pass over every VC (the agent operation `Make_progress`); returns the
     /// number of events handled (0: nothing happened).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let mut request = agent.isend(0, 1, b"x")?;
+    /// # let (mut recv, _buf) = agent.irecv(1, Source::Rank(0), TagMatch::Tag(1))?;
+    /// while request.test()?.is_none() {
+    ///     agent.make_progress(); // or compute, and come back
+    /// }
+    /// # recv.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn make_progress(&self) -> usize {
         self.shared.make_progress()
     }
@@ -415,6 +441,17 @@ impl Agent {
     /// One non-blocking progress pass over the VC of `peer` only (the agent operation
     /// `Make_progress(VC)`); returns the events handled. Cancellations are handled as in a full
     /// pass.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// // Only this VC (here the rank's own loop) is polled.
+    /// agent.make_progress_vc(0)?;
+    /// assert!(agent.make_progress_vc(agent.size()).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn make_progress_vc(&self, peer: u32) -> Result<usize, AgentError> {
         self.check_rank(peer)?;
         let mut st = self.shared.lock();
@@ -427,6 +464,19 @@ impl Agent {
     /// Makes progress, blocking up to `timeout` when there is nothing to do
     /// (the agent operation `Make_progress_blocking`): spins adaptively, then sleeps in the methods'
     /// waits. Returns the events handled.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// use std::time::Duration;
+    ///
+    /// // Nothing to do: returns after (at most) the timeout.
+    /// let events = agent.make_progress_blocking(Duration::from_millis(5));
+    /// println!("{events} events");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn make_progress_blocking(&self, timeout: Duration) -> usize {
         self.shared.progress_blocking(timeout)
     }

@@ -73,6 +73,19 @@ impl Store {
 /// The bytes are in the agent's memory ([`RecvBuffer::new`]), or in memory the caller hands
 /// over ([`RecvBuffer::caller`]): the eager and rendezvous protocols then write the message
 /// straight into it, with no copy at completion.
+///
+/// ```
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::singleton()?;
+/// let buf = RecvBuffer::new(16);
+/// let mut request = agent.irecv_into(buf.clone(), Source::Rank(0), TagMatch::Tag(1))?;
+/// agent.send(0, 1, b"bytes")?;
+/// request.wait()?;
+/// assert_eq!(buf.take(), b"bytes");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct RecvBuffer {
     data: Arc<Mutex<Store>>,
@@ -92,6 +105,13 @@ impl std::fmt::Debug for RecvBuffer {
 impl RecvBuffer {
     /// An empty buffer that accepts up to `capacity` bytes. Memory is allocated as bytes
     /// arrive.
+    ///
+    /// ```
+    /// use viaduct_agent::RecvBuffer;
+    ///
+    /// let buf = RecvBuffer::new(4096);
+    /// assert_eq!((buf.capacity(), buf.len()), (4096, 0));
+    /// ```
     pub fn new(capacity: usize) -> RecvBuffer {
         RecvBuffer {
             data: Arc::new(Mutex::new(Store::Owned(Vec::new()))),
@@ -104,12 +124,39 @@ impl RecvBuffer {
     /// holds it until the receive completes, fails or is cancelled; the caller reads the
     /// bytes there afterwards (or through [`RecvBuffer::with`]). A receive cancelled before it
     /// matched writes nothing; [`RecvBuffer::detach`] gives the memory back early.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let buf = RecvBuffer::caller(Box::new(vec![0u8; 32]));
+    /// let mut request = agent.irecv_into(buf.clone(), Source::Rank(0), TagMatch::Tag(1))?;
+    /// agent.send(0, 1, b"in place")?;
+    /// request.wait()?;
+    /// buf.with(|bytes| assert_eq!(bytes, b"in place"));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn caller(mem: CallerMemory) -> RecvBuffer {
         RecvBuffer::caller_of(Boxed(mem))
     }
 
     /// [`RecvBuffer::caller`] over memory of type `M`, which [`RecvBuffer::detach_as`] gives
     /// back as it is.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let buf = RecvBuffer::caller_of(vec![0u8; 32]);
+    /// let mut request = agent.irecv_into(buf.clone(), Source::Rank(0), TagMatch::Tag(1))?;
+    /// agent.send(0, 1, b"mine")?;
+    /// request.wait()?;
+    /// let mem: Vec<u8> = buf.detach_as().expect("a Vec was handed over");
+    /// assert_eq!(&mem[..4], b"mine");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn caller_of<M: AsMut<[u8]> + Send + 'static>(mut mem: M) -> RecvBuffer {
         let capacity = mem.as_mut().len();
         RecvBuffer {
@@ -123,6 +170,14 @@ impl RecvBuffer {
 
     /// [`RecvBuffer::detach`] for memory handed over by [`RecvBuffer::caller_of`] as an `M`:
     /// `None` when the buffer holds no caller memory, or memory of another type (which stays).
+    ///
+    /// ```
+    /// use viaduct_agent::RecvBuffer;
+    ///
+    /// let buf = RecvBuffer::caller_of([0u8; 8]);
+    /// assert!(buf.detach_as::<Vec<u8>>().is_none()); // another type: stays
+    /// assert_eq!(buf.detach_as::<[u8; 8]>(), Some([0u8; 8]));
+    /// ```
     pub fn detach_as<M: 'static>(&self) -> Option<M> {
         let mut d = self.lock();
         match std::mem::replace(&mut *d, Store::Detached) {
@@ -141,6 +196,13 @@ impl RecvBuffer {
     }
 
     /// Whether the bytes land in the caller's memory ([`RecvBuffer::caller`]).
+    ///
+    /// ```
+    /// use viaduct_agent::RecvBuffer;
+    ///
+    /// assert!(RecvBuffer::caller(Box::new(vec![0u8; 8])).is_caller_owned());
+    /// assert!(!RecvBuffer::new(8).is_caller_owned());
+    /// ```
     pub fn is_caller_owned(&self) -> bool {
         matches!(*self.lock(), Store::Caller { .. } | Store::Detached)
     }
@@ -148,6 +210,15 @@ impl RecvBuffer {
     /// Takes the caller's memory back (`None` for a buffer of the agent's own): nothing is
     /// written to it afterwards; later bytes of the message, if any, are dropped (the request
     /// still completes).
+    ///
+    /// ```
+    /// use viaduct_agent::RecvBuffer;
+    ///
+    /// let buf = RecvBuffer::caller(Box::new(vec![0u8; 8]));
+    /// let mut mem = buf.detach().expect("caller memory");
+    /// assert_eq!(mem.as_mut().as_mut().len(), 8);
+    /// assert!(RecvBuffer::new(8).detach().is_none());
+    /// ```
     pub fn detach(&self) -> Option<CallerMemory> {
         let mut d = self.lock();
         match std::mem::replace(&mut *d, Store::Detached) {
@@ -160,6 +231,12 @@ impl RecvBuffer {
     }
 
     /// Most bytes this buffer accepts.
+    ///
+    /// ```
+    /// use viaduct_agent::RecvBuffer;
+    ///
+    /// assert_eq!(RecvBuffer::new(100).capacity(), 100);
+    /// ```
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -171,6 +248,18 @@ impl RecvBuffer {
     }
 
     /// Number of bytes received so far.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let (mut request, buf) = agent.irecv(64, Source::Rank(0), TagMatch::Tag(1))?;
+    /// agent.send(0, 1, b"12345")?;
+    /// request.wait()?;
+    /// assert_eq!(buf.len(), 5);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn len(&self) -> usize {
         match &*self.lock() {
             Store::Owned(v) => v.len(),
@@ -180,12 +269,31 @@ impl RecvBuffer {
     }
 
     /// Whether no byte was received.
+    ///
+    /// ```
+    /// use viaduct_agent::RecvBuffer;
+    ///
+    /// assert!(RecvBuffer::new(64).is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Takes the received bytes out (the buffer is then empty); for the caller's memory, a
     /// copy of them.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let (mut request, buf) = agent.irecv(64, Source::Rank(0), TagMatch::Tag(1))?;
+    /// agent.send(0, 1, b"out")?;
+    /// request.wait()?;
+    /// assert_eq!(buf.take(), b"out");
+    /// assert!(buf.is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn take(&self) -> Vec<u8> {
         let mut d = self.lock();
         match &mut *d {
@@ -204,6 +312,22 @@ impl RecvBuffer {
     /// Empties the buffer but keeps its memory, so that posting it again with
     /// [`Agent::irecv_into`](crate::agent::Agent::irecv_into) receives into the same pages
     /// (no allocation or page faults for a repeated large receive).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let buf = RecvBuffer::new(1 << 16);
+    /// for round in 0..3u8 {
+    ///     let mut request = agent.irecv_into(buf.clone(), Source::Rank(0), TagMatch::Tag(1))?;
+    ///     agent.send(0, 1, &[round; 1000])?;
+    ///     request.wait()?;
+    ///     buf.with(|b| assert_eq!(b[0], round));
+    ///     buf.clear(); // same pages next round
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn clear(&self) {
         match &mut *self.lock() {
             Store::Owned(v) => v.clear(),
@@ -213,6 +337,19 @@ impl RecvBuffer {
     }
 
     /// Copies the received bytes to the front of `out`; returns how many were copied.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let (mut request, buf) = agent.irecv(64, Source::Rank(0), TagMatch::Tag(1))?;
+    /// agent.send(0, 1, b"copy")?;
+    /// request.wait()?;
+    /// let mut out = [0u8; 8];
+    /// assert_eq!(buf.copy_to(&mut out), 4);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn copy_to(&self, out: &mut [u8]) -> usize {
         let mut d = self.lock();
         let d = d.received();
@@ -222,6 +359,19 @@ impl RecvBuffer {
     }
 
     /// Runs `f` on the received bytes without copying them.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let (mut request, buf) = agent.irecv(64, Source::Rank(0), TagMatch::Tag(1))?;
+    /// agent.send(0, 1, b"peek")?;
+    /// request.wait()?;
+    /// let first = buf.with(|bytes| bytes[0]);
+    /// assert_eq!(first, b'p');
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn with<T>(&self, f: impl FnOnce(&[u8]) -> T) -> T {
         f(self.lock().received())
     }

@@ -15,6 +15,13 @@ use crate::agent::Agent;
 use crate::error::AgentError;
 
 /// What `VIADUCT_REPORT` asks for.
+///
+/// ```
+/// use viaduct_agent::report::Report;
+///
+/// let report = Report::parse("methods").unwrap();
+/// assert!(report.methods);
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Report {
     /// Print the method of every peer.
@@ -24,6 +31,13 @@ pub struct Report {
 impl Report {
     /// Parses `VIADUCT_REPORT`: a comma-separated list of `methods` (empty: nothing). An unknown
     /// word is an error naming it.
+    ///
+    /// ```
+    /// use viaduct_agent::report::Report;
+    ///
+    /// assert_eq!(Report::parse("").unwrap(), Report::default());
+    /// assert!(Report::parse("timings").is_err());
+    /// ```
     pub fn parse(value: &str) -> Result<Report, AgentError> {
         let mut report = Report::default();
         for word in value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
@@ -41,6 +55,16 @@ impl Report {
     }
 
     /// From the environment (`VIADUCT_REPORT`, absent: nothing).
+    ///
+    /// ```
+    /// use viaduct_agent::report::Report;
+    ///
+    /// fn main() -> Result<(), viaduct_agent::AgentError> {
+    ///     let report = Report::from_env()?; // VIADUCT_REPORT=methods asks for the methods line
+    ///     println!("methods line: {}", report.methods);
+    ///     Ok(())
+    /// }
+    /// ```
     pub fn from_env() -> Result<Report, AgentError> {
         match std::env::var("VIADUCT_REPORT") {
             Ok(v) => Report::parse(&v),
@@ -53,6 +77,17 @@ impl Report {
     }
 
     /// Prints what was asked for about `agent` on stderr.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// use viaduct_agent::report::Report;
+    ///
+    /// Report { methods: true }.print(&agent);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn print(&self, agent: &Agent) {
         if self.methods {
             eprintln!("{}", methods_line(agent));
@@ -61,6 +96,16 @@ impl Report {
 }
 
 /// `viaduct: rank R of N on HOST: methods 0:self 1:shm ...; progress MODE`.
+///
+/// ```
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::singleton()?;
+/// let line = viaduct_agent::report::methods_line(&agent);
+/// assert!(line.contains("0:self"), "{line}");
+/// # Ok(())
+/// # }
+/// ```
 pub fn methods_line(agent: &Agent) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())

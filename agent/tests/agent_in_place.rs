@@ -4,16 +4,19 @@
 //! for empty, one-byte and eager-limit messages; wildcards match; messages behind a held one
 //! wait in order; another VC goes on while one is held; a receive that times out leaves its
 //! message for later; an unexpected or rendezvous message is shown from the agent's memory;
-//! a `Received` outlives its agent.
+//! a `Received` outlives its agent; the death of a peer whose VC is held still fails the waits
+//! on that peer, and the held `Received` stays readable and drops cleanly.
 
 #[macro_use]
 mod agent_common;
 
 use std::time::{Duration, Instant};
 
+use agent_common::child::ChildJob;
 use agent_common::{config, job, job_owned};
 use viaduct_agent::Received;
 use viaduct_agent::agent::Agent;
+use viaduct_agent::bootstrap::Bootstrap;
 use viaduct_agent::comm::Comm;
 use viaduct_agent::config::{Config, MethodKind, ProgressMode};
 use viaduct_agent::matching::{Source, TagMatch};
@@ -354,6 +357,136 @@ fn on_a_communicator(method: MethodKind) {
     });
 }
 
+/// Names the method (and progress mode) of the child rank of the held-VC failure test; only a
+/// process started by [`held_vc_peer_dies`] has it.
+const CHILD_VAR: &str = "VIADUCT_TEST_IN_PLACE_CHILD";
+/// The peer timeout on both sides of the held-VC failure test: short, so a death shows soon.
+const PEER_TIMEOUT: Duration = Duration::from_secs(2);
+/// The held message of the held-VC failure test.
+const HELD_LEN: usize = 700;
+
+fn dying_settings(method: MethodKind, progress: ProgressMode) -> Config {
+    Config {
+        peer_timeout: PEER_TIMEOUT,
+        progress,
+        ..settings(method)
+    }
+}
+
+fn child_settings(value: &str) -> Config {
+    let (method, progress) = value.split_once(',').expect("method,progress");
+    let method = match method {
+        "shm" => MethodKind::Shm,
+        "tcp" => MethodKind::Tcp,
+        other => panic!("unknown method {other:?}"),
+    };
+    let progress = ProgressMode::parse(progress).expect("progress mode");
+    dying_settings(method, progress)
+}
+
+/// Rank 1 of the held-VC failure test (a child process): sends the message rank 0 holds,
+/// and one behind it, says "ready" on standard error, then sleeps until it is killed.
+#[test]
+#[ignore = "child process of the held-VC failure tests"]
+fn child_rank_that_dies() {
+    let Ok(value) = std::env::var(CHILD_VAR) else {
+        return;
+    };
+    let boot = Bootstrap::from_env().unwrap();
+    let agent = Agent::with_bootstrap(boot, child_settings(&value)).unwrap();
+    agent.send(0, 1, &msg(1, HELD_LEN)).unwrap();
+    agent.send(0, 3, b"behind").unwrap();
+    eprintln!("ready");
+    std::thread::sleep(Duration::from_secs(120));
+}
+
+/// Rank 0 holds a message of rank 1 in place (its VC held) while rank 1 is killed (or, with
+/// `stop`, stopped with `SIGSTOP`: silent, its connection still open): a blocking receive from
+/// rank 1 waiting meanwhile, a rendezvous send to it in flight and a receive posted afterwards
+/// all end with rank 1's failure (within the peer timeout and a generous margin, not when the
+/// `Received` is dropped); the held bytes stay readable; the `Received` drops cleanly
+/// afterwards and the agent still works.
+fn held_vc_peer_dies(method: MethodKind, progress: ProgressMode, stop: bool) {
+    let mut job = ChildJob::spawn(
+        "child_rank_that_dies",
+        CHILD_VAR,
+        &format!("{},{}", method.name(), progress.name()),
+    );
+    let agent = Agent::with_bootstrap(job.bootstrap(), dying_settings(method, progress)).unwrap();
+    let held = agent
+        .recv_in_place(Source::Rank(1), TagMatch::Tag(1), WAIT)
+        .unwrap();
+    assert!(
+        held.is_in_place(),
+        "the message was copied: nothing is held"
+    );
+    job.wait_ready();
+
+    // A blocking receive from the held peer, in a thread; and a rendezvous send to it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let other = agent.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 16];
+        let _ = tx.send(other.recv(&mut buf, Source::Rank(1), TagMatch::Tag(2)));
+    });
+    let mut send = agent.isend(1, 4, &msg(4, 4 * EAGER)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    if stop {
+        let stopped = std::process::Command::new("kill")
+            .args(["-STOP", &job.child.id().to_string()])
+            .status()
+            .expect("running kill -STOP");
+        assert!(stopped.success(), "kill -STOP failed");
+    } else {
+        job.kill();
+    }
+    let killed = Instant::now();
+
+    // Generous: the peer timeout plus a wide margin for a loaded machine.
+    let bound = PEER_TIMEOUT + Duration::from_secs(40);
+    let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let got = rx.recv_timeout(bound).unwrap_or_else(|_| {
+            panic!("a receive from the failed peer of a held VC still waits {bound:?} after it")
+        });
+        let e = got.expect_err("a receive from a failed peer must fail");
+        assert_eq!(e.failed_peer(), Some(1), "unexpected error: {e}");
+        let e = send
+            .wait_timeout(bound)
+            .expect_err("a rendezvous send to a failed peer must fail");
+        assert_eq!(e.failed_peer(), Some(1), "unexpected error: {e:?}");
+        let e = agent
+            .recv(&mut [0u8; 16], Source::Rank(1), TagMatch::Tag(5))
+            .expect_err("a later receive from a failed peer must fail");
+        assert_eq!(e.failed_peer(), Some(1), "unexpected error: {e}");
+    }));
+    println!(
+        "{} ({}, {}): the waits on the peer ended {:?} after the signal",
+        method.name(),
+        progress.name(),
+        if stop { "stopped" } else { "killed" },
+        killed.elapsed()
+    );
+    if stop {
+        // A stopped child never ends by itself: killed whether the checks passed or not.
+        job.kill();
+    }
+    if let Err(p) = checked {
+        std::panic::resume_unwind(p);
+    }
+
+    // The lent memory is still the message's; dropping it is no error.
+    assert_eq!(&held[..], &msg(1, HELD_LEN)[..], "the held view changed");
+    drop(held);
+    agent.send(0, 9, b"self").unwrap();
+    let mut b = [0u8; 4];
+    agent
+        .recv(&mut b, Source::Rank(0), TagMatch::Tag(9))
+        .unwrap();
+    assert_eq!(&b, b"self");
+    drop(agent);
+    job.shutdown();
+}
+
 macro_rules! in_place_tests {
     ($name:ident, $method:expr) => {
         mod $name {
@@ -397,6 +530,21 @@ macro_rules! in_place_tests {
             #[test]
             fn a_received_outlives_its_agent() {
                 outlives_the_agent($method);
+            }
+
+            #[test]
+            fn a_held_vc_still_reports_its_peer_failure() {
+                held_vc_peer_dies($method, ProgressMode::Auto, false);
+            }
+
+            #[test]
+            fn a_held_vc_still_reports_its_peer_stopped() {
+                held_vc_peer_dies($method, ProgressMode::Auto, true);
+            }
+
+            #[test]
+            fn a_held_vc_still_reports_its_peer_failure_blocking() {
+                held_vc_peer_dies($method, ProgressMode::Block, false);
             }
         }
     };

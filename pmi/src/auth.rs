@@ -31,6 +31,22 @@ const NONCE_LEN: usize = 32;
 const PROOF_LEN: usize = 32;
 
 /// Why a handshake failed.
+///
+/// ```
+/// use std::os::unix::net::UnixStream;
+/// use viaduct_pmi::JobKey;
+/// use viaduct_pmi::auth::{accept, connect};
+///
+/// let key = JobKey::generate().unwrap();
+/// let (mut a, mut b) = UnixStream::pair().unwrap();
+/// let k = key.clone();
+/// let peer = std::thread::spawn(move || connect(&mut b, &k, 3));
+/// let other = JobKey::generate().unwrap(); // not the job's key
+/// let refused = accept(&mut a, &other, "test peer");
+/// assert!(refused.is_err());
+/// drop(a); // the connector then sees the connection end
+/// assert!(peer.join().unwrap().is_err());
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
     /// Reading or writing the stream failed (including a timeout or the peer closing it).
@@ -77,6 +93,19 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 /// Connector side: proves to the acceptor that this process (rank `my_rank`) holds `key`, and
 /// checks the acceptor holds it too.
+///
+/// ```
+/// use std::os::unix::net::UnixStream;
+/// use viaduct_pmi::JobKey;
+/// use viaduct_pmi::auth::{accept, connect};
+///
+/// let key = JobKey::generate().unwrap();
+/// let (mut a, mut b) = UnixStream::pair().unwrap();
+/// let k = key.clone();
+/// let peer = std::thread::spawn(move || connect(&mut b, &k, 3));
+/// assert_eq!(accept(&mut a, &key, "test peer").unwrap(), 3); // the rank it proved
+/// peer.join().unwrap().unwrap();
+/// ```
 pub fn connect<S: Read + Write>(
     stream: &mut S,
     key: &JobKey,
@@ -120,6 +149,22 @@ pub fn connect<S: Read + Write>(
 /// Acceptor side: challenges the connecting peer, and returns the rank it proved to be, or
 /// refuses it. Every refusal is reported to `log` with `peer` (e.g. its address) before the
 /// error is returned; the caller then drops the connection.
+///
+/// ```
+/// use std::os::unix::net::UnixStream;
+/// use viaduct_pmi::JobKey;
+/// use viaduct_pmi::auth::{accept_with_log, connect};
+///
+/// let key = JobKey::generate().unwrap();
+/// let (mut a, mut b) = UnixStream::pair().unwrap();
+/// let k = key.clone();
+/// let peer = std::thread::spawn(move || connect(&mut b, &k, 3));
+/// let mut refusals = Vec::new();
+/// let rank = accept_with_log(&mut a, &key, "test peer", &mut |line| refusals.push(line.to_owned()));
+/// assert_eq!(rank.unwrap(), 3);
+/// assert!(refusals.is_empty());
+/// peer.join().unwrap().unwrap();
+/// ```
 pub fn accept_with_log<S: Read + Write>(
     stream: &mut S,
     key: &JobKey,
@@ -135,6 +180,20 @@ pub fn accept_with_log<S: Read + Write>(
 
 /// [`accept_with_log`] reporting refusals as [`tracing`] warnings (shown by the subscriber the
 /// program installs).
+///
+/// ```
+/// use std::os::unix::net::UnixStream;
+/// use viaduct_pmi::JobKey;
+/// use viaduct_pmi::auth::{accept, connect};
+///
+/// let key = JobKey::generate().unwrap();
+/// let (mut a, mut b) = UnixStream::pair().unwrap();
+/// let k = key.clone();
+/// let peer = std::thread::spawn(move || connect(&mut b, &k, 3));
+/// let rank = accept(&mut a, &key, "test peer").unwrap();
+/// assert_eq!(rank, 3);
+/// peer.join().unwrap().unwrap();
+/// ```
 pub fn accept<S: Read + Write>(stream: &mut S, key: &JobKey, peer: &str) -> Result<u32, AuthError> {
     accept_with_log(stream, key, peer, &mut |line| tracing::warn!("{line}"))
 }

@@ -29,6 +29,13 @@ pub const PMI_VARS: [&str; 6] = [
 pub const DIALECT_VAR: &str = "VIADUCT_PMI";
 
 /// Where and how to reach the process manager, as read from the environment.
+///
+/// ```
+/// use viaduct_pmi::env::{PmiEnv, detect};
+///
+/// let env = detect([("PMI_PORT", "127.0.0.1:4000"), ("PMI_ID", "1")]).unwrap();
+/// assert!(matches!(env, PmiEnv::Pmi1Port { id: 1, .. }));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PmiEnv {
     /// No PMI variable is set: this process is the only rank.
@@ -67,6 +74,13 @@ pub enum PmiEnv {
 }
 
 /// Reads the PMI environment from `vars` (name, value pairs, e.g. `std::env::vars()`).
+///
+/// ```
+/// use viaduct_pmi::env::{PmiEnv, detect};
+///
+/// assert_eq!(detect(std::iter::empty::<(&str, &str)>()).unwrap(), PmiEnv::Singleton);
+/// assert!(detect([("PMI_FD", "not a number")]).is_err());
+/// ```
 pub fn detect<I, K, V>(vars: I) -> Result<PmiEnv, BootstrapError>
 where
     I: IntoIterator<Item = (K, V)>,

@@ -18,6 +18,18 @@ static TAKEN: AtomicBool = AtomicBool::new(false);
 /// The returned stream is a close-on-exec duplicate: the inherited descriptor itself (which the
 /// launcher left without close-on-exec) is closed, so programs this process starts do not inherit
 /// the PMI connection. Errors: `fd` negative, not open, not a socket, or already taken.
+///
+/// ```no_run
+/// use viaduct_pmi::fd::adopt_inherited_fd;
+///
+/// fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     // The descriptor a launcher passed (hydra's PMI_FD).
+///     let fd: i32 = std::env::var("PMI_FD")?.parse()?;
+///     let stream = adopt_inherited_fd(fd)?;
+///     println!("PMI socket {stream:?}");
+///     Ok(())
+/// }
+/// ```
 pub fn adopt_inherited_fd(fd: i32) -> Result<UnixStream, BootstrapError> {
     let fail = |reason: String| BootstrapError::AdoptFd { fd, reason };
     // Check the descriptor before claiming the one PMI slot, so a bad number does not use it up.

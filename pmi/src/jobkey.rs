@@ -11,11 +11,24 @@ pub const JOB_KEY_VAR: &str = "VIADUCT_JOB_KEY";
 pub const JOB_KEY_LEN: usize = 32;
 
 /// A job's shared secret. `Debug` does not show it.
+///
+/// ```
+/// use viaduct_pmi::JobKey;
+///
+/// let key = JobKey::generate().unwrap();
+/// assert!(!format!("{key:?}").contains(&key.to_hex())); // Debug hides it
+/// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct JobKey([u8; JOB_KEY_LEN]);
 
 impl JobKey {
     /// A new random key from the kernel's random source.
+    ///
+    /// ```
+    /// use viaduct_pmi::JobKey;
+    ///
+    /// assert_ne!(JobKey::generate().unwrap(), JobKey::generate().unwrap());
+    /// ```
     pub fn generate() -> io::Result<Self> {
         let mut key = [0u8; JOB_KEY_LEN];
         random_bytes(&mut key)?;
@@ -23,11 +36,26 @@ impl JobKey {
     }
 
     /// A key from its bytes.
+    ///
+    /// ```
+    /// use viaduct_pmi::JobKey;
+    ///
+    /// let key = JobKey::from_bytes([7; 32]);
+    /// assert_eq!(key.as_bytes(), &[7; 32]);
+    /// ```
     pub fn from_bytes(bytes: [u8; JOB_KEY_LEN]) -> Self {
         Self(bytes)
     }
 
     /// Reads a key written by [`JobKey::to_hex`] (64 hex digits).
+    ///
+    /// ```
+    /// use viaduct_pmi::JobKey;
+    ///
+    /// let key = JobKey::generate().unwrap();
+    /// assert_eq!(JobKey::from_hex(&key.to_hex()).unwrap(), key);
+    /// assert!(JobKey::from_hex("abc").is_err());
+    /// ```
     pub fn from_hex(text: &str) -> Result<Self, String> {
         let text = text.trim();
         if text.len() != 2 * JOB_KEY_LEN {
@@ -53,11 +81,25 @@ impl JobKey {
     }
 
     /// The key as 64 lowercase hex digits (what [`JOB_KEY_VAR`] holds).
+    ///
+    /// ```
+    /// use viaduct_pmi::{JOB_KEY_VAR, JobKey};
+    ///
+    /// let key = JobKey::from_bytes([0xab; 32]);
+    /// let var = (JOB_KEY_VAR, key.to_hex()); // for a rank's environment
+    /// assert_eq!(var.1.len(), 64);
+    /// ```
     pub fn to_hex(&self) -> String {
         hex::encode(self.0)
     }
 
     /// The key's bytes.
+    ///
+    /// ```
+    /// use viaduct_pmi::JobKey;
+    ///
+    /// assert_eq!(JobKey::from_bytes([1; 32]).as_bytes().len(), 32);
+    /// ```
     pub fn as_bytes(&self) -> &[u8; JOB_KEY_LEN] {
         &self.0
     }
@@ -71,6 +113,11 @@ impl fmt::Debug for JobKey {
 
 /// Fills `buf` from the kernel's random source (`getrandom(2)`): what job keys and handshake
 /// nonces are drawn from.
+///
+/// ```
+/// let mut nonce = [0u8; 16];
+/// viaduct_pmi::jobkey::random_bytes(&mut nonce).unwrap();
+/// ```
 pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
     getrandom::fill(buf).map_err(io::Error::from)
 }

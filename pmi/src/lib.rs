@@ -143,6 +143,13 @@ const JOB_KEY_KVS: &str = "viaduct-jobkey";
 const HOST_KVS: &str = "viaduct-host";
 
 /// Which launcher protocol a [`Bootstrap`] speaks.
+///
+/// ```
+/// use viaduct_pmi::{Bootstrap, Protocol};
+///
+/// let boot = Bootstrap::from_vars(std::iter::empty::<(String, String)>()).unwrap();
+/// assert_eq!(boot.protocol(), Protocol::Singleton);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
     /// No launcher: a single rank.
@@ -164,6 +171,23 @@ enum Backend {
 }
 
 /// A rank's handle on its job: rank, size, KVS, job key, node layout.
+///
+/// ```
+/// # use viaduct_pmi::Bootstrap;
+/// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+/// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+/// # let mut boot = Bootstrap::from_vars(vars)?;
+/// boot.put("greeting", "hello")?;
+/// boot.fence()?;
+/// assert_eq!(boot.get("greeting")?, "hello");
+/// assert_eq!((boot.rank(), boot.size()), (0, 1));
+/// # boot.finalize()?;
+/// # server.shutdown();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Bootstrap {
     backend: Backend,
@@ -177,11 +201,37 @@ pub struct Bootstrap {
 impl Bootstrap {
     /// Connects to the launcher named by this process's environment (see [`mod@env`]) and does the
     /// start-up exchange. Every rank of the job must call it.
+    ///
+    /// ```no_run
+    /// use viaduct_pmi::Bootstrap;
+    ///
+    /// fn main() -> Result<(), viaduct_pmi::BootstrapError> {
+    ///     let mut boot = Bootstrap::from_env()?; // under a launcher
+    ///     println!("rank {} of {}", boot.rank(), boot.size());
+    ///     boot.fence()?;
+    ///     boot.finalize()
+    /// }
+    /// ```
     pub fn from_env() -> Result<Self, BootstrapError> {
         Self::from_vars(std::env::vars())
     }
 
     /// [`Bootstrap::from_env`] with the environment given as (name, value) pairs.
+    ///
+    /// ```
+    /// # use viaduct_pmi::Bootstrap;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+    /// # let mut boot = Bootstrap::from_vars(vars)?;
+    /// // `vars` as a launcher would set them: PMI_PORT and PMI_ID.
+    /// assert_eq!(boot.protocol(), viaduct_pmi::Protocol::Pmi1);
+    /// # boot.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn from_vars<I, K, V>(vars: I) -> Result<Self, BootstrapError>
     where
         I: IntoIterator<Item = (K, V)>,
@@ -330,16 +380,58 @@ impl Bootstrap {
     }
 
     /// This process's rank, `0..size()`.
+    ///
+    /// ```
+    /// # use viaduct_pmi::Bootstrap;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+    /// # let mut boot = Bootstrap::from_vars(vars)?;
+    /// assert_eq!(boot.rank(), 0);
+    /// # boot.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn rank(&self) -> u32 {
         self.rank
     }
 
     /// Number of ranks in the job.
+    ///
+    /// ```
+    /// # use viaduct_pmi::Bootstrap;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+    /// # let mut boot = Bootstrap::from_vars(vars)?;
+    /// assert_eq!(boot.size(), 1);
+    /// # boot.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn size(&self) -> u32 {
         self.size
     }
 
     /// The protocol spoken with the launcher.
+    ///
+    /// ```
+    /// # use viaduct_pmi::Bootstrap;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+    /// # let mut boot = Bootstrap::from_vars(vars)?;
+    /// assert_eq!(boot.protocol(), viaduct_pmi::Protocol::Pmi1);
+    /// # boot.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn protocol(&self) -> Protocol {
         match self.backend {
             Backend::Singleton { .. } => Protocol::Singleton,
@@ -350,27 +442,103 @@ impl Bootstrap {
 
     /// The job's shared secret, the same on every rank: from `VIADUCT_JOB_KEY` when the launcher
     /// set it, else generated by rank 0 and passed through the KVS at start-up.
+    ///
+    /// ```
+    /// # use viaduct_pmi::Bootstrap;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+    /// # let mut boot = Bootstrap::from_vars(vars)?;
+    /// // Rank 0 made it (no VIADUCT_JOB_KEY given); every rank sees the same.
+    /// let key = boot.job_key().to_hex();
+    /// assert_eq!(key.len(), 64);
+    /// # boot.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn job_key(&self) -> &JobKey {
         &self.job_key
     }
 
     /// The node (0-based, dense only within one mapping) that `rank` runs on.
+    ///
+    /// ```
+    /// # use viaduct_pmi::Bootstrap;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+    /// # let mut boot = Bootstrap::from_vars(vars)?;
+    /// assert_eq!(boot.node_of(0), Some(0));
+    /// assert_eq!(boot.node_of(1), None); // no such rank
+    /// # boot.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn node_of(&self, rank: u32) -> Option<u32> {
         self.node_ids.get(rank as usize).copied()
     }
 
     /// Whether `rank` runs on this process's node.
+    ///
+    /// ```
+    /// # use viaduct_pmi::Bootstrap;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+    /// # let mut boot = Bootstrap::from_vars(vars)?;
+    /// assert!(boot.is_local(0));
+    /// # boot.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_local(&self, rank: u32) -> bool {
         self.node_of(rank) == self.node_of(self.rank)
     }
 
     /// The ranks on this process's node, this one included, in increasing order.
+    ///
+    /// ```
+    /// # use viaduct_pmi::Bootstrap;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+    /// # let mut boot = Bootstrap::from_vars(vars)?;
+    /// assert_eq!(boot.local_ranks(), [0]);
+    /// # boot.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn local_ranks(&self) -> Vec<u32> {
         (0..self.size).filter(|r| self.is_local(*r)).collect()
     }
 
     /// Stores `value` under `key` in the job's KVS; other ranks see it after the next
     /// [`Bootstrap::fence`]. A key can be put once per job.
+    ///
+    /// ```
+    /// # use viaduct_pmi::Bootstrap;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+    /// # let mut boot = Bootstrap::from_vars(vars)?;
+    /// boot.put("answer", "42")?;
+    /// boot.fence()?; // now every rank can get it
+    /// assert_eq!(boot.get("answer")?, "42");
+    /// assert!(boot.put("bad key", "x").is_err()); // keys are [A-Za-z0-9_-]
+    /// # boot.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn put(&mut self, key: &str, value: &str) -> Result<(), BootstrapError> {
         match &mut self.backend {
             Backend::Singleton { committed, pending } => {
@@ -392,6 +560,21 @@ impl Bootstrap {
     }
 
     /// Waits until every rank has fenced, making all earlier puts visible.
+    ///
+    /// ```
+    /// # use viaduct_pmi::Bootstrap;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+    /// # let mut boot = Bootstrap::from_vars(vars)?;
+    /// boot.put("k", "v")?;
+    /// boot.fence()?;
+    /// # boot.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn fence(&mut self) -> Result<(), BootstrapError> {
         match &mut self.backend {
             Backend::Singleton { committed, pending } => {
@@ -404,6 +587,23 @@ impl Bootstrap {
     }
 
     /// The value under `key`; [`BootstrapError::KeyNotFound`] when no rank put it before a fence.
+    ///
+    /// ```
+    /// # use viaduct_pmi::Bootstrap;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+    /// # let mut boot = Bootstrap::from_vars(vars)?;
+    /// boot.put("k", "v")?;
+    /// boot.fence()?;
+    /// assert_eq!(boot.get("k")?, "v");
+    /// assert!(boot.get("never-put").is_err());
+    /// # boot.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn get(&mut self, key: &str) -> Result<String, BootstrapError> {
         let found = match &mut self.backend {
             Backend::Singleton { committed, .. } => {
@@ -419,17 +619,56 @@ impl Bootstrap {
     }
 
     /// Puts `value` under this rank's copy of `name` (key `name-RANK`), e.g. a business card.
+    ///
+    /// ```
+    /// # use viaduct_pmi::Bootstrap;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+    /// # let mut boot = Bootstrap::from_vars(vars)?;
+    /// boot.publish("card", "tcp:10.0.0.1:4000")?;
+    /// boot.fence()?;
+    /// assert_eq!(boot.lookup("card", 0)?, "tcp:10.0.0.1:4000");
+    /// # boot.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn publish(&mut self, name: &str, value: &str) -> Result<(), BootstrapError> {
         let key = format!("{name}-{}", self.rank);
         self.put(&key, value)
     }
 
     /// Gets `rank`'s copy of `name` (key `name-RANK`), published before a fence.
+    ///
+    /// ```
+    /// # use viaduct_pmi::Bootstrap;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+    /// # let mut boot = Bootstrap::from_vars(vars)?;
+    /// boot.publish("card", "shm:seg0")?;
+    /// boot.fence()?;
+    /// assert_eq!(boot.lookup("card", boot.rank())?, "shm:seg0");
+    /// # boot.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn lookup(&mut self, name: &str, rank: u32) -> Result<String, BootstrapError> {
         self.get(&format!("{name}-{rank}"))
     }
 
     /// Tells the launcher this rank is done with the KVS. Called on drop when not called.
+    ///
+    /// ```
+    /// use viaduct_pmi::Bootstrap;
+    ///
+    /// let boot = Bootstrap::from_vars(std::iter::empty::<(String, String)>()).unwrap();
+    /// boot.finalize().unwrap();
+    /// ```
     pub fn finalize(mut self) -> Result<(), BootstrapError> {
         self.finalize_inner()
     }
@@ -448,6 +687,18 @@ impl Bootstrap {
 
     /// Asks the launcher to end the whole job, prints `message`, and exits with `exit_code`.
     /// (Its lines are the process's last words: written to stderr whatever `VIADUCT_LOG` says.)
+    ///
+    /// ```no_run
+    /// use viaduct_pmi::Bootstrap;
+    ///
+    /// fn main() -> Result<(), viaduct_pmi::BootstrapError> {
+    ///     let boot = Bootstrap::from_env()?;
+    ///     if std::env::args().count() < 2 {
+    ///         boot.abort(2, "usage: prog INPUT"); // ends every rank of the job
+    ///     }
+    ///     boot.finalize()
+    /// }
+    /// ```
     pub fn abort(mut self, exit_code: i32, message: &str) -> ! {
         eprintln!("viaduct: rank {} aborts the job: {message}", self.rank);
         self.finalized = true;

@@ -6,6 +6,14 @@
 //! them. `(vector,(0,2,2))` is ranks 0,1 on node 0 and ranks 2,3 on node 1.
 
 /// Node id of every rank, from a `PMI_process_mapping` value, for a job of `size` ranks.
+///
+/// ```
+/// use viaduct_pmi::mapping::node_ids;
+///
+/// // Two nodes of two ranks each.
+/// assert_eq!(node_ids("(vector,(0,2,2))", 4).unwrap(), [0, 0, 1, 1]);
+/// assert!(node_ids("(list,0)", 4).is_err());
+/// ```
 pub fn node_ids(value: &str, size: u32) -> Result<Vec<u32>, String> {
     let text: String = value.chars().filter(|c| !c.is_whitespace()).collect();
     let inner = text

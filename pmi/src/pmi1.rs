@@ -13,6 +13,22 @@ use super::fd::adopt_inherited_fd;
 use super::wire::{Message, check_key, check_value};
 
 /// The server's limits from `get_maxes`.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_pmi::pmi1::Pmi1Client;
+/// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+/// # let addr = server.addr().to_string();
+/// let mut client = Pmi1Client::connect(&addr, 0, None, None, Duration::from_secs(30))?;
+/// let maxes = client.maxes();
+/// assert!(maxes.key > 0 && maxes.value > 0);
+/// # client.finalize()?;
+/// # server.shutdown();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Maxes {
     /// Longest key-value space name.
@@ -24,6 +40,23 @@ pub struct Maxes {
 }
 
 /// A PMI-1 client connection, initialised.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_pmi::pmi1::Pmi1Client;
+/// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+/// # let addr = server.addr().to_string();
+/// let mut client = Pmi1Client::connect(&addr, 0, None, None, Duration::from_secs(30))?;
+/// client.put("k", "v")?;
+/// client.barrier()?;
+/// assert_eq!(client.get("k")?.as_deref(), Some("v"));
+/// # client.finalize()?;
+/// # server.shutdown();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Pmi1Client {
     conn: Conn,
@@ -37,6 +70,20 @@ pub struct Pmi1Client {
 impl Pmi1Client {
     /// Takes over the inherited socket `fd` (hydra's `PMI_FD`) and initialises; rank and size
     /// come from the environment (`PMI_RANK`, `PMI_SIZE`).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use viaduct_pmi::pmi1::Pmi1Client;
+    ///
+    /// fn main() -> Result<(), Box<dyn std::error::Error>> {
+    ///     // Under hydra: the inherited socket and the rank/size it passed.
+    ///     let var = |name: &str| std::env::var(name);
+    ///     let (fd, rank, size) = (var("PMI_FD")?.parse()?, var("PMI_RANK")?.parse()?, var("PMI_SIZE")?.parse()?);
+    ///     let client = Pmi1Client::from_fd(fd, rank, size, Duration::from_secs(60))?;
+    ///     println!("rank {} of {}", client.rank(), client.size());
+    ///     Ok(())
+    /// }
+    /// ```
     pub fn from_fd(
         fd: i32,
         rank: u32,
@@ -50,6 +97,21 @@ impl Pmi1Client {
 
     /// Connects to `addr` (`PMI_PORT`), presents `id` (`PMI_ID`), learns rank and size from the
     /// server and checks them against the environment's `rank`/`size` when given.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi1::Pmi1Client;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let addr = server.addr().to_string();
+    /// let mut client = Pmi1Client::connect(&addr, 0, None, None, Duration::from_secs(30))?;
+    /// assert_eq!((client.rank(), client.size()), (0, 1));
+    /// # client.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn connect(
         addr: &str,
         id: u32,
@@ -150,26 +212,102 @@ impl Pmi1Client {
     }
 
     /// This process's rank.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi1::Pmi1Client;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let addr = server.addr().to_string();
+    /// let mut client = Pmi1Client::connect(&addr, 0, None, None, Duration::from_secs(30))?;
+    /// assert_eq!(client.rank(), 0);
+    /// # client.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn rank(&self) -> u32 {
         self.rank
     }
 
     /// Number of ranks in the job.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi1::Pmi1Client;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let addr = server.addr().to_string();
+    /// let mut client = Pmi1Client::connect(&addr, 0, None, None, Duration::from_secs(30))?;
+    /// assert_eq!(client.size(), 1);
+    /// # client.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn size(&self) -> u32 {
         self.size
     }
 
     /// The key-value space's name.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi1::Pmi1Client;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let addr = server.addr().to_string();
+    /// let mut client = Pmi1Client::connect(&addr, 0, None, None, Duration::from_secs(30))?;
+    /// assert_eq!(client.kvsname(), server.kvsname());
+    /// # client.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn kvsname(&self) -> &str {
         &self.kvsname
     }
 
     /// The server's limits.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi1::Pmi1Client;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let addr = server.addr().to_string();
+    /// let mut client = Pmi1Client::connect(&addr, 0, None, None, Duration::from_secs(30))?;
+    /// println!("keys up to {} bytes", client.maxes().key);
+    /// # client.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn maxes(&self) -> Maxes {
         self.maxes
     }
 
     /// Stores `value` under `key`; visible to other ranks after the next [`Self::barrier`].
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi1::Pmi1Client;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let addr = server.addr().to_string();
+    /// let mut client = Pmi1Client::connect(&addr, 0, None, None, Duration::from_secs(30))?;
+    /// client.put("card-0", "value")?;
+    /// client.barrier()?;
+    /// # client.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn put(&mut self, key: &str, value: &str) -> Result<(), BootstrapError> {
         let op = "put";
         self.check(op, key, Some(value))?;
@@ -183,6 +321,21 @@ impl Pmi1Client {
     }
 
     /// Waits until every rank has entered the barrier; commits the puts made before it.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi1::Pmi1Client;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let addr = server.addr().to_string();
+    /// let mut client = Pmi1Client::connect(&addr, 0, None, None, Duration::from_secs(30))?;
+    /// client.barrier()?;
+    /// # client.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn barrier(&mut self) -> Result<(), BootstrapError> {
         let op = "barrier";
         self.conn.send_v1(op, &Message::new("barrier_in"))?;
@@ -191,6 +344,21 @@ impl Pmi1Client {
     }
 
     /// The value stored under `key`, or `None` when the server does not have it.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi1::Pmi1Client;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let addr = server.addr().to_string();
+    /// let mut client = Pmi1Client::connect(&addr, 0, None, None, Duration::from_secs(30))?;
+    /// assert_eq!(client.get("missing")?, None);
+    /// # client.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn get(&mut self, key: &str) -> Result<Option<String>, BootstrapError> {
         let op = "get";
         self.check(op, key, None)?;
@@ -217,6 +385,21 @@ impl Pmi1Client {
     }
 
     /// Tells the server this process is done with PMI.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi1::Pmi1Client;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let addr = server.addr().to_string();
+    /// let mut client = Pmi1Client::connect(&addr, 0, None, None, Duration::from_secs(30))?;
+    /// client.barrier()?;
+    /// client.finalize()?; // once; later calls do nothing
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn finalize(&mut self) -> Result<(), BootstrapError> {
         if self.finalized {
             return Ok(());
@@ -230,6 +413,21 @@ impl Pmi1Client {
     }
 
     /// Asks the server to end the whole job with `exit_code`. No answer is awaited.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi1::Pmi1Client;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let addr = server.addr().to_string();
+    /// let mut client = Pmi1Client::connect(&addr, 0, None, None, Duration::from_secs(30))?;
+    /// client.abort(3, "bad input")?;
+    /// # client.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn abort(&mut self, exit_code: i32, message: &str) -> Result<(), BootstrapError> {
         self.finalized = true;
         // A PMI-1 value cannot hold spaces.
@@ -247,6 +445,21 @@ impl Pmi1Client {
     }
 
     /// The limit on each wait.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi1::Pmi1Client;
+    /// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+    /// # let addr = server.addr().to_string();
+    /// let mut client = Pmi1Client::connect(&addr, 0, None, None, Duration::from_secs(30))?;
+    /// assert_eq!(client.timeout(), Duration::from_secs(30));
+    /// # client.finalize()?;
+    /// # server.shutdown();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn timeout(&self) -> Duration {
         self.conn.timeout()
     }

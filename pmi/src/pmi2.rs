@@ -18,6 +18,19 @@ pub const MAX_VALUE_LEN: usize = 1024;
 pub const MAX_KEY_LEN: usize = 64;
 
 /// A PMI-2 client connection, initialised.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # use viaduct_pmi::pmi2::Pmi2Client;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // Under `srun --mpi=pmi2`: the socket Slurm passed in PMI_FD.
+/// let fd: i32 = std::env::var("PMI_FD")?.parse()?;
+/// let mut client = Pmi2Client::from_fd(fd, None, None, None, Duration::from_secs(60))?;
+/// client.put("card", "v")?;
+/// client.fence()?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Pmi2Client {
     conn: Conn,
@@ -30,6 +43,18 @@ pub struct Pmi2Client {
 impl Pmi2Client {
     /// Takes over the inherited socket `fd` and initialises. `env_rank`/`env_size` (from
     /// `PMI_RANK`/`PMI_SIZE`) are checked against the server's answer; `jobid` is `PMI_JOBID`.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi2::Pmi2Client;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Under `srun --mpi=pmi2`: the socket Slurm passed in PMI_FD.
+    /// let fd: i32 = std::env::var("PMI_FD")?.parse()?;
+    /// let mut client = Pmi2Client::from_fd(fd, None, None, None, Duration::from_secs(60))?;
+    /// println!("rank {} of {}", client.rank(), client.size());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn from_fd(
         fd: i32,
         env_rank: Option<u32>,
@@ -110,21 +135,69 @@ impl Pmi2Client {
     }
 
     /// This process's rank.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi2::Pmi2Client;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Under `srun --mpi=pmi2`: the socket Slurm passed in PMI_FD.
+    /// let fd: i32 = std::env::var("PMI_FD")?.parse()?;
+    /// let mut client = Pmi2Client::from_fd(fd, None, None, None, Duration::from_secs(60))?;
+    /// let me = client.rank();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn rank(&self) -> u32 {
         self.rank
     }
 
     /// Number of ranks in the job.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi2::Pmi2Client;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Under `srun --mpi=pmi2`: the socket Slurm passed in PMI_FD.
+    /// let fd: i32 = std::env::var("PMI_FD")?.parse()?;
+    /// let mut client = Pmi2Client::from_fd(fd, None, None, None, Duration::from_secs(60))?;
+    /// let n = client.size();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn size(&self) -> u32 {
         self.size
     }
 
     /// The job id the server gave (`job-getid`), if any.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi2::Pmi2Client;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Under `srun --mpi=pmi2`: the socket Slurm passed in PMI_FD.
+    /// let fd: i32 = std::env::var("PMI_FD")?.parse()?;
+    /// let mut client = Pmi2Client::from_fd(fd, None, None, None, Duration::from_secs(60))?;
+    /// println!("job {:?}", client.jobid());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn jobid(&self) -> Option<&str> {
         self.jobid.as_deref()
     }
 
     /// A job attribute (`info-getjobattr`), e.g. `PMI_process_mapping`; `None` when not found.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi2::Pmi2Client;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Under `srun --mpi=pmi2`: the socket Slurm passed in PMI_FD.
+    /// let fd: i32 = std::env::var("PMI_FD")?.parse()?;
+    /// let mut client = Pmi2Client::from_fd(fd, None, None, None, Duration::from_secs(60))?;
+    /// let mapping = client.job_attr("PMI_process_mapping")?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn job_attr(&mut self, key: &str) -> Result<Option<String>, BootstrapError> {
         let op = "info-getjobattr";
         self.check(op, key, None)?;
@@ -136,6 +209,19 @@ impl Pmi2Client {
     }
 
     /// Stores `value` under `key`; visible to other ranks after the next [`Self::fence`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi2::Pmi2Client;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Under `srun --mpi=pmi2`: the socket Slurm passed in PMI_FD.
+    /// let fd: i32 = std::env::var("PMI_FD")?.parse()?;
+    /// let mut client = Pmi2Client::from_fd(fd, None, None, None, Duration::from_secs(60))?;
+    /// client.put("card", "value")?;
+    /// client.fence()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn put(&mut self, key: &str, value: &str) -> Result<(), BootstrapError> {
         let op = "kvs-put";
         self.check(op, key, Some(value))?;
@@ -150,6 +236,18 @@ impl Pmi2Client {
     }
 
     /// Waits until every rank has fenced; commits the puts made before it.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi2::Pmi2Client;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Under `srun --mpi=pmi2`: the socket Slurm passed in PMI_FD.
+    /// let fd: i32 = std::env::var("PMI_FD")?.parse()?;
+    /// let mut client = Pmi2Client::from_fd(fd, None, None, None, Duration::from_secs(60))?;
+    /// client.fence()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn fence(&mut self) -> Result<(), BootstrapError> {
         let op = "kvs-fence";
         self.conn.send_v2(op, &Message::new("kvs-fence"))?;
@@ -158,6 +256,19 @@ impl Pmi2Client {
     }
 
     /// The value stored under `key`, or `None` when the server does not have it.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi2::Pmi2Client;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Under `srun --mpi=pmi2`: the socket Slurm passed in PMI_FD.
+    /// let fd: i32 = std::env::var("PMI_FD")?.parse()?;
+    /// let mut client = Pmi2Client::from_fd(fd, None, None, None, Duration::from_secs(60))?;
+    /// client.fence()?;
+    /// let card = client.get("card")?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn get(&mut self, key: &str) -> Result<Option<String>, BootstrapError> {
         let op = "kvs-get";
         self.check(op, key, None)?;
@@ -175,6 +286,18 @@ impl Pmi2Client {
     }
 
     /// Tells the server this process is done with PMI.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi2::Pmi2Client;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Under `srun --mpi=pmi2`: the socket Slurm passed in PMI_FD.
+    /// let fd: i32 = std::env::var("PMI_FD")?.parse()?;
+    /// let mut client = Pmi2Client::from_fd(fd, None, None, None, Duration::from_secs(60))?;
+    /// client.finalize()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn finalize(&mut self) -> Result<(), BootstrapError> {
         if self.finalized {
             return Ok(());
@@ -188,6 +311,18 @@ impl Pmi2Client {
     }
 
     /// Asks the server to end the whole job. No answer is awaited.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use viaduct_pmi::pmi2::Pmi2Client;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Under `srun --mpi=pmi2`: the socket Slurm passed in PMI_FD.
+    /// let fd: i32 = std::env::var("PMI_FD")?.parse()?;
+    /// let mut client = Pmi2Client::from_fd(fd, None, None, None, Duration::from_secs(60))?;
+    /// client.abort(1, "giving up")?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn abort(&mut self, exit_code: i32, message: &str) -> Result<(), BootstrapError> {
         self.finalized = true;
         let message: String = message

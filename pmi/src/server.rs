@@ -70,6 +70,14 @@ pub const DEFAULT_MAX_KEYS: usize = 1024;
 pub const DEFAULT_MAX_BYTES: usize = 1 << 20;
 
 /// Settings of a [`Pmi1Server`].
+///
+/// ```
+/// use std::time::Duration;
+/// use viaduct_pmi::server::ServerConfig;
+///
+/// let config = ServerConfig { hello_timeout: Duration::from_secs(2), ..ServerConfig::new(4) };
+/// assert_eq!(config.size, 4);
+/// ```
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// Number of ranks in the job.
@@ -88,6 +96,12 @@ pub struct ServerConfig {
 
 impl ServerConfig {
     /// Defaults for a job of `size` ranks.
+    ///
+    /// ```
+    /// use viaduct_pmi::server::ServerConfig;
+    ///
+    /// assert!(ServerConfig::new(8).max_pending >= 8); // every rank may connect at once
+    /// ```
     pub fn new(size: u32) -> Self {
         Self {
             size,
@@ -101,11 +115,26 @@ impl ServerConfig {
     /// Defaults for a job of `size` ranks, with the bounds [`MAX_PENDING_VAR`],
     /// [`MAX_KEYS_VAR`] and [`MAX_BYTES_VAR`] set in this process's environment; a value that
     /// is not a positive integer is an error naming the variable.
+    ///
+    /// ```
+    /// use viaduct_pmi::server::ServerConfig;
+    ///
+    /// let config = ServerConfig::from_env(2).unwrap(); // VIADUCT_PMI_MAX_* if set
+    /// assert_eq!(config.size, 2);
+    /// ```
     pub fn from_env(size: u32) -> Result<Self, String> {
         Self::from_vars(size, |var| std::env::var(var).ok())
     }
 
     /// Like [`ServerConfig::from_env`], with the variables looked up by `lookup`.
+    ///
+    /// ```
+    /// use viaduct_pmi::server::{MAX_KEYS_VAR, ServerConfig};
+    ///
+    /// let config = ServerConfig::from_vars(2, |v| (v == MAX_KEYS_VAR).then(|| "10".to_owned())).unwrap();
+    /// assert_eq!(config.max_keys, 10);
+    /// assert!(ServerConfig::from_vars(2, |_| Some("0".to_owned())).is_err());
+    /// ```
     pub fn from_vars(size: u32, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
         let mut config = Self::new(size);
         for (var, field) in [
@@ -127,6 +156,23 @@ impl ServerConfig {
 }
 
 /// Something the launcher must act on.
+///
+/// ```
+/// # use viaduct_pmi::Bootstrap;
+/// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+/// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+/// # let mut boot = Bootstrap::from_vars(vars)?;
+/// boot.fence()?;
+/// for event in server.take_events() {
+///     println!("launcher: {event:?}"); // an abort, a broken barrier, a refusal ...
+/// }
+/// # boot.finalize()?;
+/// # server.shutdown();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerEvent {
     /// A rank asked to end the job.
@@ -259,6 +305,21 @@ impl Shared {
 }
 
 /// A running PMI-1 server.
+///
+/// ```
+/// # use viaduct_pmi::Bootstrap;
+/// # use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = Pmi1Server::start(ServerConfig::new(1))?;
+/// # let vars = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+/// # let mut boot = Bootstrap::from_vars(vars)?;
+/// // `server` serves the job; `boot` is its rank 0.
+/// assert_eq!(boot.size(), 1);
+/// # boot.finalize()?;
+/// # server.shutdown();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Pmi1Server {
     addr: SocketAddr,
@@ -268,6 +329,14 @@ pub struct Pmi1Server {
 
 impl Pmi1Server {
     /// Binds `127.0.0.1` on a free port and starts serving a job of `config.size` ranks.
+    ///
+    /// ```
+    /// use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    ///
+    /// let server = Pmi1Server::start(ServerConfig::new(2)).unwrap();
+    /// println!("ranks connect to {}", server.addr());
+    /// server.shutdown();
+    /// ```
     pub fn start(config: ServerConfig) -> io::Result<Self> {
         if config.size == 0 {
             return Err(io::Error::new(
@@ -318,27 +387,68 @@ impl Pmi1Server {
     }
 
     /// The address ranks connect to.
+    ///
+    /// ```
+    /// use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    ///
+    /// let server = Pmi1Server::start(ServerConfig::new(1)).unwrap();
+    /// assert!(server.addr().ip().is_loopback());
+    /// server.shutdown();
+    /// ```
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// The value for ranks' `PMI_PORT`.
+    ///
+    /// ```
+    /// use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    ///
+    /// let server = Pmi1Server::start(ServerConfig::new(1)).unwrap();
+    /// let env = [("PMI_PORT", server.port_env()), ("PMI_ID", "0".to_owned())];
+    /// server.shutdown();
+    /// ```
     pub fn port_env(&self) -> String {
         self.addr.to_string()
     }
 
     /// The key-value space name handed to ranks.
+    ///
+    /// ```
+    /// use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    ///
+    /// let server = Pmi1Server::start(ServerConfig::new(1)).unwrap();
+    /// assert!(!server.kvsname().is_empty());
+    /// server.shutdown();
+    /// ```
     pub fn kvsname(&self) -> &str {
         &self.shared.kvsname
     }
 
     /// Tells the server that `rank`'s process has exited, so barriers stop waiting for it.
+    ///
+    /// ```
+    /// use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    ///
+    /// let server = Pmi1Server::start(ServerConfig::new(2)).unwrap();
+    /// // Rank 1's process ended before the job did: barriers stop waiting for it.
+    /// server.rank_exited(1);
+    /// server.shutdown();
+    /// ```
     pub fn rank_exited(&self, rank: u32) {
         self.shared.mark_gone(rank);
         self.shared.changed.notify_all();
     }
 
     /// Takes the events raised since the last call.
+    ///
+    /// ```
+    /// use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    ///
+    /// let server = Pmi1Server::start(ServerConfig::new(1)).unwrap();
+    /// assert!(server.take_events().is_empty());
+    /// server.shutdown();
+    /// ```
     pub fn take_events(&self) -> Vec<ServerEvent> {
         let mut st = self.shared.lock();
         let mut events = std::mem::take(&mut st.events);
@@ -353,6 +463,13 @@ impl Pmi1Server {
     }
 
     /// Stops accepting, ends every connection thread and waits for the acceptor.
+    ///
+    /// ```
+    /// use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    ///
+    /// let server = Pmi1Server::start(ServerConfig::new(1)).unwrap();
+    /// server.shutdown(); // no thread of it is left
+    /// ```
     pub fn shutdown(mut self) {
         self.stop();
     }

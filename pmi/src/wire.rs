@@ -12,6 +12,13 @@
 pub const MAX_MESSAGE_LEN: usize = 64 * 1024;
 
 /// Why a PMI message could not be decoded or encoded.
+///
+/// ```
+/// use viaduct_pmi::wire::check_key;
+///
+/// let e = check_key("a key").unwrap_err(); // a space
+/// println!("{e}");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {
     /// The message is empty.
@@ -66,6 +73,13 @@ pub enum WireError {
 }
 
 /// One PMI message: the command and its fields in order (order matters for a few commands).
+///
+/// ```
+/// use viaduct_pmi::wire::Message;
+///
+/// let msg = Message::new("put").with("kvsname", "job1").with("key", "k").with("value", "v");
+/// assert_eq!(msg.get("key"), Some("k"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     /// The command name, the value of the leading `cmd=`.
@@ -76,6 +90,13 @@ pub struct Message {
 
 impl Message {
     /// A message with no fields.
+    ///
+    /// ```
+    /// use viaduct_pmi::wire::Message;
+    ///
+    /// let barrier = Message::new("barrier_in");
+    /// assert_eq!(barrier.get("cmd"), None);
+    /// ```
     pub fn new(cmd: &str) -> Self {
         Self {
             cmd: cmd.to_owned(),
@@ -84,6 +105,13 @@ impl Message {
     }
 
     /// Appends a field.
+    ///
+    /// ```
+    /// use viaduct_pmi::wire::Message;
+    ///
+    /// let msg = Message::new("get").with("key", "card-0");
+    /// assert_eq!(msg.get("key"), Some("card-0"));
+    /// ```
     #[must_use]
     pub fn with(mut self, key: &str, value: impl ToString) -> Self {
         self.fields.push((key.to_owned(), value.to_string()));
@@ -91,6 +119,13 @@ impl Message {
     }
 
     /// The value of the first field named `key`.
+    ///
+    /// ```
+    /// use viaduct_pmi::wire::Message;
+    ///
+    /// let msg = Message::new("m").with("a", 1).with("a", 2);
+    /// assert_eq!(msg.get("a"), Some("1")); // the first one
+    /// ```
     pub fn get(&self, key: &str) -> Option<&str> {
         self.fields
             .iter()
@@ -99,6 +134,15 @@ impl Message {
     }
 
     /// The field `key` parsed as an integer.
+    ///
+    /// ```
+    /// use viaduct_pmi::wire::Message;
+    ///
+    /// let msg = Message::new("m").with("rank", 3).with("name", "x");
+    /// assert_eq!(msg.get_int("rank"), Some(Ok(3)));
+    /// assert!(matches!(msg.get_int("name"), Some(Err(_))));
+    /// assert_eq!(msg.get_int("size"), None);
+    /// ```
     pub fn get_int(&self, key: &str) -> Option<Result<i64, String>> {
         self.get(key)
             .map(|v| v.trim().parse::<i64>().map_err(|_| v.to_owned()))
@@ -120,16 +164,37 @@ pub(crate) fn shorten(text: &str) -> String {
 }
 
 /// Whether `c` may appear in a key: `[A-Za-z0-9_-]`.
+///
+/// ```
+/// use viaduct_pmi::wire::is_key_char;
+///
+/// assert!(is_key_char(b'a') && is_key_char(b'-'));
+/// assert!(!is_key_char(b'='));
+/// ```
 pub fn is_key_char(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_' || c == b'-'
 }
 
 /// Whether `c` may appear in a value: printable ASCII except space, `=`, `;` and `\`.
+///
+/// ```
+/// use viaduct_pmi::wire::is_value_char;
+///
+/// assert!(is_value_char(b':'));
+/// assert!(!is_value_char(b' ') && !is_value_char(b';'));
+/// ```
 pub fn is_value_char(c: u8) -> bool {
     c.is_ascii_graphic() && !matches!(c, b'=' | b';' | b'\\')
 }
 
 /// Checks that a key can be sent on both wire formats.
+///
+/// ```
+/// use viaduct_pmi::wire::check_key;
+///
+/// assert!(check_key("card-3").is_ok());
+/// assert!(check_key("card=3").is_err());
+/// ```
 pub fn check_key(key: &str) -> Result<(), WireError> {
     let bad = |reason| {
         Err(WireError::BadKey {
@@ -147,6 +212,13 @@ pub fn check_key(key: &str) -> Result<(), WireError> {
 }
 
 /// Checks that a value can be sent on both wire formats.
+///
+/// ```
+/// use viaduct_pmi::wire::check_value;
+///
+/// assert!(check_value("10.0.0.1:4000").is_ok());
+/// assert!(check_value("two words").is_err());
+/// ```
 pub fn check_value(value: &str) -> Result<(), WireError> {
     let bad = |reason| {
         Err(WireError::BadValue {

@@ -9,6 +9,13 @@ use std::io::{self, BufRead};
 use super::wire::{MAX_MESSAGE_LEN, Message, WireError, ascii_text, is_key_char, shorten};
 
 /// Decodes one line (with or without its trailing `\n`).
+///
+/// ```
+/// use viaduct_pmi::wire1::parse_line;
+///
+/// let msg = parse_line(b"cmd=get kvsname=j key=k\n").unwrap();
+/// assert_eq!(msg.get("key"), Some("k"));
+/// ```
 pub fn parse_line(line: &[u8]) -> Result<Message, WireError> {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -46,6 +53,15 @@ pub fn parse_line(line: &[u8]) -> Result<Message, WireError> {
 ///
 /// Refuses keys outside `[A-Za-z0-9_-]` and values that are empty or hold a space or a
 /// non-printable byte, since the line could not be read back as sent.
+///
+/// ```
+/// use viaduct_pmi::wire::Message;
+/// use viaduct_pmi::wire1::{encode_line, parse_line};
+///
+/// let line = encode_line(&Message::new("barrier_in")).unwrap();
+/// assert!(line.ends_with(b"\n"));
+/// assert!(parse_line(&line).is_ok());
+/// ```
 pub fn encode_line(msg: &Message) -> Result<Vec<u8>, WireError> {
     check_wire_key(&msg.cmd)?;
     let mut out = format!("cmd={}", msg.cmd);
@@ -83,6 +99,15 @@ fn check_wire_key(key: &str) -> Result<(), WireError> {
 }
 
 /// Result of reading one line.
+///
+/// ```
+/// use viaduct_pmi::wire1::{LineRead, read_line};
+///
+/// let mut input: &[u8] = b"cmd=barrier_out\n";
+/// let mut partial = Vec::new();
+/// assert_eq!(read_line(&mut input, &mut partial).unwrap(), LineRead::Line(b"cmd=barrier_out".to_vec()));
+/// assert_eq!(read_line(&mut input, &mut partial).unwrap(), LineRead::Eof);
+/// ```
 #[derive(Debug, PartialEq, Eq)]
 pub enum LineRead {
     /// A whole line (without its `\n`) was read.
@@ -96,6 +121,15 @@ pub enum LineRead {
 /// Bytes already read stay in `partial` when the read fails (for example on a read timeout), so
 /// calling again with the same `partial` continues the same line. A line that grows past the limit
 /// is an `InvalidData` error; a stream that ends in the middle of a line is `UnexpectedEof`.
+///
+/// ```
+/// use viaduct_pmi::wire1::{LineRead, read_line};
+///
+/// let mut input: &[u8] = b"cmd=get key=a\n";
+/// let mut partial = Vec::new();
+/// let LineRead::Line(line) = read_line(&mut input, &mut partial).unwrap() else { panic!() };
+/// assert_eq!(line, b"cmd=get key=a");
+/// ```
 pub fn read_line<R: BufRead>(reader: &mut R, partial: &mut Vec<u8>) -> io::Result<LineRead> {
     loop {
         let available = match reader.fill_buf() {

@@ -13,6 +13,13 @@ use super::wire::{MAX_MESSAGE_LEN, Message, WireError, ascii_text, is_key_char, 
 pub const PREFIX_LEN: usize = 6;
 
 /// Decodes the 6-character length prefix.
+///
+/// ```
+/// use viaduct_pmi::wire2::parse_prefix;
+///
+/// assert_eq!(parse_prefix(b"12    ").unwrap(), 12);
+/// assert!(parse_prefix(b"abcdef").is_err());
+/// ```
 pub fn parse_prefix(prefix: &[u8; PREFIX_LEN]) -> Result<usize, WireError> {
     let text = std::str::from_utf8(prefix).unwrap_or("");
     let trimmed = text.trim_matches(|c| c == ' ' || c == '\0');
@@ -31,6 +38,15 @@ pub fn parse_prefix(prefix: &[u8; PREFIX_LEN]) -> Result<usize, WireError> {
 }
 
 /// Decodes a record body (what follows the length prefix).
+///
+/// ```
+/// use viaduct_pmi::wire::Message;
+/// use viaduct_pmi::wire2::{PREFIX_LEN, encode_record, parse_body};
+///
+/// let record = encode_record(&Message::new("fence").with("k", "v")).unwrap();
+/// let msg = parse_body(&record[PREFIX_LEN..]).unwrap();
+/// assert_eq!(msg.get("k"), Some("v"));
+/// ```
 pub fn parse_body(body: &[u8]) -> Result<Message, WireError> {
     if body.len() > MAX_MESSAGE_LEN {
         return Err(WireError::TooLong {
@@ -76,6 +92,15 @@ pub fn parse_body(body: &[u8]) -> Result<Message, WireError> {
 /// Encodes a message as one record: prefix plus body.
 ///
 /// Values may hold spaces but no `;` and no non-printable byte.
+///
+/// ```
+/// use viaduct_pmi::wire::Message;
+/// use viaduct_pmi::wire2::{PREFIX_LEN, encode_record, parse_prefix};
+///
+/// let record = encode_record(&Message::new("fence")).unwrap();
+/// let len = parse_prefix(record[..PREFIX_LEN].try_into().unwrap()).unwrap();
+/// assert_eq!(len, record.len() - PREFIX_LEN);
+/// ```
 pub fn encode_record(msg: &Message) -> Result<Vec<u8>, WireError> {
     let mut body = String::new();
     for (key, value) in std::iter::once(("cmd", msg.cmd.as_str()))
@@ -114,6 +139,16 @@ pub fn encode_record(msg: &Message) -> Result<Vec<u8>, WireError> {
 
 /// Reads one record. A stream closed before the prefix is `Ok(None)`; one closed inside a record
 /// is `UnexpectedEof`; a bad prefix or body is `InvalidData` carrying the [`WireError`].
+///
+/// ```
+/// use viaduct_pmi::wire::Message;
+/// use viaduct_pmi::wire2::{encode_record, read_record};
+///
+/// let record = encode_record(&Message::new("fence")).unwrap();
+/// let mut input = &record[..];
+/// assert!(read_record(&mut input).unwrap().is_some());
+/// assert!(read_record(&mut input).unwrap().is_none()); // closed between records
+/// ```
 pub fn read_record<R: Read>(reader: &mut R) -> io::Result<Option<Message>> {
     let mut prefix = [0u8; PREFIX_LEN];
     let mut got = 0;

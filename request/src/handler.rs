@@ -37,6 +37,20 @@ use super::state::{self, FREE_CLAIMED, HANDLERS_POSTED, PIN_ONE};
 use super::status::Status;
 
 /// The condition of a request a handler waits for.
+///
+/// ```
+/// # use viaduct_request::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::mpsc;
+/// let (request, cars) = Request::message(1);
+/// let (tx, rx) = mpsc::channel();
+/// let done = HandlerFn::new(move |_, status| tx.send(status.count()).unwrap());
+/// post_handler(&request, Condition::Complete, Some(done), None, Deadline::Asap)?;
+/// cars.complete_car(5)?;
+/// assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(10))?, 5);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Condition {
     /// The request completed (for a send: the buffer may be reused).
@@ -47,6 +61,20 @@ pub enum Condition {
 }
 
 /// By when a handler must start after its condition is reached.
+///
+/// ```
+/// # use viaduct_request::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// let (request, cars) = Request::message(1);
+/// let on_time = HandlerFn::new(|_, _| println!("completed"));
+/// let late = HandlerFn::new(|_, _| println!("not started within a second"));
+/// let within = Deadline::After(Duration::from_secs(1));
+/// post_handler(&request, Condition::Complete, Some(on_time), Some(late), within)?;
+/// cars.complete_car(0)?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Deadline {
     /// As soon as possible (a relative time of zero); never fails.
@@ -60,6 +88,19 @@ pub enum Deadline {
 }
 
 /// A handler or failure function: called with the request and its status.
+///
+/// ```
+/// # use viaduct_request::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let log = HandlerFn::new(|request, status| {
+///     println!("complete: {}, {} bytes", request.is_complete(), status.count());
+/// });
+/// let (request, cars) = Request::message(1);
+/// post_handler(&request, Condition::Complete, Some(log), None, Deadline::Ignore)?;
+/// cars.complete_car(3)?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct HandlerFn(Box<HandlerBody>);
 
 /// The closure inside a [`HandlerFn`].
@@ -67,6 +108,17 @@ type HandlerBody = dyn FnOnce(&RequestRef, &Status) + Send + 'static;
 
 impl HandlerFn {
     /// Wraps a closure.
+    ///
+    /// ```
+    /// # use viaduct_request::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let handler = HandlerFn::new(|_request, status| assert!(!status.test_cancelled()));
+    /// let (request, cars) = Request::message(1);
+    /// post_handler(&request, Condition::Complete, Some(handler), None, Deadline::Asap)?;
+    /// cars.complete_car(1)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn new(f: impl FnOnce(&RequestRef, &Status) + Send + 'static) -> Self {
         HandlerFn(Box::new(f))
     }
@@ -102,6 +154,17 @@ impl std::fmt::Debug for RequestRef {
 
 impl RequestRef {
     /// Whether the request is complete.
+    ///
+    /// ```
+    /// # use viaduct_request::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let (request, cars) = Request::message(1);
+    /// let check = HandlerFn::new(|r, _| assert!(r.is_complete()));
+    /// post_handler(&request, Condition::Complete, Some(check), None, Deadline::Asap)?;
+    /// cars.complete_car(0)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_complete(&self) -> bool {
         self.core.is_complete()
     }
@@ -109,6 +172,20 @@ impl RequestRef {
     /// The status of the complete request (query runs); `None` if not complete. Like
     /// [`Request::get_status`], a failed request reports its error.
     /// [`RequestError::Freed`] once the free callback ran.
+    ///
+    /// ```
+    /// # use viaduct_request::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let (request, cars) = Request::message(1);
+    /// let show = HandlerFn::new(|r, _| {
+    ///     let status = r.get_status().unwrap().expect("complete");
+    ///     assert_eq!(status.count(), 4);
+    /// });
+    /// post_handler(&request, Condition::Complete, Some(show), None, Deadline::Asap)?;
+    /// cars.complete_car(4)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn get_status(&self) -> Result<Option<Status>, RequestError> {
         if self.core.load() & FREE_CLAIMED != 0 {
             return Err(RequestError::Freed);
@@ -120,6 +197,22 @@ impl RequestRef {
     }
 
     /// Asks for cancellation, like [`Request::cancel`].
+    ///
+    /// ```
+    /// # use viaduct_request::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let (first, cars) = Request::message(1);
+    /// let (second, _second_cars) = Request::message(1);
+    /// let second = std::sync::Mutex::new(second);
+    /// // When the first completes, ask for the second to be cancelled (its owner decides).
+    /// let stop = HandlerFn::new(move |_, _| {
+    ///     let _ = second.lock().unwrap().cancel();
+    /// });
+    /// post_handler(&first, Condition::Complete, Some(stop), None, Deadline::Asap)?;
+    /// cars.complete_car(0)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn cancel(&self) -> Result<(), RequestError> {
         if self.core.load() & FREE_CLAIMED != 0 {
             return Err(RequestError::Freed);
@@ -128,6 +221,21 @@ impl RequestRef {
     }
 
     /// Posts a handler on this request, like [`post_handler`].
+    ///
+    /// ```
+    /// # use viaduct_request::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let (request, cars) = Request::message(1);
+    /// let chain = HandlerFn::new(|r, _| {
+    ///     // A second handler, on the release of the same request.
+    ///     let again = HandlerFn::new(|_, _| println!("released"));
+    ///     r.post_handler(Condition::Release, Some(again), None, Deadline::Ignore).unwrap();
+    /// });
+    /// post_handler(&request, Condition::Complete, Some(chain), None, Deadline::Asap)?;
+    /// cars.complete_car(0)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn post_handler(
         &self,
         condition: Condition,
@@ -148,6 +256,20 @@ impl RequestRef {
 /// failure). Handlers do not consume the request: it can still be waited on or freed, and its
 /// free callback waits until its handlers ran. A cancelled request still runs its handlers; their
 /// status tells the cancellation. See the [module docs](self) for the thread they run on.
+///
+/// ```
+/// # use viaduct_request::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::mpsc;
+/// let (request, cars) = Request::message(1);
+/// let (tx, rx) = mpsc::channel();
+/// let handler = HandlerFn::new(move |_, s| tx.send(s.count()).unwrap());
+/// post_handler(&request, Condition::Complete, Some(handler), None, Deadline::Asap)?;
+/// cars.complete_car(8)?;
+/// assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(10))?, 8);
+/// # Ok(())
+/// # }
+/// ```
 pub fn post_handler(
     request: &Request,
     condition: Condition,

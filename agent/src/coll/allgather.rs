@@ -13,6 +13,18 @@ const TAG: u32 = tag(5);
 impl Comm {
     /// Starts an allgather (`MPI_Iallgather`): every rank's [`CollBuffer`] gets every rank's
     /// `send` (all of one length) in rank order.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let (mut request, mut out) = world.iallgather(vec![world.rank() as u8; 4])?;
+    /// request.wait()?;
+    /// assert_eq!(out.take().expect("complete"), vec![0u8; 4 * world.size() as usize]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn iallgather(&self, send: Vec<u8>) -> Result<(Request, CollBuffer), AgentError> {
         let (r, n) = (self.rank() as usize, self.size() as usize);
         let c = send.len();
@@ -55,6 +67,18 @@ impl Comm {
 
     /// Gathers every rank's `send` into every rank's `recv` (`size·send.len()` bytes), in rank
     /// order (`MPI_Allgather`).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let mut all = vec![0u8; 2 * world.size() as usize];
+    /// world.allgather(&[world.rank() as u8; 2], &mut all)?;
+    /// assert_eq!(&all[..2], &[0, 0]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn allgather(&self, send: &[u8], recv: &mut [u8]) -> Result<(), AgentError> {
         let want = send.len() * self.size() as usize;
         if recv.len() != want {
@@ -74,6 +98,20 @@ impl Comm {
     /// ([`Comm::coll_small_max`]) goes as point-to-point messages (recursive doubling for a
     /// power of two, else the ring of [`Comm::allgatherv_in_place`]), a larger one through
     /// xfer blocks.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let part = 3;
+    /// let mut buf = vec![0u8; part * world.size() as usize];
+    /// let me = world.rank() as usize;
+    /// buf[me * part..(me + 1) * part].fill(9); // this rank's part, in place
+    /// world.allgather_in_place(&mut buf)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn allgather_in_place(&self, buf: &mut [u8]) -> Result<(), AgentError> {
         let n = self.size() as usize;
         if buf.len() % n != 0 {

@@ -29,6 +29,21 @@ fn blocks(lo: u32, hi: u32, elems: usize, p: u32, size: usize) -> (usize, usize)
 impl Comm {
     /// Starts an allreduce (`MPI_Iallreduce`): every rank's [`CollBuffer`] gets the reduction
     /// of every rank's `buf` (all of one length).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// # use viaduct_agent::coll::{Datatype, ReduceOp, Reduction};
+    /// let world = Comm::world(&agent);
+    /// let sum = Reduction::Builtin(Datatype::I64, ReduceOp::Sum);
+    /// let (mut request, mut out) = world.iallreduce(5i64.to_le_bytes().to_vec(), &sum)?;
+    /// request.wait()?;
+    /// let total = i64::from_le_bytes(out.take().expect("complete")[..8].try_into()?);
+    /// assert_eq!(total, 5 * world.size() as i64);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn iallreduce(
         &self,
         buf: Vec<u8>,
@@ -108,6 +123,19 @@ impl Comm {
 
     /// Reduces every rank's `buf` with `op` on elements of `dtype`, in place on every rank
     /// (`MPI_Allreduce` with `MPI_IN_PLACE`).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// # use viaduct_agent::coll::{Datatype, ReduceOp, Reduction};
+    /// let world = Comm::world(&agent);
+    /// let mut max = (world.rank() as f64).to_le_bytes();
+    /// world.allreduce(&mut max, Datatype::F64, ReduceOp::Max)?;
+    /// assert_eq!(f64::from_le_bytes(max), (world.size() - 1) as f64);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn allreduce(
         &self,
         buf: &mut [u8],
@@ -118,6 +146,19 @@ impl Comm {
     }
 
     /// [`Comm::allreduce`] with any [`Reduction`] (a user function included).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// # use viaduct_agent::coll::{Datatype, ReduceOp, Reduction};
+    /// let world = Comm::world(&agent);
+    /// let mut bits = 0b0101u32.to_le_bytes();
+    /// world.allreduce_with(&mut bits, &Reduction::Builtin(Datatype::U32, ReduceOp::Bor))?;
+    /// assert_eq!(u32::from_le_bytes(bits), 0b0101);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn allreduce_with(&self, buf: &mut [u8], red: &Reduction) -> Result<(), AgentError> {
         if buf.len() <= self.switch_points().small_max {
             check_reduction("allreduce", red, buf.len())?;

@@ -13,6 +13,20 @@ impl Comm {
     /// Starts an alltoall (`MPI_Ialltoall`): `send` holds one part of `send.len() / size`
     /// bytes for every rank, in rank order; the [`CollBuffer`] gets every rank's part for this
     /// rank, in rank order.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let n = world.size() as usize;
+    /// let send: Vec<u8> = (0..n as u8).collect(); // part i (one byte) for rank i
+    /// let (mut request, mut out) = world.ialltoall(send)?;
+    /// request.wait()?;
+    /// assert_eq!(out.take().expect("complete").len(), n);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn ialltoall(&self, send: Vec<u8>) -> Result<(Request, CollBuffer), AgentError> {
         let (r, n) = (self.rank() as usize, self.size() as usize);
         if send.len() % n != 0 {
@@ -40,6 +54,19 @@ impl Comm {
 
     /// Sends part i of `send` to rank i and receives rank i's part for this rank into part i
     /// of `recv` (`MPI_Alltoall`); both hold `size` equal parts.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let n = world.size() as usize;
+    /// let send = vec![world.rank() as u8; 4 * n];
+    /// let mut recv = vec![0u8; 4 * n];
+    /// world.alltoall(&send, &mut recv)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn alltoall(&self, send: &[u8], recv: &mut [u8]) -> Result<(), AgentError> {
         if recv.len() != send.len() {
             return Err(bad(

@@ -11,6 +11,18 @@ const TAG: u32 = tag(1);
 
 impl Comm {
     /// Starts a barrier (`MPI_Ibarrier`): the request completes once every rank entered it.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let mut request = world.ibarrier()?;
+    /// // ... work that overlaps the barrier ...
+    /// request.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn ibarrier(&self) -> Result<Request, AgentError> {
         let (r, n) = (self.rank(), self.size());
         let mut s = Schedule::new(self);
@@ -26,6 +38,16 @@ impl Comm {
     }
 
     /// Blocks until every rank of the communicator entered the barrier (`MPI_Barrier`).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// world.barrier()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn barrier(&self) -> Result<(), AgentError> {
         if self.switch_points().small_max > 0 {
             return self.small_barrier();

@@ -20,6 +20,19 @@ const TAG: u32 = tag(2);
 impl Comm {
     /// Starts a broadcast of `buf` from `root` (`MPI_Ibcast`); every rank passes a buffer of
     /// the same length, and gets the root's bytes back in the [`CollBuffer`].
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let data = if world.rank() == 0 { b"from root".to_vec() } else { vec![0; 9] };
+    /// let (mut request, mut out) = world.ibcast(data, 0)?;
+    /// request.wait()?;
+    /// assert_eq!(out.take().expect("complete"), b"from root");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn ibcast(&self, buf: Vec<u8>, root: u32) -> Result<(Request, CollBuffer), AgentError> {
         let n = self.size();
         check_root("bcast", root, n)?;
@@ -47,6 +60,21 @@ impl Comm {
     }
 
     /// Broadcasts `buf` from `root` to every rank (`MPI_Bcast`).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let mut buf = [0u8; 4];
+    /// if world.rank() == 0 {
+    ///     buf = *b"root";
+    /// }
+    /// world.bcast(&mut buf, 0)?;
+    /// assert_eq!(&buf, b"root");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn bcast(&self, buf: &mut [u8], root: u32) -> Result<(), AgentError> {
         if buf.len() <= self.switch_points().small_max {
             check_root("bcast", root, self.size())?;
@@ -75,6 +103,17 @@ impl Comm {
     /// left to the library until the call returns). Messages up to the small switch point
     /// (`SwitchPoints::small_max`) and, on more than two ranks, longer than
     /// [`BCAST_IN_PLACE_MAX`] take [`Comm::bcast`]'s paths.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let mem = vec![7u8; 1 << 16]; // owned memory the broadcast uses in place
+    /// world.bcast_in_place(mem, 0)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn bcast_in_place<M>(&self, mut mem: M, root: u32) -> Result<(), AgentError>
     where
         M: AsRef<[u8]> + AsMut<[u8]> + Send + Sync + 'static,

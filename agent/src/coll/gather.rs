@@ -14,6 +14,20 @@ const TAG: u32 = tag(4);
 impl Comm {
     /// Starts a gather (`MPI_Igather`): the root's [`CollBuffer`] gets every rank's `send`
     /// (all of one length) in rank order; other ranks get an empty buffer.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let (mut request, mut out) = world.igather(vec![world.rank() as u8], 0)?;
+    /// request.wait()?;
+    /// if world.rank() == 0 {
+    ///     assert_eq!(out.take().expect("complete").len(), world.size() as usize);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn igather(&self, send: Vec<u8>, root: u32) -> Result<(Request, CollBuffer), AgentError> {
         let (r, n) = (self.rank(), self.size());
         check_root("gather", root, n)?;
@@ -50,6 +64,17 @@ impl Comm {
 
     /// Gathers every rank's `send` into the root's `recv` (`size·send.len()` bytes; ignored on
     /// other ranks) (`MPI_Gather`).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let mut all = vec![0u8; world.size() as usize];
+    /// world.gather(&[world.rank() as u8], &mut all, 0)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn gather(&self, send: &[u8], recv: &mut [u8], root: u32) -> Result<(), AgentError> {
         let want = send.len() * self.size() as usize;
         if self.rank() == root && recv.len() != want {

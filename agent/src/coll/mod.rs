@@ -99,6 +99,15 @@ pub const ALLGATHER_RING_MIN: usize = 16 << 10;
 pub const ALLGATHER_RING_MIN_VAR: &str = "VIADUCT_COLL_ALLGATHER_RING_MIN";
 
 /// The switch points in use.
+///
+/// ```
+/// use viaduct_agent::coll::{SMALL_MAX, SwitchPoints};
+/// use viaduct_agent::config::Config;
+///
+/// let config = Config::default();
+/// assert_eq!(config.switch_points, SwitchPoints::default());
+/// assert_eq!(config.switch_points.small_max, SMALL_MAX);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SwitchPoints {
     /// See [`BCAST_CHAIN_MIN`].
@@ -137,6 +146,19 @@ pub(crate) const fn tag(kind: u32) -> u32 {
 }
 
 /// The result buffer of a nonblocking collective: it comes back once the request completed.
+///
+/// ```
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::singleton()?;
+/// let world = Comm::world(&agent);
+/// let (mut request, mut out) = world.iallgather(vec![1, 2])?;
+/// request.wait()?;
+/// let result: Vec<u8> = out.take().expect("complete");
+/// assert_eq!(result.len(), 2 * world.size() as usize);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct CollBuffer {
     bufs: XferBuffers,
@@ -147,6 +169,19 @@ pub struct CollBuffer {
 
 impl CollBuffer {
     /// Takes the result out (`None` while the collective runs, or once taken).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let (mut request, mut out) = world.ibcast(vec![5; 8], 0)?;
+    /// request.wait()?;
+    /// assert_eq!(out.take(), Some(vec![5; 8]));
+    /// assert_eq!(out.take(), None); // taken once
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn take(&mut self) -> Option<Vec<u8>> {
         let mut all = self.bufs.take_all()?;
         let mut v = std::mem::take(all.get_mut(self.id)?);
@@ -157,6 +192,19 @@ impl CollBuffer {
     }
 
     /// Progress counters of the collective's blocks.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let (mut request, out) = world.ibcast(vec![5; 8], 0)?;
+    /// let monitor = out.monitor();
+    /// request.wait()?;
+    /// println!("{} pieces sent", monitor.pieces_sent());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn monitor(&self) -> XferMonitor {
         self.bufs.monitor()
     }

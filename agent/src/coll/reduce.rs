@@ -15,6 +15,23 @@ const TAG: u32 = tag(6);
 impl Comm {
     /// Starts a reduction of every rank's `buf` (all of one length) into the root's
     /// [`CollBuffer`] (`MPI_Ireduce`); on other ranks the buffer holds a partial result.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// # use viaduct_agent::coll::{Datatype, ReduceOp, Reduction};
+    /// let world = Comm::world(&agent);
+    /// let sum = Reduction::Builtin(Datatype::U32, ReduceOp::Sum);
+    /// let (mut request, mut out) = world.ireduce(1u32.to_le_bytes().to_vec(), &sum, 0)?;
+    /// request.wait()?;
+    /// if world.rank() == 0 {
+    ///     let total = u32::from_le_bytes(out.take().expect("complete")[..4].try_into()?);
+    ///     assert_eq!(total, world.size());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn ireduce(
         &self,
         buf: Vec<u8>,
@@ -42,6 +59,18 @@ impl Comm {
 
     /// Reduces every rank's `buf` with `op` on elements of `dtype` into the root's `buf`, in
     /// place (`MPI_Reduce` with `MPI_IN_PLACE` at the root); other ranks' `buf` is unchanged.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// # use viaduct_agent::coll::{Datatype, ReduceOp, Reduction};
+    /// let world = Comm::world(&agent);
+    /// let mut buf = 2i32.to_le_bytes();
+    /// world.reduce(&mut buf, Datatype::I32, ReduceOp::Prod, 0)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn reduce(
         &self,
         buf: &mut [u8],
@@ -53,6 +82,18 @@ impl Comm {
     }
 
     /// [`Comm::reduce`] with any [`Reduction`] (a user function included).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// # use viaduct_agent::coll::{Datatype, ReduceOp, Reduction};
+    /// let world = Comm::world(&agent);
+    /// let mut buf = 10u64.to_le_bytes();
+    /// world.reduce_with(&mut buf, &Reduction::Builtin(Datatype::U64, ReduceOp::Min), 0)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn reduce_with(
         &self,
         buf: &mut [u8],

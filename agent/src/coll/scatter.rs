@@ -14,6 +14,20 @@ const TAG: u32 = tag(3);
 impl Comm {
     /// Starts a scatter (`MPI_Iscatter`): rank i gets bytes `i·count..(i+1)·count` of the
     /// root's `send` (which must hold `size·count` bytes; other ranks' `send` is ignored).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let n = world.size() as usize;
+    /// let send = if world.rank() == 0 { vec![3u8; 2 * n] } else { Vec::new() };
+    /// let (mut request, mut out) = world.iscatter(send, 2, 0)?;
+    /// request.wait()?;
+    /// assert_eq!(out.take().expect("complete"), vec![3u8; 2]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn iscatter(
         &self,
         send: Vec<u8>,
@@ -60,6 +74,20 @@ impl Comm {
 
     /// Scatters the root's `send` (`size·recv.len()` bytes) into every rank's `recv`
     /// (`MPI_Scatter`).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let n = world.size() as usize;
+    /// let send: Vec<u8> = (0..n as u8).collect();
+    /// let mut mine = [0u8; 1];
+    /// world.scatter(&send, &mut mine, 0)?;
+    /// assert_eq!(mine[0], world.rank() as u8);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn scatter(&self, send: &[u8], recv: &mut [u8], root: u32) -> Result<(), AgentError> {
         let started = self.iscatter(send.to_vec(), recv.len(), root)?;
         finish(started, recv)

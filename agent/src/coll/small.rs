@@ -202,6 +202,27 @@ impl Comm {
     /// Every rank must pass parts of the same lengths (their offsets may differ). Meant for small results (below
     /// [`Comm::coll_small_max`]): it takes the blocking `send`/`recv` fast paths, and an
     /// exchange above the eager limit posts its send first, so any size completes.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// // Rank i contributes i + 1 bytes.
+    /// let n = world.size() as usize;
+    /// let mut parts = Vec::new();
+    /// let mut at = 0;
+    /// for i in 0..n {
+    ///     parts.push((at, i + 1));
+    ///     at += i + 1;
+    /// }
+    /// let mut buf = vec![0u8; at];
+    /// let (off, len) = parts[world.rank() as usize];
+    /// buf[off..off + len].fill(world.rank() as u8);
+    /// world.allgatherv_in_place(&mut buf, &parts)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn allgatherv_in_place(
         &self,
         buf: &mut [u8],
@@ -261,6 +282,16 @@ impl Comm {
 
     /// Bytes up to which the blocking collectives run as point-to-point messages (the
     /// switch point [`SMALL_MAX`], or its setting).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// println!("point-to-point collectives up to {} bytes", world.coll_small_max());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn coll_small_max(&self) -> usize {
         self.switch_points().small_max
     }

@@ -91,6 +91,19 @@ impl BufferPool {
 /// A buffer of the method of one VC (see the [module docs](self)): fill it, then write it with
 /// [`Agent::write_buffer`] without a copy, or give it back with [`Agent::release_buffer`].
 /// Dereferences to its bytes.
+///
+/// ```no_run
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::init()?;
+/// let peer = 1 - agent.rank(); // a job of two ranks
+/// let mut buf = agent.get_buffer(peer, 5)?; // memory of the peer's method
+/// buf.copy_from_slice(b"hello");
+/// let buf = agent.write_buffer(buf)?.wait_timeout(std::time::Duration::from_secs(5))?;
+/// agent.release_buffer(buf);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct MethodBuffer {
     peer: u32,
@@ -99,17 +112,55 @@ pub struct MethodBuffer {
 
 impl MethodBuffer {
     /// The peer whose VC the buffer belongs to.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let buf = agent.get_buffer(peer, 64)?;
+    /// assert_eq!(buf.peer(), peer);
+    /// agent.release_buffer(buf);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn peer(&self) -> u32 {
         self.peer
     }
 
     /// Where its bytes start (for checking that a method sent from this memory).
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let buf = agent.get_buffer(peer, 64)?;
+    /// println!("method memory at {:p}", buf.as_ptr());
+    /// agent.release_buffer(buf);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn as_ptr(&self) -> *const u8 {
         self.data.as_ptr()
     }
 
     /// Shortens the buffer to `len` bytes (what a write of it sends); no effect when `len`
     /// is not shorter.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let mut buf = agent.get_buffer(peer, 4096)?;
+    /// let n = 100; // the bytes actually filled
+    /// buf[..n].fill(1);
+    /// buf.truncate(n); // the write sends these only
+    /// agent.write_buffer(buf)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn truncate(&mut self, len: usize) {
         self.data.truncate(len);
     }
@@ -142,6 +193,18 @@ impl AsMut<[u8]> for MethodBuffer {
 
 /// A write of a [`MethodBuffer`] started by [`Agent::write_buffer`]: its request, and the
 /// buffer once the method handed it back.
+///
+/// ```no_run
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::init()?;
+/// let peer = 1 - agent.rank(); // a job of two ranks
+/// let buf = agent.get_buffer(peer, 8)?;
+/// let mut write = agent.write_buffer(buf)?;
+/// write.request().wait()?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 #[must_use = "dropping it leaves the buffer to the VC's pool"]
 pub struct BufferWrite {
@@ -153,6 +216,17 @@ pub struct BufferWrite {
 
 impl BufferWrite {
     /// The write's request (complete when the method is done with the buffer).
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let mut write = agent.write_buffer(agent.get_buffer(peer, 8)?)?;
+    /// let sent = write.request().test()?.is_some();
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn request(&mut self) -> &mut Request {
         &mut self.request
     }
@@ -163,6 +237,18 @@ impl BufferWrite {
     /// with [`AgentError::Timeout`] after `timeout` (the buffer then goes back to the VC's
     /// pool when the method is done), and with [`AgentError::BufferNotReturned`] when the
     /// method keeps no buffer (verbs copies and frees it).
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let write = agent.write_buffer(agent.get_buffer(peer, 8)?)?;
+    /// let buf = write.wait_timeout(std::time::Duration::from_secs(5))?; // back for reuse
+    /// agent.release_buffer(buf);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn wait_timeout(mut self, timeout: Duration) -> Result<MethodBuffer, AgentError> {
         let deadline = Instant::now() + timeout;
         if self
@@ -215,6 +301,18 @@ impl Agent {
     /// A method buffer of `len` bytes for the VC of `peer` (the agent operation `Get_buffer`), from
     /// that VC's pool (allocated when the pool has none large enough; new bytes are zero). At
     /// most `Config::rendezvous_chunk` bytes, the longest stream message. Does not block.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let mut buf = agent.get_buffer(peer, 3)?;
+    /// buf.copy_from_slice(b"abc");
+    /// agent.write_buffer(buf)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn get_buffer(&self, peer: u32, len: usize) -> Result<MethodBuffer, AgentError> {
         self.check_stream_len(peer, len)?;
         let mut st = self.shared.lock();
@@ -227,6 +325,17 @@ impl Agent {
 
     /// Method buffers holding `len` bytes in all for the VC of `peer` (`Get_bufferv`), each
     /// at most `Config::rendezvous_chunk` bytes; one empty buffer for `len` = 0.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let bufs = agent.get_bufferv(peer, 1 << 20)?; // as many as 1 MiB needs
+    /// agent.write_bufferv(bufs)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn get_bufferv(&self, peer: u32, len: usize) -> Result<Vec<MethodBuffer>, AgentError> {
         let piece = self.shared.config.rendezvous_chunk;
         let mut out = Vec::new();
@@ -242,6 +351,17 @@ impl Agent {
     }
 
     /// Gives a method buffer back to its VC's pool unused (the agent operation `Release_buffer`).
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let buf = agent.get_buffer(peer, 64)?;
+    /// agent.release_buffer(buf); // not needed after all
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn release_buffer(&self, buf: MethodBuffer) {
         let mut st = self.shared.lock();
         if let Some(vc) = st.vcs.get_mut(buf.peer as usize) {
@@ -250,6 +370,17 @@ impl Agent {
     }
 
     /// Gives several method buffers back to their pools (`Release_bufferv`).
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let bufs = agent.get_bufferv(peer, 10_000)?;
+    /// agent.release_bufferv(bufs);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn release_bufferv(&self, bufs: Vec<MethodBuffer>) {
         for b in bufs {
             self.release_buffer(b);
@@ -261,6 +392,18 @@ impl Agent {
     /// method does with it) and hands it back on completion, through the returned
     /// [`BufferWrite`]. Ordered with every other message to the peer as [`Agent::write`] is.
     /// Does not block.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let mut buf = agent.get_buffer(peer, 2)?;
+    /// buf.copy_from_slice(b"ok");
+    /// let write = agent.write_buffer(buf)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn write_buffer(&self, buf: MethodBuffer) -> Result<BufferWrite, AgentError> {
         let peer = buf.peer;
         self.check_stream_len(peer, buf.data.len())?;
@@ -274,6 +417,20 @@ impl Agent {
     /// Writes several method buffers of one VC as consecutive stream messages (no other
     /// message to the peer comes between them), each without a copy (see
     /// [`Agent::write_buffer`]); one [`BufferWrite`] per buffer, in order.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let bufs = agent.get_bufferv(peer, 100_000)?;
+    /// let writes = agent.write_bufferv(bufs)?; // consecutive, not interleaved
+    /// for w in writes {
+    ///     agent.release_buffer(w.wait_timeout(std::time::Duration::from_secs(5))?);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn write_bufferv(&self, bufs: Vec<MethodBuffer>) -> Result<Vec<BufferWrite>, AgentError> {
         let Some(peer) = bufs.first().map(|b| b.peer) else {
             return Ok(Vec::new());

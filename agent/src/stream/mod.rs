@@ -97,6 +97,17 @@ impl Agent {
     /// buffer until its completion. The request completes when the method is done with it.
     /// Stream and tagged messages to one peer leave in the order they were posted. Does not
     /// block.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let mut request = agent.write(peer, b"stream bytes".to_vec())?;
+    /// request.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn write(&self, peer: u32, data: Vec<u8>) -> Result<Request, AgentError> {
         self.check_rank(peer)?;
         if peer == self.shared.rank {
@@ -127,6 +138,17 @@ impl Agent {
     /// parts are gathered into one message buffer (the one copy), which is then sent as by
     /// [`Agent::write`]; `parts` may be reused as soon as this returns. At most
     /// `Config::rendezvous_chunk` bytes in all. Does not block.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let header = 12u32.to_le_bytes();
+    /// agent.writev(peer, &[&header, b"twelve bytes"])?.wait()?; // one stream message
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn writev(&self, peer: u32, parts: &[&[u8]]) -> Result<Request, AgentError> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let max = self.shared.config.rendezvous_chunk;
@@ -142,6 +164,19 @@ impl Agent {
     /// shown counts as all). `Ok(None)` when no stream message is there after one progress
     /// pass (or reserved reads of the VC come first); `Ok(Some(n))` with the bytes consumed
     /// otherwise. Makes no copy; does not block.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// // Consume up to 4 bytes of the oldest stream message, in place.
+    /// if let Some(n) = agent.next(peer, |bytes| bytes.len().min(4))? {
+    ///     println!("consumed {n} bytes");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn next<F>(&self, peer: u32, f: F) -> Result<Option<usize>, AgentError>
     where
         F: FnOnce(&[u8]) -> usize,
@@ -188,6 +223,17 @@ impl Agent {
     /// `f` returns across them, front to back (the agent operations `Nextv` + `Consume`; more than shown
     /// counts as all). Messages consumed whole are released to the method. Answers as
     /// [`Agent::next`] does; makes no copy; does not block.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let consumed = agent.nextv(peer, |msgs| msgs.iter().map(|m| m.len()).sum())?;
+    /// println!("{consumed:?} bytes");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn nextv<F>(&self, peer: u32, f: F) -> Result<Option<usize>, AgentError>
     where
         F: FnOnce(&[&[u8]]) -> usize,
@@ -253,6 +299,17 @@ impl Agent {
 
     /// Like [`Agent::next`], making progress (and sleeping in the methods) up to `timeout`
     /// until a stream message from `peer` is there; `Ok(None)` at the timeout.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// use std::time::Duration;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let n = agent.next_timeout(peer, Duration::from_secs(5), |bytes| bytes.len())?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn next_timeout<F>(
         &self,
         peer: u32,
@@ -267,6 +324,17 @@ impl Agent {
     }
 
     /// Like [`Agent::nextv`], waiting up to `timeout` as [`Agent::next_timeout`] does.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// use std::time::Duration;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let n = agent.nextv_timeout(peer, Duration::from_secs(5), |msgs| msgs[0].len())?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn nextv_timeout<F>(
         &self,
         peer: u32,
@@ -317,6 +385,20 @@ impl Agent {
     /// until a stream message from `peer` is there; `Ok(None)` at the timeout, without calling
     /// `f`. A failed peer ends the wait at once with [`AgentError::PeerFailed`] once its
     /// remaining stream bytes are consumed.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// use std::time::Duration;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let first = agent.stream_next_timeout(peer, Duration::from_secs(5), |view| {
+    ///     view.consume(1);
+    ///     view.data()[0]
+    /// })?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn stream_next_timeout<T, F>(
         &self,
         peer: u32,
@@ -335,6 +417,20 @@ impl Agent {
     /// consumes what `f` marked with [`StreamViews::consume`], front to back across message
     /// boundaries; returns what `f` returned. `Ok(None)` when no stream message is there.
     /// Makes no copy; does not block.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let total = agent.stream_nextv(peer, |views| {
+    ///     let n = views.len();
+    ///     views.consume_all();
+    ///     n
+    /// })?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn stream_nextv<T, F>(&self, peer: u32, f: F) -> Result<Option<T>, AgentError>
     where
         F: FnOnce(&mut StreamViews<'_, '_>) -> T,
@@ -350,6 +446,20 @@ impl Agent {
 
     /// [`Agent::stream_nextv`], waiting up to `timeout` as [`Agent::stream_next_timeout`]
     /// does.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// use std::time::Duration;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let shown = agent.stream_nextv_timeout(peer, Duration::from_secs(5), |views| {
+    ///     views.consume_all();
+    ///     views.views().len()
+    /// })?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn stream_nextv_timeout<T, F>(
         &self,
         peer: u32,
@@ -384,6 +494,20 @@ impl Agent {
 
 /// The unconsumed bytes of one inbound stream message, in the method's receive memory, shown
 /// by [`Agent::stream_next`]. Nothing is consumed unless [`StreamView::consume`] says so.
+///
+/// ```no_run
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::init()?;
+/// let peer = 1 - agent.rank(); // a job of two ranks
+/// let word = agent.stream_next(peer, |view| {
+///     let word = view.data().to_vec();
+///     view.consume_all();
+///     word
+/// })?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct StreamView<'a> {
     data: &'a [u8],
@@ -392,32 +516,106 @@ pub struct StreamView<'a> {
 
 impl<'a> StreamView<'a> {
     /// The bytes shown (all of them, whatever was marked consumed).
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let copy = agent.stream_next(peer, |view| {
+    ///     view.consume_all();
+    ///     view.data().to_vec() // still every byte shown
+    /// })?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn data(&self) -> &'a [u8] {
         self.data
     }
 
     /// Number of bytes shown.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let len = agent.stream_next(peer, |view| view.len())?; // nothing consumed
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn len(&self) -> usize {
         self.data.len()
     }
 
     /// Whether the message shown has no bytes left (an empty stream message).
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let empty = agent.stream_next(peer, |view| {
+    ///     view.consume_all();
+    ///     view.is_empty()
+    /// })?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
 
     /// Marks `n` more bytes, from the front, as consumed (at most the bytes shown): they are
     /// handed back to the method when the call returns, and the next call shows what follows.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// // Take the 4-byte length prefix; the body stays for the next call.
+    /// let len = agent.stream_next(peer, |view| {
+    ///     let prefix: [u8; 4] = view.data()[..4].try_into().unwrap();
+    ///     view.consume(4);
+    ///     u32::from_le_bytes(prefix)
+    /// })?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn consume(&mut self, n: usize) {
         self.consumed = self.consumed.saturating_add(n).min(self.data.len());
     }
 
     /// Marks every byte shown as consumed (the message is released to the method).
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// agent.stream_next(peer, |view| view.consume_all())?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn consume_all(&mut self) {
         self.consumed = self.data.len();
     }
 
     /// Bytes marked consumed so far.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let taken = agent.stream_next(peer, |view| {
+    ///     view.consume(view.len() / 2);
+    ///     view.consumed()
+    /// })?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn consumed(&self) -> usize {
         self.consumed
     }
@@ -426,6 +624,20 @@ impl<'a> StreamView<'a> {
 /// The unconsumed bytes of several queued inbound stream messages, one slice each in arrival
 /// order, shown by [`Agent::stream_nextv`]. Nothing is consumed unless
 /// [`StreamViews::consume`] says so.
+///
+/// ```no_run
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::init()?;
+/// let peer = 1 - agent.rank(); // a job of two ranks
+/// let bytes = agent.stream_nextv(peer, |views| {
+///     let all: Vec<u8> = views.views().concat();
+///     views.consume_all();
+///     all
+/// })?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct StreamViews<'v, 'a> {
     views: &'v [&'a [u8]],
@@ -434,32 +646,97 @@ pub struct StreamViews<'v, 'a> {
 
 impl<'v, 'a> StreamViews<'v, 'a> {
     /// The messages shown, one slice each.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let sizes = agent.stream_nextv(peer, |views| {
+    ///     views.views().iter().map(|m| m.len()).collect::<Vec<_>>()
+    /// })?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn views(&self) -> &'v [&'a [u8]] {
         self.views
     }
 
     /// Number of bytes shown, over every message.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let total = agent.stream_nextv(peer, |views| views.len())?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn len(&self) -> usize {
         self.views.iter().map(|v| v.len()).sum()
     }
 
     /// Whether no byte is shown (only empty messages).
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let nothing = agent.stream_nextv(peer, |views| views.is_empty())?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Marks `n` more bytes as consumed, front to back across message boundaries (at most the
     /// bytes shown). Messages consumed whole are released to the method when the call returns.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// agent.stream_nextv(peer, |views| views.consume(views.len().min(10)))?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn consume(&mut self, n: usize) {
         self.consumed = self.consumed.saturating_add(n).min(self.len());
     }
 
     /// Marks every byte shown as consumed.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// agent.stream_nextv(peer, |views| views.consume_all())?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn consume_all(&mut self) {
         self.consumed = self.len();
     }
 
     /// Bytes marked consumed so far.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let done = agent.stream_nextv(peer, |views| {
+    ///     views.consume(1);
+    ///     views.consumed()
+    /// })?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn consumed(&self) -> usize {
         self.consumed
     }

@@ -211,6 +211,18 @@ impl Vc {
 
 /// A place held in the inbound stream of one VC by [`Agent::reserve_read`], to be bound to
 /// buffers by [`Agent::read`] or [`Agent::readv`]. Dropping it unbound gives the place up.
+///
+/// ```no_run
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::init()?;
+/// let peer = 1 - agent.rank(); // a job of two ranks
+/// let reservation = agent.reserve_read(peer, 16)?;
+/// assert_eq!((reservation.peer(), reservation.len()), (peer, 16));
+/// let bytes = agent.read(reservation, vec![0u8; 16])?.wait()?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 #[must_use = "a reserved read holds back every later stream byte from the peer until it is bound"]
 pub struct ReadReservation {
@@ -223,16 +235,52 @@ pub struct ReadReservation {
 
 impl ReadReservation {
     /// The peer whose stream the place is in.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let reservation = agent.reserve_read(peer, 8)?;
+    /// assert_eq!(reservation.peer(), peer);
+    /// # agent.read(reservation, vec![0u8; 8])?.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn peer(&self) -> u32 {
         self.peer
     }
 
     /// The bytes reserved.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let reservation = agent.reserve_read(peer, 8)?;
+    /// assert_eq!(reservation.len(), 8);
+    /// # agent.read(reservation, vec![0u8; 8])?.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether no byte is reserved.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let reservation = agent.reserve_read(peer, 0)?;
+    /// assert!(reservation.is_empty());
+    /// # agent.read(reservation, Vec::<u8>::new())?.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -253,6 +301,18 @@ impl Drop for ReadReservation {
 }
 
 /// A read started by [`Agent::read`]: its request, and the buffer once it completed.
+///
+/// ```no_run
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::init()?;
+/// let peer = 1 - agent.rank(); // a job of two ranks
+/// let reservation = agent.reserve_read(peer, 4)?;
+/// let read = agent.read(reservation, [0u8; 4])?;
+/// let buf: [u8; 4] = read.wait()?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 #[must_use = "the buffer comes back only through the read's wait"]
 pub struct StreamRead<B> {
@@ -260,6 +320,18 @@ pub struct StreamRead<B> {
 }
 
 /// A read started by [`Agent::readv`]: like [`StreamRead`], for several buffers.
+///
+/// ```no_run
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::init()?;
+/// let peer = 1 - agent.rank(); // a job of two ranks
+/// let reservation = agent.reserve_read(peer, 12)?;
+/// let read = agent.readv(reservation, vec![vec![0u8; 4], vec![0u8; 8]])?;
+/// let [head, body]: [Vec<u8>; 2] = read.wait()?.try_into().unwrap();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 #[must_use = "the buffers come back only through the read's wait"]
 pub struct StreamReadv<B> {
@@ -323,6 +395,19 @@ impl<B> StreamRead<B> {
     /// The read's request (it completes when the buffer holds all the reserved bytes, or
     /// fails with the VC); wait on it with others, then call [`StreamRead::wait`] to get the
     /// buffer.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let reservation = agent.reserve_read(peer, 4)?;
+    /// let mut read = agent.read(reservation, vec![0u8; 4])?;
+    /// let done = read.request().test()?.is_some();
+    /// # read.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn request(&mut self) -> &mut Request {
         &mut self.pending.request
     }
@@ -331,12 +416,36 @@ impl<B> StreamRead<B> {
     /// at its start. Ends with [`AgentError::PeerFailed`] (inside [`AgentError::Request`]) when
     /// the peer fails first, within the method's failure-detection time, and with
     /// [`AgentError::Finalized`] when the agent is finalized first.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let reservation = agent.reserve_read(peer, 4)?;
+    /// let buf = agent.read(reservation, vec![0u8; 4])?.wait()?;
+    /// assert_eq!(buf.len(), 4);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn wait(self) -> Result<B, AgentError> {
         self.finish(None)
     }
 
     /// Like [`StreamRead::wait`], giving up after `timeout` with [`AgentError::Timeout`]; the
     /// read keeps its place and its bytes are taken and dropped when they come.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// use std::time::Duration;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let reservation = agent.reserve_read(peer, 4)?;
+    /// let buf = agent.read(reservation, vec![0u8; 4])?.wait_timeout(Duration::from_secs(5))?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn wait_timeout(self, timeout: Duration) -> Result<B, AgentError> {
         self.finish(Some(timeout))
     }
@@ -351,17 +460,55 @@ impl<B> StreamRead<B> {
 
 impl<B> StreamReadv<B> {
     /// The read's request (see [`StreamRead::request`]).
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let reservation = agent.reserve_read(peer, 4)?;
+    /// let mut read = agent.readv(reservation, vec![vec![0u8; 2], vec![0u8; 2]])?;
+    /// let done = read.request().test()?.is_some();
+    /// # read.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn request(&mut self) -> &mut Request {
         &mut self.pending.request
     }
 
     /// Waits until the read completed and gives the buffers back, in the order given, filled
     /// front to back (see [`StreamRead::wait`]).
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let reservation = agent.reserve_read(peer, 4)?;
+    /// let bufs = agent.readv(reservation, vec![vec![0u8; 2], vec![0u8; 2]])?.wait()?;
+    /// assert_eq!(bufs.len(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn wait(self) -> Result<Vec<B>, AgentError> {
         self.pending.wait(None)
     }
 
     /// Like [`StreamReadv::wait`], giving up after `timeout` (see [`StreamRead::wait_timeout`]).
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// use std::time::Duration;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let reservation = agent.reserve_read(peer, 4)?;
+    /// let read = agent.readv(reservation, vec![vec![0u8; 2], vec![0u8; 2]])?;
+    /// let bufs = read.wait_timeout(Duration::from_secs(5))?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn wait_timeout(self, timeout: Duration) -> Result<Vec<B>, AgentError> {
         self.pending.wait(Some(timeout))
     }
@@ -371,6 +518,18 @@ impl Agent {
     /// Holds a place for the next `len` bytes of the byte stream from `peer` (the agent
     /// operation `Reserve_read`), before any buffer exists; bind the buffer with [`Agent::read`] or
     /// [`Agent::readv`]. Reservations are served in the order they were made. Does not block.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// // The next 8 bytes from the peer are this read's, whatever `next` is called meanwhile.
+    /// let reservation = agent.reserve_read(peer, 8)?;
+    /// let buf = agent.read(reservation, vec![0u8; 8])?.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn reserve_read(&self, peer: u32, len: usize) -> Result<ReadReservation, AgentError> {
         self.check_rank(peer)?;
         if peer == self.shared.rank {
@@ -400,6 +559,17 @@ impl Agent {
     /// its start as they arrive (one copy, out of the method's receive memory). `buf` must
     /// hold at least the reserved length ([`AgentError::ReadBufferTooSmall`] otherwise). Does
     /// not block; bytes already there are copied before it returns.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let reservation = agent.reserve_read(peer, 6)?;
+    /// let buf = agent.read(reservation, *b"......")?.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn read<B>(&self, reservation: ReadReservation, buf: B) -> Result<StreamRead<B>, AgentError>
     where
         B: AsMut<[u8]> + Send + 'static,
@@ -411,6 +581,17 @@ impl Agent {
 
     /// Like [`Agent::read`] for several buffers (the agent operation `Readv`), filled front to back;
     /// together they must hold at least the reserved length.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let peer = 1 - agent.rank(); // a job of two ranks
+    /// let reservation = agent.reserve_read(peer, 10)?;
+    /// let bufs = agent.readv(reservation, vec![[0u8; 5], [0u8; 5]])?.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn readv<B>(
         &self,
         reservation: ReadReservation,
