@@ -6,6 +6,13 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 /// The CPUs this process may run on (its affinity mask), in increasing order.
+///
+/// ```
+/// use viaduct_fallback::affinity::allowed_cpus;
+/// let cpus = allowed_cpus()?;
+/// assert!(!cpus.is_empty() && cpus.windows(2).all(|w| w[0] < w[1]));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
     // SAFETY: an all-zero `cpu_set_t` is a valid empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -22,6 +29,12 @@ pub fn allowed_cpus() -> io::Result<Vec<usize>> {
 
 /// The number of CPUs online on this node (`sysconf(_SC_NPROCESSORS_ONLN)`), whatever this
 /// process's affinity mask; at least 1.
+///
+/// ```
+/// use viaduct_fallback::affinity::{allowed_cpus, online_cpus};
+/// assert!(online_cpus() >= 1);
+/// # assert!(allowed_cpus().unwrap().len() <= online_cpus().max(1024));
+/// ```
 pub fn online_cpus() -> usize {
     // SAFETY: `sysconf` only reads a system setting; it takes no pointers.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
@@ -31,6 +44,16 @@ pub fn online_cpus() -> usize {
 /// Makes the process `cmd` starts run only on CPU `cpu`: the binding is set in the child
 /// between `fork` and `exec`, so every thread the program ever starts inherits it. Spawning
 /// fails with `EINVAL` when `cpu` is not one the child may use.
+///
+/// ```
+/// use std::process::Command;
+/// use viaduct_fallback::affinity::{allowed_cpus, bind_command};
+/// let mut cmd = Command::new("true");
+/// bind_command(&mut cmd, allowed_cpus()?[0])?;
+/// assert!(cmd.status()?.success());
+/// assert!(bind_command(&mut Command::new("true"), usize::MAX).is_err());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn bind_command(cmd: &mut Command, cpu: usize) -> io::Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {
         return Err(io::Error::new(

@@ -22,6 +22,17 @@ use std::os::unix::net::UnixStream;
 ///
 /// # Errors
 /// `InvalidInput` when `fd` is negative, not open or not a socket.
+///
+/// ```
+/// use std::os::fd::IntoRawFd;
+/// use std::os::unix::net::UnixStream;
+/// use viaduct_fallback::fd::adopt_inherited_socket;
+/// let (ours, _peer) = UnixStream::pair()?;
+/// let adopted = adopt_inherited_socket(ours.into_raw_fd())?;
+/// assert!(adopt_inherited_socket(-1).is_err());
+/// # drop(adopted);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn adopt_inherited_socket(fd: RawFd) -> io::Result<UnixStream> {
     if fd < 0 {
         return Err(io::Error::new(
@@ -57,6 +68,18 @@ pub fn adopt_inherited_socket(fd: RawFd) -> io::Result<UnixStream> {
 ///
 /// # Errors
 /// The error of `poll` other than `EINTR`.
+///
+/// ```
+/// use std::io::Write;
+/// use std::os::fd::AsFd;
+/// use std::os::unix::net::UnixStream;
+/// use std::time::Duration;
+/// use viaduct_fallback::fd::wait_readable;
+/// let (mut a, b) = UnixStream::pair()?;
+/// a.write_all(b"x")?;
+/// wait_readable(&[b.as_fd()], Duration::from_secs(10))?; // returns at once: a byte waits
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn wait_readable(
     fds: &[std::os::fd::BorrowedFd<'_>],
     timeout: std::time::Duration,

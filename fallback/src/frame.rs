@@ -20,6 +20,12 @@
 pub const HEADER_LEN: usize = 32;
 
 /// What a frame carries.
+///
+/// ```
+/// use viaduct_fallback::frame::Kind;
+/// assert_eq!(Kind::from_u8(Kind::Send as u8), Some(Kind::Send));
+/// assert!(Kind::Send.carries_credit() && Kind::Send.counts_against_window());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Kind {
@@ -51,6 +57,12 @@ impl Kind {
     /// Whether `offset` of a frame of this kind returns flow-control credit (bytes) to its
     /// receiver: true for [`Kind::Send`], [`Kind::WriteAck`], [`Kind::ReadReply`] and
     /// [`Kind::Credit`], whose `offset` has no other use.
+    ///
+    /// ```
+    /// # use viaduct_fallback::frame::Kind;
+    /// assert!(Kind::Credit.carries_credit());
+    /// assert!(!Kind::Write.carries_credit()); // its offset is the target offset
+    /// ```
     pub fn carries_credit(self) -> bool {
         matches!(
             self,
@@ -63,11 +75,23 @@ impl Kind {
     /// The frames the endpoint makes itself (replies, credit, close) are not counted, so their
     /// receiver returns no credit for them either: crediting them back would hand the peer
     /// window it never used, and an idle pair would answer each credit frame with another.
+    ///
+    /// ```
+    /// # use viaduct_fallback::frame::Kind;
+    /// assert!(Kind::Read.counts_against_window());
+    /// assert!(!Kind::Credit.counts_against_window());
+    /// ```
     pub fn counts_against_window(self) -> bool {
         matches!(self, Kind::Send | Kind::Write | Kind::Read)
     }
 
     /// Decodes a kind byte.
+    ///
+    /// ```
+    /// # use viaduct_fallback::frame::Kind;
+    /// assert_eq!(Kind::from_u8(1), Some(Kind::Send));
+    /// assert_eq!(Kind::from_u8(0), None);
+    /// ```
     pub fn from_u8(v: u8) -> Option<Kind> {
         Some(match v {
             1 => Kind::Send,
@@ -90,6 +114,15 @@ pub const FLAG_FIRST: u8 = 1;
 pub const FLAGS_KNOWN: u8 = FLAG_FIRST;
 
 /// The fixed frame header.
+///
+/// ```
+/// use viaduct_fallback::frame::{HEADER_LEN, Header, Kind};
+/// let mut h = Header::new(Kind::Send, 5);
+/// h.tag = 42;
+/// let bytes = h.encode();
+/// assert_eq!(bytes.len(), HEADER_LEN);
+/// assert_eq!(Header::decode(&bytes, 1024), Ok(h));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
     /// Payload bytes following the header.
@@ -111,6 +144,11 @@ pub struct Header {
 }
 
 /// Why a byte sequence is not a valid frame.
+///
+/// ```
+/// use viaduct_fallback::frame::{FrameError, Header};
+/// assert_eq!(Header::decode(&[0; 4], 64), Err(FrameError::Truncated { have: 4 }));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
     /// Fewer than [`HEADER_LEN`] bytes were given to [`Header::decode`].
@@ -145,6 +183,12 @@ pub enum FrameError {
 
 impl FrameError {
     /// The errno a C caller would expect: `EMSGSIZE` for a too long frame, `EPROTO` otherwise.
+    ///
+    /// ```
+    /// use viaduct_fallback::frame::FrameError;
+    /// assert_eq!(FrameError::TooLong { len: 2, max: 1 }.errno(), 90); // EMSGSIZE
+    /// assert_eq!(FrameError::UnknownKind(0).errno(), 71); // EPROTO
+    /// ```
     pub fn errno(&self) -> i32 {
         match self {
             FrameError::TooLong { .. } => libc::EMSGSIZE,
@@ -167,6 +211,12 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 
 impl Header {
     /// A header of `kind` with `len` payload bytes and every other field zero.
+    ///
+    /// ```
+    /// # use viaduct_fallback::frame::{Header, Kind};
+    /// let h = Header::new(Kind::Send, 100);
+    /// assert_eq!((h.len, h.seq, h.tag), (100, 0, 0));
+    /// ```
     pub fn new(kind: Kind, len: u32) -> Header {
         Header {
             len,
@@ -181,6 +231,12 @@ impl Header {
     }
 
     /// Encodes the header into its 32 wire bytes.
+    ///
+    /// ```
+    /// # use viaduct_fallback::frame::{Header, Kind};
+    /// let bytes = Header::new(Kind::Send, 7).encode();
+    /// assert_eq!(&bytes[..5], [7, 0, 0, 0, Kind::Send as u8]); // little-endian length, then the kind
+    /// ```
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[0..4].copy_from_slice(&self.len.to_le_bytes());
@@ -196,6 +252,13 @@ impl Header {
 
     /// Decodes a header from the first [`HEADER_LEN`] bytes of `bytes`, refusing a payload
     /// length above `max_len`. Never panics; extra bytes after the header are ignored.
+    ///
+    /// ```
+    /// # use viaduct_fallback::frame::{FrameError, Header, Kind};
+    /// let bytes = Header::new(Kind::Send, 100).encode();
+    /// assert!(Header::decode(&bytes, 100).is_ok());
+    /// assert_eq!(Header::decode(&bytes, 99), Err(FrameError::TooLong { len: 100, max: 99 }));
+    /// ```
     pub fn decode(bytes: &[u8], max_len: u32) -> Result<Header, FrameError> {
         if bytes.len() < HEADER_LEN {
             return Err(FrameError::Truncated { have: bytes.len() });
@@ -223,6 +286,16 @@ impl Header {
 }
 
 /// What [`Decoder::decode`] found at the front of its input.
+///
+/// ```
+/// use viaduct_fallback::frame::{Decoded, Decoder, Header, Kind};
+/// let mut input = Header::new(Kind::Send, 3).encode().to_vec();
+/// let mut d = Decoder::new(1024);
+/// assert!(matches!(d.decode(&input)?, Decoded::NeedPayload { need: 3, .. }));
+/// input.extend_from_slice(b"abc");
+/// assert!(matches!(d.decode(&input)?, Decoded::Frame { payload: b"abc", .. }));
+/// # Ok::<(), viaduct_fallback::frame::FrameError>(())
+/// ```
 #[derive(Debug, PartialEq, Eq)]
 pub enum Decoded<'a> {
     /// A whole frame: its header and payload, borrowed from the input.
@@ -248,6 +321,17 @@ pub enum Decoded<'a> {
 
 /// Stateful frame decoder of one direction of a connection: checks lengths against a maximum
 /// and sequence numbers for continuity.
+///
+/// ```
+/// use viaduct_fallback::frame::{Decoded, Decoder, Header, Kind};
+/// let mut d = Decoder::new(1024);
+/// let mut second = Header::new(Kind::Send, 0);
+/// second.seq = 1;
+/// assert!(matches!(d.decode(&Header::new(Kind::Send, 0).encode())?, Decoded::Frame { .. }));
+/// assert!(matches!(d.decode(&second.encode())?, Decoded::Frame { .. }));
+/// assert!(d.decode(&second.encode()).is_err()); // sequence 1 again
+/// # Ok::<(), viaduct_fallback::frame::FrameError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Decoder {
     max_len: u32,
@@ -256,6 +340,13 @@ pub struct Decoder {
 
 impl Decoder {
     /// A decoder refusing payloads longer than `max_len` and expecting sequence number 0 first.
+    ///
+    /// ```
+    /// # use viaduct_fallback::frame::{Decoded, Decoder};
+    /// let mut d = Decoder::new(1 << 20);
+    /// assert_eq!(d.decode(&[])?, Decoded::NeedHeader { need: 32 });
+    /// # Ok::<(), viaduct_fallback::frame::FrameError>(())
+    /// ```
     pub fn new(max_len: u32) -> Decoder {
         Decoder {
             max_len,
@@ -264,6 +355,11 @@ impl Decoder {
     }
 
     /// The largest payload this decoder accepts.
+    ///
+    /// ```
+    /// # use viaduct_fallback::frame::Decoder;
+    /// assert_eq!(Decoder::new(4096).max_len(), 4096);
+    /// ```
     pub fn max_len(&self) -> u32 {
         self.max_len
     }
@@ -271,6 +367,15 @@ impl Decoder {
     /// Looks at the front of `input`. A returned [`Decoded::Frame`] advances the expected
     /// sequence number; the caller drops `HEADER_LEN + header.len` bytes from its input.
     /// [`Decoded::NeedPayload`] does not advance it: the same header is decoded again later.
+    ///
+    /// ```
+    /// # use viaduct_fallback::frame::{Decoded, Decoder, Header, Kind};
+    /// let mut d = Decoder::new(1024);
+    /// let frame = [&Header::new(Kind::Send, 2).encode()[..], b"hi"].concat();
+    /// assert!(matches!(d.decode(&frame[..10])?, Decoded::NeedHeader { need: 22 }));
+    /// assert!(matches!(d.decode(&frame)?, Decoded::Frame { payload: b"hi", .. }));
+    /// # Ok::<(), viaduct_fallback::frame::FrameError>(())
+    /// ```
     pub fn decode<'a>(&mut self, input: &'a [u8]) -> Result<Decoded<'a>, FrameError> {
         if input.len() < HEADER_LEN {
             return Ok(Decoded::NeedHeader {
@@ -299,6 +404,15 @@ impl Decoder {
 
     /// Checks `header` (already decoded by [`Header::decode`]) for sequence continuity and
     /// advances the expected sequence number; used when header and payload arrive apart.
+    ///
+    /// ```
+    /// # use viaduct_fallback::frame::{Decoder, Header, Kind};
+    /// let mut d = Decoder::new(1024);
+    /// let h = Header::decode(&Header::new(Kind::Send, 8).encode(), 1024)?;
+    /// d.accept(&h)?; // sequence 0 was expected
+    /// assert!(d.accept(&h).is_err()); // sequence 1 is expected next
+    /// # Ok::<(), viaduct_fallback::frame::FrameError>(())
+    /// ```
     pub fn accept(&mut self, header: &Header) -> Result<(), FrameError> {
         if header.len > self.max_len {
             return Err(FrameError::TooLong {

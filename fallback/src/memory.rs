@@ -23,6 +23,14 @@ static KEPT: AtomicUsize = AtomicUsize::new(0);
 /// `M_TRIM_THRESHOLD`). Process-wide; the first call wins. Does nothing (returns `false`) when
 /// `threshold` is 0, when the program set the allocator itself through glibc's
 /// `MALLOC_MMAP_THRESHOLD_` or `MALLOC_TRIM_THRESHOLD_` variables, or off glibc.
+///
+/// ```
+/// use viaduct_fallback::memory::{keep_large_blocks, kept_threshold};
+/// if keep_large_blocks(64 << 20) {
+///     assert!(kept_threshold().is_some());
+/// }
+/// assert!(!keep_large_blocks(0)); // 0 leaves the allocator alone
+/// ```
 pub fn keep_large_blocks(threshold: usize) -> bool {
     if threshold == 0
         || std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some()
@@ -40,6 +48,12 @@ pub fn keep_large_blocks(threshold: usize) -> bool {
 }
 
 /// The threshold [`keep_large_blocks`] set, if it did.
+///
+/// ```
+/// use viaduct_fallback::memory::{keep_large_blocks, kept_threshold};
+/// let set = keep_large_blocks(64 << 20);
+/// assert_eq!(kept_threshold().is_some(), set);
+/// ```
 pub fn kept_threshold() -> Option<usize> {
     match KEPT.load(Ordering::Acquire) {
         0 => None,

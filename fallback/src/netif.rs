@@ -10,6 +10,14 @@ use std::ffi::CStr;
 use std::net::Ipv4Addr;
 
 /// One network interface.
+///
+/// ```
+/// use viaduct_fallback::netif::interfaces;
+/// for i in interfaces()?.iter().filter(|i| i.up && !i.loopback) {
+///     println!("{}: {:?}", i.name, i.ipv4);
+/// }
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Interface {
     /// Its name, e.g. `eth0`, `ib0`.
@@ -24,6 +32,13 @@ pub struct Interface {
 
 /// Every interface of this host (of this process's network namespace), in the kernel's order,
 /// with its IPv4 addresses.
+///
+/// ```
+/// use viaduct_fallback::netif::interfaces;
+/// let all = interfaces()?;
+/// assert!(all.iter().filter(|i| i.loopback).all(|i| i.ipv4.iter().all(|a| a.is_loopback())));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn interfaces() -> std::io::Result<Vec<Interface>> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: `head` is a valid out-pointer; on success the list it receives is freed below

@@ -13,6 +13,15 @@ use std::process::Command;
 /// sees it has been re-parented and does not start the program (spawning fails with `ESRCH`).
 /// Processes the program starts itself are not covered: the signal reaches the direct child
 /// only.
+///
+/// ```
+/// use std::process::Command;
+/// use viaduct_fallback::process::kill_when_parent_dies;
+/// let mut cmd = Command::new("true");
+/// kill_when_parent_dies(&mut cmd);
+/// assert!(cmd.status()?.success());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn kill_when_parent_dies(cmd: &mut Command) {
     let parent = std::process::id();
     // SAFETY: the closure runs in the forked child before exec; it only makes plain system
@@ -41,6 +50,13 @@ pub fn kill_when_parent_dies(cmd: &mut Command) {
 
 /// The start time of process `pid` (clock ticks after boot, field 22 of `/proc/PID/stat`): with
 /// the pid it names one process for good, since a pid is reused only by a later process.
+///
+/// ```
+/// use viaduct_fallback::process::start_time;
+/// let mine = start_time(std::process::id())?;
+/// assert_eq!(start_time(std::process::id())?, mine); // the same process, the same start
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn start_time(pid: u32) -> io::Result<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // The command name (field 2) is in parentheses and may itself hold spaces and parentheses:
@@ -64,6 +80,16 @@ pub fn start_time(pid: u32) -> io::Result<u64> {
 /// Sends `SIGKILL` to process `pid` if it is still the process that started at `started` (see
 /// [`start_time`]). Returns whether it was signalled: `false` when it has ended (its pid free or
 /// taken by another process).
+///
+/// ```
+/// use std::process::Command;
+/// use viaduct_fallback::process::{kill_if_same, start_time};
+/// let mut child = Command::new("sleep").arg("30").spawn()?;
+/// let started = start_time(child.id())?;
+/// assert!(kill_if_same(child.id(), started)?);
+/// assert!(!child.wait()?.success());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn kill_if_same(pid: u32, started: u64) -> io::Result<bool> {
     match start_time(pid) {
         Ok(t) if t == started => {}

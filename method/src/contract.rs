@@ -15,6 +15,12 @@ use std::time::{Duration, Instant};
 use crate::{Completion, Endpoint, EndpointError, Posted};
 
 /// A deterministic payload of `len` bytes for message `seed`.
+///
+/// ```
+/// use viaduct_method::contract::pattern;
+/// assert_eq!(pattern(3, 1), [1, 32, 63]);
+/// assert_ne!(pattern(3, 1), pattern(3, 2));
+/// ```
 pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u64).wrapping_mul(31).wrapping_add(seed) as u8)
@@ -31,6 +37,43 @@ pub const SMALL: u64 = 1_000_000;
 pub const EMSGSIZE: i32 = 90;
 
 /// What a method supplies to the generic tests.
+///
+/// ```
+/// use std::time::Duration;
+/// use viaduct_method::contract::{self, Harness};
+/// use viaduct_method::{Endpoint as _, loopback::{self, Config, Endpoint, Error}};
+/// struct Loopback;
+/// impl Harness for Loopback {
+///     type Ep = Endpoint;
+///     const LIMIT: Duration = Duration::from_secs(30);
+///     const REAP_EVERY: u64 = 1;
+///     fn pair() -> (Endpoint, Endpoint) {
+///         loopback::pair(Config::default()).expect("pair")
+///     }
+///     fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+///         loopback::pair(Config { max_message, ..Config::default() }).expect("pair")
+///     }
+///     fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+///         Self::pair() // no liveness interval to shorten
+///     }
+///     fn post_two_outstanding(ep: &mut Endpoint) {
+///         // Sends stay outstanding until the peer consumes them.
+///         assert!(ep.post_copy(1, 1, &[1; 64]).expect("send").is_posted());
+///         assert!(ep.post_copy(2, 2, &[2; 8]).expect("send").is_posted());
+///     }
+///     fn check_dropped_peer_completion(c: &loopback::Completion) {
+///         assert!(matches!(c.result, Err(Error::PeerFailed(_))));
+///     }
+///     fn is_too_long(e: &Error) -> bool {
+///         matches!(e, Error::TooLong { .. })
+///     }
+///     fn is_consume_beyond(e: &Error) -> bool {
+///         matches!(e, Error::ConsumeBeyond { .. })
+///     }
+/// }
+///
+/// contract::oversized_and_invalid_requests_are_errors::<Loopback>();
+/// ```
 pub trait Harness {
     /// The method's endpoint.
     type Ep: Endpoint + Send + 'static;
@@ -40,21 +83,201 @@ pub trait Harness {
     const REAP_EVERY: u64;
 
     /// A connected pair in one process, with default settings.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_method::contract::{self, Harness};
+    /// # use viaduct_method::{Endpoint as _, loopback::{self, Config, Endpoint, Error}};
+    /// # struct Loopback;
+    /// # impl Harness for Loopback {
+    /// #     type Ep = Endpoint;
+    /// #     const LIMIT: Duration = Duration::from_secs(30);
+    /// #     const REAP_EVERY: u64 = 1;
+    ///     fn pair() -> (Endpoint, Endpoint) {
+    ///         loopback::pair(Config::default()).expect("pair")
+    ///     }
+    /// #     fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+    /// #         loopback::pair(Config { max_message, ..Config::default() }).expect("pair")
+    /// #     }
+    /// #     fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+    /// #         Self::pair() // no liveness interval to shorten
+    /// #     }
+    /// #     fn post_two_outstanding(ep: &mut Endpoint) {
+    /// #         // Sends stay outstanding until the peer consumes them.
+    /// #         assert!(ep.post_copy(1, 1, &[1; 64]).expect("send").is_posted());
+    /// #         assert!(ep.post_copy(2, 2, &[2; 8]).expect("send").is_posted());
+    /// #     }
+    /// #     fn check_dropped_peer_completion(c: &loopback::Completion) {
+    /// #         assert!(matches!(c.result, Err(Error::PeerFailed(_))));
+    /// #     }
+    /// #     fn is_too_long(e: &Error) -> bool {
+    /// #         matches!(e, Error::TooLong { .. })
+    /// #     }
+    /// #     fn is_consume_beyond(e: &Error) -> bool {
+    /// #         matches!(e, Error::ConsumeBeyond { .. })
+    /// #     }
+    /// # }
+    /// contract::sizes_arrive_byte_exact::<Loopback>();
+    /// ```
     fn pair() -> (Self::Ep, Self::Ep);
 
     /// A connected pair that refuses messages longer than `max` bytes.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_method::contract::{self, Harness};
+    /// # use viaduct_method::{Endpoint as _, loopback::{self, Config, Endpoint, Error}};
+    /// # struct Loopback;
+    /// # impl Harness for Loopback {
+    /// #     type Ep = Endpoint;
+    /// #     const LIMIT: Duration = Duration::from_secs(30);
+    /// #     const REAP_EVERY: u64 = 1;
+    /// #     fn pair() -> (Endpoint, Endpoint) {
+    /// #         loopback::pair(Config::default()).expect("pair")
+    /// #     }
+    ///     fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+    ///         loopback::pair(Config { max_message, ..Config::default() }).expect("pair")
+    ///     }
+    /// #     fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+    /// #         Self::pair() // no liveness interval to shorten
+    /// #     }
+    /// #     fn post_two_outstanding(ep: &mut Endpoint) {
+    /// #         // Sends stay outstanding until the peer consumes them.
+    /// #         assert!(ep.post_copy(1, 1, &[1; 64]).expect("send").is_posted());
+    /// #         assert!(ep.post_copy(2, 2, &[2; 8]).expect("send").is_posted());
+    /// #     }
+    /// #     fn check_dropped_peer_completion(c: &loopback::Completion) {
+    /// #         assert!(matches!(c.result, Err(Error::PeerFailed(_))));
+    /// #     }
+    /// #     fn is_too_long(e: &Error) -> bool {
+    /// #         matches!(e, Error::TooLong { .. })
+    /// #     }
+    /// #     fn is_consume_beyond(e: &Error) -> bool {
+    /// #         matches!(e, Error::ConsumeBeyond { .. })
+    /// #     }
+    /// # }
+    /// contract::oversized_and_invalid_requests_are_errors::<Loopback>();
+    /// ```
     fn pair_with_max_message(max: usize) -> (Self::Ep, Self::Ep);
 
     /// A pair for the dropped-peer test (short liveness intervals where the method has them).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_method::contract::{self, Harness};
+    /// # use viaduct_method::{Endpoint as _, loopback::{self, Config, Endpoint, Error}};
+    /// # struct Loopback;
+    /// # impl Harness for Loopback {
+    /// #     type Ep = Endpoint;
+    /// #     const LIMIT: Duration = Duration::from_secs(30);
+    /// #     const REAP_EVERY: u64 = 1;
+    /// #     fn pair() -> (Endpoint, Endpoint) {
+    /// #         loopback::pair(Config::default()).expect("pair")
+    /// #     }
+    /// #     fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+    /// #         loopback::pair(Config { max_message, ..Config::default() }).expect("pair")
+    /// #     }
+    ///     fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+    ///         Self::pair() // no liveness interval to shorten
+    ///     }
+    /// #     fn post_two_outstanding(ep: &mut Endpoint) {
+    /// #         // Sends stay outstanding until the peer consumes them.
+    /// #         assert!(ep.post_copy(1, 1, &[1; 64]).expect("send").is_posted());
+    /// #         assert!(ep.post_copy(2, 2, &[2; 8]).expect("send").is_posted());
+    /// #     }
+    /// #     fn check_dropped_peer_completion(c: &loopback::Completion) {
+    /// #         assert!(matches!(c.result, Err(Error::PeerFailed(_))));
+    /// #     }
+    /// #     fn is_too_long(e: &Error) -> bool {
+    /// #         matches!(e, Error::TooLong { .. })
+    /// #     }
+    /// #     fn is_consume_beyond(e: &Error) -> bool {
+    /// #         matches!(e, Error::ConsumeBeyond { .. })
+    /// #     }
+    /// # }
+    /// contract::dropped_peer_fails_outstanding_descriptors::<Loopback>();
+    /// ```
     fn dropped_peer_pair() -> (Self::Ep, Self::Ep) {
         Self::pair()
     }
 
     /// Posts two descriptors, ids 1 and 2, that stay outstanding while the peer does nothing
     /// (a long send the peer must read, a read waiting for its reply, ...).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_method::contract::{self, Harness};
+    /// # use viaduct_method::{Endpoint as _, loopback::{self, Config, Endpoint, Error}};
+    /// # struct Loopback;
+    /// # impl Harness for Loopback {
+    /// #     type Ep = Endpoint;
+    /// #     const LIMIT: Duration = Duration::from_secs(30);
+    /// #     const REAP_EVERY: u64 = 1;
+    /// #     fn pair() -> (Endpoint, Endpoint) {
+    /// #         loopback::pair(Config::default()).expect("pair")
+    /// #     }
+    /// #     fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+    /// #         loopback::pair(Config { max_message, ..Config::default() }).expect("pair")
+    /// #     }
+    /// #     fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+    /// #         Self::pair() // no liveness interval to shorten
+    /// #     }
+    ///     fn post_two_outstanding(ep: &mut Endpoint) {
+    ///         // Sends stay outstanding until the peer consumes them.
+    ///         assert!(ep.post_copy(1, 1, &[1; 64]).expect("send").is_posted());
+    ///         assert!(ep.post_copy(2, 2, &[2; 8]).expect("send").is_posted());
+    ///     }
+    /// #     fn check_dropped_peer_completion(c: &loopback::Completion) {
+    /// #         assert!(matches!(c.result, Err(Error::PeerFailed(_))));
+    /// #     }
+    /// #     fn is_too_long(e: &Error) -> bool {
+    /// #         matches!(e, Error::TooLong { .. })
+    /// #     }
+    /// #     fn is_consume_beyond(e: &Error) -> bool {
+    /// #         matches!(e, Error::ConsumeBeyond { .. })
+    /// #     }
+    /// # }
+    /// contract::dropped_peer_fails_outstanding_descriptors::<Loopback>();
+    /// ```
     fn post_two_outstanding(ep: &mut Self::Ep);
 
     /// Checks a completion of [`Harness::post_two_outstanding`] after the peer was dropped.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_method::contract::{self, Harness};
+    /// # use viaduct_method::{Endpoint as _, loopback::{self, Config, Endpoint, Error}};
+    /// # struct Loopback;
+    /// # impl Harness for Loopback {
+    /// #     type Ep = Endpoint;
+    /// #     const LIMIT: Duration = Duration::from_secs(30);
+    /// #     const REAP_EVERY: u64 = 1;
+    /// #     fn pair() -> (Endpoint, Endpoint) {
+    /// #         loopback::pair(Config::default()).expect("pair")
+    /// #     }
+    /// #     fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+    /// #         loopback::pair(Config { max_message, ..Config::default() }).expect("pair")
+    /// #     }
+    /// #     fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+    /// #         Self::pair() // no liveness interval to shorten
+    /// #     }
+    /// #     fn post_two_outstanding(ep: &mut Endpoint) {
+    /// #         // Sends stay outstanding until the peer consumes them.
+    /// #         assert!(ep.post_copy(1, 1, &[1; 64]).expect("send").is_posted());
+    /// #         assert!(ep.post_copy(2, 2, &[2; 8]).expect("send").is_posted());
+    /// #     }
+    ///     fn check_dropped_peer_completion(c: &loopback::Completion) {
+    ///         assert!(matches!(c.result, Err(Error::PeerFailed(_))));
+    ///     }
+    /// #     fn is_too_long(e: &Error) -> bool {
+    /// #         matches!(e, Error::TooLong { .. })
+    /// #     }
+    /// #     fn is_consume_beyond(e: &Error) -> bool {
+    /// #         matches!(e, Error::ConsumeBeyond { .. })
+    /// #     }
+    /// # }
+    /// contract::dropped_peer_fails_outstanding_descriptors::<Loopback>();
+    /// ```
     fn check_dropped_peer_completion(c: &Completion<<Self::Ep as Endpoint>::Error>) {
         let e = c
             .result
@@ -65,18 +288,108 @@ pub trait Harness {
     }
 
     /// Whether `e` is the method's error for a message that is too long.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_method::contract::{self, Harness};
+    /// # use viaduct_method::{Endpoint as _, loopback::{self, Config, Endpoint, Error}};
+    /// # struct Loopback;
+    /// # impl Harness for Loopback {
+    /// #     type Ep = Endpoint;
+    /// #     const LIMIT: Duration = Duration::from_secs(30);
+    /// #     const REAP_EVERY: u64 = 1;
+    /// #     fn pair() -> (Endpoint, Endpoint) {
+    /// #         loopback::pair(Config::default()).expect("pair")
+    /// #     }
+    /// #     fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+    /// #         loopback::pair(Config { max_message, ..Config::default() }).expect("pair")
+    /// #     }
+    /// #     fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+    /// #         Self::pair() // no liveness interval to shorten
+    /// #     }
+    /// #     fn post_two_outstanding(ep: &mut Endpoint) {
+    /// #         // Sends stay outstanding until the peer consumes them.
+    /// #         assert!(ep.post_copy(1, 1, &[1; 64]).expect("send").is_posted());
+    /// #         assert!(ep.post_copy(2, 2, &[2; 8]).expect("send").is_posted());
+    /// #     }
+    /// #     fn check_dropped_peer_completion(c: &loopback::Completion) {
+    /// #         assert!(matches!(c.result, Err(Error::PeerFailed(_))));
+    /// #     }
+    ///     fn is_too_long(e: &Error) -> bool {
+    ///         matches!(e, Error::TooLong { .. })
+    ///     }
+    /// #     fn is_consume_beyond(e: &Error) -> bool {
+    /// #         matches!(e, Error::ConsumeBeyond { .. })
+    /// #     }
+    /// # }
+    /// contract::oversized_and_invalid_requests_are_errors::<Loopback>();
+    /// ```
     fn is_too_long(e: &<Self::Ep as Endpoint>::Error) -> bool;
 
     /// Whether `e` is the method's error for a `consume` past the message's end.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_method::contract::{self, Harness};
+    /// # use viaduct_method::{Endpoint as _, loopback::{self, Config, Endpoint, Error}};
+    /// # struct Loopback;
+    /// # impl Harness for Loopback {
+    /// #     type Ep = Endpoint;
+    /// #     const LIMIT: Duration = Duration::from_secs(30);
+    /// #     const REAP_EVERY: u64 = 1;
+    /// #     fn pair() -> (Endpoint, Endpoint) {
+    /// #         loopback::pair(Config::default()).expect("pair")
+    /// #     }
+    /// #     fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+    /// #         loopback::pair(Config { max_message, ..Config::default() }).expect("pair")
+    /// #     }
+    /// #     fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+    /// #         Self::pair() // no liveness interval to shorten
+    /// #     }
+    /// #     fn post_two_outstanding(ep: &mut Endpoint) {
+    /// #         // Sends stay outstanding until the peer consumes them.
+    /// #         assert!(ep.post_copy(1, 1, &[1; 64]).expect("send").is_posted());
+    /// #         assert!(ep.post_copy(2, 2, &[2; 8]).expect("send").is_posted());
+    /// #     }
+    /// #     fn check_dropped_peer_completion(c: &loopback::Completion) {
+    /// #         assert!(matches!(c.result, Err(Error::PeerFailed(_))));
+    /// #     }
+    /// #     fn is_too_long(e: &Error) -> bool {
+    /// #         matches!(e, Error::TooLong { .. })
+    /// #     }
+    ///     fn is_consume_beyond(e: &Error) -> bool {
+    ///         matches!(e, Error::ConsumeBeyond { .. })
+    ///     }
+    /// # }
+    /// contract::oversized_and_invalid_requests_are_errors::<Loopback>();
+    /// ```
     fn is_consume_beyond(e: &<Self::Ep as Endpoint>::Error) -> bool;
 }
 
 /// Posts `buf` as an owned buffer until the method takes it, waiting on no resources.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_method::{contract, loopback};
+/// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+/// contract::send(&mut a, Duration::from_secs(30), 1, 7, b"abc".to_vec());
+/// assert_eq!(contract::recv(&mut b, Duration::from_secs(30)), (7, b"abc".to_vec()));
+/// # Ok::<(), loopback::Error>(())
+/// ```
 pub fn send<E: Endpoint>(ep: &mut E, limit: Duration, id: u64, tag: u64, buf: Vec<u8>) {
     try_send(ep, limit, id, tag, buf).expect("post_buf");
 }
 
 /// Like [`send`], with the error of the post handed out.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_method::{contract, loopback};
+/// let (mut a, b) = loopback::pair(loopback::Config::default())?;
+/// drop(b);
+/// assert!(contract::try_send(&mut a, Duration::from_secs(30), 1, 0, vec![1]).is_err());
+/// # Ok::<(), loopback::Error>(())
+/// ```
 pub fn try_send<E: Endpoint>(
     ep: &mut E,
     limit: Duration,
@@ -97,6 +410,15 @@ pub fn try_send<E: Endpoint>(
 }
 
 /// The next whole message, consumed: its tag and bytes.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_method::{contract, loopback};
+/// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+/// contract::send(&mut a, Duration::from_secs(30), 1, 7, vec![1, 2]);
+/// assert_eq!(contract::try_recv(&mut b, Duration::from_secs(30))?, (7, vec![1, 2]));
+/// # Ok::<(), loopback::Error>(())
+/// ```
 pub fn try_recv<E: Endpoint>(ep: &mut E, limit: Duration) -> Result<(u64, Vec<u8>), E::Error> {
     let deadline = Instant::now() + limit;
     loop {
@@ -111,11 +433,31 @@ pub fn try_recv<E: Endpoint>(ep: &mut E, limit: Duration) -> Result<(u64, Vec<u8
 }
 
 /// Like [`try_recv`], failing the test on an error.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_method::{contract, loopback};
+/// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+/// assert!(a.post_send_parts(1, 3, &[b"x"])?.is_posted());
+/// assert_eq!(contract::recv(&mut b, Duration::from_secs(30)), (3, b"x".to_vec()));
+/// # Ok::<(), loopback::Error>(())
+/// ```
 pub fn recv<E: Endpoint>(ep: &mut E, limit: Duration) -> (u64, Vec<u8>) {
     try_recv(ep, limit).expect("recv")
 }
 
 /// Drains completions until `n` arrived; all must succeed.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_method::{contract, loopback};
+/// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+/// let limit = Duration::from_secs(30);
+/// contract::send(&mut a, limit, 1, 0, vec![1]);
+/// contract::recv(&mut b, limit);
+/// contract::reap(&mut a, limit, 1); // the one send completed
+/// # Ok::<(), loopback::Error>(())
+/// ```
 pub fn reap<E: Endpoint>(ep: &mut E, limit: Duration, n: usize) {
     let deadline = Instant::now() + limit;
     let mut got = 0;
@@ -136,6 +478,14 @@ pub fn reap<E: Endpoint>(ep: &mut E, limit: Duration, n: usize) {
 }
 
 /// Sends every size of [`SIZES`] from one thread to another over `(a, b)`.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_method::{contract, loopback};
+/// let pair = loopback::pair(loopback::Config::default())?;
+/// contract::sizes_round_trip(Duration::from_secs(60), pair);
+/// # Ok::<(), loopback::Error>(())
+/// ```
 pub fn sizes_round_trip<E: Endpoint + Send + 'static>(limit: Duration, (mut a, mut b): (E, E)) {
     let sender = thread::spawn(move || {
         for (i, &len) in SIZES.iter().enumerate() {
@@ -156,12 +506,84 @@ pub fn sizes_round_trip<E: Endpoint + Send + 'static>(limit: Duration, (mut a, m
 }
 
 /// Every size arrives byte exact, with the default settings.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_method::contract::{self, Harness};
+/// # use viaduct_method::{Endpoint as _, loopback::{self, Config, Endpoint, Error}};
+/// # struct Loopback;
+/// # impl Harness for Loopback {
+/// #     type Ep = Endpoint;
+/// #     const LIMIT: Duration = Duration::from_secs(30);
+/// #     const REAP_EVERY: u64 = 1;
+/// #     fn pair() -> (Endpoint, Endpoint) {
+/// #         loopback::pair(Config::default()).expect("pair")
+/// #     }
+/// #     fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+/// #         loopback::pair(Config { max_message, ..Config::default() }).expect("pair")
+/// #     }
+/// #     fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+/// #         Self::pair() // no liveness interval to shorten
+/// #     }
+/// #     fn post_two_outstanding(ep: &mut Endpoint) {
+/// #         // Sends stay outstanding until the peer consumes them.
+/// #         assert!(ep.post_copy(1, 1, &[1; 64]).expect("send").is_posted());
+/// #         assert!(ep.post_copy(2, 2, &[2; 8]).expect("send").is_posted());
+/// #     }
+/// #     fn check_dropped_peer_completion(c: &loopback::Completion) {
+/// #         assert!(matches!(c.result, Err(Error::PeerFailed(_))));
+/// #     }
+/// #     fn is_too_long(e: &Error) -> bool {
+/// #         matches!(e, Error::TooLong { .. })
+/// #     }
+/// #     fn is_consume_beyond(e: &Error) -> bool {
+/// #         matches!(e, Error::ConsumeBeyond { .. })
+/// #     }
+/// # }
+/// contract::sizes_arrive_byte_exact::<Loopback>();
+/// ```
 pub fn sizes_arrive_byte_exact<H: Harness>() {
     sizes_round_trip(H::LIMIT, H::pair());
 }
 
 /// A million 8-byte messages from one thread arrive at another in post order; each send the
 /// sender reaps completed with its 8 bytes.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # use viaduct_method::contract::{self, Harness};
+/// # use viaduct_method::{Endpoint as _, loopback::{self, Config, Endpoint, Error}};
+/// # struct Loopback;
+/// # impl Harness for Loopback {
+/// #     type Ep = Endpoint;
+/// #     const LIMIT: Duration = Duration::from_secs(30);
+/// #     const REAP_EVERY: u64 = 1;
+/// #     fn pair() -> (Endpoint, Endpoint) {
+/// #         loopback::pair(Config::default()).expect("pair")
+/// #     }
+/// #     fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+/// #         loopback::pair(Config { max_message, ..Config::default() }).expect("pair")
+/// #     }
+/// #     fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+/// #         Self::pair() // no liveness interval to shorten
+/// #     }
+/// #     fn post_two_outstanding(ep: &mut Endpoint) {
+/// #         // Sends stay outstanding until the peer consumes them.
+/// #         assert!(ep.post_copy(1, 1, &[1; 64]).expect("send").is_posted());
+/// #         assert!(ep.post_copy(2, 2, &[2; 8]).expect("send").is_posted());
+/// #     }
+/// #     fn check_dropped_peer_completion(c: &loopback::Completion) {
+/// #         assert!(matches!(c.result, Err(Error::PeerFailed(_))));
+/// #     }
+/// #     fn is_too_long(e: &Error) -> bool {
+/// #         matches!(e, Error::TooLong { .. })
+/// #     }
+/// #     fn is_consume_beyond(e: &Error) -> bool {
+/// #         matches!(e, Error::ConsumeBeyond { .. })
+/// #     }
+/// # }
+/// contract::million_small_messages_arrive_in_order::<Loopback>();
+/// ```
 pub fn million_small_messages_arrive_in_order<H: Harness>() {
     const N: u64 = 1_000_000;
     let limit = H::LIMIT;
@@ -209,6 +631,42 @@ pub fn million_small_messages_arrive_in_order<H: Harness>() {
 /// `next` shows the unconsumed rest of a message inside the method's own buffers, `consume`
 /// in odd pieces keeps every byte, an empty message arrives in order, and a consume past the
 /// end is an error.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_method::contract::{self, Harness};
+/// # use viaduct_method::{Endpoint as _, loopback::{self, Config, Endpoint, Error}};
+/// # struct Loopback;
+/// # impl Harness for Loopback {
+/// #     type Ep = Endpoint;
+/// #     const LIMIT: Duration = Duration::from_secs(30);
+/// #     const REAP_EVERY: u64 = 1;
+/// #     fn pair() -> (Endpoint, Endpoint) {
+/// #         loopback::pair(Config::default()).expect("pair")
+/// #     }
+/// #     fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+/// #         loopback::pair(Config { max_message, ..Config::default() }).expect("pair")
+/// #     }
+/// #     fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+/// #         Self::pair() // no liveness interval to shorten
+/// #     }
+/// #     fn post_two_outstanding(ep: &mut Endpoint) {
+/// #         // Sends stay outstanding until the peer consumes them.
+/// #         assert!(ep.post_copy(1, 1, &[1; 64]).expect("send").is_posted());
+/// #         assert!(ep.post_copy(2, 2, &[2; 8]).expect("send").is_posted());
+/// #     }
+/// #     fn check_dropped_peer_completion(c: &loopback::Completion) {
+/// #         assert!(matches!(c.result, Err(Error::PeerFailed(_))));
+/// #     }
+/// #     fn is_too_long(e: &Error) -> bool {
+/// #         matches!(e, Error::TooLong { .. })
+/// #     }
+/// #     fn is_consume_beyond(e: &Error) -> bool {
+/// #         matches!(e, Error::ConsumeBeyond { .. })
+/// #     }
+/// # }
+/// contract::next_points_into_own_buffers_and_consume_keeps_every_byte::<Loopback>();
+/// ```
 pub fn next_points_into_own_buffers_and_consume_keeps_every_byte<H: Harness>() {
     let limit = H::LIMIT;
     let (mut a, mut b) = H::pair();
@@ -287,6 +745,42 @@ pub fn next_points_into_own_buffers_and_consume_keeps_every_byte<H: Harness>() {
 
 /// Dropping the peer completes both outstanding descriptors with an error, exactly once;
 /// later posts and `next` report the failed peer.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_method::contract::{self, Harness};
+/// # use viaduct_method::{Endpoint as _, loopback::{self, Config, Endpoint, Error}};
+/// # struct Loopback;
+/// # impl Harness for Loopback {
+/// #     type Ep = Endpoint;
+/// #     const LIMIT: Duration = Duration::from_secs(30);
+/// #     const REAP_EVERY: u64 = 1;
+/// #     fn pair() -> (Endpoint, Endpoint) {
+/// #         loopback::pair(Config::default()).expect("pair")
+/// #     }
+/// #     fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+/// #         loopback::pair(Config { max_message, ..Config::default() }).expect("pair")
+/// #     }
+/// #     fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+/// #         Self::pair() // no liveness interval to shorten
+/// #     }
+/// #     fn post_two_outstanding(ep: &mut Endpoint) {
+/// #         // Sends stay outstanding until the peer consumes them.
+/// #         assert!(ep.post_copy(1, 1, &[1; 64]).expect("send").is_posted());
+/// #         assert!(ep.post_copy(2, 2, &[2; 8]).expect("send").is_posted());
+/// #     }
+/// #     fn check_dropped_peer_completion(c: &loopback::Completion) {
+/// #         assert!(matches!(c.result, Err(Error::PeerFailed(_))));
+/// #     }
+/// #     fn is_too_long(e: &Error) -> bool {
+/// #         matches!(e, Error::TooLong { .. })
+/// #     }
+/// #     fn is_consume_beyond(e: &Error) -> bool {
+/// #         matches!(e, Error::ConsumeBeyond { .. })
+/// #     }
+/// # }
+/// contract::dropped_peer_fails_outstanding_descriptors::<Loopback>();
+/// ```
 pub fn dropped_peer_fails_outstanding_descriptors<H: Harness>() {
     let (mut a, b) = H::dropped_peer_pair();
     H::post_two_outstanding(&mut a);
@@ -329,6 +823,42 @@ pub fn dropped_peer_fails_outstanding_descriptors<H: Harness>() {
 
 /// A message longer than the limit is refused with `EMSGSIZE`; a consume with no message is
 /// refused too.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_method::contract::{self, Harness};
+/// # use viaduct_method::{Endpoint as _, loopback::{self, Config, Endpoint, Error}};
+/// # struct Loopback;
+/// # impl Harness for Loopback {
+/// #     type Ep = Endpoint;
+/// #     const LIMIT: Duration = Duration::from_secs(30);
+/// #     const REAP_EVERY: u64 = 1;
+/// #     fn pair() -> (Endpoint, Endpoint) {
+/// #         loopback::pair(Config::default()).expect("pair")
+/// #     }
+/// #     fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+/// #         loopback::pair(Config { max_message, ..Config::default() }).expect("pair")
+/// #     }
+/// #     fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+/// #         Self::pair() // no liveness interval to shorten
+/// #     }
+/// #     fn post_two_outstanding(ep: &mut Endpoint) {
+/// #         // Sends stay outstanding until the peer consumes them.
+/// #         assert!(ep.post_copy(1, 1, &[1; 64]).expect("send").is_posted());
+/// #         assert!(ep.post_copy(2, 2, &[2; 8]).expect("send").is_posted());
+/// #     }
+/// #     fn check_dropped_peer_completion(c: &loopback::Completion) {
+/// #         assert!(matches!(c.result, Err(Error::PeerFailed(_))));
+/// #     }
+/// #     fn is_too_long(e: &Error) -> bool {
+/// #         matches!(e, Error::TooLong { .. })
+/// #     }
+/// #     fn is_consume_beyond(e: &Error) -> bool {
+/// #         matches!(e, Error::ConsumeBeyond { .. })
+/// #     }
+/// # }
+/// contract::oversized_and_invalid_requests_are_errors::<Loopback>();
+/// ```
 pub fn oversized_and_invalid_requests_are_errors<H: Harness>() {
     let (mut a, _b) = H::pair_with_max_message(1 << 20);
     let r = a.post_buf(1, 0, vec![0; (1 << 20) + 1].into());
@@ -341,6 +871,42 @@ pub fn oversized_and_invalid_requests_are_errors<H: Harness>() {
 
 /// A lent message shows the bytes in place; while it is out `next` shows nothing, sends and
 /// completions go on, and after `give_back` the next message comes.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_method::contract::{self, Harness};
+/// # use viaduct_method::{Endpoint as _, loopback::{self, Config, Endpoint, Error}};
+/// # struct Loopback;
+/// # impl Harness for Loopback {
+/// #     type Ep = Endpoint;
+/// #     const LIMIT: Duration = Duration::from_secs(30);
+/// #     const REAP_EVERY: u64 = 1;
+/// #     fn pair() -> (Endpoint, Endpoint) {
+/// #         loopback::pair(Config::default()).expect("pair")
+/// #     }
+/// #     fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+/// #         loopback::pair(Config { max_message, ..Config::default() }).expect("pair")
+/// #     }
+/// #     fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+/// #         Self::pair() // no liveness interval to shorten
+/// #     }
+/// #     fn post_two_outstanding(ep: &mut Endpoint) {
+/// #         // Sends stay outstanding until the peer consumes them.
+/// #         assert!(ep.post_copy(1, 1, &[1; 64]).expect("send").is_posted());
+/// #         assert!(ep.post_copy(2, 2, &[2; 8]).expect("send").is_posted());
+/// #     }
+/// #     fn check_dropped_peer_completion(c: &loopback::Completion) {
+/// #         assert!(matches!(c.result, Err(Error::PeerFailed(_))));
+/// #     }
+/// #     fn is_too_long(e: &Error) -> bool {
+/// #         matches!(e, Error::TooLong { .. })
+/// #     }
+/// #     fn is_consume_beyond(e: &Error) -> bool {
+/// #         matches!(e, Error::ConsumeBeyond { .. })
+/// #     }
+/// # }
+/// contract::lend_holds_the_inbound_until_given_back::<Loopback>();
+/// ```
 pub fn lend_holds_the_inbound_until_given_back<H: Harness>() {
     let limit = H::LIMIT;
     let (mut a, mut b) = H::pair();
@@ -372,6 +938,17 @@ pub fn lend_holds_the_inbound_until_given_back<H: Harness>() {
 
 /// Every completion carries a distinct id; an id never completes twice (used by the methods'
 /// own one-sided tests).
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_method::{contract, loopback};
+/// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+/// let _ = (a.post_send_parts(1, 0, &[b"a"])?, a.post_send_parts(2, 0, &[b"b"])?);
+/// # for _ in 0..2 { b.next()?; b.consume(1)?; }
+/// let done = contract::collect_completions(&mut a, Duration::from_secs(30), 2);
+/// assert!(done.contains_key(&1) && done.contains_key(&2));
+/// # Ok::<(), loopback::Error>(())
+/// ```
 pub fn collect_completions<E: Endpoint>(
     ep: &mut E,
     limit: Duration,
@@ -395,6 +972,45 @@ pub fn collect_completions<E: Endpoint>(
 }
 
 /// Instantiates the generic contract tests for a [`Harness`] in the enclosing module.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_method::contract::{self, Harness};
+/// # use viaduct_method::{Endpoint as _, loopback::{self, Config, Endpoint, Error}};
+/// # struct Loopback;
+/// # impl Harness for Loopback {
+/// #     type Ep = Endpoint;
+/// #     const LIMIT: Duration = Duration::from_secs(30);
+/// #     const REAP_EVERY: u64 = 1;
+/// #     fn pair() -> (Endpoint, Endpoint) {
+/// #         loopback::pair(Config::default()).expect("pair")
+/// #     }
+/// #     fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+/// #         loopback::pair(Config { max_message, ..Config::default() }).expect("pair")
+/// #     }
+/// #     fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+/// #         Self::pair() // no liveness interval to shorten
+/// #     }
+/// #     fn post_two_outstanding(ep: &mut Endpoint) {
+/// #         // Sends stay outstanding until the peer consumes them.
+/// #         assert!(ep.post_copy(1, 1, &[1; 64]).expect("send").is_posted());
+/// #         assert!(ep.post_copy(2, 2, &[2; 8]).expect("send").is_posted());
+/// #     }
+/// #     fn check_dropped_peer_completion(c: &loopback::Completion) {
+/// #         assert!(matches!(c.result, Err(Error::PeerFailed(_))));
+/// #     }
+/// #     fn is_too_long(e: &Error) -> bool {
+/// #         matches!(e, Error::TooLong { .. })
+/// #     }
+/// #     fn is_consume_beyond(e: &Error) -> bool {
+/// #         matches!(e, Error::ConsumeBeyond { .. })
+/// #     }
+/// # }
+/// mod loopback_contract {
+///     // Six `#[test]` functions, each running one contract test on the loopback pair.
+///     viaduct_method::contract_tests!(super::Loopback);
+/// }
+/// ```
 #[macro_export]
 macro_rules! contract_tests {
     ($h:ty) => {

@@ -58,6 +58,16 @@ pub mod sendbuf;
 use sendbuf::SendBuf;
 
 /// What a descriptor asked for.
+///
+/// ```
+/// # use viaduct_method::{Op, loopback};
+/// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+/// assert!(a.post_send_parts(1, 0, &[b"hi"])?.is_posted());
+/// # b.next()?;
+/// # b.consume(2)?;
+/// assert_eq!(a.poll().expect("consumed").op, Op::Send);
+/// # Ok::<(), loopback::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
     /// A two-sided message.
@@ -70,6 +80,15 @@ pub enum Op {
 
 /// The status of a post: accepted (its completion comes later through `poll`), or no resources
 /// now (try again after progress). Neither is an error.
+///
+/// ```
+/// use viaduct_method::{Posted, loopback};
+/// let config = loopback::Config { max_queued: 1, ..Default::default() };
+/// let (mut a, _b) = loopback::pair(config)?;
+/// assert_eq!(a.post_send_parts(1, 0, &[b"one"])?, Posted::InProgress);
+/// assert_eq!(a.post_send_parts(2, 0, &[b"two"])?, Posted::NoResources(()));
+/// # Ok::<(), loopback::Error>(())
+/// ```
 #[derive(Debug, PartialEq, Eq)]
 #[must_use]
 pub enum Posted<B = ()> {
@@ -83,6 +102,12 @@ pub enum Posted<B = ()> {
 
 impl<B> Posted<B> {
     /// Whether the descriptor was accepted.
+    ///
+    /// ```
+    /// use viaduct_method::Posted;
+    /// assert!(Posted::<()>::InProgress.is_posted());
+    /// assert!(!Posted::NoResources(vec![1u8]).is_posted());
+    /// ```
     #[inline]
     pub fn is_posted(&self) -> bool {
         matches!(self, Posted::InProgress)
@@ -90,6 +115,17 @@ impl<B> Posted<B> {
 }
 
 /// The one completion of an accepted descriptor, with the method's error type `E`.
+///
+/// ```
+/// # use viaduct_method::loopback;
+/// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+/// let _ = a.post_send_any(7, 0, vec![1, 2, 3].into())?;
+/// # b.next()?;
+/// # b.consume(3)?;
+/// let c = a.poll().expect("the peer consumed it");
+/// assert_eq!((c.id, c.result, c.buffer), (7, Ok(3), Some(vec![1, 2, 3])));
+/// # Ok::<(), loopback::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Completion<E> {
     /// The id given when the descriptor was posted.
@@ -106,6 +142,15 @@ pub struct Completion<E> {
 /// A message shown by [`Endpoint::next`]: its tag and the bytes not consumed yet, borrowed in
 /// place from the method's receive memory (or from its reassembly buffer, for a message that
 /// spans receive buffers).
+///
+/// ```
+/// # use viaduct_method::loopback;
+/// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+/// let _ = a.post_send_parts(1, 5, &[b"hey"])?;
+/// let m = b.next()?.expect("delivered at post");
+/// assert_eq!((m.tag, m.data), (5, &b"hey"[..]));
+/// # Ok::<(), loopback::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Message<'a> {
     /// The sender's tag.
@@ -115,6 +160,13 @@ pub struct Message<'a> {
 }
 
 /// How an endpoint offers one-sided operations.
+///
+/// ```
+/// use viaduct_method::{Endpoint, OneSided, loopback};
+/// let (a, _b) = loopback::pair(loopback::Config::default())?;
+/// assert_eq!(a.attrs().one_sided, OneSided::None);
+/// # Ok::<(), loopback::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OneSided {
     /// None.
@@ -128,6 +180,14 @@ pub enum OneSided {
 /// What an endpoint can do, stated once ([`Endpoint::attrs`]) in the manner of the interface
 /// attributes of a transport layer: callers choose a path from these instead of asking which
 /// method they hold.
+///
+/// ```
+/// use viaduct_method::{Endpoint, loopback};
+/// let (a, _b) = loopback::pair(loopback::Config::default())?;
+/// let attrs = a.attrs();
+/// assert!(attrs.max_eager <= attrs.max_message && attrs.returns_buffers);
+/// # Ok::<(), loopback::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Attrs {
     /// The largest message the endpoint accepts.
@@ -154,24 +214,74 @@ pub struct Attrs {
 }
 
 /// What the contract asks of a method's error type.
+///
+/// ```
+/// use viaduct_method::{EndpointError, loopback::Error};
+/// let e = Error::PeerFailed("gone");
+/// assert!(e.is_peer_failure() && e.errno() > 0);
+/// ```
 pub trait EndpointError: std::error::Error + Send + Sync + 'static {
     /// The errno behind the error.
+    ///
+    /// ```
+    /// use viaduct_method::{EndpointError, loopback::Error};
+    /// assert_eq!(Error::TooLong { len: 2, max: 1 }.errno(), 90); // EMSGSIZE
+    /// ```
     fn errno(&self) -> i32;
     /// Whether the error reports a failed peer (as opposed to a local misuse).
+    ///
+    /// ```
+    /// use viaduct_method::{EndpointError, loopback::Error};
+    /// assert!(!Error::Closed.is_peer_failure());
+    /// ```
     fn is_peer_failure(&self) -> bool;
 }
 
 /// A sleep prepared on an endpoint ([`Endpoint::sleeper`]) for a thread that does not hold it.
+///
+/// ```
+/// use std::time::Duration;
+/// use viaduct_method::{Endpoint, Sleeper, loopback};
+/// let (mut a, _b) = loopback::pair(loopback::Config::default())?;
+/// let s = Endpoint::sleeper(&mut a)?.expect("nothing is ready");
+/// Sleeper::sleep(&s, Duration::from_millis(1))?;
+/// # Ok::<(), loopback::Error>(())
+/// ```
 pub trait Sleeper {
     /// The method's error.
     type Error: EndpointError;
     /// The longest the sleep may last before the endpoint needs a pass (a method's own
     /// liveness or keepalive interval).
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, Sleeper, loopback};
+    /// # let (mut a, _b) = loopback::pair(loopback::Config::default())?;
+    /// let s = Endpoint::sleeper(&mut a)?.expect("nothing is ready");
+    /// assert!(s.longest() > std::time::Duration::ZERO);
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn longest(&self) -> Duration;
     /// Sleeps until the endpoint may have work, or `timeout`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_method::{Endpoint, Sleeper, loopback};
+    /// # let (mut a, _b) = loopback::pair(loopback::Config::default())?;
+    /// let s = Endpoint::sleeper(&mut a)?.expect("nothing is ready");
+    /// Sleeper::sleep(&s, Duration::from_millis(1))?; // returns after the timeout
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn sleep(&self, timeout: Duration) -> Result<(), Self::Error>;
     /// The descriptors that become readable when the endpoint may have work (empty where the
     /// sleep is on something else, such as a futex word; see [`Attrs::wait_fd`]).
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, Sleeper, loopback};
+    /// # let (mut a, _b) = loopback::pair(loopback::Config::default())?;
+    /// let s = Endpoint::sleeper(&mut a)?.expect("nothing is ready");
+    /// assert_eq!(s.fds().is_empty(), !a.attrs().wait_fd);
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn fds(&self) -> Vec<BorrowedFd<'_>> {
         Vec::new()
     }
@@ -231,6 +341,17 @@ pub trait Sleeper {
 ///
 /// The trait is for static dispatch (generics, or an enum over the methods): its hot calls are
 /// direct calls of each method's own code.
+///
+/// ```
+/// use viaduct_method::{Endpoint, loopback};
+///
+/// fn hello<E: Endpoint>(ep: &mut E) -> Result<bool, E::Error> {
+///     Ok(ep.post_copy(1, 0, b"hello")?.is_posted())
+/// }
+/// let (mut a, _b) = loopback::pair(loopback::Config::default())?;
+/// assert!(hello(&mut a)?);
+/// # Ok::<(), loopback::Error>(())
+/// ```
 pub trait Endpoint {
     /// The method's error.
     type Error: EndpointError;
@@ -244,12 +365,35 @@ pub trait Endpoint {
     const NEXT_FINDS_COMPLETIONS: bool = false;
 
     /// What the endpoint can do.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (a, _b) = loopback::pair(loopback::Config::default())?;
+    /// assert!(Endpoint::attrs(&a).max_message > 0);
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn attrs(&self) -> Attrs;
 
     /// Posts a copy of `parts`, gathered, as one message.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+    /// assert!(Endpoint::post_parts(&mut a, 1, 9, &[b"head", b"body"])?.is_posted());
+    /// assert_eq!(b.next()?.expect("delivered at post").data, b"headbody");
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn post_parts(&mut self, id: u64, tag: u64, parts: &[&[u8]]) -> Result<Posted, Self::Error>;
 
     /// Posts a copy of `data` as one message.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+    /// assert!(a.post_copy(1, 0, b"abc")?.is_posted());
+    /// # assert_eq!(b.next()?.unwrap().data, b"abc");
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     #[inline]
     fn post_copy(&mut self, id: u64, tag: u64, data: &[u8]) -> Result<Posted, Self::Error> {
         self.post_parts(id, tag, &[data])
@@ -258,54 +402,172 @@ pub trait Endpoint {
     /// Posts `buf` as one message: an owned buffer handed over (given back in the completion
     /// where [`Attrs::returns_buffers`]) or memory shared with the caller (unchanged until the
     /// completion). [`Posted::NoResources`] gives `buf` back.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+    /// assert!(Endpoint::post_buf(&mut a, 1, 0, vec![1, 2, 3].into())?.is_posted());
+    /// # assert_eq!(b.next()?.unwrap().data, [1, 2, 3]);
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn post_buf(&mut self, id: u64, tag: u64, buf: SendBuf)
     -> Result<Posted<SendBuf>, Self::Error>;
 
     /// The next completion, after a pass of progress that does not block.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+    /// let _ = a.post_copy(1, 0, b"abc")?;
+    /// # b.next()?;
+    /// # b.consume(3)?;
+    /// assert_eq!(Endpoint::poll(&mut a).expect("consumed").result, Ok(3));
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn poll(&mut self) -> Option<Completion<Self::Error>>;
 
     /// Like [`Endpoint::poll`] right after a `next`: a method whose `next` already looked for
     /// completions ([`Endpoint::NEXT_FINDS_COMPLETIONS`]) hands them out without another pass.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+    /// # let _ = a.post_copy(1, 0, b"abc")?;
+    /// # b.next()?;
+    /// # b.consume(3)?;
+    /// let _ = Endpoint::next(&mut a)?;
+    /// assert_eq!(a.poll_after_next().map(|c| c.id), Some(1));
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     #[inline]
     fn poll_after_next(&mut self) -> Option<Completion<Self::Error>> {
         self.poll()
     }
 
     /// The current inbound message in place, its unconsumed bytes; `Ok(None)` when none.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+    /// let _ = a.post_copy(1, 9, b"abc")?;
+    /// let m = Endpoint::next(&mut b)?.expect("delivered at post");
+    /// assert_eq!((m.tag, m.data), (9, &b"abc"[..]));
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn next(&mut self) -> Result<Option<Message<'_>>, Self::Error>;
 
     /// The current inbound message followed by the messages behind it that the method holds in
     /// place at the same time, at most `max` in all. `consume` still applies to the current
     /// message only.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+    /// let _ = (a.post_copy(1, 0, b"a")?, a.post_copy(2, 0, b"b")?);
+    /// let queued = b.next_queued(8)?;
+    /// assert_eq!(queued[0].data, b"a"); // then whatever the method holds behind it
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn next_queued(&mut self, max: usize) -> Result<Vec<Message<'_>>, Self::Error> {
         Ok(self.next()?.into_iter().take(max).collect())
     }
 
     /// Gives back `n` bytes of the current inbound message.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+    /// let _ = a.post_copy(1, 0, b"abc")?;
+    /// # Endpoint::next(&mut b)?;
+    /// Endpoint::consume(&mut b, 2)?;
+    /// assert_eq!(Endpoint::next(&mut b)?.expect("the rest").data, b"c");
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn consume(&mut self, n: usize) -> Result<(), Self::Error>;
 
     /// Lends the current inbound message out of the endpoint; `Ok(None)` when none.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+    /// let _ = a.post_copy(1, 0, b"abc")?;
+    /// let lease = Endpoint::lend(&mut b)?.expect("a message is current");
+    /// assert_eq!(&*lease, b"abc");
+    /// # Endpoint::give_back(&mut b, lease)?;
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn lend(&mut self) -> Result<Option<Self::Lease>, Self::Error>;
 
     /// Takes back a lease of [`Endpoint::lend`]: the message is consumed and the inbound goes
     /// on.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+    /// let _ = (a.post_copy(1, 0, b"one")?, a.post_copy(2, 0, b"two")?);
+    /// let lease = Endpoint::lend(&mut b)?.expect("a message is current");
+    /// Endpoint::give_back(&mut b, lease)?;
+    /// assert_eq!(Endpoint::next(&mut b)?.expect("the second").data, b"two");
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn give_back(&mut self, lease: Self::Lease) -> Result<(), Self::Error>;
 
     /// Blocks until something may be ready, the peer failed, or `timeout` passed.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, _b) = loopback::pair(loopback::Config::default())?;
+    /// Endpoint::wait(&mut a, Duration::from_millis(1))?; // nothing comes: the timeout passes
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn wait(&mut self, timeout: Duration) -> Result<(), Self::Error>;
 
     /// Prepares a sleep for a thread that does not hold the endpoint; `None` when something is
     /// ready.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+    /// assert!(Endpoint::sleeper(&mut b)?.is_some());
+    /// let _ = a.post_copy(1, 0, b"x")?;
+    /// assert!(Endpoint::sleeper(&mut b)?.is_none()); // a message is ready
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn sleeper(&mut self) -> Result<Option<Self::Sleeper>, Self::Error>;
 
     /// Why the connection failed, once it did.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, b) = loopback::pair(loopback::Config::default())?;
+    /// drop(b);
+    /// assert!(Endpoint::poll(&mut a).is_none() && Endpoint::failure(&a).is_some());
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn failure(&self) -> Option<&str>;
 
     /// The last time the peer was heard from (its heartbeat or its data), where the method
     /// tracks it ([`Attrs::peer_heartbeat`]); `None` where it detects a dead peer itself.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, _b) = loopback::pair(loopback::Config::default())?;
+    /// assert!(a.peer_heard().is_some()); // the loopback tracks it
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn peer_heard(&mut self) -> Option<Instant>;
 
     /// The address ranges of the memory `next` shows messages in (receive buffers, ring,
     /// reassembly buffer), for checks that messages are shown in place.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+    /// let _ = a.post_copy(1, 0, b"abc")?;
+    /// let at = Endpoint::next(&mut b)?.expect("delivered").data.as_ptr() as usize;
+    /// assert!(Endpoint::receive_buffers(&b).iter().any(|r| r.contains(&at)));
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     fn receive_buffers(&self) -> Vec<Range<usize>>;
 }

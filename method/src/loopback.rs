@@ -28,6 +28,14 @@ pub type Completion = crate::Completion<Error>;
 pub type Message<'a> = crate::Message<'a>;
 
 /// Settings of a loopback pair.
+///
+/// ```
+/// use viaduct_method::loopback::{self, Config};
+/// let config = Config { max_queued: 4, ..Config::default() };
+/// let (a, _b) = loopback::pair(config)?;
+/// # let _ = a;
+/// # Ok::<(), loopback::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
     /// Messages per direction that may wait to be consumed (at least 1).
@@ -46,6 +54,14 @@ impl Default for Config {
 }
 
 /// An error of the loopback method.
+///
+/// ```
+/// use viaduct_method::loopback::{self, Config, Error};
+/// let (mut a, _b) = loopback::pair(Config { max_message: 2, ..Config::default() })?;
+/// let e = a.post_send_parts(1, 0, &[b"abc"]).unwrap_err();
+/// assert_eq!(e, Error::TooLong { len: 3, max: 2 });
+/// # Ok::<(), Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// The peer closed its endpoint (or dropped it).
@@ -136,6 +152,14 @@ impl Shared {
 }
 
 /// Makes a connected pair of loopback endpoints.
+///
+/// ```
+/// use viaduct_method::loopback::{self, Config, Error};
+/// let (_a, _b) = loopback::pair(Config::default())?;
+/// let bad = Config { max_queued: 0, ..Config::default() };
+/// assert!(matches!(loopback::pair(bad), Err(Error::Config(_))));
+/// # Ok::<(), Error>(())
+/// ```
 pub fn pair(config: Config) -> Result<(Endpoint, Endpoint), Error> {
     if config.max_queued == 0 {
         return Err(Error::Config("max_queued must be at least 1"));
@@ -171,6 +195,14 @@ struct Current {
 }
 
 /// This side of a loopback connection.
+///
+/// ```
+/// use viaduct_method::loopback::{self, Config};
+/// let (mut a, mut b) = loopback::pair(Config::default())?;
+/// assert!(a.post_send_parts(1, 5, &[b"hi"])?.is_posted());
+/// assert_eq!(b.next()?.expect("delivered at post").data, b"hi");
+/// # Ok::<(), loopback::Error>(())
+/// ```
 pub struct Endpoint {
     shared: Arc<Shared>,
     side: usize,
@@ -199,6 +231,16 @@ impl std::fmt::Debug for Endpoint {
 
 /// The current inbound message lent out of a loopback endpoint ([`Endpoint::lend`]): the
 /// sender's buffer itself.
+///
+/// ```
+/// # use viaduct_method::loopback::{self, Config};
+/// # let (mut a, mut b) = loopback::pair(Config::default())?;
+/// let _ = a.post_send_parts(1, 0, &[b"lent"])?;
+/// let lease = b.lend()?.expect("a message is current");
+/// assert_eq!(&*lease, b"lent");
+/// # b.give_back(lease)?;
+/// # Ok::<(), loopback::Error>(())
+/// ```
 pub struct Lease {
     rec: Record,
     offset: usize,
@@ -220,6 +262,15 @@ impl Deref for Lease {
 }
 
 /// A sleep on a loopback endpoint, for a thread that does not hold it.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use viaduct_method::loopback::{self, Config};
+/// # let (mut a, _b) = loopback::pair(Config::default())?;
+/// let sleeper = a.sleeper()?.expect("nothing is ready");
+/// std::thread::spawn(move || sleeper.sleep(Duration::from_millis(1))).join().unwrap()?;
+/// # Ok::<(), loopback::Error>(())
+/// ```
 pub struct Sleeper {
     shared: Arc<Shared>,
     generation: u64,
@@ -233,6 +284,15 @@ impl std::fmt::Debug for Sleeper {
 
 impl Sleeper {
     /// Sleeps until the pair changed since the sleeper was made, or `timeout`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_method::loopback::{self, Config};
+    /// # let (mut a, _b) = loopback::pair(Config::default())?;
+    /// let sleeper = a.sleeper()?.expect("nothing is ready");
+    /// sleeper.sleep(Duration::from_millis(1))?; // nothing changed: the timeout passes
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     pub fn sleep(&self, timeout: Duration) -> Result<(), Error> {
         let deadline = Instant::now() + timeout;
         let mut st = self.shared.lock();
@@ -271,6 +331,14 @@ impl Endpoint {
 
     /// Closes this side: the peer sees it fail, and this side's outstanding descriptors
     /// complete with [`Error::Closed`]. Closing twice does nothing.
+    ///
+    /// ```
+    /// # use viaduct_method::loopback::{self, Config, Error};
+    /// # let (mut a, mut b) = loopback::pair(Config::default())?;
+    /// a.close();
+    /// assert!(matches!(b.post_send_parts(1, 0, &[b"x"]), Err(Error::PeerFailed(_))));
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn close(&mut self) {
         if self.closed {
             return;
@@ -372,6 +440,14 @@ impl Endpoint {
     }
 
     /// Posts a copy of `parts`, gathered, as one message.
+    ///
+    /// ```
+    /// # use viaduct_method::loopback::{self, Config};
+    /// # let (mut a, mut b) = loopback::pair(Config::default())?;
+    /// assert!(a.post_send_parts(1, 0, &[b"head", b"body"])?.is_posted());
+    /// assert_eq!(b.next()?.expect("delivered at post").data, b"headbody");
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     pub fn post_send_parts(&mut self, id: u64, tag: u64, parts: &[&[u8]]) -> Result<Posted, Error> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len > self.config.max_message {
@@ -392,6 +468,16 @@ impl Endpoint {
 
     /// Posts `buf` as one message, handed over (an owned buffer comes back in the
     /// completion).
+    ///
+    /// ```
+    /// # use viaduct_method::loopback::{self, Config};
+    /// # let (mut a, mut b) = loopback::pair(Config::default())?;
+    /// assert!(a.post_send_any(1, 0, vec![1, 2].into())?.is_posted());
+    /// # b.next()?;
+    /// # b.consume(2)?;
+    /// assert_eq!(a.poll().expect("consumed").buffer, Some(vec![1, 2]));
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     pub fn post_send_any(
         &mut self,
         id: u64,
@@ -403,6 +489,17 @@ impl Endpoint {
     }
 
     /// The next completion.
+    ///
+    /// ```
+    /// # use viaduct_method::loopback::{self, Config};
+    /// # let (mut a, mut b) = loopback::pair(Config::default())?;
+    /// let _ = a.post_send_parts(1, 0, &[b"x"])?;
+    /// assert!(a.poll().is_none()); // not consumed yet
+    /// # b.next()?;
+    /// b.consume(1)?;
+    /// assert_eq!(a.poll().expect("consumed").result, Ok(1));
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     pub fn poll(&mut self) -> Option<Completion> {
         if self.completions.is_empty() {
             self.progress();
@@ -423,6 +520,15 @@ impl Endpoint {
     }
 
     /// The current inbound message in place.
+    ///
+    /// ```
+    /// # use viaduct_method::loopback::{self, Config};
+    /// # let (mut a, mut b) = loopback::pair(Config::default())?;
+    /// assert!(b.next()?.is_none());
+    /// let _ = a.post_send_parts(1, 4, &[b"x"])?;
+    /// assert_eq!(b.next()?.expect("delivered at post").tag, 4);
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Message<'_>>, Error> {
         self.progress();
@@ -459,6 +565,17 @@ impl Endpoint {
     }
 
     /// Gives back `n` bytes of the current message.
+    ///
+    /// ```
+    /// # use viaduct_method::loopback::{self, Config};
+    /// # let (mut a, mut b) = loopback::pair(Config::default())?;
+    /// let _ = a.post_send_parts(1, 0, &[b"abc"])?;
+    /// # b.next()?;
+    /// b.consume(1)?;
+    /// assert_eq!(b.next()?.expect("the rest").data, b"bc");
+    /// assert!(b.consume(3).is_err()); // only 2 left
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     pub fn consume(&mut self, n: usize) -> Result<(), Error> {
         if self.lent.is_some() {
             return Err(Error::Lent);
@@ -483,6 +600,16 @@ impl Endpoint {
 
     /// Lends the current message out, in place (the sender's buffer itself). `Ok(None)` when
     /// no message is current, or one is lent already.
+    ///
+    /// ```
+    /// # use viaduct_method::loopback::{self, Config};
+    /// # let (mut a, mut b) = loopback::pair(Config::default())?;
+    /// let _ = a.post_send_parts(1, 0, &[b"abc"])?;
+    /// let lease = b.lend()?.expect("a message is current");
+    /// assert!(b.next()?.is_none()); // while it is out
+    /// # b.give_back(lease)?;
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     pub fn lend(&mut self) -> Result<Option<Lease>, Error> {
         if self.lent.is_some() {
             return Ok(None);
@@ -501,6 +628,16 @@ impl Endpoint {
     }
 
     /// Takes a lease back: its message is consumed.
+    ///
+    /// ```
+    /// # use viaduct_method::loopback::{self, Config};
+    /// # let (mut a, mut b) = loopback::pair(Config::default())?;
+    /// let _ = a.post_send_parts(1, 0, &[b"abc"])?;
+    /// let lease = b.lend()?.expect("a message is current");
+    /// b.give_back(lease)?;
+    /// assert_eq!(a.poll().expect("consumed").result, Ok(3));
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     pub fn give_back(&mut self, lease: Lease) -> Result<(), Error> {
         if self.lent != Some(lease.serial) {
             return Err(Error::ForeignLease);
@@ -520,6 +657,15 @@ impl Endpoint {
     }
 
     /// Prepares a sleep; `None` when something is ready.
+    ///
+    /// ```
+    /// # use viaduct_method::loopback::{self, Config};
+    /// # let (mut a, mut b) = loopback::pair(Config::default())?;
+    /// assert!(b.sleeper()?.is_some());
+    /// let _ = a.post_send_parts(1, 0, &[b"x"])?;
+    /// assert!(b.sleeper()?.is_none()); // a message is ready
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     pub fn sleeper(&mut self) -> Result<Option<Sleeper>, Error> {
         let st = self.shared.lock();
         if self.ready(&st) {
@@ -532,6 +678,14 @@ impl Endpoint {
     }
 
     /// Blocks until something may be ready or `timeout` passed.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_method::loopback::{self, Config};
+    /// # let (mut a, _b) = loopback::pair(Config::default())?;
+    /// a.wait(Duration::from_millis(1))?; // nothing comes: the timeout passes
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     pub fn wait(&mut self, timeout: Duration) -> Result<(), Error> {
         if let Some(s) = self.sleeper()? {
             s.sleep(timeout)?;
@@ -541,6 +695,16 @@ impl Endpoint {
     }
 
     /// Why the connection failed, once it did.
+    ///
+    /// ```
+    /// # use viaduct_method::loopback::{self, Config};
+    /// # let (mut a, mut b) = loopback::pair(Config::default())?;
+    /// assert_eq!(a.failure(), None);
+    /// b.close();
+    /// let _ = a.poll();
+    /// assert_eq!(a.failure(), Some("the peer closed its endpoint"));
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     pub fn failure(&self) -> Option<&'static str> {
         match &self.failed {
             Some(Error::PeerFailed(why)) => Some(why),
@@ -550,6 +714,15 @@ impl Endpoint {
     }
 
     /// The memory `next` shows messages in: the current message's buffer.
+    ///
+    /// ```
+    /// # use viaduct_method::loopback::{self, Config};
+    /// # let (mut a, mut b) = loopback::pair(Config::default())?;
+    /// let _ = a.post_send_parts(1, 0, &[b"abc"])?;
+    /// let at = b.next()?.expect("delivered at post").data.as_ptr() as usize;
+    /// assert!(b.receive_buffers().iter().any(|r| r.contains(&at)));
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
     pub fn receive_buffers(&self) -> Vec<Range<usize>> {
         self.current
             .iter()

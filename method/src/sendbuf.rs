@@ -14,6 +14,14 @@ use std::sync::Arc;
 pub type SharedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
 
 /// A piece `start..start + len` of [`SharedBytes`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use viaduct_method::sendbuf::{SharedBytes, SharedPiece};
+/// let data: SharedBytes = Arc::new(vec![1u8, 2, 3, 4]);
+/// let piece = SharedPiece::new(data, 1, 2).expect("inside");
+/// assert_eq!(piece.as_slice(), [2, 3]);
+/// ```
 #[derive(Clone)]
 pub struct SharedPiece {
     data: SharedBytes,
@@ -23,6 +31,14 @@ pub struct SharedPiece {
 
 impl SharedPiece {
     /// The piece `start..start + len` of `data`; `None` when it lies beyond `data`'s end.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use viaduct_method::sendbuf::{SharedBytes, SharedPiece};
+    /// let data: SharedBytes = Arc::new(vec![0u8; 4]);
+    /// assert!(SharedPiece::new(data.clone(), 2, 2).is_some());
+    /// assert!(SharedPiece::new(data, 3, 2).is_none()); // beyond the end
+    /// ```
     pub fn new(data: SharedBytes, start: usize, len: usize) -> Option<SharedPiece> {
         let end = start.checked_add(len)?;
         if end > (*data).as_ref().len() {
@@ -32,6 +48,13 @@ impl SharedPiece {
     }
 
     /// The whole of `data`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use viaduct_method::sendbuf::SharedPiece;
+    /// let piece = SharedPiece::whole(Arc::new(b"abc".to_vec()));
+    /// assert_eq!(piece.as_slice(), b"abc");
+    /// ```
     pub fn whole(data: SharedBytes) -> SharedPiece {
         let len = (*data).as_ref().len();
         SharedPiece {
@@ -42,6 +65,13 @@ impl SharedPiece {
     }
 
     /// The piece's bytes.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use viaduct_method::sendbuf::SharedPiece;
+    /// let piece = SharedPiece::new(Arc::new(*b"hello"), 1, 3).expect("inside");
+    /// assert_eq!(piece.as_slice(), b"ell");
+    /// ```
     pub fn as_slice(&self) -> &[u8] {
         let all = (*self.data).as_ref();
         // `new` checked the bounds; an `AsRef` that shrank since gives what is left.
@@ -57,6 +87,14 @@ impl std::fmt::Debug for SharedPiece {
 }
 
 /// The memory of a send descriptor.
+///
+/// ```
+/// use std::sync::Arc;
+/// use viaduct_method::sendbuf::{SendBuf, SharedPiece};
+/// let owned = SendBuf::from(vec![1u8, 2]);
+/// let shared = SendBuf::Shared(SharedPiece::whole(Arc::new(vec![1u8, 2])));
+/// assert_eq!(&owned[..], &shared[..]);
+/// ```
 #[derive(Debug)]
 pub enum SendBuf {
     /// A buffer handed over to the method (given back in the completion where the method
@@ -68,6 +106,11 @@ pub enum SendBuf {
 
 impl SendBuf {
     /// The owned buffer, if this is one (what a completion gives back).
+    ///
+    /// ```
+    /// # use viaduct_method::sendbuf::SendBuf;
+    /// assert_eq!(SendBuf::from(vec![7u8]).into_owned(), Some(vec![7]));
+    /// ```
     pub fn into_owned(self) -> Option<Vec<u8>> {
         match self {
             SendBuf::Owned(v) => Some(v),
@@ -76,6 +119,13 @@ impl SendBuf {
     }
 
     /// Whether the bytes are the caller's shared memory.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use viaduct_method::sendbuf::{SendBuf, SharedPiece};
+    /// let buf = SendBuf::Shared(SharedPiece::whole(Arc::new(vec![0u8; 8])));
+    /// assert!(buf.is_shared() && !SendBuf::from(vec![0u8]).is_shared());
+    /// ```
     pub fn is_shared(&self) -> bool {
         matches!(self, SendBuf::Shared(_))
     }

@@ -18,6 +18,13 @@ pub type Handle = c_int;
 /// `MPI_Status`: `{ count_lo, count_hi_and_cancelled, MPI_SOURCE, MPI_TAG, MPI_ERROR }`.
 /// The byte count is `count_lo` (low 32 bits) and `count_hi_and_cancelled >> 1` (high bits);
 /// bit 0 of `count_hi_and_cancelled` is the cancelled flag.
+///
+/// ```
+/// use viaduct_mpi::abi::MpiStatus;
+/// let mut st = MpiStatus::default();
+/// st.set_count((5 << 32) + 7);
+/// assert_eq!((st.count_lo, st.count_hi_and_cancelled), (7, 5 << 1));
+/// ```
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MpiStatus {
@@ -35,12 +42,27 @@ pub struct MpiStatus {
 
 impl MpiStatus {
     /// The byte count.
+    ///
+    /// ```
+    /// # use viaduct_mpi::abi::MpiStatus;
+    /// let st = MpiStatus { count_lo: 12, ..MpiStatus::default() };
+    /// assert_eq!(st.count(), 12);
+    /// ```
     pub fn count(&self) -> i64 {
         let hi = u64::from((self.count_hi_and_cancelled as u32) >> 1);
         ((hi << 32) | u64::from(self.count_lo as u32)) as i64
     }
 
     /// Sets the byte count, keeping the cancelled flag.
+    ///
+    /// ```
+    /// # use viaduct_mpi::abi::MpiStatus;
+    /// let mut st = MpiStatus::default();
+    /// st.set_cancelled(true);
+    /// st.set_count(1 << 40);
+    /// assert_eq!(st.count(), 1 << 40);
+    /// assert!(st.cancelled()); // kept
+    /// ```
     pub fn set_count(&mut self, count: i64) {
         let c = count as u64;
         self.count_lo = c as u32 as c_int;
@@ -49,17 +71,36 @@ impl MpiStatus {
     }
 
     /// Whether the cancelled flag is set.
+    ///
+    /// ```
+    /// # use viaduct_mpi::abi::MpiStatus;
+    /// let st = MpiStatus { count_hi_and_cancelled: 1, ..MpiStatus::default() };
+    /// assert!(st.cancelled() && st.count() == 0);
+    /// ```
     pub fn cancelled(&self) -> bool {
         self.count_hi_and_cancelled & 1 != 0
     }
 
     /// Sets the cancelled flag.
+    ///
+    /// ```
+    /// # use viaduct_mpi::abi::MpiStatus;
+    /// let mut st = MpiStatus::default();
+    /// st.set_cancelled(true);
+    /// assert_eq!(st.count_hi_and_cancelled, 1);
+    /// ```
     pub fn set_cancelled(&mut self, cancelled: bool) {
         self.count_hi_and_cancelled = (self.count_hi_and_cancelled & !1) | c_int::from(cancelled);
     }
 
     /// The status of an empty request (`MPI_ANY_SOURCE`, `MPI_ANY_TAG`, no bytes), what a wait
     /// on `MPI_REQUEST_NULL` or an inactive request reports.
+    ///
+    /// ```
+    /// use viaduct_mpi::abi::{self, MpiStatus};
+    /// let st = MpiStatus::empty();
+    /// assert_eq!((st.source, st.tag, st.count()), (abi::ANY_SOURCE, abi::ANY_TAG, 0));
+    /// ```
     pub fn empty() -> Self {
         MpiStatus {
             count_lo: 0,

@@ -11,6 +11,12 @@ use crate::abi::{self, Handle, err};
 use crate::state;
 
 /// An MPI error: its class (the code returned) and what went wrong.
+///
+/// ```
+/// use viaduct_mpi::{abi::err, error::MpiError};
+/// let e = MpiError::new(err::COUNT, "count -1 is negative");
+/// assert_eq!(e.class, err::COUNT); // the code the MPI function returns
+/// ```
 #[derive(Debug, Clone)]
 pub struct MpiError {
     /// The error class, returned as the error code.
@@ -24,6 +30,12 @@ pub struct MpiError {
 
 impl MpiError {
     /// An error of `class` with a message.
+    ///
+    /// ```
+    /// # use viaduct_mpi::{abi::err, error::MpiError};
+    /// let e = MpiError::new(err::TAG, format!("tag {} is negative", -5));
+    /// assert_eq!(e.message, "tag -5 is negative");
+    /// ```
     pub fn new(class: c_int, message: impl Into<String>) -> Self {
         MpiError {
             class,
@@ -33,6 +45,12 @@ impl MpiError {
     }
 
     /// The same error, reported through the error handler of `comm`.
+    ///
+    /// ```
+    /// # use viaduct_mpi::{abi::{self, err}, error::MpiError};
+    /// let e = MpiError::new(err::OTHER, "a request failed").on(abi::COMM_WORLD);
+    /// assert_eq!(e.comm, Some(abi::COMM_WORLD));
+    /// ```
     pub fn on(mut self, comm: Handle) -> Self {
         self.comm = Some(comm);
         self
@@ -41,6 +59,11 @@ impl MpiError {
 
 /// An error code returned by a C callback (the query, free or cancel function of a generalized
 /// request), carried through the agent's requests and given back as the code of the call.
+///
+/// ```
+/// use viaduct_mpi::error::CallbackCode;
+/// assert_eq!(CallbackCode(5).to_string(), "callback returned error code 5");
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct CallbackCode(pub c_int);
 
@@ -53,6 +76,11 @@ impl std::fmt::Display for CallbackCode {
 impl StdError for CallbackCode {}
 
 /// The error and its sources, joined by `: `.
+///
+/// ```
+/// use viaduct_mpi::error::{CallbackCode, chain};
+/// assert_eq!(chain(&CallbackCode(3)), "callback returned error code 3");
+/// ```
 pub fn chain(e: &(dyn StdError + 'static)) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
@@ -102,6 +130,12 @@ fn agent_class(e: &AgentError) -> Option<c_int> {
 }
 
 /// The class of a request error.
+///
+/// ```
+/// use viaduct_agent::request::RequestError;
+/// use viaduct_mpi::{abi::err, error::request_class};
+/// assert_eq!(request_class(&RequestError::Null), err::REQUEST);
+/// ```
 pub fn request_class(e: &RequestError) -> c_int {
     match e {
         RequestError::InStatus { .. } => err::IN_STATUS,
@@ -124,6 +158,11 @@ impl From<RequestError> for MpiError {
 }
 
 /// What each predefined class means (`MPI_Error_string`).
+///
+/// ```
+/// use viaduct_mpi::{abi::err, error::class_text};
+/// assert_eq!(class_text(err::TAG), "Invalid tag argument");
+/// ```
 pub fn class_text(class: c_int) -> &'static str {
     match class {
         abi::SUCCESS => "No MPI error",
@@ -158,6 +197,12 @@ pub fn class_text(class: c_int) -> &'static str {
 
 /// Whether `code` is an error code this library can return (a predefined class, or a user
 /// class or code of `MPI_Add_error_class`/`MPI_Add_error_code`).
+///
+/// ```
+/// use viaduct_mpi::{abi::err, error::is_valid_code};
+/// assert!(is_valid_code(err::COUNT));
+/// assert!(!is_valid_code(-1));
+/// ```
 pub fn is_valid_code(code: c_int) -> bool {
     (0..=err::LAST_CLASS).contains(&code)
         || (101..=105).contains(&code)
@@ -165,11 +210,21 @@ pub fn is_valid_code(code: c_int) -> bool {
 }
 
 /// The class of a valid error code (a predefined class is its own).
+///
+/// ```
+/// use viaduct_mpi::{abi::err, error::class_of_code};
+/// assert_eq!(class_of_code(err::TAG), err::TAG); // a predefined class is its own
+/// ```
 pub fn class_of_code(code: c_int) -> c_int {
     crate::errclass::class_of(code).unwrap_or(code)
 }
 
 /// What `code` means: a user code's string, or the text of a predefined class.
+///
+/// ```
+/// use viaduct_mpi::{abi, error::code_text};
+/// assert_eq!(code_text(abi::SUCCESS), "No MPI error");
+/// ```
 pub fn code_text(code: c_int) -> String {
     crate::errclass::text_of(code).unwrap_or_else(|| class_text(code).to_string())
 }
@@ -183,6 +238,11 @@ const ABORT_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
 /// Between `MPI_Init` and `MPI_Finalize` the agent asks the launcher, through the PMI `abort`
 /// command, to end the job with that status (`viaduct launch` reports the abort and its code,
 /// MPICH's `mpiexec` ends the job with it); otherwise the process just exits with it.
+///
+/// ```no_run
+/// use viaduct_mpi::{abi::err, error::abort_job};
+/// abort_job(err::OTHER, "the input file is missing"); // never returns
+/// ```
 pub fn abort_job(code: c_int, message: &str) -> ! {
     let rank = state::world_rank().map_or_else(|| "?".to_string(), |r| r.to_string());
     let text = format!("viaduct MPI: rank {rank}: {message}");
@@ -203,6 +263,11 @@ pub fn abort_job(code: c_int, message: &str) -> ! {
 /// Reports the outcome of MPI function `name`: `MPI_SUCCESS`, or the error through the error
 /// handler of communicator `comm` (`MPI_COMM_WORLD`'s when `comm` is not a valid
 /// communicator, and `MPI_ERRORS_ARE_FATAL` before `MPI_Init` and after `MPI_Finalize`).
+///
+/// ```
+/// use viaduct_mpi::{abi, error::finish};
+/// assert_eq!(finish("MPI_Send", abi::COMM_WORLD, Ok(())), abi::SUCCESS);
+/// ```
 pub fn finish(name: &str, comm: Handle, result: Result<(), MpiError>) -> c_int {
     match result {
         Ok(()) => abi::SUCCESS,
@@ -225,6 +290,13 @@ thread_local! {
 /// Runs `f`, a call of an exported MPI function, without its error handler: its error comes
 /// back as the `Err` for the caller to report (a persistent collective's `MPI_Start` starts
 /// the nonblocking collective this way and reports its errors as its own).
+///
+/// ```
+/// use viaduct_mpi::{abi::{self, err}, error::{MpiError, finish, quietly}};
+/// let e = MpiError::new(err::TAG, "tag -5 is negative");
+/// let r = quietly(|| finish("MPI_Send", abi::COMM_WORLD, Err(e)));
+/// assert_eq!(r.unwrap_err().class, err::TAG); // no handler ran
+/// ```
 pub fn quietly(f: impl FnOnce() -> c_int) -> Result<(), MpiError> {
     let was = QUIET.replace(true);
     CAUGHT.set(None);
@@ -239,6 +311,12 @@ pub fn quietly(f: impl FnOnce() -> c_int) -> Result<(), MpiError> {
 
 /// Runs the error handler of `comm` for error `e` of function `name`; returns the code to
 /// give back (when the handler returns).
+///
+/// ```no_run
+/// use viaduct_mpi::{abi::{self, err}, error::{MpiError, raise}};
+/// // The class under `MPI_ERRORS_RETURN`; the end of the job under `MPI_ERRORS_ARE_FATAL`.
+/// let code = raise("MPI_Send", abi::COMM_WORLD, MpiError::new(err::TAG, "tag -5"));
+/// ```
 pub fn raise(name: &str, comm: Handle, e: MpiError) -> c_int {
     let handler = state::errhandler_of(comm);
     if handler == abi::ERRORS_RETURN {
@@ -259,6 +337,13 @@ pub fn raise(name: &str, comm: Handle, e: MpiError) -> c_int {
 }
 
 /// `Err` with class `class` unless `cond` holds.
+///
+/// ```
+/// use viaduct_mpi::{abi::err, error::check};
+/// let count = -1;
+/// let e = check(count >= 0, err::COUNT, || format!("count {count} is negative")).unwrap_err();
+/// assert_eq!(e.class, err::COUNT);
+/// ```
 pub fn check(cond: bool, class: c_int, message: impl FnOnce() -> String) -> Result<(), MpiError> {
     if cond {
         Ok(())
@@ -269,6 +354,12 @@ pub fn check(cond: bool, class: c_int, message: impl FnOnce() -> String) -> Resu
 
 /// What an unimplemented function does: raises `MPI_ERR_UNSUPPORTED_OPERATION` through the
 /// error handler of `MPI_COMM_WORLD`, naming the function.
+///
+/// ```no_run
+/// use viaduct_mpi::error::unsupported;
+/// // Raises MPI_ERR_UNSUPPORTED_OPERATION through MPI_COMM_WORLD's error handler.
+/// let code = unsupported("MPI_Foo");
+/// ```
 pub fn unsupported(name: &str) -> c_int {
     raise(
         name,

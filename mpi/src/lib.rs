@@ -104,6 +104,10 @@ mod winshm;
 /// The agent's communicator behind `MPI_COMM_WORLD`, between `MPI_Init` and `MPI_Finalize`
 /// (`None` outside): for programs in Rust that use the agent next to the MPI functions, such
 /// as `mpi-face-bench`, which measures the face against the agent in the same processes.
+///
+/// ```
+/// assert!(viaduct_mpi::world_comm().is_none()); // before MPI_Init
+/// ```
 pub fn world_comm() -> Option<viaduct_agent::comm::Comm> {
     let rt = state::rt().ok()?;
     rt.comm(abi::COMM_WORLD).ok().map(|e| e.comm.clone())

@@ -13,12 +13,22 @@ use crate::error::unsupported;
 macro_rules! stub {
     ($mpi:ident / $pmpi:ident) => {
         #[doc = concat!("`", stringify!($mpi), "`: not supported (raises `MPI_ERR_UNSUPPORTED_OPERATION`).")]
+        #[doc = ""]
+        #[doc = "```no_run"]
+        #[doc = "// Raises `MPI_ERR_UNSUPPORTED_OPERATION` (fatal under the default handler)."]
+        #[doc = concat!("let code = viaduct_mpi::stubs::", stringify!($pmpi), "();")]
+        #[doc = "```"]
         #[unsafe(no_mangle)]
         pub extern "C" fn $pmpi() -> c_int {
             unsupported(stringify!($mpi))
         }
 
         #[doc = concat!("`", stringify!($mpi), "`: the profiling entry, calls `", stringify!($pmpi), "`.")]
+        #[doc = ""]
+        #[doc = "```no_run"]
+        #[doc = "// Raises `MPI_ERR_UNSUPPORTED_OPERATION` (fatal under the default handler)."]
+        #[doc = concat!("let code = viaduct_mpi::stubs::", stringify!($mpi), "();")]
+        #[doc = "```"]
         #[unsafe(no_mangle)]
         pub extern "C" fn $mpi() -> c_int {
             $pmpi()
@@ -26,6 +36,11 @@ macro_rules! stub {
     };
     ($name:ident) => {
         #[doc = concat!("`", stringify!($name), "`: not supported (raises `MPI_ERR_UNSUPPORTED_OPERATION`).")]
+        #[doc = ""]
+        #[doc = "```no_run"]
+        #[doc = "// Raises `MPI_ERR_UNSUPPORTED_OPERATION` (fatal under the default handler)."]
+        #[doc = concat!("let code = viaduct_mpi::stubs::", stringify!($name), "();")]
+        #[doc = "```"]
         #[unsafe(no_mangle)]
         pub extern "C" fn $name() -> c_int {
             unsupported(stringify!($name))

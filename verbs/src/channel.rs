@@ -39,6 +39,17 @@ impl Drop for ChannelInner {
 }
 
 /// A completion channel (`ibv_comp_channel`). Cheap to clone.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// # let pd = ctx.alloc_pd()?;
+/// let channel = ctx.create_channel()?;
+/// let cq = ctx.create_cq_with_channel(64, &channel)?;
+/// cq.req_notify(false)?;
+/// let woken = channel.wait(std::time::Duration::from_secs(1))?; // the queue, when it completed
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct CompletionChannel {
     inner: Arc<ChannelInner>,
@@ -54,6 +65,14 @@ impl fmt::Debug for CompletionChannel {
 
 impl Context {
     /// Creates a completion channel (`ibv_create_comp_channel`).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let channel = ctx.create_channel()?;
+    /// let cq = ctx.create_cq_with_channel(64, &channel)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn create_channel(&self) -> Result<CompletionChannel> {
         // SAFETY: live context.
         let ch = unsafe { sys::ibv_create_comp_channel(self.inner.as_ptr()) };
@@ -115,6 +134,13 @@ pub(crate) fn wait_readable(fd: RawFd, timeout: Option<Duration>) -> std::io::Re
 
 impl CompletionChannel {
     /// The raw `ibv_comp_channel`, owned by this value.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let raw = ctx.create_channel()?.as_raw(); // for a libibverbs call of your own
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn as_raw(&self) -> *mut sys::ibv_comp_channel {
         self.inner.ch
     }
@@ -126,6 +152,15 @@ impl CompletionChannel {
 
     /// Makes [`get_event`](Self::get_event) return `Ok(None)` instead of blocking when no
     /// event is pending (sets `O_NONBLOCK` on the fd).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let channel = ctx.create_channel()?;
+    /// channel.set_nonblocking(true)?;
+    /// assert!(channel.get_event()?.is_none()); // nothing pending
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn set_nonblocking(&self, nonblocking: bool) -> Result<()> {
         set_nonblocking(self.raw_fd(), nonblocking)
     }
@@ -143,6 +178,18 @@ impl CompletionChannel {
     /// Reads one event (`ibv_get_cq_event`), acknowledges it, and returns the queue that
     /// became ready. Blocks unless the channel is nonblocking, in which case `Ok(None)` means
     /// no event was pending. The queue must be armed again to get another event.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let channel = ctx.create_channel()?;
+    /// let cq = ctx.create_cq_with_channel(64, &channel)?;
+    /// cq.req_notify(false)?;
+    /// if let Some(cq) = channel.get_event()? { // blocks until a completion arrives
+    ///     cq.req_notify(false)?; // re-arm, then poll
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn get_event(&self) -> Result<Option<CompletionQueue>> {
         loop {
             let mut cq: *mut sys::ibv_cq = std::ptr::null_mut();
@@ -175,6 +222,16 @@ impl CompletionChannel {
     }
 
     /// Waits up to `timeout` for an event; `Ok(None)` when none came.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let channel = ctx.create_channel()?;
+    /// let cq = ctx.create_cq_with_channel(64, &channel)?;
+    /// cq.req_notify(false)?;
+    /// let woken = channel.wait(std::time::Duration::from_millis(10))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn wait(&self, timeout: Duration) -> Result<Option<CompletionQueue>> {
         if !wait_readable(self.raw_fd(), Some(timeout)).map_err(Error::GetCqEvent)? {
             return Ok(None);

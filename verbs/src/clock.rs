@@ -8,6 +8,12 @@
 use std::time::{Duration, Instant};
 
 /// Current tick count.
+///
+/// ```
+/// use viaduct_verbs::clock::ticks;
+/// let t0 = ticks();
+/// assert!(ticks().wrapping_sub(t0) < u64::MAX / 2);
+/// ```
 #[inline]
 pub fn ticks() -> u64 {
     #[cfg(target_arch = "x86_64")]
@@ -23,12 +29,28 @@ pub fn ticks() -> u64 {
 }
 
 /// Ticks per microsecond, measured between [`TickRate::start`] and [`TickRateProbe::finish`].
+///
+/// ```
+/// use std::time::Duration;
+/// use viaduct_verbs::clock::{TickRate, ticks};
+/// let probe = TickRate::start();
+/// let t0 = ticks();
+/// let rate = probe.finish(Duration::from_millis(1));
+/// println!("{:.3} us", rate.to_us(ticks().wrapping_sub(t0)));
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct TickRate {
     per_us: f64,
 }
 
 /// A measurement of the tick rate under way.
+///
+/// ```
+/// use viaduct_verbs::clock::TickRate;
+/// let probe = TickRate::start(); // then the timed work
+/// let rate = probe.finish(std::time::Duration::from_millis(1));
+/// assert!(rate.per_us() > 0.0);
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct TickRateProbe {
     at: Instant,
@@ -37,6 +59,12 @@ pub struct TickRateProbe {
 
 impl TickRate {
     /// Starts measuring: take this before the timed work.
+    ///
+    /// ```
+    /// # use viaduct_verbs::clock::TickRate;
+    /// let probe = TickRate::start();
+    /// # let _ = probe;
+    /// ```
     pub fn start() -> TickRateProbe {
         TickRateProbe {
             at: Instant::now(),
@@ -45,11 +73,23 @@ impl TickRate {
     }
 
     /// Ticks per microsecond.
+    ///
+    /// ```
+    /// # use viaduct_verbs::clock::TickRate;
+    /// let rate = TickRate::start().finish(std::time::Duration::from_millis(1));
+    /// assert!(rate.per_us() > 0.0);
+    /// ```
     pub fn per_us(&self) -> f64 {
         self.per_us
     }
 
     /// Converts a tick difference into microseconds.
+    ///
+    /// ```
+    /// # use viaduct_verbs::clock::TickRate;
+    /// let rate = TickRate::start().finish(std::time::Duration::from_millis(1));
+    /// assert_eq!(rate.to_us(0), 0.0);
+    /// ```
     pub fn to_us(&self, ticks: u64) -> f64 {
         ticks as f64 / self.per_us
     }
@@ -58,6 +98,14 @@ impl TickRate {
 impl TickRateProbe {
     /// Ends the measurement (after the timed work; at least `min` after the start, sleeping
     /// if the work was shorter, so the rate is precise).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use viaduct_verbs::clock::TickRate;
+    /// let probe = TickRate::start();
+    /// let rate = probe.finish(Duration::from_millis(1)); // sleeps the rest of the millisecond
+    /// # let _ = rate;
+    /// ```
     pub fn finish(self, min: Duration) -> TickRate {
         let spent = self.at.elapsed();
         if spent < min {

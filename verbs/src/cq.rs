@@ -53,6 +53,15 @@ impl Drop for CqInner {
 
 /// A completion queue. Cheap to clone; destroyed after the last clone and the last queue pair
 /// completing into it are dropped.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// let cq = ctx.create_cq(256)?;
+/// let mut done = Completions::default();
+/// let n = cq.wait(&mut done, 1, std::time::Duration::from_millis(10))?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct CompletionQueue {
     pub(crate) inner: Arc<CqInner>,
@@ -76,12 +85,29 @@ impl Eq for CompletionQueue {}
 
 impl Context {
     /// Creates a completion queue of at least `capacity` entries, without a channel.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let cq = ctx.create_cq(256)?;
+    /// assert!(cq.capacity() >= 256);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn create_cq(&self, capacity: u32) -> Result<CompletionQueue> {
         self.create_cq_inner(capacity, None)
     }
 
     /// Creates a completion queue of at least `capacity` entries whose notifications go to
     /// `channel` (see [`CompletionQueue::req_notify`]).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let channel = ctx.create_channel()?;
+    /// let cq = ctx.create_cq_with_channel(256, &channel)?;
+    /// assert!(cq.channel().is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn create_cq_with_channel(
         &self,
         capacity: u32,
@@ -126,6 +152,12 @@ impl Context {
 /// A reusable batch of completions: the raw array handed to `ibv_poll_cq` and the completions
 /// made from it. Polling appends; take them out with [`drain`](Self::drain) or
 /// [`pop`](Self::pop).
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// let mut done = Completions::with_batch(16);
+/// assert!(done.is_empty() && done.pop().is_none());
+/// ```
 pub struct Completions {
     raw: Vec<sys::ibv_wc>,
     done: std::collections::VecDeque<Completion>,
@@ -142,6 +174,12 @@ impl fmt::Debug for Completions {
 
 impl Completions {
     /// A batch polling at most `batch` work completions per `ibv_poll_cq` call.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// let done = Completions::with_batch(64); // up to 64 per ibv_poll_cq
+    /// assert_eq!(done.len(), 0);
+    /// ```
     pub fn with_batch(batch: usize) -> Self {
         let raw = (0..batch.max(1))
             // SAFETY: ibv_wc is plain old data (integers and an integer union); zero is valid.
@@ -154,29 +192,62 @@ impl Completions {
     }
 
     /// Completions held.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// let done = Completions::default();
+    /// assert_eq!(done.len(), 0);
+    /// ```
     #[inline]
     pub fn len(&self) -> usize {
         self.done.len()
     }
 
     /// True when none is held.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// assert!(Completions::default().is_empty());
+    /// ```
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.done.is_empty()
     }
 
     /// Takes the oldest completion.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// let mut done = Completions::default();
+    /// while let Some(c) = done.pop() {
+    ///     println!("{}: {}", c.id, c.status);
+    /// }
+    /// ```
     #[inline]
     pub fn pop(&mut self) -> Option<Completion> {
         self.done.pop_front()
     }
 
     /// Takes all completions, oldest first.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// let mut done = Completions::default();
+    /// for c in done.drain() {
+    ///     assert!(c.status.is_success(), "{}", c.status);
+    /// }
+    /// ```
     pub fn drain(&mut self) -> impl Iterator<Item = Completion> + '_ {
         self.done.drain(..)
     }
 
     /// The completions held, oldest first.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// let done = Completions::default();
+    /// assert_eq!(done.iter().filter(|c| c.ok().is_err()).count(), 0);
+    /// ```
     pub fn iter(&self) -> impl Iterator<Item = &Completion> {
         self.done.iter()
     }
@@ -191,16 +262,37 @@ impl Default for Completions {
 impl CompletionQueue {
     /// The raw `ibv_cq`, owned by this queue: do not destroy it or poll it directly (the
     /// buffers of the requests it completes would not be handed back).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let raw = ctx.create_cq(64)?.as_raw(); // for a libibverbs call of your own
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn as_raw(&self) -> *mut sys::ibv_cq {
         self.inner.cq
     }
 
     /// Entries asked for at creation.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// assert!(ctx.create_cq(100)?.capacity() >= 100);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn capacity(&self) -> u32 {
         self.inner.capacity
     }
 
     /// The completion channel, if any.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// assert!(ctx.create_cq(64)?.channel().is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn channel(&self) -> Option<&CompletionChannel> {
         self.inner.channel.as_ref()
     }
@@ -208,6 +300,16 @@ impl CompletionQueue {
     /// Polls once (`ibv_poll_cq`, at most one batch) and appends what completed to `out`.
     /// Returns how many completions were appended (unsignalled requests completed implicitly
     /// count too). Never blocks.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let cq = ctx.create_cq(64)?;
+    /// let mut done = Completions::default();
+    /// let n = cq.poll(&mut done)?; // does not block
+    /// assert_eq!(n, done.len());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn poll(&self, out: &mut Completions) -> Result<usize> {
         let n = libc::c_int::try_from(out.raw.len()).unwrap_or(libc::c_int::MAX);
@@ -238,6 +340,15 @@ impl CompletionQueue {
     /// Polls until at least `wanted` completions were appended to `out` by this call, or
     /// `timeout` passed ([`Error::Timeout`]; what did arrive stays in `out`). Busy-polls, then
     /// yields the CPU between polls.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let cq = ctx.create_cq(64)?;
+    /// let mut done = Completions::default();
+    /// let n = cq.wait(&mut done, 2, std::time::Duration::from_secs(5))?; // 2, or fewer at the timeout
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn wait(&self, out: &mut Completions, wanted: usize, timeout: Duration) -> Result<usize> {
         let start = Instant::now();
         let mut got = 0;
@@ -269,6 +380,15 @@ impl CompletionQueue {
     /// with `solicited_only`, only for solicited receives or error completions.
     ///
     /// Poll once more after arming: a completion that arrived before arming does not notify.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let channel = ctx.create_channel()?;
+    /// let cq = ctx.create_cq_with_channel(64, &channel)?;
+    /// cq.req_notify(false)?; // the next completion wakes the channel
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
         if self.inner.channel.is_none() {
             return Err(Error::NoChannel);

@@ -76,6 +76,13 @@ impl Drop for DeviceList {
 }
 
 /// Names of the RDMA devices on this machine (empty when there are none).
+///
+/// ```
+/// use viaduct_verbs::device;
+/// for name in device::names().unwrap_or_default() {
+///     println!("{name}");
+/// }
+/// ```
 pub fn names() -> Result<Vec<String>> {
     Ok(DeviceList::get()?.names())
 }
@@ -83,6 +90,13 @@ pub fn names() -> Result<Vec<String>> {
 /// Plain-data summary of every RDMA device on this machine: attributes, ports and GID tables.
 ///
 /// Returns an empty list on a machine without RDMA devices or without kernel RDMA support.
+///
+/// ```
+/// use viaduct_verbs::device;
+/// for d in device::list().unwrap_or_default() {
+///     print!("{d}"); // the device, its ports and GIDs
+/// }
+/// ```
 pub fn list() -> Result<Vec<DeviceInfo>> {
     let names = names()?;
     let mut out = Vec::with_capacity(names.len());
@@ -118,6 +132,14 @@ impl Drop for ContextInner {
 
 /// An opened RDMA device (`ibv_context`). Cheap to clone; closed when the last clone and the
 /// last object made from it are dropped.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// let ctx = Context::open("rxe0")?;
+/// let pd = ctx.alloc_pd()?;
+/// let cq = ctx.create_cq(64)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct Context {
     pub(crate) inner: Arc<ContextInner>,
@@ -136,6 +158,14 @@ impl Context {
     ///
     /// Fails with [`Error::NoDevice`] when the machine has no RDMA device and with
     /// [`Error::UnknownDevice`] (listing the devices present) when none has that name.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// match Context::open("no-such-device") {
+    ///     Err(e) => println!("{e}"), // names the devices present
+    ///     Ok(_) => unreachable!(),
+    /// }
+    /// ```
     pub fn open(name: &str) -> Result<Self> {
         let list = DeviceList::get()?;
         let names = list.names();
@@ -152,6 +182,13 @@ impl Context {
     }
 
     /// Opens the first device found (what perftest does without `-d`).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// let ctx = Context::open_first()?;
+    /// println!("{}", ctx.name());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn open_first() -> Result<Self> {
         let list = DeviceList::get()?;
         let Some(&dev) = list.devices().first() else {
@@ -178,17 +215,39 @@ impl Context {
     }
 
     /// The device's name.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// println!("opened {}", ctx.name());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.name
     }
 
     /// The raw `ibv_context`. It stays owned by this `Context`: do not close it, and do not use
     /// it after the last clone is dropped.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let raw = ctx.as_raw(); // for a libibverbs call of your own
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn as_raw(&self) -> *mut sys::ibv_context {
         self.inner.ctx
     }
 
     /// Device attributes (`ibv_query_device`).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let a = ctx.attributes()?;
+    /// println!("{} ports, up to {} QPs", a.ports, a.max_qp);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn attributes(&self) -> Result<DeviceAttributes> {
         // SAFETY: ibv_device_attr is plain old data; all-zero is a valid value.
         let mut a: sys::ibv_device_attr = unsafe { std::mem::zeroed() };
@@ -222,6 +281,14 @@ impl Context {
     }
 
     /// Attributes of port `port` (ports count from 1).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let p = ctx.port(1)?;
+    /// println!("port 1: {} MTU {}", p.state, p.active_mtu);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn port(&self, port: u8) -> Result<PortAttributes> {
         // SAFETY: ibv_port_attr is plain old data; all-zero is valid.
         let mut p: sys::ibv_port_attr = unsafe { std::mem::zeroed() };
@@ -246,6 +313,14 @@ impl Context {
     }
 
     /// GID `index` of `port` (`ibv_query_gid`).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let gid = ctx.gid(1, 0)?;
+    /// println!("{gid}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn gid(&self, port: u8, index: u32) -> Result<Gid> {
         // SAFETY: ibv_gid is 16 plain bytes.
         let mut g: sys::ibv_gid = unsafe { std::mem::zeroed() };
@@ -267,6 +342,15 @@ impl Context {
     ///
     /// The type comes from sysfs (`/sys/class/infiniband/<dev>/ports/<port>/gid_attrs/types/<i>`),
     /// because rdma-sys 0.3 does not bind `ibv_query_gid_ex`.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// for e in ctx.gids(1)? {
+    ///     println!("{} {} {}", e.index, e.gid, e.kind);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn gids(&self, port: u8) -> Result<Vec<GidEntry>> {
         let attr = self.port(port)?;
         let mut out = Vec::new();
@@ -306,6 +390,14 @@ impl Context {
     /// Picks the GID to address peers with on `port`, as perftest's `-x` would be set by hand:
     /// on Ethernet the first RoCE v2 GID holding an IPv4-mapped address, else the first RoCE v2
     /// GID; on InfiniBand the first GID (index 0).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let e = ctx.choose_gid(1)?;
+    /// println!("GID index {} ({})", e.index, e.kind);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn choose_gid(&self, port: u8) -> Result<GidEntry> {
         let attr = self.port(port)?;
         let gids = self.gids(port)?;
@@ -332,6 +424,13 @@ impl Context {
     }
 
     /// Plain-data summary of this device: attributes, every port, every port's GIDs.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// print!("{}", ctx.info()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn info(&self) -> Result<DeviceInfo> {
         let attrs = self.attributes()?;
         let mut ports = Vec::new();
@@ -352,6 +451,14 @@ impl Context {
 }
 
 /// Device attributes (a subset of `ibv_device_attr`).
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// let a: DeviceAttributes = ctx.attributes()?;
+/// println!("firmware {}, max MR {} bytes", a.firmware, a.max_mr_size);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceAttributes {
     /// Firmware version text.
@@ -389,6 +496,15 @@ pub struct DeviceAttributes {
 }
 
 /// Logical state of a port.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// if ctx.port(1)?.state != PortState::Active {
+///     println!("port 1 is not ready for traffic");
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PortState {
     /// No state change.
@@ -437,6 +553,12 @@ impl fmt::Display for PortState {
 }
 
 /// Path MTU of InfiniBand/RoCE.
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// assert!(Mtu::Mtu1024 < Mtu::Mtu4096);
+/// assert_eq!(Mtu::Mtu4096.to_string(), "4096");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Mtu {
     /// 256 bytes.
@@ -475,6 +597,12 @@ impl Mtu {
     }
 
     /// The MTU in bytes.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// assert_eq!(Mtu::Mtu256.bytes(), 256);
+    /// assert_eq!(Mtu::Mtu2048.bytes(), 2048);
+    /// ```
     pub fn bytes(self) -> u32 {
         256 << (self.to_raw() - 1)
     }
@@ -487,6 +615,11 @@ impl fmt::Display for Mtu {
 }
 
 /// Link layer of a port.
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// assert_eq!(LinkLayer::Ethernet.to_string(), "Ethernet"); // RoCE
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LinkLayer {
     /// Not reported (older drivers; means InfiniBand).
@@ -522,6 +655,14 @@ impl fmt::Display for LinkLayer {
 }
 
 /// Port attributes (a subset of `ibv_port_attr`).
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// let p: PortAttributes = ctx.port(1)?;
+/// println!("{} LID {} GIDs {}", p.link_layer, p.lid, p.gid_table_len);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortAttributes {
     /// Port number (from 1).
@@ -543,16 +684,35 @@ pub struct PortAttributes {
 }
 
 /// A 128-bit global identifier (an IPv6 address, or an IPv4-mapped one on RoCE).
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// let gid = Gid(std::net::Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped().octets());
+/// assert_eq!(gid.to_string(), "::ffff:10.0.0.1");
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Gid(pub [u8; 16]);
 
 impl Gid {
     /// True for the all-zero GID (an unused table entry).
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// assert!(Gid::default().is_zero());
+    /// ```
     pub fn is_zero(&self) -> bool {
         self.0 == [0; 16]
     }
 
     /// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`).
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// use std::net::Ipv4Addr;
+    /// let gid = Gid(Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped().octets());
+    /// assert_eq!(gid.ipv4(), Some(Ipv4Addr::new(10, 0, 0, 1)));
+    /// assert_eq!(Gid::default().ipv4(), None);
+    /// ```
     pub fn ipv4(&self) -> Option<Ipv4Addr> {
         Ipv6Addr::from(self.0).to_ipv4_mapped()
     }
@@ -571,6 +731,11 @@ impl fmt::Debug for Gid {
 }
 
 /// How a GID is used on the wire.
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// assert_eq!(GidType::RoceV2.to_string(), "RoCE v2");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GidType {
     /// InfiniBand.
@@ -610,6 +775,14 @@ impl fmt::Display for GidType {
 }
 
 /// One populated entry of a port's GID table.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// let e: GidEntry = ctx.choose_gid(1)?;
+/// println!("{} on {:?}", e.gid, e.netdev);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GidEntry {
     /// Index in the table (what perftest's `-x` takes).
@@ -623,6 +796,15 @@ pub struct GidEntry {
 }
 
 /// A port and its GIDs.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// for p in ctx.info()?.ports {
+///     println!("port {}: {} GIDs", p.attributes.number, p.gids.len());
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortInfo {
     /// Port attributes.
@@ -632,6 +814,12 @@ pub struct PortInfo {
 }
 
 /// Plain-data summary of a device, as [`list`] returns it.
+///
+/// ```
+/// for d in viaduct_verbs::device::list().unwrap_or_default() {
+///     println!("{}: {} port(s)", d.name, d.ports.len());
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceInfo {
     /// Device name (`rxe0`).

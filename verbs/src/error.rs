@@ -9,6 +9,15 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///
 /// Each variant names the libibverbs call that failed; where the library reported an `errno`,
 /// it is kept as the [`std::io::Error`] source.
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// match Context::open("no-such-device") {
+///     Err(Error::UnknownDevice { name, .. }) => assert_eq!(name, "no-such-device"),
+///     Err(e) => println!("{e}"), // NoDevice, ListDevices, ...
+///     Ok(_) => unreachable!(),
+/// }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

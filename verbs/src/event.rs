@@ -12,6 +12,16 @@ use crate::device::Context;
 use crate::error::{Error, Result, last_os_error};
 
 /// Kind of an asynchronous event (`ibv_event_type`).
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// ctx.set_async_nonblocking(true)?;
+/// if let Some(ev) = ctx.get_async_event()? {
+///     if ev.kind == AsyncEventKind::QpFatal { println!("{ev}"); }
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum AsyncEventKind {
@@ -91,6 +101,15 @@ impl AsyncEventKind {
 }
 
 /// What an asynchronous event is about.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// if let Some(ev) = ctx.wait_async_event(std::time::Duration::from_millis(10))? {
+///     if let EventSubject::Qp(qpn) = ev.subject { println!("QP {qpn}: {:?}", ev.kind); }
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventSubject {
     /// A completion queue.
@@ -108,6 +127,15 @@ pub enum EventSubject {
 }
 
 /// One asynchronous event, already acknowledged.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// if let Some(ev) = ctx.wait_async_event(std::time::Duration::from_millis(10))? {
+///     println!("{ev}"); // kind and subject
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AsyncEvent {
     /// Its kind.
@@ -124,6 +152,14 @@ impl fmt::Display for AsyncEvent {
 
 impl Context {
     /// Makes [`get_async_event`](Self::get_async_event) return `Ok(None)` instead of blocking.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// ctx.set_async_nonblocking(true)?;
+    /// assert!(ctx.get_async_event()?.is_none()); // none pending
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn set_async_nonblocking(&self, nonblocking: bool) -> Result<()> {
         set_nonblocking(self.async_fd_raw(), nonblocking)
     }
@@ -134,6 +170,14 @@ impl Context {
     }
 
     /// The async event file descriptor (readable when an event is pending).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let fd = ctx.async_fd(); // poll it with other descriptors
+    /// # let _ = fd;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn async_fd(&self) -> BorrowedFd<'_> {
         // SAFETY: the fd lives as long as the context, which outlives the borrow.
         unsafe { BorrowedFd::borrow_raw(self.async_fd_raw()) }
@@ -141,6 +185,16 @@ impl Context {
 
     /// Reads and acknowledges one event (`ibv_get_async_event`, `ibv_ack_async_event`). Blocks
     /// unless set nonblocking, in which case `Ok(None)` means none was pending.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// ctx.set_async_nonblocking(true)?;
+    /// while let Some(ev) = ctx.get_async_event()? {
+    ///     println!("{ev}");
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn get_async_event(&self) -> Result<Option<AsyncEvent>> {
         let mut ev = std::mem::MaybeUninit::<sys::ibv_async_event>::zeroed();
         // SAFETY: live context; `ev` is a valid out-pointer.
@@ -195,6 +249,13 @@ impl Context {
     }
 
     /// Waits up to `timeout` for an event; `Ok(None)` when none came.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let ev = ctx.wait_async_event(std::time::Duration::from_millis(10))?; // None: nothing came
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn wait_async_event(&self, timeout: Duration) -> Result<Option<AsyncEvent>> {
         if !wait_readable(self.async_fd_raw(), Some(timeout)).map_err(Error::GetAsyncEvent)? {
             return Ok(None);

@@ -28,6 +28,14 @@ bitflags! {
 }
 
 /// An owned, zero-initialised, page-aligned byte buffer.
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// let mut buf = AlignedBuffer::zeroed(100)?;
+/// buf[0] = 7;
+/// assert_eq!((buf.len(), buf[0]), (100, 7));
+/// # Ok::<(), Error>(())
+/// ```
 pub struct AlignedBuffer {
     ptr: NonNull<u8>,
     len: usize,
@@ -41,6 +49,13 @@ unsafe impl Sync for AlignedBuffer {}
 
 impl AlignedBuffer {
     /// A zeroed buffer of `len` bytes (at least one page is reserved, so `len` may be 0).
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// let buf = AlignedBuffer::zeroed(4096)?;
+    /// assert!(buf.iter().all(|&b| b == 0));
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn zeroed(len: usize) -> Result<Self> {
         let size = len.max(1).div_ceil(PAGE) * PAGE;
         let layout = Layout::from_size_align(size, PAGE).map_err(|_| Error::Allocate { len })?;
@@ -51,6 +66,13 @@ impl AlignedBuffer {
     }
 
     /// A buffer holding a copy of `data`.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// let buf = AlignedBuffer::from_slice(b"abc")?;
+    /// assert_eq!(&buf[..], b"abc");
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn from_slice(data: &[u8]) -> Result<Self> {
         let mut b = Self::zeroed(data.len())?;
         b.copy_from_slice(data);
@@ -58,11 +80,23 @@ impl AlignedBuffer {
     }
 
     /// Length in bytes.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// assert_eq!(AlignedBuffer::zeroed(10)?.len(), 10);
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// True when the length is 0.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// assert!(AlignedBuffer::zeroed(0)?.is_empty());
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -113,6 +147,16 @@ impl fmt::Debug for AlignedBuffer {
 /// registration lives, whatever this process does. Read such a region only after the peer
 /// said it is done (a message, or the immediate data of a WRITE WITH IMMEDIATE), and drop it,
 /// which revokes the peer's access, to take it back for good.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// # let pd = ctx.alloc_pd()?;
+/// let mut mr = pd.allocate(4096, Access::LOCAL_WRITE | Access::REMOTE_READ)?;
+/// mr[..5].copy_from_slice(b"hello");
+/// let for_peer = mr.remote(); // address, length, rkey
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct MemoryRegion {
     mr: *mut sys::ibv_mr,
     // Field order matters for drop: the registration goes first (in Drop::drop), then the
@@ -143,6 +187,16 @@ impl ProtectionDomain {
     ///
     /// `ENOMEM`/`EPERM` from the kernel become [`Error::MemlockLimit`], which names the
     /// current `ulimit -l` and how to raise it.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let buf = AlignedBuffer::from_slice(b"payload")?;
+    /// let mr = pd.register(buf, Access::LOCAL_WRITE)?;
+    /// assert_eq!(&mr[..], b"payload");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn register(&self, buf: AlignedBuffer, access: Access) -> Result<MemoryRegion> {
         let len = buf.len();
         // Register at least one byte: some providers refuse empty regions, and a 0-byte
@@ -178,6 +232,15 @@ impl ProtectionDomain {
     }
 
     /// Allocates a zeroed page-aligned buffer of `len` bytes and registers it.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let mr = pd.allocate(1 << 20, Access::LOCAL_WRITE)?;
+    /// assert_eq!(mr.len(), 1 << 20);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn allocate(&self, len: usize, access: Access) -> Result<MemoryRegion> {
         self.register(AlignedBuffer::zeroed(len)?, access)
     }
@@ -185,16 +248,41 @@ impl ProtectionDomain {
 
 impl MemoryRegion {
     /// Length in bytes.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// assert_eq!(pd.allocate(100, Access::empty())?.len(), 100);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.buf.len
     }
 
     /// True when the length is 0.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// assert!(pd.allocate(0, Access::empty())?.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.buf.len == 0
     }
 
     /// Local key (goes into scatter/gather entries).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let mr = pd.allocate(64, Access::LOCAL_WRITE)?;
+    /// println!("lkey {:#x}", mr.lkey());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn lkey(&self) -> u32 {
         // SAFETY: the registration is live while self exists.
@@ -202,6 +290,15 @@ impl MemoryRegion {
     }
 
     /// Remote key (what a peer needs for RDMA read/write).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let mr = pd.allocate(64, Access::REMOTE_WRITE | Access::LOCAL_WRITE)?;
+    /// assert_eq!(mr.remote().rkey, mr.rkey());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn rkey(&self) -> u32 {
         // SAFETY: as in lkey.
@@ -209,27 +306,71 @@ impl MemoryRegion {
     }
 
     /// Access rights.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let mr = pd.allocate(64, Access::LOCAL_WRITE)?;
+    /// assert!(mr.access().contains(Access::LOCAL_WRITE));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn access(&self) -> Access {
         self.access
     }
 
     /// Start address of the buffer.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let mr = pd.allocate(64, Access::empty())?;
+    /// assert_eq!(mr.addr(), mr.as_ptr() as u64);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn addr(&self) -> u64 {
         self.buf.as_ptr() as u64
     }
 
     /// The protection domain it is registered in.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let mr = pd.allocate(64, Access::empty())?;
+    /// let same_pd = mr.pd().context().name() == ctx.name();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn pd(&self) -> &ProtectionDomain {
         &self.pd
     }
 
     /// The raw `ibv_mr`, owned by this region: do not deregister it.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let raw = pd.allocate(64, Access::empty())?.as_raw(); // for a libibverbs call of your own
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn as_raw(&self) -> *mut sys::ibv_mr {
         self.mr
     }
 
     /// Descriptor of the whole region for a peer.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let mr = pd.allocate(4096, Access::REMOTE_READ)?;
+    /// let card = mr.remote().to_bytes(); // send it to the peer
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn remote(&self) -> RemoteRegion {
         RemoteRegion {
             addr: self.addr(),
@@ -239,6 +380,15 @@ impl MemoryRegion {
     }
 
     /// Deregisters the region and gives the buffer back.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let mr = pd.allocate(64, Access::empty())?;
+    /// let buf: AlignedBuffer = mr.into_buffer(); // deregistered, the bytes kept
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn into_buffer(self) -> AlignedBuffer {
         let this = std::mem::ManuallyDrop::new(self);
         // SAFETY: the registration is live and deregistered once; nothing else can post this
@@ -285,6 +435,14 @@ impl Drop for MemoryRegion {
 }
 
 /// What a peer needs to RDMA-read or -write a region: address, length and remote key.
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// let region = RemoteRegion { addr: 0x1000, len: 4096, rkey: 7 };
+/// let first = region.slice(0, 512)?;
+/// assert_eq!((first.addr, first.len, first.rkey), (0x1000, 512, 7));
+/// # Ok::<(), Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RemoteRegion {
     /// Virtual address of the first byte.
@@ -300,6 +458,12 @@ impl RemoteRegion {
     pub const ENCODED_LEN: usize = 20;
 
     /// Little-endian encoding: addr (8), len (8), rkey (4).
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// let region = RemoteRegion { addr: 0x1000, len: 4096, rkey: 7 };
+    /// assert_eq!(region.to_bytes().len(), RemoteRegion::ENCODED_LEN);
+    /// ```
     pub fn to_bytes(&self) -> [u8; Self::ENCODED_LEN] {
         let mut b = [0u8; Self::ENCODED_LEN];
         b[0..8].copy_from_slice(&self.addr.to_le_bytes());
@@ -309,6 +473,14 @@ impl RemoteRegion {
     }
 
     /// Decodes [`to_bytes`](Self::to_bytes)' output.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// let region = RemoteRegion { addr: 0x1000, len: 4096, rkey: 7 };
+    /// assert_eq!(RemoteRegion::from_bytes(&region.to_bytes())?, region);
+    /// assert!(RemoteRegion::from_bytes(&[0; 3]).is_err());
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn from_bytes(b: &[u8]) -> Result<Self> {
         if b.len() != Self::ENCODED_LEN {
             return Err(Error::Decode {
@@ -331,6 +503,14 @@ impl RemoteRegion {
     }
 
     /// The part `offset..offset + len` of this region.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// let region = RemoteRegion { addr: 0x1000, len: 4096, rkey: 7 };
+    /// assert_eq!(region.slice(4000, 96)?.addr, 0x1000 + 4000);
+    /// assert!(region.slice(4000, 97).is_err()); // past the end
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn slice(&self, offset: u64, len: u64) -> Result<Self> {
         match offset.checked_add(len) {
             Some(end) if end <= self.len => Ok(Self {

@@ -20,6 +20,16 @@ use std::time::{Duration, Instant};
 use crate::clock::ticks;
 
 /// Decides on which passes of a spinning loop the OS clock is read (see the module docs).
+///
+/// ```
+/// use viaduct_verbs::pacer::ClockPacer;
+/// let mut pacer = ClockPacer::new();
+/// for _ in 0..1000 {
+///     if let Some(now) = pacer.pass() {
+///         let _ = now; // check deadlines against `now`
+///     }
+/// }
+/// ```
 #[derive(Debug, Clone)]
 pub struct ClockPacer {
     /// Passes since the last OS clock read.
@@ -49,6 +59,11 @@ impl ClockPacer {
     pub const MAX_PASSES: u32 = 1 << 20;
 
     /// A pacer that reads the clock on its first check.
+    ///
+    /// ```
+    /// use viaduct_verbs::pacer::ClockPacer;
+    /// assert_eq!(ClockPacer::new().reads(), 0);
+    /// ```
     pub fn new() -> Self {
         ClockPacer {
             since_read: 0,
@@ -60,6 +75,13 @@ impl ClockPacer {
     }
 
     /// Counts one pass; returns the time when this pass should act on its timers.
+    ///
+    /// ```
+    /// use viaduct_verbs::pacer::ClockPacer;
+    /// let mut pacer = ClockPacer::new();
+    /// let acted = (0..ClockPacer::CHECK_EVERY).filter_map(|_| pacer.pass()).count();
+    /// assert_eq!(acted as u64, pacer.reads());
+    /// ```
     #[inline]
     pub fn pass(&mut self) -> Option<Instant> {
         self.since_read = self.since_read.saturating_add(1);
@@ -80,11 +102,25 @@ impl ClockPacer {
 
     /// Reads the OS clock now (for a caller that needs the time anyway, such as a wait about
     /// to sleep), and restarts the interval.
+    ///
+    /// ```
+    /// use viaduct_verbs::pacer::ClockPacer;
+    /// let mut pacer = ClockPacer::new();
+    /// let now = pacer.now();
+    /// assert!(now.elapsed() < std::time::Duration::from_secs(60) && pacer.reads() == 1);
+    /// ```
     pub fn now(&mut self) -> Instant {
         self.now_at(ticks())
     }
 
     /// OS clock reads made so far.
+    ///
+    /// ```
+    /// use viaduct_verbs::pacer::ClockPacer;
+    /// let mut pacer = ClockPacer::new();
+    /// pacer.now();
+    /// assert_eq!(pacer.reads(), 1);
+    /// ```
     pub fn reads(&self) -> u64 {
         self.reads
     }

@@ -28,6 +28,16 @@ impl Drop for PdInner {
 
 /// A protection domain: memory regions and queue pairs of one PD may work together.
 /// Cheap to clone; freed after the last region and queue pair made in it.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// let pd = ctx.alloc_pd()?;
+/// let mr = pd.allocate(4096, Access::LOCAL_WRITE)?;
+/// let cq = ctx.create_cq(64)?;
+/// let qp = pd.queue_pair(&cq, &cq).build()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct ProtectionDomain {
     pub(crate) inner: Arc<PdInner>,
@@ -41,11 +51,27 @@ impl fmt::Debug for ProtectionDomain {
 
 impl ProtectionDomain {
     /// The raw `ibv_pd`, owned by this value: do not free it.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let raw = pd.as_raw(); // for a libibverbs call of your own
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn as_raw(&self) -> *mut sys::ibv_pd {
         self.inner.pd
     }
 
     /// The context this domain belongs to.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// assert_eq!(pd.context().name(), ctx.name());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn context(&self) -> Context {
         Context {
             inner: self.inner.ctx.clone(),
@@ -55,6 +81,13 @@ impl ProtectionDomain {
 
 impl Context {
     /// Allocates a protection domain (`ibv_alloc_pd`).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// let pd = ctx.alloc_pd()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn alloc_pd(&self) -> Result<ProtectionDomain> {
         // SAFETY: live context.
         let pd = unsafe { sys::ibv_alloc_pd(self.inner.as_ptr()) };

@@ -208,6 +208,12 @@ impl QpShared {
 }
 
 /// Capacities of a queue pair's queues.
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// let caps = Capabilities { max_inline_data: 64, ..Capabilities::default() };
+/// assert_eq!((caps.max_send_wr, caps.max_inline_data), (128, 64));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capabilities {
     /// Outstanding send work requests.
@@ -235,6 +241,13 @@ impl Default for Capabilities {
 }
 
 /// Where a queue pair can be reached: what the peer needs to connect to it.
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// let ep = Endpoint { qp_num: 17, psn: 1, lid: 0, gid: Gid::default(), port: 1, mtu: Mtu::Mtu1024 };
+/// assert_eq!(Endpoint::from_bytes(&ep.to_bytes())?, ep);
+/// # Ok::<(), Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Endpoint {
     /// QP number.
@@ -257,6 +270,13 @@ impl Endpoint {
     const VERSION: u8 = 1;
 
     /// Fixed little-endian encoding (version, port, MTU, QPN, PSN, LID, GID).
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// # let ep = Endpoint { qp_num: 17, psn: 1, lid: 0, gid: Gid::default(), port: 1, mtu: Mtu::Mtu1024 };
+    /// let card: [u8; Endpoint::ENCODED_LEN] = ep.to_bytes(); // for the peer
+    /// assert_eq!(card[0], 1); // the encoding's version
+    /// ```
     pub fn to_bytes(&self) -> [u8; Self::ENCODED_LEN] {
         let mut b = [0u8; Self::ENCODED_LEN];
         b[0] = Self::VERSION;
@@ -270,6 +290,14 @@ impl Endpoint {
     }
 
     /// Decodes [`to_bytes`](Self::to_bytes)' output.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// # let ep = Endpoint { qp_num: 17, psn: 1, lid: 0, gid: Gid::default(), port: 1, mtu: Mtu::Mtu1024 };
+    /// assert_eq!(Endpoint::from_bytes(&ep.to_bytes())?.qp_num, 17);
+    /// assert!(Endpoint::from_bytes(&[0; 32]).is_err()); // version 0
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn from_bytes(b: &[u8]) -> Result<Self> {
         let bad = |reason: String| Error::Decode {
             what: "queue pair endpoint",
@@ -312,6 +340,12 @@ impl Endpoint {
 }
 
 /// Reliability parameters of [`PreparedQueuePair::connect`].
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// let options = ConnectOptions { retry_count: 3, mtu: Some(Mtu::Mtu1024), ..ConnectOptions::default() };
+/// assert_eq!(options.retry_count, 3);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectOptions {
     /// Local ACK timeout exponent: 4.096 us * 2^timeout (0 = infinite; 14 is about 67 ms).
@@ -422,6 +456,15 @@ fn modify(qp: *mut sys::ibv_qp, attr: &mut sys::ibv_qp_attr, mask: u32, state: u
 }
 
 /// Configures and creates an RC queue pair.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// # let pd = ctx.alloc_pd()?;
+/// # let cq = ctx.create_cq(64)?;
+/// let prepared = pd.queue_pair(&cq, &cq).max_send_wr(256).max_inline_data(64).build()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct QueuePairBuilder {
     pd: ProtectionDomain,
@@ -437,6 +480,16 @@ pub struct QueuePairBuilder {
 impl ProtectionDomain {
     /// Starts building an RC queue pair completing into `send_cq` and `recv_cq` (may be the
     /// same queue).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let (send_cq, recv_cq) = (ctx.create_cq(64)?, ctx.create_cq(64)?);
+    /// let prepared = pd.queue_pair(&send_cq, &recv_cq).build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn queue_pair(
         &self,
         send_cq: &CompletionQueue,
@@ -457,36 +510,96 @@ impl ProtectionDomain {
 
 impl QueuePairBuilder {
     /// Outstanding send work requests (default 128).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let p = pd.queue_pair(&cq, &cq).max_send_wr(512).build()?;
+    /// assert!(p.capabilities().max_send_wr >= 512);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn max_send_wr(mut self, n: u32) -> Self {
         self.caps.max_send_wr = n;
         self
     }
 
     /// Outstanding receive work requests (default 128).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let p = pd.queue_pair(&cq, &cq).max_recv_wr(512).build()?;
+    /// assert!(p.capabilities().max_recv_wr >= 512);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn max_recv_wr(mut self, n: u32) -> Self {
         self.caps.max_recv_wr = n;
         self
     }
 
     /// Scatter/gather entries per send request (default 1).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let p = pd.queue_pair(&cq, &cq).max_send_sge(4).build()?;
+    /// assert!(p.capabilities().max_send_sge >= 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn max_send_sge(mut self, n: u32) -> Self {
         self.caps.max_send_sge = n;
         self
     }
 
     /// Scatter/gather entries per receive request (default 1).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let p = pd.queue_pair(&cq, &cq).max_recv_sge(2).build()?;
+    /// assert!(p.capabilities().max_recv_sge >= 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn max_recv_sge(mut self, n: u32) -> Self {
         self.caps.max_recv_sge = n;
         self
     }
 
     /// Bytes a send request may carry inline (default 0).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let p = pd.queue_pair(&cq, &cq).max_inline_data(128).build()?;
+    /// assert!(p.capabilities().max_inline_data >= 128);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn max_inline_data(mut self, n: u32) -> Self {
         self.caps.max_inline_data = n;
         self
     }
 
     /// Port to use (default 1).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let p = pd.queue_pair(&cq, &cq).port(2).build()?;
+    /// assert_eq!(p.endpoint().port, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn port(mut self, port: u8) -> Self {
         self.port = port;
         self
@@ -494,12 +607,31 @@ impl QueuePairBuilder {
 
     /// GID index to send from (perftest's `-x`); default: chosen by
     /// [`Context::choose_gid`](crate::device::Context::choose_gid).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let p = pd.queue_pair(&cq, &cq).gid_index(ctx.choose_gid(1)?.index).build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn gid_index(mut self, index: u32) -> Self {
         self.gid_index = Some(index);
         self
     }
 
     /// What peers may do to memory through this QP (default: remote write and read).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    /// let p = pd.queue_pair(&cq, &cq).access(access).build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn access(mut self, access: Access) -> Self {
         self.access = access;
         self
@@ -509,12 +641,32 @@ impl QueuePairBuilder {
     /// [`max_recv_wr`](Self::max_recv_wr) and [`max_recv_sge`](Self::max_recv_sge) then do not
     /// apply, and posting a receive to the queue pair itself is refused. The SRQ must belong
     /// to the same protection domain.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let srq = pd.shared_receive_queue(1024, 1)?;
+    /// let p = pd.queue_pair(&cq, &cq).srq(&srq).build()?; // receives come from the SRQ
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn srq(mut self, srq: &SharedReceiveQueue) -> Self {
         self.srq = Some(srq.clone());
         self
     }
 
     /// Creates the QP (`ibv_create_qp`) and moves it to INIT.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let prepared = pd.queue_pair(&cq, &cq).build()?;
+    /// let card = prepared.endpoint().to_bytes(); // exchange with the peer
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn build(self) -> Result<PreparedQueuePair> {
         let ctx = self.pd.context();
         let port = ctx.port(self.port)?;
@@ -622,6 +774,17 @@ impl QueuePairBuilder {
 }
 
 /// A queue pair in INIT: it can take receives and gives the endpoint a peer connects to.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// # let pd = ctx.alloc_pd()?;
+/// # let cq = ctx.create_cq(64)?;
+/// let prepared = pd.queue_pair(&cq, &cq).build()?;
+/// let remote = prepared.endpoint(); // the peer's, in a real run
+/// let qp = prepared.connect(&remote, &ConnectOptions::default())?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct PreparedQueuePair {
     inner: Arc<QpInner>,
 }
@@ -636,16 +799,47 @@ impl fmt::Debug for PreparedQueuePair {
 
 impl PreparedQueuePair {
     /// What the peer needs to connect to this queue pair.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let prepared = pd.queue_pair(&cq, &cq).build()?;
+    /// println!("QP {} on port {}", prepared.endpoint().qp_num, prepared.endpoint().port);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn endpoint(&self) -> Endpoint {
         self.inner.local
     }
 
     /// Capacities granted by the device (may exceed those asked for).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let prepared = pd.queue_pair(&cq, &cq).build()?;
+    /// println!("{:?}", prepared.capabilities());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn capabilities(&self) -> Capabilities {
         self.inner.caps
     }
 
     /// Posts receives before connecting, so the peer's first sends find them.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let prepared = pd.queue_pair(&cq, &cq).build()?;
+    /// let buf = pd.allocate(4096, Access::LOCAL_WRITE)?;
+    /// prepared.post_recv([RecvRequest::new(1, buf)])?; // ready before the peer's first send
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn post_recv(
         &self,
@@ -655,6 +849,18 @@ impl PreparedQueuePair {
     }
 
     /// Connects to `remote`: INIT -> RTR -> RTS (`ibv_modify_qp` twice).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// let prepared = pd.queue_pair(&cq, &cq).build()?;
+    /// let remote = Endpoint::from_bytes(&prepared.endpoint().to_bytes())?; // the peer's card
+    /// let qp = prepared.connect(&remote, &ConnectOptions::default())?;
+    /// assert_eq!(qp.state(), "RTS");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn connect(self, remote: &Endpoint, options: &ConnectOptions) -> Result<QueuePair> {
         let inner = &self.inner;
         let dev = inner.pd.context().attributes()?;
@@ -725,6 +931,19 @@ impl PreparedQueuePair {
 }
 
 /// A connected RC queue pair. Clone it to post from several threads.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// # let pd = ctx.alloc_pd()?;
+/// # let cq = ctx.create_cq(64)?;
+/// # let qp = pd.queue_pair(&cq, &cq).build()?;
+/// # let me = qp.endpoint();
+/// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+/// let msg = pd.allocate(64, Access::empty())?;
+/// qp.post_send([SendRequest::send(1, msg)])?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct QueuePair {
     inner: Arc<QpInner>,
@@ -743,38 +962,123 @@ impl fmt::Debug for QueuePair {
 
 impl QueuePair {
     /// This side's endpoint.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// # let qp = pd.queue_pair(&cq, &cq).build()?;
+    /// # let me = qp.endpoint();
+    /// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+    /// println!("QP {}", qp.endpoint().qp_num);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn endpoint(&self) -> Endpoint {
         self.inner.local
     }
 
     /// The peer's endpoint.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// # let qp = pd.queue_pair(&cq, &cq).build()?;
+    /// # let me = qp.endpoint();
+    /// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+    /// println!("connected to QP {}", qp.remote().qp_num);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn remote(&self) -> Endpoint {
         self.remote
     }
 
     /// QP number.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// # let qp = pd.queue_pair(&cq, &cq).build()?;
+    /// # let me = qp.endpoint();
+    /// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+    /// assert_eq!(qp.qp_num(), qp.endpoint().qp_num);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn qp_num(&self) -> u32 {
         self.inner.local.qp_num
     }
 
     /// Capacities granted by the device.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// # let qp = pd.queue_pair(&cq, &cq).build()?;
+    /// # let me = qp.endpoint();
+    /// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+    /// let inline_max = qp.capabilities().max_inline_data;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn capabilities(&self) -> Capabilities {
         self.inner.caps
     }
 
     /// State as last set through this API (`RTS`, or `ERR` after
     /// [`set_error`](Self::set_error)).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// # let qp = pd.queue_pair(&cq, &cq).build()?;
+    /// # let me = qp.endpoint();
+    /// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+    /// assert_eq!(qp.state(), "RTS");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn state(&self) -> &'static str {
         state_name(self.inner.shared.state())
     }
 
     /// The raw `ibv_qp`, owned by this queue pair: do not destroy it or post to it directly.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// # let qp = pd.queue_pair(&cq, &cq).build()?;
+    /// # let me = qp.endpoint();
+    /// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+    /// let raw = qp.as_raw(); // for a libibverbs call of your own
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn as_raw(&self) -> *mut sys::ibv_qp {
         self.inner.qp
     }
 
     /// Moves the QP to the error state: every outstanding request completes with
     /// [`Status::WrFlush`] (or its own error), exactly once; later posts are refused.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// # let qp = pd.queue_pair(&cq, &cq).build()?;
+    /// # let me = qp.endpoint();
+    /// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+    /// qp.set_error()?; // outstanding requests complete with WrFlush
+    /// assert_eq!(qp.state(), "ERR");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn set_error(&self) -> Result<()> {
         // Taken so no post runs between the state change and its bookkeeping.
         let _q = self.inner.shared.lock();
@@ -787,6 +1091,19 @@ impl QueuePair {
     }
 
     /// Posts receives, all in one `ibv_post_recv` call.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// # let qp = pd.queue_pair(&cq, &cq).build()?;
+    /// # let me = qp.endpoint();
+    /// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+    /// let bufs = (1..=4).map(|id| Ok(RecvRequest::new(id, pd.allocate(4096, Access::LOCAL_WRITE)?)));
+    /// qp.post_recv(bufs.collect::<Result<Vec<_>>>()?)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn post_recv(
         &self,
@@ -798,6 +1115,19 @@ impl QueuePair {
     /// Posts send-queue requests, all in one `ibv_post_send` call (a linked list, one
     /// doorbell). Each request owns its memory until its completion is polled. On failure the
     /// requests that did not reach the NIC come back in the error.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// # let qp = pd.queue_pair(&cq, &cq).build()?;
+    /// # let me = qp.endpoint();
+    /// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+    /// let (a, b) = (pd.allocate(64, Access::empty())?, pd.allocate(64, Access::empty())?);
+    /// qp.post_send([SendRequest::send(1, a).unsignalled(), SendRequest::send(2, b)])?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn post_send(
         &self,
@@ -927,6 +1257,24 @@ impl QueuePair {
     /// be written by the CPU while the NIC may read it or read while the NIC may write it,
     /// until the request's completion (or that of a later signalled request) is polled.
     /// Inline requests are copied during this call.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// # let qp = pd.queue_pair(&cq, &cq).build()?;
+    /// # let me = qp.endpoint();
+    /// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+    /// let mr = pd.allocate(64, Access::empty())?;
+    /// let sge = [RawSge { addr: mr.addr(), len: 64, lkey: mr.lkey() }];
+    /// let wr = RawSendRequest { id: 1, op: SendOp::Send, sges: &sge, signalled: true, inline: false };
+    /// // SAFETY: `mr` lives, and is not written, until the completion is polled.
+    /// let posted = unsafe { qp.post_send_raw(&[wr])? };
+    /// # let mut done = Completions::default();
+    /// # cq.wait(&mut done, 1, std::time::Duration::from_secs(5))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub unsafe fn post_send_raw(&self, requests: &[RawSendRequest<'_>]) -> Result<usize> {
         let shared = &self.inner.shared;
         let mut guard = shared.lock();
@@ -970,6 +1318,18 @@ impl QueuePair {
     /// call (`IBV_SEND_INLINE`), so `data` is free again when it returns; `data.len()` must not
     /// exceed [`Capabilities::max_inline_data`]. The completion (when `signalled`, or when a
     /// later signalled request completes) carries no segments.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// # let qp = pd.queue_pair(&cq, &cq).build()?;
+    /// # let me = qp.endpoint();
+    /// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+    /// qp.post_send_inline(1, SendOp::Send, b"small", true)?; // the bytes are copied now
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn post_send_inline(
         &self,
         id: u64,

@@ -41,6 +41,12 @@ use crate::mr::{Access, MemoryRegion, RemoteRegion};
 use crate::pd::ProtectionDomain;
 
 /// Counters of a [`RegCache`].
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// let stats = CacheStats::default();
+/// assert_eq!((stats.hits, stats.registrations, stats.in_use), (0, 0, 0));
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
     /// Buffers registered (cache misses).
@@ -89,6 +95,18 @@ impl CacheInner {
 
 /// A cache of registered buffers of one protection domain, reused by size class (see
 /// [the module docs](self)). Cheap to clone: clones share the cache.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// # let pd = ctx.alloc_pd()?;
+/// let cache = RegCache::new(&pd, Access::REMOTE_READ, 64 << 20);
+/// let buf = cache.get(100_000)?; // registered now
+/// drop(buf);
+/// let again = cache.get(100_000)?; // the same registration
+/// assert_eq!(cache.stats().hits, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct RegCache {
     inner: Arc<Mutex<CacheInner>>,
@@ -113,6 +131,14 @@ impl RegCache {
 
     /// An empty cache registering buffers in `pd` with `access`, keeping at most
     /// `max_idle_bytes` of idle buffers.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let cache = RegCache::new(&pd, Access::REMOTE_READ, 64 << 20); // up to 64 MiB idle
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(pd: &ProtectionDomain, access: Access, max_idle_bytes: usize) -> RegCache {
         RegCache {
             inner: Arc::new(Mutex::new(CacheInner {
@@ -126,6 +152,12 @@ impl RegCache {
     }
 
     /// The size class serving `len` bytes.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// assert_eq!(RegCache::class_of(100_000), 128 << 10);
+    /// assert_eq!(RegCache::class_of(1), RegCache::MIN_CLASS);
+    /// ```
     pub fn class_of(len: usize) -> usize {
         len.max(Self::MIN_CLASS)
             .checked_next_power_of_two()
@@ -134,6 +166,16 @@ impl RegCache {
 
     /// A registered buffer showing `len` bytes: an idle one of the size class if cached, else
     /// one registered now (the registration error, e.g. the memlock limit, is returned).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let cache = RegCache::new(&pd, Access::REMOTE_READ, 64 << 20);
+    /// let mut buf = cache.get(5)?;
+    /// buf.copy_from_slice(b"hello");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn get(&self, len: usize) -> Result<Pooled> {
         let class = Self::class_of(len);
         let mut c = lock(&self.inner);
@@ -161,6 +203,16 @@ impl RegCache {
     }
 
     /// The counters.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let cache = RegCache::new(&pd, Access::REMOTE_READ, 64 << 20);
+    /// let buf = cache.get(4096)?;
+    /// assert_eq!((cache.stats().registrations, cache.stats().in_use), (1, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn stats(&self) -> CacheStats {
         lock(&self.inner).stats
     }
@@ -168,6 +220,16 @@ impl RegCache {
 
 /// A registered buffer lent by a [`RegCache`]: derefs to its first `len` bytes; dropping it
 /// gives the registration back to the cache (or deregisters it when the cache is gone).
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// # let pd = ctx.alloc_pd()?;
+/// let cache = RegCache::new(&pd, Access::REMOTE_READ, 64 << 20);
+/// let buf = cache.get(4096)?;
+/// let for_peer = buf.remote(); // the peer RDMA-reads the 4096 bytes
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Pooled {
     /// Always `Some` outside of `Drop` and of an endpoint's posted operation.
     region: Option<MemoryRegion>,
@@ -186,26 +248,74 @@ impl fmt::Debug for Pooled {
 
 impl Pooled {
     /// Bytes shown.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let cache = RegCache::new(&pd, Access::empty(), 1 << 20);
+    /// assert_eq!(cache.get(1000)?.len(), 1000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// True when no byte is shown.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let cache = RegCache::new(&pd, Access::empty(), 1 << 20);
+    /// assert!(cache.get(0)?.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Bytes of the registered buffer (its size class).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let cache = RegCache::new(&pd, Access::empty(), 1 << 20);
+    /// assert_eq!(cache.get(1000)?.capacity(), RegCache::class_of(1000));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn capacity(&self) -> usize {
         self.region.as_ref().map_or(0, MemoryRegion::len)
     }
 
     /// Shows `len` bytes (at most the capacity).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let cache = RegCache::new(&pd, Access::empty(), 1 << 20);
+    /// let mut buf = cache.get(1000)?;
+    /// buf.set_len(10);
+    /// assert_eq!(buf.len(), 10);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn set_len(&mut self, len: usize) {
         self.len = len.min(self.capacity());
     }
 
     /// Descriptor of the shown bytes for a peer (address, length, remote key).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let cache = RegCache::new(&pd, Access::REMOTE_READ, 1 << 20);
+    /// let buf = cache.get(1000)?;
+    /// assert_eq!(buf.remote().len, 1000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn remote(&self) -> RemoteRegion {
         match &self.region {
             Some(r) => RemoteRegion {
@@ -222,6 +332,16 @@ impl Pooled {
     }
 
     /// The registered region.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let cache = RegCache::new(&pd, Access::empty(), 1 << 20);
+    /// let buf = cache.get(1000)?;
+    /// let lkey = buf.region().map(|r| r.lkey());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn region(&self) -> Option<&MemoryRegion> {
         self.region.as_ref()
     }

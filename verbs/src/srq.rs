@@ -115,6 +115,18 @@ impl Drop for SrqInner {
 
 /// A shared receive queue (`ibv_srq`): receive buffers for every queue pair built with it.
 /// Cheap to clone; destroyed after the last clone and the last queue pair using it.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// # let pd = ctx.alloc_pd()?;
+/// # let cq = ctx.create_cq(64)?;
+/// let srq = pd.shared_receive_queue(1024, 1)?;
+/// srq.post_recv([RecvRequest::new(1, pd.allocate(4096, Access::LOCAL_WRITE)?)])?;
+/// let a = pd.queue_pair(&cq, &cq).srq(&srq).build()?;
+/// let b = pd.queue_pair(&cq, &cq).srq(&srq).build()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct SharedReceiveQueue {
     pub(crate) inner: Arc<SrqInner>,
@@ -178,21 +190,55 @@ impl ProtectionDomain {
 
 impl SharedReceiveQueue {
     /// Receives it can hold, as granted by the device (may exceed what was asked for).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// assert!(pd.shared_receive_queue(1024, 1)?.max_wr() >= 1024);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn max_wr(&self) -> u32 {
         self.inner.max_wr
     }
 
     /// Scatter/gather entries per receive, as granted.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// assert!(pd.shared_receive_queue(64, 2)?.max_sge() >= 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn max_sge(&self) -> u32 {
         self.inner.max_sge
     }
 
     /// Receives posted and not yet completed by a polled completion.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let srq = pd.shared_receive_queue(64, 1)?;
+    /// srq.post_recv([RecvRequest::new(1, pd.allocate(4096, Access::LOCAL_WRITE)?)])?;
+    /// assert_eq!(srq.posted(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn posted(&self) -> usize {
         self.inner.shared.lock().pending.len()
     }
 
     /// The raw `ibv_srq`, owned by this value: do not destroy it or post to it directly.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let raw = pd.shared_receive_queue(64, 1)?.as_raw(); // for a libibverbs call of your own
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn as_raw(&self) -> *mut sys::ibv_srq {
         self.inner.srq
     }
@@ -200,6 +246,16 @@ impl SharedReceiveQueue {
     /// Posts receives, all in one `ibv_post_srq_recv` call. Each owns its memory until its
     /// completion is polled (from the receive completion queue of the queue pair that took the
     /// message). On failure the receives that did not reach the device come back in the error.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let srq = pd.shared_receive_queue(64, 1)?;
+    /// let buf = pd.allocate(4096, Access::LOCAL_WRITE)?;
+    /// srq.post_recv([RecvRequest::new(7, buf)])?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn post_recv(
         &self,
         requests: impl IntoIterator<Item = RecvRequest>,
@@ -298,6 +354,15 @@ impl SharedReceiveQueue {
     /// [`AsyncEventKind::SrqLimitReached`](crate::event::AsyncEventKind) once, when fewer than
     /// `limit` receives remain posted (`ibv_modify_srq` with `IBV_SRQ_LIMIT`); arm again
     /// after it. `limit` must be below [`max_wr`](Self::max_wr).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let srq = pd.shared_receive_queue(1024, 1)?;
+    /// srq.arm_limit(16)?; // SrqLimitReached once fewer than 16 remain
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn arm_limit(&self, limit: u32) -> Result<()> {
         if limit == 0 || limit >= self.inner.max_wr {
             return Err(Error::InvalidRequest(format!(

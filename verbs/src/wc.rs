@@ -7,6 +7,13 @@ use rdma_sys as sys;
 use crate::wr::Segment;
 
 /// Status of a work completion: every `ibv_wc_status`, with libibverbs' own message text.
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// let s = Status::from_raw(12);
+/// assert_eq!(s, Status::RetryExceeded);
+/// assert_eq!(s.to_string(), "transport retry counter exceeded");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Status {
@@ -64,6 +71,12 @@ pub enum Status {
 
 impl Status {
     /// From the raw `ibv_wc_status`.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// assert_eq!(Status::from_raw(0), Status::Success);
+    /// assert_eq!(Status::from_raw(999), Status::Unknown(999));
+    /// ```
     #[inline]
     pub fn from_raw(v: u32) -> Self {
         use sys::ibv_wc_status::*;
@@ -97,6 +110,12 @@ impl Status {
     }
 
     /// The raw `ibv_wc_status` value.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// assert_eq!(Status::WrFlush.to_raw(), 5);
+    /// assert_eq!(Status::from_raw(Status::WrFlush.to_raw()), Status::WrFlush);
+    /// ```
     pub fn to_raw(self) -> u32 {
         use sys::ibv_wc_status::*;
         match self {
@@ -157,6 +176,11 @@ impl Status {
     ];
 
     /// The message `ibv_wc_status_str` gives for this status.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// assert_eq!(Status::RnrRetryExceeded.message(), "RNR retry counter exceeded");
+    /// ```
     pub fn message(self) -> &'static str {
         match self {
             Self::Success => "success",
@@ -188,6 +212,11 @@ impl Status {
     }
 
     /// True for [`Status::Success`].
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// assert!(Status::Success.is_success() && !Status::WrFlush.is_success());
+    /// ```
     #[inline]
     pub fn is_success(self) -> bool {
         self == Self::Success
@@ -204,6 +233,14 @@ impl fmt::Display for Status {
 }
 
 /// What a completed work request did.
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// # let c = Completion { id: 1, status: Status::Success, opcode: Opcode::Recv, byte_len: 5, imm: None, qp_num: 17, vendor_err: 0, signalled: true, segments: Vec::new() };
+/// if c.opcode == Opcode::Recv {
+///     println!("{} bytes arrived", c.byte_len);
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Opcode {
     /// A SEND (with or without immediate) left this side.
@@ -242,6 +279,13 @@ impl Opcode {
 }
 
 /// One finished work request: its id, outcome, and the buffers it had borrowed.
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// let c = Completion { id: 1, status: Status::Success, opcode: Opcode::Recv, byte_len: 5, imm: None,
+///     qp_num: 17, vendor_err: 0, signalled: true, segments: Vec::new() };
+/// assert!(c.ok().is_ok() && c.imm.is_none());
+/// ```
 #[derive(Debug)]
 pub struct Completion {
     /// The id given when posting.
@@ -268,6 +312,14 @@ pub struct Completion {
 
 impl Completion {
     /// `Ok(())` on success, else the status as an error value.
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// # let c = Completion { id: 1, status: Status::Success, opcode: Opcode::Recv, byte_len: 5, imm: None, qp_num: 17, vendor_err: 0, signalled: true, segments: Vec::new() };
+    /// assert_eq!(c.ok(), Ok(()));
+    /// let failed = Completion { status: Status::WrFlush, ..c };
+    /// assert_eq!(failed.ok(), Err(Status::WrFlush));
+    /// ```
     pub fn ok(&self) -> Result<(), Status> {
         if self.status.is_success() {
             Ok(())
@@ -277,6 +329,12 @@ impl Completion {
     }
 
     /// The first segment's region, moved out (convenient for single-buffer requests).
+    ///
+    /// ```
+    /// # use viaduct_verbs::*;
+    /// # let mut c = Completion { id: 1, status: Status::Success, opcode: Opcode::Recv, byte_len: 5, imm: None, qp_num: 17, vendor_err: 0, signalled: true, segments: Vec::new() };
+    /// assert!(c.take_region().is_none()); // an inline send or a raw request owns no memory
+    /// ```
     pub fn take_region(&mut self) -> Option<crate::mr::MemoryRegion> {
         if self.segments.is_empty() {
             None

@@ -10,6 +10,16 @@ use crate::mr::{MemoryRegion, RemoteRegion};
 use crate::wc::Opcode;
 
 /// A byte range of an owned memory region, lent to one work request.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// # let pd = ctx.alloc_pd()?;
+/// let mr = pd.allocate(4096, Access::LOCAL_WRITE)?;
+/// let seg = Segment::new(mr, 128, 256)?; // bytes 128..384
+/// assert_eq!((seg.offset(), seg.len()), (128, 256));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Segment {
     region: MemoryRegion,
@@ -19,6 +29,15 @@ pub struct Segment {
 
 impl Segment {
     /// The range `offset..offset + len` of `region`.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let mr = pd.allocate(4096, Access::empty())?;
+    /// assert!(Segment::new(mr, 4000, 200).is_err()); // past the end
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(region: MemoryRegion, offset: usize, len: usize) -> Result<Self> {
         region.check_range(offset, len)?;
         Ok(Self {
@@ -29,6 +48,15 @@ impl Segment {
     }
 
     /// The whole region.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let seg = Segment::whole(pd.allocate(4096, Access::empty())?);
+    /// assert_eq!(seg.len(), 4096);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn whole(region: MemoryRegion) -> Self {
         let len = region.len();
@@ -40,41 +68,114 @@ impl Segment {
     }
 
     /// Offset of the range in the region.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let seg = Segment::new(pd.allocate(4096, Access::empty())?, 100, 10)?;
+    /// assert_eq!(seg.offset(), 100);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn offset(&self) -> usize {
         self.offset
     }
 
     /// Length of the range.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let seg = Segment::new(pd.allocate(4096, Access::empty())?, 100, 10)?;
+    /// assert_eq!(seg.len(), 10);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// True when the range is empty.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let seg = Segment::new(pd.allocate(4096, Access::empty())?, 0, 0)?;
+    /// assert!(seg.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The bytes of the range.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let mut mr = pd.allocate(4096, Access::empty())?;
+    /// mr[..3].copy_from_slice(b"abc");
+    /// assert_eq!(Segment::new(mr, 1, 2)?.bytes(), b"bc");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn bytes(&self) -> &[u8] {
         &self.region[self.offset..self.offset + self.len]
     }
 
     /// The bytes of the range, writable.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let mut seg = Segment::new(pd.allocate(4096, Access::empty())?, 8, 4)?;
+    /// seg.bytes_mut().copy_from_slice(b"data");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         &mut self.region[self.offset..self.offset + self.len]
     }
 
     /// The whole region.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let seg = Segment::whole(pd.allocate(4096, Access::empty())?);
+    /// let lkey = seg.region().lkey();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn region(&self) -> &MemoryRegion {
         &self.region
     }
 
     /// The whole region, writable.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let mut seg = Segment::new(pd.allocate(4096, Access::empty())?, 8, 4)?;
+    /// seg.region_mut()[0] = 1; // outside the segment's bytes too
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn region_mut(&mut self) -> &mut MemoryRegion {
         &mut self.region
     }
 
     /// Gives the region back.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let seg = Segment::whole(pd.allocate(4096, Access::empty())?);
+    /// let mr: MemoryRegion = seg.into_region(); // for the next request
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn into_region(self) -> MemoryRegion {
         self.region
     }
@@ -96,6 +197,16 @@ impl From<MemoryRegion> for Segment {
 }
 
 /// The operation of a send-queue work request.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// # let pd = ctx.alloc_pd()?;
+/// let remote = RemoteRegion { addr: 0x1000, len: 64, rkey: 7 }; // from the peer
+/// let req = SendRequest::new(1, SendOp::Write(remote), vec![pd.allocate(64, Access::empty())?.into()]);
+/// assert_eq!(req.op(), SendOp::Write(remote));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendOp {
     /// SEND: the peer's next receive takes the bytes.
@@ -157,6 +268,19 @@ impl SendOp {
 }
 
 /// A send-queue work request that owns its local memory.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// # let pd = ctx.alloc_pd()?;
+/// # let cq = ctx.create_cq(64)?;
+/// # let qp = pd.queue_pair(&cq, &cq).build()?;
+/// # let me = qp.endpoint();
+/// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+/// let msg = pd.allocate(64, Access::empty())?;
+/// qp.post_send([SendRequest::send_with_imm(1, msg, 42)])?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct SendRequest {
     pub(crate) id: u64,
@@ -169,6 +293,16 @@ pub struct SendRequest {
 
 impl SendRequest {
     /// A request of any operation over `segments` (a scatter/gather list; may be empty).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let (head, body) = (pd.allocate(16, Access::empty())?, pd.allocate(4096, Access::empty())?);
+    /// let req = SendRequest::new(1, SendOp::Send, vec![head.into(), body.into()]); // gathered
+    /// assert_eq!(req.len(), 16 + 4096);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn new(id: u64, op: SendOp, segments: Vec<Segment>) -> Self {
         Self {
@@ -182,21 +316,61 @@ impl SendRequest {
     }
 
     /// SEND of one segment.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// # let qp = pd.queue_pair(&cq, &cq).build()?;
+    /// # let me = qp.endpoint();
+    /// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+    /// qp.post_send([SendRequest::send(1, pd.allocate(64, Access::empty())?)])?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn send(id: u64, segment: impl Into<Segment>) -> Self {
         Self::new(id, SendOp::Send, vec![segment.into()])
     }
 
     /// SEND WITH IMMEDIATE of one segment.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let req = SendRequest::send_with_imm(1, pd.allocate(8, Access::empty())?, 42);
+    /// assert_eq!(req.op(), SendOp::SendWithImm(42));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn send_with_imm(id: u64, segment: impl Into<Segment>, imm: u32) -> Self {
         Self::new(id, SendOp::SendWithImm(imm), vec![segment.into()])
     }
 
     /// RDMA WRITE of one segment to `remote`.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let remote = RemoteRegion { addr: 0x1000, len: 4096, rkey: 7 };
+    /// let req = SendRequest::write(1, pd.allocate(4096, Access::empty())?, remote); // `remote` from the peer
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn write(id: u64, segment: impl Into<Segment>, remote: RemoteRegion) -> Self {
         Self::new(id, SendOp::Write(remote), vec![segment.into()])
     }
 
     /// RDMA WRITE WITH IMMEDIATE of one segment to `remote`.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let remote = RemoteRegion { addr: 0x1000, len: 4096, rkey: 7 };
+    /// let req = SendRequest::write_with_imm(1, pd.allocate(64, Access::empty())?, remote, 9);
+    /// assert_eq!(req.op(), SendOp::WriteWithImm(remote, 9));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn write_with_imm(
         id: u64,
         segment: impl Into<Segment>,
@@ -209,12 +383,32 @@ impl SendRequest {
     /// Atomic fetch-and-add of `add` on the 64-bit word at `remote`'s start; the word's old
     /// value lands in `result` (8 bytes, its region needs
     /// [`Access::LOCAL_WRITE`](crate::mr::Access)). See [`SendOp::FetchAdd`].
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let counter = RemoteRegion { addr: 0x1000, len: 8, rkey: 7 };
+    /// let old = pd.allocate(8, Access::LOCAL_WRITE)?; // receives the value before the add
+    /// let req = SendRequest::fetch_add(1, old, counter, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn fetch_add(id: u64, result: impl Into<Segment>, remote: RemoteRegion, add: u64) -> Self {
         Self::new(id, SendOp::FetchAdd { remote, add }, vec![result.into()])
     }
 
     /// Atomic compare-and-swap on the 64-bit word at `remote`'s start; the word's old value
     /// lands in `result` (8 bytes). See [`SendOp::CompareSwap`].
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let lock = RemoteRegion { addr: 0x1000, len: 8, rkey: 7 };
+    /// let old = pd.allocate(8, Access::LOCAL_WRITE)?;
+    /// let req = SendRequest::compare_swap(1, old, lock, 0, 1); // take the lock if free
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn compare_swap(
         id: u64,
         result: impl Into<Segment>,
@@ -234,12 +428,36 @@ impl SendRequest {
     }
 
     /// RDMA READ of `remote` into one segment (its region needs [`Access::LOCAL_WRITE`](crate::mr::Access)).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let remote = RemoteRegion { addr: 0x1000, len: 4096, rkey: 7 };
+    /// let into = pd.allocate(4096, Access::LOCAL_WRITE)?;
+    /// let req = SendRequest::read(1, into, remote);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn read(id: u64, segment: impl Into<Segment>, remote: RemoteRegion) -> Self {
         Self::new(id, SendOp::Read(remote), vec![segment.into()])
     }
 
     /// No completion on success: the request completes (as unsignalled) when a later signalled
     /// request of the same queue pair completes. Errors always produce a completion.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let cq = ctx.create_cq(64)?;
+    /// # let qp = pd.queue_pair(&cq, &cq).build()?;
+    /// # let me = qp.endpoint();
+    /// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+    /// let a = SendRequest::send(1, pd.allocate(8, Access::empty())?).unsignalled();
+    /// let b = SendRequest::send(2, pd.allocate(8, Access::empty())?); // its completion covers a
+    /// qp.post_send([a, b])?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn unsignalled(mut self) -> Self {
         self.signalled = false;
         self
@@ -247,39 +465,96 @@ impl SendRequest {
 
     /// Copy the data into the work request at post time (`IBV_SEND_INLINE`); the total length
     /// must not exceed the queue pair's inline size.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let req = SendRequest::send(1, pd.allocate(32, Access::empty())?).inline(); // copied at post
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn inline(mut self) -> Self {
         self.inline = true;
         self
     }
 
     /// Ask the peer's completion channel to wake even when armed for solicited events only.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let req = SendRequest::send(1, pd.allocate(8, Access::empty())?).solicited(); // wakes a solicited-only waiter
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn solicited(mut self) -> Self {
         self.solicited = true;
         self
     }
 
     /// The id given at construction.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// assert_eq!(SendRequest::send(5, pd.allocate(8, Access::empty())?).id(), 5);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn id(&self) -> u64 {
         self.id
     }
 
     /// The operation.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// assert_eq!(SendRequest::send(5, pd.allocate(8, Access::empty())?).op(), SendOp::Send);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn op(&self) -> SendOp {
         self.op
     }
 
     /// Total bytes of the local segments.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// assert_eq!(SendRequest::send(1, pd.allocate(8, Access::empty())?).len(), 8);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn len(&self) -> usize {
         self.segments.iter().map(Segment::len).sum()
     }
 
     /// True when no local bytes are involved.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// assert!(SendRequest::send(1, pd.allocate(0, Access::empty())?).is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Gives the segments back.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let req = SendRequest::send(1, pd.allocate(8, Access::empty())?);
+    /// let segments = req.into_segments(); // the memory back, unposted
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn into_segments(self) -> Vec<Segment> {
         self.segments
     }
@@ -327,6 +602,19 @@ pub(crate) fn validate_atomic(id: u64, local: usize, inline: bool, r: &RemoteReg
 }
 
 /// A receive-queue work request that owns the memory incoming bytes land in.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// # let pd = ctx.alloc_pd()?;
+/// # let cq = ctx.create_cq(64)?;
+/// # let qp = pd.queue_pair(&cq, &cq).build()?;
+/// # let me = qp.endpoint();
+/// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+/// let buf = pd.allocate(4096, Access::LOCAL_WRITE)?;
+/// qp.post_recv([RecvRequest::new(1, buf)])?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct RecvRequest {
     pub(crate) id: u64,
@@ -335,6 +623,15 @@ pub struct RecvRequest {
 
 impl RecvRequest {
     /// A receive into one segment (its region needs [`Access::LOCAL_WRITE`](crate::mr::Access)).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let req = RecvRequest::new(1, pd.allocate(4096, Access::LOCAL_WRITE)?);
+    /// assert_eq!(req.id(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn new(id: u64, segment: impl Into<Segment>) -> Self {
         Self {
@@ -345,23 +642,55 @@ impl RecvRequest {
 
     /// A receive scattered over several segments (may be empty for 0-byte messages and
     /// WRITE WITH IMMEDIATE notifications).
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let (head, body) = (pd.allocate(16, Access::LOCAL_WRITE)?, pd.allocate(4096, Access::LOCAL_WRITE)?);
+    /// let req = RecvRequest::with_segments(1, vec![head.into(), body.into()]); // scattered
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn with_segments(id: u64, segments: Vec<Segment>) -> Self {
         Self { id, segments }
     }
 
     /// The id given at construction.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// assert_eq!(RecvRequest::new(9, pd.allocate(64, Access::LOCAL_WRITE)?).id(), 9);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn id(&self) -> u64 {
         self.id
     }
 
     /// Gives the segments back.
+    ///
+    /// ```no_run
+    /// # use viaduct_verbs::*;
+    /// # let ctx = Context::open_first()?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// let req = RecvRequest::new(1, pd.allocate(64, Access::LOCAL_WRITE)?);
+    /// assert_eq!(req.into_segments().len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn into_segments(self) -> Vec<Segment> {
         self.segments
     }
 }
 
 /// A raw scatter/gather entry for the `unsafe` posting path: address, length, local key.
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// let sge = RawSge { addr: 0x1000, len: 64, lkey: 3 }; // addr and lkey of a live region
+/// assert_eq!(sge.len, 64);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawSge {
     /// Address of the first byte.
@@ -374,6 +703,13 @@ pub struct RawSge {
 
 /// A send request over raw scatter/gather entries, for
 /// [`QueuePair::post_send_raw`](crate::qp::QueuePair::post_send_raw).
+///
+/// ```
+/// # use viaduct_verbs::*;
+/// let sges = [RawSge { addr: 0x1000, len: 64, lkey: 3 }];
+/// let wr = RawSendRequest { id: 1, op: SendOp::Send, sges: &sges, signalled: true, inline: false };
+/// assert_eq!(wr.sges.len(), 1);
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct RawSendRequest<'a> {
     /// Id returned in the completion.
@@ -391,6 +727,21 @@ pub struct RawSendRequest<'a> {
 /// A failed post: the error and the requests that did not reach the NIC, handed back.
 ///
 /// Requests that were accepted before the failing one stay posted and complete normally.
+///
+/// ```no_run
+/// # use viaduct_verbs::*;
+/// # let ctx = Context::open_first()?;
+/// # let pd = ctx.alloc_pd()?;
+/// # let cq = ctx.create_cq(64)?;
+/// # let qp = pd.queue_pair(&cq, &cq).build()?;
+/// # let me = qp.endpoint();
+/// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+/// let reqs = vec![SendRequest::send(1, pd.allocate(8, Access::empty())?)];
+/// if let Err(e) = qp.post_send(reqs) {
+///     println!("{e}: {} request(s) back", e.unposted.len());
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[error("{} ({} work request(s) not posted)", .error, .unposted.len())]
 pub struct PostError<R: std::fmt::Debug> {

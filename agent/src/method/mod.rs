@@ -48,6 +48,13 @@ pub(crate) mod rndv;
 use crate::config::{Config, MethodKind};
 
 /// An error of a method (carries the method's own error and errno).
+///
+/// ```
+/// use viaduct_agent::method::MethodError;
+/// use viaduct_fallback::tcp;
+/// let e = MethodError::from(tcp::Error::PeerFailed("connection reset"));
+/// assert!(e.to_string().starts_with("TCP method: "));
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum MethodError {
     /// The shared-memory method failed.
@@ -64,6 +71,13 @@ pub enum MethodError {
 
 impl MethodError {
     /// The errno behind the error.
+    ///
+    /// ```
+    /// # use viaduct_agent::method::MethodError;
+    /// # use viaduct_fallback::tcp;
+    /// let e = MethodError::from(tcp::Error::TooLong { len: 2, max: 1 });
+    /// assert_eq!(e.errno(), 90); // EMSGSIZE
+    /// ```
     pub fn errno(&self) -> i32 {
         match self {
             MethodError::Shm(e) => EndpointError::errno(e),
@@ -74,6 +88,13 @@ impl MethodError {
     }
 
     /// Whether this error reports a failed peer (as opposed to a local misuse).
+    ///
+    /// ```
+    /// # use viaduct_agent::method::MethodError;
+    /// # use viaduct_fallback::tcp;
+    /// assert!(MethodError::from(tcp::Error::PeerFailed("reset")).is_peer_failure());
+    /// assert!(!MethodError::from(tcp::Error::Config("bad".into())).is_peer_failure());
+    /// ```
     pub fn is_peer_failure(&self) -> bool {
         match self {
             MethodError::Shm(e) => e.is_peer_failure(),
