@@ -98,6 +98,22 @@ pub const ALLGATHER_RING_MIN: usize = 16 << 10;
 /// Environment variable overriding [`ALLGATHER_RING_MIN`].
 pub const ALLGATHER_RING_MIN_VAR: &str = "VIADUCT_COLL_ALLGATHER_RING_MIN";
 
+/// Bytes up to which the broadcast in place (`Comm::bcast_in_place`, `MPI_Bcast`) on more
+/// than two ranks sends the message whole along the binomial tree as point-to-point messages
+/// (each rank forwards it once it arrived whole); longer ones take the pipelined xfer
+/// broadcast. On two ranks there is nothing to pipeline (one hop): every length of `bcast` and
+/// `bcast_in_place` goes as one point-to-point message. 0 turns the point-to-point broadcast
+/// off past [`SMALL_MAX`], two ranks included.
+pub const BCAST_P2P_MAX: usize = 256 << 10;
+/// Environment variable overriding [`BCAST_P2P_MAX`].
+pub const BCAST_P2P_MAX_VAR: &str = "VIADUCT_COLL_BCAST_P2P_MAX";
+/// Bytes of each rank's part from which the blocking `alltoall` exchanges every part as one
+/// point-to-point message (pairwise, received straight into its place) instead of xfer
+/// blocks.
+pub const ALLTOALL_P2P_MIN: usize = 0;
+/// Environment variable overriding [`ALLTOALL_P2P_MIN`].
+pub const ALLTOALL_P2P_MIN_VAR: &str = "VIADUCT_COLL_ALLTOALL_P2P_MIN";
+
 /// The switch points in use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SwitchPoints {
@@ -109,6 +125,10 @@ pub struct SwitchPoints {
     pub allgather_ring_min: usize,
     /// See [`SMALL_MAX`].
     pub small_max: usize,
+    /// See [`BCAST_P2P_MAX`].
+    pub bcast_p2p_max: usize,
+    /// See [`ALLTOALL_P2P_MIN`].
+    pub alltoall_p2p_min: usize,
 }
 
 impl Default for SwitchPoints {
@@ -118,6 +138,8 @@ impl Default for SwitchPoints {
             allreduce_rsag_min: ALLREDUCE_RSAG_MIN,
             allgather_ring_min: ALLGATHER_RING_MIN,
             small_max: SMALL_MAX,
+            bcast_p2p_max: BCAST_P2P_MAX,
+            alltoall_p2p_min: ALLTOALL_P2P_MIN,
         }
     }
 }

@@ -36,7 +36,7 @@ const ALLREDUCE: u32 = tag(0x107);
 const ALLGATHER: u32 = tag(0x105);
 
 impl Comm {
-    fn world_of(&self, r: u32) -> u32 {
+    pub(super) fn world_of(&self, r: u32) -> u32 {
         self.world_ranks()[r as usize]
     }
 
@@ -65,7 +65,7 @@ impl Comm {
     }
 
     /// Sends `data` to `to` and receives as many bytes from `from` into `buf`.
-    fn small_exchange(
+    pub(super) fn small_exchange(
         &self,
         what: &'static str,
         t: u32,
