@@ -248,3 +248,105 @@ fn bcast_three_ranks_around_p2p_max_shm() {
         }
     });
 }
+
+/// f64 contributions whose sum depends on the order of the additions.
+fn floats(rank: u32, len: usize) -> Vec<u8> {
+    (0..len / 8)
+        .flat_map(|j| {
+            let x = (j as f64 + 1.0) * 0.1 * f64::from(rank * 7 + 1) + 1e16 * f64::from(rank % 2);
+            x.to_ne_bytes()
+        })
+        .collect()
+}
+
+/// The root's result of a reduce (f64 sum) of `len` bytes to `root` on `ranks` ranks with
+/// small switch point `small`; checks that no other rank's buffer changed.
+fn reduce_result(ranks: u32, small: usize, len: usize, root: u32) -> Vec<u8> {
+    let mut c = config(MethodKind::Shm);
+    c.switch_points.small_max = small;
+    let out = job(ranks, c, move |agent| {
+        let comm = Comm::world(&agent);
+        let r = comm.rank();
+        let mut buf = floats(r, len);
+        comm.reduce(
+            &mut buf,
+            viaduct_agent::xfer::Datatype::F64,
+            viaduct_agent::xfer::ReduceOp::Sum,
+            root,
+        )
+        .unwrap();
+        if r != root {
+            assert!(buf == floats(r, len), "reduce changed rank {r}'s buffer");
+        }
+        buf
+    });
+    out[root as usize].clone()
+}
+
+/// Children of `vr` in a binomial tree of `n` ranks rooted at 0, largest subtree first.
+fn children(vr: u32, n: u32) -> Vec<u32> {
+    let mut mask = 1;
+    while mask < n && vr & mask == 0 {
+        mask <<= 1;
+    }
+    let mut out = Vec::new();
+    let mut m = mask >> 1;
+    while m > 0 {
+        if vr + m < n {
+            out.push(vr + m);
+        }
+        m >>= 1;
+    }
+    out
+}
+
+/// The f64 sum of the subtree of `vr` as the point-to-point reduce computes it: a rank's own
+/// contribution, then each child's result added, smallest subtree first.
+fn tree_sum(vr: u32, n: u32, root: u32, len: usize) -> Vec<f64> {
+    let own = floats((vr + root) % n, len);
+    let mut acc: Vec<f64> = own
+        .chunks_exact(8)
+        .map(|c| f64::from_ne_bytes(c.try_into().unwrap()))
+        .collect();
+    for c in children(vr, n).into_iter().rev() {
+        for (a, x) in acc.iter_mut().zip(tree_sum(c, n, root, len)) {
+            *a += x;
+        }
+    }
+    acc
+}
+
+/// The blocking reduce as point-to-point messages (up to the small switch point) adds in its
+/// fixed order (exact bits), and the xfer reduce past it (and with the small switch point at
+/// 0) adds up to the same sum, around the switch point, for several shapes of the tree.
+#[test]
+fn reduce_around_the_small_switch_point() {
+    let small = Config::default().switch_points.small_max;
+    for ranks in [2, 3, 5] {
+        let root = ranks - 1;
+        for len in [8, small - 8, small, small + 8] {
+            let want = tree_sum(0, ranks, root, len);
+            for small_max in [small, 0] {
+                let got = reduce_result(ranks, small_max, len, root);
+                let got: Vec<f64> = got
+                    .chunks_exact(8)
+                    .map(|c| f64::from_ne_bytes(c.try_into().unwrap()))
+                    .collect();
+                assert_eq!(got.len(), want.len());
+                for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+                    if len <= small_max {
+                        assert!(
+                            g.to_bits() == w.to_bits(),
+                            "reduce of {len} B on {ranks} ranks, element {j}: {g} vs {w}"
+                        );
+                    } else {
+                        assert!(
+                            (g - w).abs() <= 8.0,
+                            "reduce of {len} B on {ranks} ranks (xfer), element {j}: {g} vs {w}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

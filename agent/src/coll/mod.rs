@@ -35,7 +35,7 @@
 //! point-to-point message; `Comm::alltoall_into` (`MPI_Alltoall`) sends the parts straight
 //! from the caller's memory and receives them straight into it.
 //!
-//! The blocking `barrier`, and blocking `bcast` and `allreduce` of at most [`SMALL_MAX`] bytes,
+//! The blocking `barrier`, and blocking `bcast`, `reduce` and `allreduce` of at most [`SMALL_MAX`] bytes,
 //! run the same algorithms as plain point-to-point messages on the collective context instead
 //! of xfer blocks (module `small`): for a few bytes the schedule machinery costs more than the
 //! messages.
