@@ -55,8 +55,8 @@ enum BenchCommand {
     Bandwidth(bench::agent::Common),
     /// Tagged ping-pong latency/bandwidth through the agent between launched ranks.
     Agent(bench::agent::Args),
-    /// Collective call time (bcast, allreduce, allgather) on launched ranks, like
-    /// osu_bcast/osu_allreduce.
+    /// Collective call time (bcast, allreduce, reduce, allgather, alltoall) on launched ranks,
+    /// like osu_bcast/osu_allreduce.
     Collective(bench::collective::Args),
     /// Generalized request start + complete + wait cost.
     Greq(bench::greq::Args),

@@ -19,6 +19,8 @@
 //! | `VIADUCT_SHM_RING_COPY_CHUNK` | shared memory: chunk size of that ring copy (4 KiB to 256 KiB) | 16384 |
 //! | `VIADUCT_MALLOC_KEEP` | glibc's allocator serves blocks up to this many bytes from the heap and keeps freed ones (`mallopt` `M_MMAP_THRESHOLD`, `M_TRIM_THRESHOLD` at twice it), instead of a fresh `mmap` per large block, whose pages every message would fault in again (`viaduct_fallback::memory`); process-wide, set by the first agent; 0, or glibc's own `MALLOC_MMAP_THRESHOLD_`/`MALLOC_TRIM_THRESHOLD_` in the environment, leaves the allocator alone | 33554432 |
 //! | `VIADUCT_COLL_SMALL_MAX`, `VIADUCT_COLL_BCAST_CHAIN_MIN`, `VIADUCT_COLL_ALLREDUCE_RSAG_MIN`, `VIADUCT_COLL_ALLGATHER_RING_MIN` | switch points of the collectives (see [`crate::coll`]) | 4096, 8 MiB, 512 KiB, 16 KiB |
+//! | `VIADUCT_COLL_BCAST_P2P_MAX` | on more than two ranks, bytes up to which `MPI_Bcast` (`Comm::bcast_in_place`) goes whole along its binomial tree as point-to-point messages, longer ones as pipelined xfer pieces (two ranks: every length of `bcast` and `bcast_in_place` as one point-to-point message; 0: never past `VIADUCT_COLL_SMALL_MAX`, two ranks included; see [`crate::coll`]) | 262144 (256 KiB) |
+//! | `VIADUCT_COLL_ALLTOALL_P2P_MIN` | bytes of each rank's part from which the blocking alltoall exchanges each part as one point-to-point message instead of xfer blocks (see [`crate::coll`]) | 0 (every size) |
 //!
 //! A value that does not parse, or lies outside its bounds, is an error naming the variable
 //! and the value. Timeouts are seconds (a decimal number) from 1 ms to 10^7 s.
@@ -27,7 +29,7 @@
 //!
 //! The settings that decide what goes on the wire or which algorithm a collective runs must be
 //! the same on every rank: `VIADUCT_TRANSPORT`, `VIADUCT_EAGER_LIMIT`, `VIADUCT_XFER_CHUNK`,
-//! the rendezvous piece size, and the four collective switch points. [`Agent::init`](crate::agent::Agent::init)
+//! the rendezvous piece size, and the six collective switch points. [`Agent::init`](crate::agent::Agent::init)
 //! checks them ([`publish_agreement`], [`compare_agreement`]): every rank puts its values into the
 //! bootstrap key-value space, and after the set-up fence rank 0 compares every rank's with its own and every other rank
 //! compares its own with rank 0's; a difference is an [`AgentError::Config`] naming the
@@ -70,8 +72,8 @@ use std::time::Duration;
 
 use crate::bootstrap::Bootstrap;
 use crate::coll::{
-    ALLGATHER_RING_MIN_VAR, ALLREDUCE_RSAG_MIN_VAR, BCAST_CHAIN_MIN_VAR, SMALL_MAX_VAR,
-    SwitchPoints,
+    ALLGATHER_RING_MIN_VAR, ALLREDUCE_RSAG_MIN_VAR, ALLTOALL_P2P_MIN_VAR, BCAST_CHAIN_MIN_VAR,
+    BCAST_P2P_MAX_VAR, SMALL_MAX_VAR, SwitchPoints,
 };
 use crate::error::AgentError;
 
@@ -442,6 +444,12 @@ impl Config {
                 ALLGATHER_RING_MIN_VAR => {
                     c.switch_points.allgather_ring_min = bytes(ALLGATHER_RING_MIN_VAR, v)?;
                 }
+                BCAST_P2P_MAX_VAR => {
+                    c.switch_points.bcast_p2p_max = bytes(BCAST_P2P_MAX_VAR, v)?;
+                }
+                ALLTOALL_P2P_MIN_VAR => {
+                    c.switch_points.alltoall_p2p_min = bytes(ALLTOALL_P2P_MIN_VAR, v)?;
+                }
                 RDMA_DEVICE_VAR => {
                     let name = v.trim();
                     c.rdma_device = (!name.is_empty()).then(|| name.to_owned());
@@ -566,6 +574,8 @@ impl Config {
             (BCAST_CHAIN_MIN_VAR, p.bcast_chain_min.to_string()),
             (ALLREDUCE_RSAG_MIN_VAR, p.allreduce_rsag_min.to_string()),
             (ALLGATHER_RING_MIN_VAR, p.allgather_ring_min.to_string()),
+            (BCAST_P2P_MAX_VAR, p.bcast_p2p_max.to_string()),
+            (ALLTOALL_P2P_MIN_VAR, p.alltoall_p2p_min.to_string()),
         ]
     }
 }
@@ -743,6 +753,19 @@ mod tests {
         );
         assert!(Config::from_vars([(XFER_CHUNK_VAR, "100")]).is_err());
         assert!(Config::from_vars([(XFER_CHUNK_VAR, "lots")]).is_err());
+        let d = Config::default().switch_points;
+        assert_eq!((d.bcast_p2p_max, d.alltoall_p2p_min), (256 << 10, 0));
+        let c = Config::from_vars([(BCAST_P2P_MAX_VAR, "0"), (ALLTOALL_P2P_MIN_VAR, "1000")])
+            .unwrap()
+            .switch_points;
+        assert_eq!((c.bcast_p2p_max, c.alltoall_p2p_min), (0, 1000));
+        let e = Config::from_vars([(ALLTOALL_P2P_MIN_VAR, "big")]).unwrap_err();
+        assert!(e.to_string().contains(ALLTOALL_P2P_MIN_VAR), "{e}");
+        let e = Config::from_vars([(BCAST_P2P_MAX_VAR, "-1")]).unwrap_err();
+        assert!(e.to_string().contains(BCAST_P2P_MAX_VAR), "{e}");
+        let agreed = Config::default().agreed_settings();
+        assert!(agreed.iter().any(|(k, _)| *k == BCAST_P2P_MAX_VAR));
+        assert!(agreed.iter().any(|(k, _)| *k == ALLTOALL_P2P_MIN_VAR));
         let c = Config::from_vars([(SPIN_MIN_VAR, "100"), (SPIN_MAX_VAR, "200")]).unwrap();
         assert_eq!((c.spin_min, c.spin_max), (100, 200));
         let e = Config::from_vars([(SPIN_MIN_VAR, "5000")]).unwrap_err();

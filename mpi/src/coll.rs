@@ -343,16 +343,36 @@ mpi_fn! {
         }
         let n = c.comm.size() as usize;
         let part = bytes(recvcount, recvtype)?;
+        if in_place(sendbuf) {
+            // SAFETY: the caller's receive buffer of `size * recvcount` elements.
+            let out = unsafe { output(recvbuf, part * n) }?;
+            let send = out.to_vec();
+            c.comm.alltoall(&send, out)?;
+            return Ok(());
+        }
+        same("MPI_Alltoall", bytes(sendcount, sendtype)?, part)?;
+        // Checks the buffers as the slices would (NULL with a nonzero length).
+        // SAFETY: the caller's send buffer of `size * sendcount` elements.
+        unsafe { input(sendbuf, part * n) }?;
         // SAFETY: the caller's receive buffer of `size * recvcount` elements.
-        let out = unsafe { output(recvbuf, part * n) }?;
-        let send = if in_place(sendbuf) {
-            out.to_vec()
-        } else {
-            same("MPI_Alltoall", bytes(sendcount, sendtype)?, part)?;
-            // SAFETY: the caller's send buffer.
-            unsafe { input(sendbuf, part * n) }?.to_vec()
+        unsafe { output(recvbuf, part * n) }?;
+        // Each part straight from the caller's send buffer and into its receive buffer.
+        let window = |base: *const c_void, i: usize| {
+            let at = base.cast::<u8>().wrapping_add(i * part).cast_mut();
+            // SAFETY: part `i` of a buffer of `n` parts of `part` bytes checked above, the
+            // library's until `alltoall_into` returns (it waits for every message it started,
+            // and detaches every receive, before returning); the send and receive buffers do
+            // not overlap (MPI forbids it short of MPI_IN_PLACE), nor do the parts; a send
+            // part is only read.
+            unsafe { crate::p2p::UserMem::new(at.cast::<c_void>(), part) }
         };
-        c.comm.alltoall(&send, out)?;
+        let mut sends = Vec::with_capacity(n);
+        let mut recvs = Vec::with_capacity(n);
+        for i in 0..n {
+            sends.push(window(sendbuf, i)?);
+            recvs.push(window(recvbuf, i)?);
+        }
+        c.comm.alltoall_into(sends, recvs)?;
         Ok(())
     }
 }

@@ -1,12 +1,20 @@
-//! Benchmark `collective`: the time of one collective call (bcast, allreduce, allgather) on the
-//! ranks of a job, through the agent's communicators and xfer-block collectives.
+//! Benchmark `collective`: the time of one collective call (bcast, allreduce, reduce,
+//! allgather, alltoall) on the ranks of a job, through the agent's communicators and
+//! collectives.
 //!
 //! Run without a launcher, it starts itself under `viaduct launch -n RANKS --transport M`.
 //! For each size it runs 7 trials of `iters` calls after a warm-up, each trial between two
 //! barriers; a trial's figure is the slowest rank's mean time per call (an allreduce with max),
 //! and the line reports the median over the trials (`median_us`), the same procedure as the
-//! MPICH program `benches/mpi/coll.c` that `scripts/bench-coll` runs beside it. Sizes are bytes:
-//! the whole buffer for bcast and allreduce (f64 elements, sum), each rank's part for allgather.
+//! MPICH program `benches/mpi/coll.c` that `scripts/bench-coll` runs beside it. With `--osu`
+//! the procedure is that of the OSU micro-benchmarks (`mpi/bench/osucoll.c`,
+//! `scripts/bench-coll-osu`) instead: a barrier before every call, each call timed on its own,
+//! and the line reports each rank's mean time per call averaged over the ranks (`avg_us`), so
+//! that no rank runs ahead of the others into the next call, and beside it each rank's median
+//! call averaged over the ranks (`p50_us`), which calls that lost their core to other work
+//! move little. Sizes are bytes: the whole buffer
+//! for bcast, allreduce and reduce (f64 elements, sum, root 0), each rank's part for allgather
+//! and alltoall.
 
 use std::error::Error;
 use std::time::Instant;
@@ -28,6 +36,10 @@ pub enum Op {
     Allreduce,
     /// Allgather of each rank's part.
     Allgather,
+    /// Reduce to rank 0, sum of f64.
+    Reduce,
+    /// Alltoall of a part for each rank.
+    Alltoall,
 }
 
 /// Options of this benchmark.
@@ -55,6 +67,10 @@ pub struct Args {
     /// Print one JSON object per size instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// The OSU procedure: a barrier before every call, each call timed alone, each rank's
+    /// mean averaged over the ranks.
+    #[arg(long)]
+    pub osu: bool,
 }
 
 const TRIALS: usize = 7;
@@ -64,9 +80,9 @@ pub fn run(args: &Args) -> Result<(), BoxError> {
     if let Some(bad) = args
         .sizes
         .iter()
-        .find(|s| args.op == Op::Allreduce && **s % 8 != 0)
+        .find(|s| matches!(args.op, Op::Allreduce | Op::Reduce) && **s % 8 != 0)
     {
-        return Err(format!("--sizes {bad}: allreduce sizes are multiples of 8 (f64)").into());
+        return Err(format!("--sizes {bad}: (all)reduce sizes are multiples of 8 (f64)").into());
     }
     if !under_launcher() {
         let what = format!("bench collective {:?}", args.op);
@@ -84,19 +100,31 @@ pub fn run(args: &Args) -> Result<(), BoxError> {
             .iters
             .unwrap_or(if size >= 1 << 20 { 50 } else { 1000 })
             .max(1);
-        let median = time_op(&comm, args.op, size, iters)?;
+        let (what, figure, median) = if args.osu {
+            let (avg, median) = time_osu(&comm, args.op, size, iters)?;
+            ("avg", avg, Some(median))
+        } else {
+            ("median", time_op(&comm, args.op, size, iters)?, None)
+        };
         if comm.rank() != 0 {
             continue;
         }
+        let p50 = median.map_or(String::new(), |m| {
+            if args.json {
+                format!(",\"p50_us\":{m:.3}")
+            } else {
+                format!("  p50 {m:>10.2} us")
+            }
+        });
         if args.json {
             println!(
-                "{{\"bench\":\"collective\",\"op\":\"{:?}\",\"transport\":\"{method}\",\"ranks\":{},\"size\":{size},\"iters\":{iters},\"median_us\":{median:.3}}}",
+                "{{\"bench\":\"collective\",\"op\":\"{:?}\",\"transport\":\"{method}\",\"ranks\":{},\"size\":{size},\"iters\":{iters},\"{what}_us\":{figure:.3}{p50}}}",
                 args.op,
                 comm.size()
             );
         } else {
             println!(
-                "collective {:?} over {method}, {} ranks: {size:>9} B  median {median:>10.2} us",
+                "collective {:?} over {method}, {} ranks: {size:>9} B  {what} {figure:>10.2} us{p50}",
                 args.op,
                 comm.size()
             );
@@ -107,31 +135,54 @@ pub fn run(args: &Args) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// The median over the trials of the slowest rank's mean time per call, in microseconds.
-fn time_op(comm: &Comm, op: Op, size: usize, iters: u32) -> Result<f64, BoxError> {
-    let n = comm.size() as usize;
-    let mut buf = vec![0u8; size];
-    for (i, c) in buf.chunks_exact_mut(8).enumerate() {
-        c.copy_from_slice(&((comm.rank() as f64) + i as f64).to_ne_bytes());
+/// The buffers of one rank and the call that times them.
+struct Bufs {
+    /// The buffer of bcast, allreduce and reduce, the own part of allgather.
+    buf: Vec<u8>,
+    /// Alltoall's parts for every rank.
+    parts: Vec<u8>,
+    /// Allgather's and alltoall's result.
+    out: Vec<u8>,
+}
+
+impl Bufs {
+    fn new(comm: &Comm, size: usize) -> Bufs {
+        let n = comm.size() as usize;
+        let mut parts = vec![0u8; size * n];
+        for (i, c) in parts.chunks_exact_mut(8).enumerate() {
+            c.copy_from_slice(&((comm.rank() as f64) + i as f64).to_ne_bytes());
+        }
+        Bufs {
+            buf: parts[..size].to_vec(),
+            parts,
+            out: vec![0u8; size * n],
+        }
     }
-    let mut out = vec![0u8; size * n];
-    let mut call = |buf: &mut Vec<u8>| -> Result<(), BoxError> {
+
+    fn call(&mut self, comm: &Comm, op: Op) -> Result<(), BoxError> {
         match op {
-            Op::Bcast => comm.bcast(buf, 0)?,
-            Op::Allreduce => comm.allreduce(buf, Datatype::F64, ReduceOp::Sum)?,
-            Op::Allgather => comm.allgather(buf, &mut out)?,
+            Op::Bcast => comm.bcast(&mut self.buf, 0)?,
+            Op::Allreduce => comm.allreduce(&mut self.buf, Datatype::F64, ReduceOp::Sum)?,
+            Op::Reduce => comm.reduce(&mut self.buf, Datatype::F64, ReduceOp::Sum, 0)?,
+            Op::Allgather => comm.allgather(&self.buf, &mut self.out)?,
+            Op::Alltoall => comm.alltoall(&self.parts, &mut self.out)?,
         }
         Ok(())
-    };
+    }
+}
+
+/// The median over the trials of the slowest rank's mean time per call, in microseconds.
+fn time_op(comm: &Comm, op: Op, size: usize, iters: u32) -> Result<f64, BoxError> {
+    let mut b = Bufs::new(comm, size);
     for _ in 0..iters / 10 + 1 {
-        call(&mut buf)?;
+        b.call(comm, op)?;
     }
     let mut trials = Vec::with_capacity(TRIALS);
     for _ in 0..TRIALS {
         comm.barrier()?;
         let start = Instant::now();
         for _ in 0..iters {
-            call(&mut buf)?;
+            b.call(comm, op)?;
         }
         let mine = start.elapsed().as_secs_f64() * 1e6 / f64::from(iters);
         let mut slowest = mine.to_ne_bytes().to_vec();
@@ -140,4 +191,34 @@ fn time_op(comm: &Comm, op: Op, size: usize, iters: u32) -> Result<f64, BoxError
     }
     trials.sort_by(f64::total_cmp);
     Ok(trials[TRIALS / 2])
+}
+
+/// The OSU procedure: a barrier before each call, each call timed alone; each rank's mean time
+/// per call averaged over the ranks, and each rank's median call averaged over the ranks (the
+/// median shrugs off calls of a rank that lost its core to other work), in microseconds.
+fn time_osu(comm: &Comm, op: Op, size: usize, iters: u32) -> Result<(f64, f64), BoxError> {
+    let mut b = Bufs::new(comm, size);
+    let warm = iters / 10 + 1;
+    let mut times = Vec::with_capacity(iters as usize);
+    for i in 0..warm + iters {
+        comm.barrier()?;
+        let start = Instant::now();
+        b.call(comm, op)?;
+        if i >= warm {
+            times.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    let mean = times.iter().sum::<f64>() / f64::from(iters);
+    times.sort_by(f64::total_cmp);
+    let median = times[times.len() / 2];
+    let mut sums: Vec<u8> = [mean, median]
+        .iter()
+        .flat_map(|v| v.to_ne_bytes())
+        .collect();
+    comm.allreduce(&mut sums, Datatype::F64, ReduceOp::Sum)?;
+    let n = f64::from(comm.size());
+    Ok((
+        f64::from_ne_bytes(sums[..8].try_into()?) / n,
+        f64::from_ne_bytes(sums[8..16].try_into()?) / n,
+    ))
 }

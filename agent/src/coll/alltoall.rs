@@ -1,13 +1,23 @@
-//! `alltoall`: n − 1 pairwise blocks; in block k a rank sends its part for rank + k and
-//! receives the part of rank − k.
+//! `alltoall`: n − 1 pairwise exchanges; in exchange k a rank sends its part for rank + k and
+//! receives the part of rank − k. The blocking forms send each part as one point-to-point
+//! message on the collective context from the switch point `SwitchPoints::alltoall_p2p_min`
+//! on (every size by default); below it, and always for the nonblocking form, the exchanges
+//! are xfer blocks.
+
+use std::sync::Arc;
 
 use super::{CollBuffer, bad, finish, start, tag};
 use crate::comm::Comm;
 use crate::error::AgentError;
+use crate::matching::{Source, TagMatch};
+use crate::p2p::SharedBytes;
+use crate::recv_buffer::RecvBuffer;
 use crate::request::Request;
 use crate::xfer::schedule::Schedule;
 
 const TAG: u32 = tag(8);
+/// Tag of the alltoall as point-to-point messages.
+const P2P_TAG: u32 = tag(0x208);
 
 impl Comm {
     /// Starts an alltoall (`MPI_Ialltoall`): `send` holds one part of `send.len() / size`
@@ -29,13 +39,7 @@ impl Comm {
     /// ```
     pub fn ialltoall(&self, send: Vec<u8>) -> Result<(Request, CollBuffer), AgentError> {
         let (r, n) = (self.rank() as usize, self.size() as usize);
-        if send.len() % n != 0 {
-            return Err(bad(
-                "alltoall",
-                format!("{} bytes do not split into {n} equal parts", send.len()),
-            ));
-        }
-        let c = send.len() / n;
+        let c = part_of(send.len(), n)?;
         let part = |i: usize| (i * c, (i + 1) * c);
         let mut recv = vec![0; send.len()];
         recv[r * c..(r + 1) * c].copy_from_slice(&send[r * c..(r + 1) * c]);
@@ -78,7 +82,162 @@ impl Comm {
                 ),
             ));
         }
-        let started = self.ialltoall(send.to_vec())?;
-        finish(started, recv)
+        let (r, n) = (self.rank() as usize, self.size() as usize);
+        let c = part_of(send.len(), n)?;
+        if c < self.switch_points().alltoall_p2p_min {
+            let started = self.ialltoall(send.to_vec())?;
+            return finish(started, recv);
+        }
+        recv[r * c..(r + 1) * c].copy_from_slice(&send[r * c..(r + 1) * c]);
+        for k in 1..n {
+            let (to, from) = ((r + k) % n, (r + n - k) % n);
+            self.small_exchange(
+                "alltoall",
+                P2P_TAG,
+                to as u32,
+                &send[to * c..(to + 1) * c],
+                from as u32,
+                &mut recv[from * c..(from + 1) * c],
+            )?;
+        }
+        Ok(())
     }
+
+    /// [`Comm::alltoall`] on the caller's memory, part by part: `send[i]` is the part for rank
+    /// i and `recv[i]` receives rank i's part, all of one length. From the switch point
+    /// `SwitchPoints::alltoall_p2p_min` on, a part longer than the eager limit is sent
+    /// straight from `send[i]` (no copy by the agent) and received straight into `recv[i]`
+    /// (no copy out of the agent's memory); shorter parts take the eager fast paths. Both are
+    /// consumed: the caller keeps its own way to the memory (MPI's face: pointers into the
+    /// caller's buffers, left to the library until the call returns), and nothing reads or
+    /// writes them once this returns, failed or not.
+    pub fn alltoall_into<S, M>(&self, send: Vec<S>, recv: Vec<M>) -> Result<(), AgentError>
+    where
+        S: AsRef<[u8]> + Send + Sync + 'static,
+        M: AsMut<[u8]> + Send + 'static,
+    {
+        let (r, n) = (self.rank() as usize, self.size() as usize);
+        if send.len() != n || recv.len() != n {
+            return Err(bad(
+                "alltoall",
+                format!(
+                    "{} send parts and {} receive parts for {n} ranks",
+                    send.len(),
+                    recv.len()
+                ),
+            ));
+        }
+        let mut recv = recv;
+        let c = send[0].as_ref().len();
+        if let Some(i) =
+            (0..n).find(|&i| send[i].as_ref().len() != c || recv[i].as_mut().len() != c)
+        {
+            return Err(bad(
+                "alltoall",
+                format!(
+                    "part {i} sends {} and receives {} bytes where part 0 sends {c}",
+                    send[i].as_ref().len(),
+                    recv[i].as_mut().len()
+                ),
+            ));
+        }
+        let agent = self.coll_agent();
+        if c < self.switch_points().alltoall_p2p_min {
+            let all: Vec<u8> = send
+                .iter()
+                .flat_map(|s| s.as_ref().iter().copied())
+                .collect();
+            let mut out = vec![0u8; all.len()];
+            self.alltoall(&all, &mut out)?;
+            for (m, got) in recv.iter_mut().zip(out.chunks_exact(c.max(1))) {
+                m.as_mut().copy_from_slice(got);
+            }
+            return Ok(());
+        }
+        recv[r].as_mut().copy_from_slice(send[r].as_ref());
+        if c <= agent.config().eager_limit {
+            for k in 1..n {
+                let (to, from) = ((r + k) % n, (r + n - k) % n);
+                self.small_exchange(
+                    "alltoall",
+                    P2P_TAG,
+                    to as u32,
+                    send[to].as_ref(),
+                    from as u32,
+                    recv[from].as_mut(),
+                )?;
+            }
+            return Ok(());
+        }
+        let mut send: Vec<Option<S>> = send.into_iter().map(Some).collect();
+        let mut recv: Vec<Option<M>> = recv.into_iter().map(Some).collect();
+        for k in 1..n {
+            let (to, from) = ((r + k) % n, (r + n - k) % n);
+            let (Some(data), Some(mem)) = (send[to].take(), recv[from].take()) else {
+                return Err(bad("alltoall", "a part was used twice".into()));
+            };
+            self.exchange_into(to as u32, Arc::new(data), from as u32, mem, c)?;
+        }
+        Ok(())
+    }
+
+    /// Sends `data` to `to` from the caller's memory and receives `len` bytes from `from`
+    /// straight into `mem`; returns once both completed (also after an error: nothing touches
+    /// either afterwards).
+    fn exchange_into<M>(
+        &self,
+        to: u32,
+        data: SharedBytes,
+        from: u32,
+        mem: M,
+        len: usize,
+    ) -> Result<(), AgentError>
+    where
+        M: AsMut<[u8]> + Send + 'static,
+    {
+        let agent = self.coll_agent();
+        let buf = RecvBuffer::caller_of(mem);
+        let recv = agent.irecv_into(
+            buf.clone(),
+            Source::Rank(self.world_of(from)),
+            TagMatch::Tag(P2P_TAG),
+        );
+        let send = match recv {
+            Ok(_) => Some(agent.isend_shared(self.world_of(to), P2P_TAG, data)),
+            Err(_) => None,
+        };
+        let got = recv.and_then(|mut q| q.wait().map_err(AgentError::from));
+        // Nothing is written into the caller's memory past here.
+        let _ = buf.detach();
+        // A started send is waited for, also after an error: nothing reads its memory after
+        // this returns.
+        let sent = match send {
+            Some(Ok(mut q)) => q.wait().map(|_| ()).map_err(AgentError::from),
+            Some(Err(e)) => Err(e),
+            None => Ok(()),
+        };
+        let st = got?;
+        sent?;
+        if st.count() != len as u64 {
+            return Err(bad(
+                "alltoall",
+                format!(
+                    "rank {from} passed parts of {} bytes where this rank passed {len}",
+                    st.count()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Bytes of each of `n` equal parts of `len` bytes.
+fn part_of(len: usize, n: usize) -> Result<usize, AgentError> {
+    if len % n != 0 {
+        return Err(bad(
+            "alltoall",
+            format!("{len} bytes do not split into {n} equal parts"),
+        ));
+    }
+    Ok(len / n)
 }

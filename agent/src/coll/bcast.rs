@@ -1,7 +1,9 @@
 //! `bcast`: one block, a binomial tree (small messages) or a chain (large ones), pipelined:
-//! each rank sends every piece on to its children as soon as it arrived; and the broadcast in
-//! place ([`Comm::bcast_in_place`]), point-to-point messages straight from and into the
-//! caller's memory.
+//! each rank sends every piece on to its children as soon as it arrived; the blocking
+//! broadcast on two ranks as one point-to-point message; and the broadcast in place
+//! ([`Comm::bcast_in_place`]), whole point-to-point messages along the binomial tree (on more
+//! than two ranks up to the switch point `SwitchPoints::bcast_p2p_max`) straight from and
+//! into the caller's memory.
 
 use std::sync::Arc;
 
@@ -59,7 +61,9 @@ impl Comm {
         start(s, b)
     }
 
-    /// Broadcasts `buf` from `root` to every rank (`MPI_Bcast`).
+    /// Broadcasts `buf` from `root` to every rank (`MPI_Bcast`). Up to the small switch point,
+    /// and on two ranks at every length, the message goes whole along the binomial tree as
+    /// point-to-point messages; otherwise as the pipelined xfer broadcast ([`Comm::ibcast`]).
     ///
     /// ```
     /// # use viaduct_agent::prelude::*;
@@ -76,7 +80,7 @@ impl Comm {
     /// # }
     /// ```
     pub fn bcast(&self, buf: &mut [u8], root: u32) -> Result<(), AgentError> {
-        if buf.len() <= self.switch_points().small_max {
+        if self.bcast_whole(buf.len(), false) {
             check_root("bcast", root, self.size())?;
             return self.small_bcast(buf, root);
         }
@@ -88,13 +92,25 @@ impl Comm {
 /// Tag of the broadcast in place (point-to-point messages on the collective context).
 const IN_PLACE_TAG: u32 = tag(0x202);
 
-/// Bytes up to which [`Comm::bcast_in_place`] on more than two ranks sends the message whole
-/// along the binomial tree (each rank forwards it once it arrived whole); longer messages take
-/// the pipelined xfer broadcast, whose pieces move on as they arrive. On two ranks there is
-/// nothing to pipeline (one hop), so every length goes in place.
-pub const BCAST_IN_PLACE_MAX: usize = 256 << 10;
+/// The default of the switch point up to which a broadcast on more than two ranks goes whole
+/// along the binomial tree, in place for [`Comm::bcast_in_place`]: [`super::BCAST_P2P_MAX`]
+/// (`VIADUCT_COLL_BCAST_P2P_MAX` sets the switch point).
+pub const BCAST_IN_PLACE_MAX: usize = super::BCAST_P2P_MAX;
 
 impl Comm {
+    /// Whether a broadcast of `len` bytes goes whole along the binomial tree as
+    /// point-to-point messages: up to the small switch point, on two ranks (one hop: nothing
+    /// to pipeline), and, in place, on more ranks up to `SwitchPoints::bcast_p2p_max`; a
+    /// switch point of 0 turns it off past the small switch point, two ranks included. (The
+    /// blocking broadcast on more ranks takes the xfer broadcast past the small switch point:
+    /// its copies into and out of the agent's memory cost the whole messages more than the
+    /// pipeline does, see the module `coll`.)
+    fn bcast_whole(&self, len: usize, in_place: bool) -> bool {
+        let sp = self.switch_points();
+        len <= sp.small_max
+            || (sp.bcast_p2p_max > 0 && (self.size() <= 2 || (in_place && len <= sp.bcast_p2p_max)))
+    }
+
     /// Broadcasts `mem` from `root` to every rank (`MPI_Bcast`), in place: `mem` is the
     /// caller's memory, which every rank passes with the same length; a non-root rank receives
     /// the root's bytes straight into it and sends them on to its children from it, without a
@@ -102,7 +118,7 @@ impl Comm {
     /// caller keeps its own way to the memory (MPI's face: a pointer to the caller's buffer,
     /// left to the library until the call returns). Messages up to the small switch point
     /// (`SwitchPoints::small_max`) and, on more than two ranks, longer than
-    /// [`BCAST_IN_PLACE_MAX`] take [`Comm::bcast`]'s paths.
+    /// `SwitchPoints::bcast_p2p_max` take [`Comm::bcast`]'s paths.
     ///
     /// ```
     /// # use viaduct_agent::prelude::*;
@@ -121,7 +137,7 @@ impl Comm {
         let n = self.size();
         check_root("bcast", root, n)?;
         let len = mem.as_ref().len();
-        if len <= self.switch_points().small_max || (n > 2 && len > BCAST_IN_PLACE_MAX) {
+        if len <= self.switch_points().small_max || !self.bcast_whole(len, true) {
             return self.bcast(mem.as_mut(), root);
         }
         let vr = (self.rank() + n - root) % n;

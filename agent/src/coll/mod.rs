@@ -24,14 +24,18 @@
 //! | `allgather` | recursive doubling for a power of two below [`ALLGATHER_RING_MIN`] bytes in all, else a ring, as one pipelined block (each rank forwards what its left neighbour sent) |
 //! | `reduce` | binomial tree of gather blocks: a rank combines its children's pieces and sends each combined piece on as soon as every child's piece was combined |
 //! | `allreduce` | recursive doubling below [`ALLREDUCE_RSAG_MIN`] bytes, else reduce-scatter (recursive halving) and allgather (recursive doubling); for a non-power of two, the first 2·(n − 2^⌊log2 n⌋) ranks fold pairwise first and get the result back last |
-//! | `alltoall` | n − 1 pairwise blocks: in block k a rank sends to rank + k and receives from rank − k |
+//! | `alltoall` | n − 1 pairwise exchanges: in exchange k a rank sends to rank + k and receives from rank − k; blocking: as point-to-point messages from [`ALLTOALL_P2P_MIN`] bytes per part (every size by default), else (and `ialltoall`) one xfer block per exchange |
 //!
 //! `Comm::bcast_in_place` (`MPI_Bcast`), past [`SMALL_MAX`] bytes on two ranks, and up to
-//! [`BCAST_IN_PLACE_MAX`] bytes on more, sends the message whole along the binomial tree as
+//! [`BCAST_P2P_MAX`] bytes on more, sends the message whole along the binomial tree as
 //! point-to-point messages straight from the caller's memory and into it (no copy into block
-//! buffers and back out): a schedule's copies cost more there than pipelining saves.
+//! buffers and back out): a schedule's copies cost more there than pipelining saves. The
+//! blocking `Comm::bcast` does the same on two ranks (from and into the agent's memory), where
+//! one hop leaves nothing to pipeline. The blocking `alltoall` sends each part as one
+//! point-to-point message; `Comm::alltoall_into` (`MPI_Alltoall`) sends the parts straight
+//! from the caller's memory and receives them straight into it.
 //!
-//! The blocking `barrier`, and blocking `bcast` and `allreduce` of at most [`SMALL_MAX`] bytes,
+//! The blocking `barrier`, and blocking `bcast`, `reduce` and `allreduce` of at most [`SMALL_MAX`] bytes,
 //! run the same algorithms as plain point-to-point messages on the collective context instead
 //! of xfer blocks (module `small`): for a few bytes the schedule machinery costs more than the
 //! messages.
@@ -63,6 +67,29 @@
 //! too), so it starts at 8 MiB, where the root's sends to ⌈log2 n⌉ children start to cost more
 //! than the chain's depth; reduce-scatter + allgather wins only from about 1 MiB; the ring wins
 //! from 32 KiB of result on.
+//!
+//! The point-to-point switch points were measured with `viaduct bench collective --osu` (the
+//! OSU procedure: a barrier before every call; figures are the ranks' median call, averaged
+//! over the ranks, over shared memory, rounds alternating between the two settings) on the
+//! same loaded 2-core machine, so only the large factors count (xfer / point-to-point, range
+//! over 2-3 rounds):
+//!
+//! | 2 ranks | 8 B | 512 B | 4 KiB | 8 KiB | 32 KiB | 256 KiB | 1 MiB |
+//! | --- | --- | --- | --- | --- | --- | --- | --- |
+//! | bcast (`VIADUCT_COLL_BCAST_P2P_MAX` 0 / default) | | | | 2.4-3.3 / 1.1-1.3 us | 4.8-6.5 / 3.2-4.6 us | 29-34 / 25-34 us | 171-196 / 82-100 us |
+//! | alltoall (`VIADUCT_COLL_ALLTOALL_P2P_MIN` 2^40 / 0) | 2.0-2.2 / 0.26-0.28 us | 2.3-2.4 / 0.40-0.42 us | 3.1-3.8 / 1.1-1.2 us | | 13-13.5 / 6.2-7.1 us | 76-84 / 50-53 us | 384-480 / 222-225 us |
+//!
+//! | 4 ranks (two per core) | 8 B | 4 KiB | 32 KiB | 64 KiB | 256 KiB | 1 MiB |
+//! | --- | --- | --- | --- | --- | --- | --- |
+//! | bcast (`VIADUCT_COLL_BCAST_P2P_MAX` 0 / 16 MiB) | | | | 27-33 / 60-62 us | 99-111 / 115-128 us | 409-577 / 485-512 us |
+//! | alltoall (`VIADUCT_COLL_ALLTOALL_P2P_MIN` 2^40 / 0) | 15-17 / 8.4-8.8 us | 21-29 / 13-30 us | 102-153 / 78-95 us | | 764-970 / 893-933 us | 5229-5782 / 3723-3807 us |
+//!
+//! Hence: on two ranks a point-to-point broadcast wins at every length (one hop: nothing to
+//! pipeline); on more ranks the blocking broadcast keeps the pipelined xfer broadcast past
+//! [`SMALL_MAX`] (it won from 64 KiB on 4 ranks), and the broadcast in place keeps its switch
+//! point of 256 KiB (measured without the copies into and out of the agent's memory that the
+//! blocking broadcast makes). The point-to-point alltoall won or tied at every size on two and
+//! four ranks, so it starts at 0.
 
 mod allgather;
 mod allreduce;
@@ -98,6 +125,22 @@ pub const ALLGATHER_RING_MIN: usize = 16 << 10;
 /// Environment variable overriding [`ALLGATHER_RING_MIN`].
 pub const ALLGATHER_RING_MIN_VAR: &str = "VIADUCT_COLL_ALLGATHER_RING_MIN";
 
+/// Bytes up to which the broadcast in place (`Comm::bcast_in_place`, `MPI_Bcast`) on more
+/// than two ranks sends the message whole along the binomial tree as point-to-point messages
+/// (each rank forwards it once it arrived whole); longer ones take the pipelined xfer
+/// broadcast. On two ranks there is nothing to pipeline (one hop): every length of `bcast` and
+/// `bcast_in_place` goes as one point-to-point message. 0 turns the point-to-point broadcast
+/// off past [`SMALL_MAX`], two ranks included.
+pub const BCAST_P2P_MAX: usize = 256 << 10;
+/// Environment variable overriding [`BCAST_P2P_MAX`].
+pub const BCAST_P2P_MAX_VAR: &str = "VIADUCT_COLL_BCAST_P2P_MAX";
+/// Bytes of each rank's part from which the blocking `alltoall` exchanges every part as one
+/// point-to-point message (pairwise, received straight into its place) instead of xfer
+/// blocks.
+pub const ALLTOALL_P2P_MIN: usize = 0;
+/// Environment variable overriding [`ALLTOALL_P2P_MIN`].
+pub const ALLTOALL_P2P_MIN_VAR: &str = "VIADUCT_COLL_ALLTOALL_P2P_MIN";
+
 /// The switch points in use.
 ///
 /// ```
@@ -118,6 +161,10 @@ pub struct SwitchPoints {
     pub allgather_ring_min: usize,
     /// See [`SMALL_MAX`].
     pub small_max: usize,
+    /// See [`BCAST_P2P_MAX`].
+    pub bcast_p2p_max: usize,
+    /// See [`ALLTOALL_P2P_MIN`].
+    pub alltoall_p2p_min: usize,
 }
 
 impl Default for SwitchPoints {
@@ -127,6 +174,8 @@ impl Default for SwitchPoints {
             allreduce_rsag_min: ALLREDUCE_RSAG_MIN,
             allgather_ring_min: ALLGATHER_RING_MIN,
             small_max: SMALL_MAX,
+            bcast_p2p_max: BCAST_P2P_MAX,
+            alltoall_p2p_min: ALLTOALL_P2P_MIN,
         }
     }
 }

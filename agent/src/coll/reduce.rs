@@ -1,6 +1,7 @@
 //! `reduce`: a binomial tree of gather blocks; a rank combines its children's contributions
 //! into its own and sends each combined piece to its parent as soon as every child's piece of
-//! those bytes was combined.
+//! those bytes was combined. The blocking `reduce` up to the small switch point runs the same
+//! tree as point-to-point messages (module `small`).
 
 use super::tree::binomial;
 use super::{CollBuffer, check_reduction, check_root, finish, start, tag};
@@ -100,6 +101,11 @@ impl Comm {
         red: &Reduction,
         root: u32,
     ) -> Result<(), AgentError> {
+        if buf.len() <= self.switch_points().small_max {
+            check_root("reduce", root, self.size())?;
+            check_reduction("reduce", red, buf.len())?;
+            return self.small_reduce(buf, red, root);
+        }
         let started = self.ireduce(buf.to_vec(), red, root)?;
         if self.rank() == root {
             finish(started, buf)

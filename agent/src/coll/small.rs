@@ -1,12 +1,12 @@
 //! Blocking collectives on small buffers as point-to-point messages: `barrier`, `bcast`,
-//! `allreduce` and `allgather` (of a result) below [`SMALL_MAX`] bytes, and
+//! `reduce`, `allreduce` and `allgather` (of a result) below [`SMALL_MAX`] bytes, and
 //! [`Comm::allgatherv_in_place`].
 //!
 //! A schedule of xfer blocks costs a request, a schedule, owned block buffers and a pass of
 //! the dependency graph per block; for a few bytes that is most of the time. Below the switch
 //! point the blocking calls run the same algorithms (dissemination barrier, binomial-tree
-//! broadcast, recursive-doubling allreduce with the same fold for a non-power of two, so a
-//! reduction combines in the same order) as plain messages on the communicator's collective
+//! broadcast and reduce, recursive-doubling allreduce with the same fold for a non-power of
+//! two, so an allreduce combines in the same order) as plain messages on the communicator's collective
 //! context, which take the blocking `send`/`recv` fast paths (`crate::fast`): an eager message
 //! is gathered straight into the method and read straight out of it into the caller's buffer.
 //!
@@ -24,8 +24,8 @@ use crate::error::AgentError;
 use crate::matching::{Source, TagMatch};
 use crate::xfer::Reduction;
 
-/// Bytes up to which blocking `bcast`, `allreduce` and `allgather` (its whole result), and
-/// every `barrier`, run as point-to-point messages.
+/// Bytes up to which blocking `bcast`, `reduce`, `allreduce` and `allgather` (its whole
+/// result), and every `barrier`, run as point-to-point messages.
 pub const SMALL_MAX: usize = 4096;
 /// Environment variable overriding [`SMALL_MAX`] (0 sends every size through xfer blocks).
 pub const SMALL_MAX_VAR: &str = "VIADUCT_COLL_SMALL_MAX";
@@ -34,9 +34,10 @@ const BARRIER: u32 = tag(0x101);
 const BCAST: u32 = tag(0x102);
 const ALLREDUCE: u32 = tag(0x107);
 const ALLGATHER: u32 = tag(0x105);
+const REDUCE: u32 = tag(0x106);
 
 impl Comm {
-    fn world_of(&self, r: u32) -> u32 {
+    pub(super) fn world_of(&self, r: u32) -> u32 {
         self.world_ranks()[r as usize]
     }
 
@@ -65,7 +66,7 @@ impl Comm {
     }
 
     /// Sends `data` to `to` and receives as many bytes from `from` into `buf`.
-    fn small_exchange(
+    pub(super) fn small_exchange(
         &self,
         what: &'static str,
         t: u32,
@@ -114,6 +115,41 @@ impl Comm {
         }
         for c in children {
             self.coll_agent().send(self.world_of(real(c)), BCAST, buf)?;
+        }
+        Ok(())
+    }
+
+    /// Binomial-tree reduce of every rank's `buf` into the root's `buf`; other ranks' `buf`
+    /// is unchanged. A rank combines its children's contributions into its own in a fixed
+    /// order, smallest subtree first, so repeated calls give the same bits (the xfer reduce
+    /// combines them in the order they arrive).
+    pub(crate) fn small_reduce(
+        &self,
+        buf: &mut [u8],
+        red: &Reduction,
+        root: u32,
+    ) -> Result<(), AgentError> {
+        let n = self.size();
+        let vr = (self.rank() + n - root) % n;
+        let real = |v: u32| (v + root) % n;
+        let (parent, children) = binomial(vr, n);
+        let mut own = Vec::new();
+        let acc: &mut [u8] = if parent.is_none() || children.is_empty() {
+            buf
+        } else {
+            own.extend_from_slice(buf);
+            &mut own
+        };
+        if !children.is_empty() {
+            let mut incoming = vec![0u8; acc.len()];
+            for c in children.iter().rev() {
+                self.small_recv("reduce", real(*c), REDUCE, &mut incoming)?;
+                red.combine(&incoming, acc);
+            }
+        }
+        if let Some(p) = parent {
+            self.coll_agent()
+                .send(self.world_of(real(p)), REDUCE, acc)?;
         }
         Ok(())
     }
