@@ -92,6 +92,8 @@ const NAMES: &[&str] = &[
     "VIADUCT_COLL_ALLREDUCE_RSAG_MIN",
     "VIADUCT_COLL_ALLGATHER_RING_MIN",
     "VIADUCT_COLL_SMALL_MAX",
+    "VIADUCT_COLL_BCAST_P2P_MAX",
+    "VIADUCT_COLL_ALLTOALL_P2P_MIN",
 ];
 
 /// The control variables with their values in force, in the order of [`NAMES`].
@@ -159,6 +161,14 @@ fn cvars() -> Vec<Cvar> {
         (
             "collectives by point to point up to (bytes)",
             size(sp.small_max),
+        ),
+        (
+            "bcast on more than two ranks: whole messages up to (bytes)",
+            size(sp.bcast_p2p_max),
+        ),
+        (
+            "alltoall: parts by point to point from (bytes)",
+            size(sp.alltoall_p2p_min),
         ),
     ];
     NAMES

@@ -111,6 +111,19 @@ impl Comm {
     /// consumed: the caller keeps its own way to the memory (MPI's face: pointers into the
     /// caller's buffers, left to the library until the call returns), and nothing reads or
     /// writes them once this returns, failed or not.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let n = world.size() as usize;
+    /// let send = vec![vec![1u8; 8]; n]; // one part per rank
+    /// let recv = vec![vec![0u8; 8]; n];
+    /// world.alltoall_into(send, recv)?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn alltoall_into<S, M>(&self, send: Vec<S>, recv: Vec<M>) -> Result<(), AgentError>
     where
         S: AsRef<[u8]> + Send + Sync + 'static,
