@@ -14,6 +14,8 @@ SOURCES = (
      "scripts/bench-shm-sweep --write"),
     ("docs/perf/mpi.md", "MPI programs: the same binary on MPICH and on viaduct", "scripts/bench-mpi --write"),
     ("docs/perf/cluster.md", "Across two nodes of the one-machine cluster", "scripts/bench-cluster --write"),
+    ("docs/perf/collectives-osu.md", "Collectives against MPICH by the OSU procedure",
+     "scripts/bench-coll-osu --write"),
 )
 
 
