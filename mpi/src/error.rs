@@ -5,7 +5,10 @@ use std::error::Error as StdError;
 use std::ffi::c_int;
 
 use viaduct_agent::error::AgentError;
-use viaduct_agent::request::{Cause, RequestError};
+use viaduct_agent::request::Cause;
+/// The agent's request error, which [`request_class`] classifies (re-exported so callers name
+/// the one type this crate was built with).
+pub use viaduct_agent::request::RequestError;
 
 use crate::abi::{self, Handle, err};
 use crate::state;
@@ -132,8 +135,7 @@ fn agent_class(e: &AgentError) -> Option<c_int> {
 /// The class of a request error.
 ///
 /// ```
-/// use viaduct_agent::request::RequestError;
-/// use viaduct_mpi::{abi::err, error::request_class};
+/// use viaduct_mpi::{abi::err, error::{RequestError, request_class}};
 /// assert_eq!(request_class(&RequestError::Null), err::REQUEST);
 /// ```
 pub fn request_class(e: &RequestError) -> c_int {
