@@ -350,3 +350,56 @@ fn reduce_around_the_small_switch_point() {
         }
     }
 }
+
+/// `allgather` and `allgather_in_place` on two ranks (one exchange of the two parts at every
+/// length) and, for the same lengths, on three ranks (xfer blocks past the small switch point),
+/// checked against every rank's part.
+fn allgather_at(method: MethodKind, ranks: u32) {
+    let c = config(method);
+    let small = c.switch_points.small_max;
+    let eager = c.eager_limit;
+    job(ranks, c, move |agent| {
+        let comm = Comm::world(&agent);
+        let (me, n) = (comm.rank(), comm.size());
+        for len in [
+            1,
+            small / 2,
+            small / 2 + 1,
+            small,
+            eager,
+            eager + 1,
+            (1 << 20) + 3,
+        ] {
+            let want: Vec<u8> = (0..n).flat_map(|r| part(r, 99, len)).collect();
+            let mut all = vec![0xEE; len * n as usize];
+            comm.allgather(&part(me, 99, len), &mut all).unwrap();
+            assert!(
+                all == want,
+                "allgather of {len} B parts at rank {me} of {n}"
+            );
+            let mut buf = vec![0xEE; len * n as usize];
+            let at = me as usize * len;
+            buf[at..at + len].copy_from_slice(&part(me, 99, len));
+            comm.allgather_in_place(&mut buf).unwrap();
+            assert!(
+                buf == want,
+                "allgather in place of {len} B parts at rank {me} of {n}"
+            );
+        }
+    });
+}
+
+#[test]
+fn allgather_two_ranks_shm() {
+    allgather_at(MethodKind::Shm, 2);
+}
+
+#[test]
+fn allgather_two_ranks_tcp() {
+    allgather_at(MethodKind::Tcp, 2);
+}
+
+#[test]
+fn allgather_three_ranks_shm() {
+    allgather_at(MethodKind::Shm, 3);
+}

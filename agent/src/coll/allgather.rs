@@ -9,6 +9,8 @@ use crate::request::Request;
 use crate::xfer::schedule::Schedule;
 
 const TAG: u32 = tag(5);
+/// Tag of the two-rank exchange (point-to-point messages on the collective context).
+const PAIR_TAG: u32 = tag(0x205);
 
 impl Comm {
     /// Starts an allgather (`MPI_Iallgather`): every rank's [`CollBuffer`] gets every rank's
@@ -97,7 +99,8 @@ impl Comm {
     /// `MPI_IN_PLACE`). A result of at most the small switch point
     /// ([`Comm::coll_small_max`]) goes as point-to-point messages (recursive doubling for a
     /// power of two, else the ring of [`Comm::allgatherv_in_place`]), a larger one through
-    /// xfer blocks.
+    /// xfer blocks, except on two ranks, where every length is one exchange of the two parts as
+    /// point-to-point messages.
     ///
     /// ```
     /// # use viaduct_agent::prelude::*;
@@ -129,6 +132,19 @@ impl Comm {
             return self.allgatherv_in_place(buf, &parts);
         }
         let r = self.rank() as usize;
+        if n == 2 {
+            // One exchange, nothing to pipeline: this rank's part goes to the other rank as one
+            // message, whose part is received straight into its place (no copy into and out of
+            // the agent's memory, as the xfer block would make).
+            let (first, second) = buf.split_at_mut(c);
+            let (mine, theirs): (&[u8], &mut [u8]) = if r == 0 {
+                (first, second)
+            } else {
+                (second, first)
+            };
+            let other = 1 - r as u32;
+            return self.small_exchange("allgather", PAIR_TAG, other, mine, other, theirs);
+        }
         let started = self.iallgather(buf[r * c..(r + 1) * c].to_vec())?;
         finish(started, buf)
     }
