@@ -86,6 +86,7 @@ mod misc;
 mod mprobe;
 mod op;
 mod p2p;
+mod part;
 mod pcoll;
 mod request;
 mod session;

@@ -116,7 +116,7 @@ impl Meta {
     }
 
     /// Copies a received message into the caller's buffer (receives only).
-    fn deliver(&self) {
+    pub(crate) fn deliver(&self) {
         match self {
             Meta::Recv {
                 buf,
@@ -274,6 +274,19 @@ unsafe fn handles<'a>(p: *mut Handle, n: c_int) -> Result<&'a mut [Handle], MpiE
 
 /// Completes a request taken out of the table: delivers a received message and returns its
 /// MPI status (the error field holding the request's own code).
+/// Whether the operation of entry `e` is complete, without completing the request; a
+/// complete receive is delivered into the caller's buffer (`MPI_Parrived`).
+pub(crate) fn arrived(e: &ReqEntry) -> Result<bool, MpiError> {
+    match e.req.get_status() {
+        Ok(None) => Ok(false),
+        Ok(Some(_)) => {
+            e.meta.deliver();
+            Ok(true)
+        }
+        Err(re) => Err(MpiError::new(request_class(&re), re.to_string())),
+    }
+}
+
 fn complete(meta: &Meta, st: &Status) -> MpiStatus {
     meta.deliver();
     meta.status(st)
@@ -825,6 +838,7 @@ mpi_fn! {
             return Ok(());
         }
         let e = rt.take_request(*h)?;
+        crate::part::forget(*h);
         *h = abi::REQUEST_NULL;
         if let Meta::Recv { buf, .. } = &e.meta {
             // Nothing is written to the caller's buffer after it was freed.

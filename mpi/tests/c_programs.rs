@@ -64,6 +64,7 @@ const PROGRAMS: &[&str] = &[
     "cforms",
     "rmaflush",
     "sessions",
+    "part",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -568,6 +569,11 @@ fn noncomm_program() {
 #[test]
 fn ivcoll_program() {
     program("ivcoll");
+}
+
+#[test]
+fn part_program() {
+    program("part");
 }
 
 #[test]
