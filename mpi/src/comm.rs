@@ -292,3 +292,39 @@ mpi_fn! {
         Ok(())
     }
 }
+
+mpi_fn! {
+    /// `MPI_Comm_get_parent`: `MPI_COMM_NULL`, since no process here is started by
+    /// `MPI_Comm_spawn` (not an error, as the standard says for such a process).
+    MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut Handle) on abi::COMM_WORLD => {
+        rt()?;
+        // SAFETY: the caller's handle.
+        unsafe { put(parent, abi::COMM_NULL, "parent") }
+    }
+}
+
+/// Most time `MPI_Comm_disconnect` runs the agent's progress in one go between looks at the
+/// communicator's requests.
+const DISCONNECT_NAP: std::time::Duration = std::time::Duration::from_millis(1);
+
+mpi_fn! {
+    /// `MPI_Comm_disconnect` (collective): waits until every started request of the
+    /// communicator still held by the program completed (running the agent's progress), meets
+    /// the other members (a barrier of the local group), then frees the communicator as
+    /// `MPI_Comm_free` does; the handle becomes `MPI_COMM_NULL`.
+    MPI_Comm_disconnect / PMPI_Comm_disconnect(comm: *mut Handle) on abi::COMM_WORLD => {
+        let rt = rt()?;
+        // SAFETY: the caller's handle.
+        let h = unsafe { comm.as_mut() }.ok_or_else(|| MpiError::new(err::COMM, "comm is NULL"))?;
+        if *h == abi::COMM_WORLD || *h == abi::COMM_SELF {
+            return Err(MpiError::new(err::COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be disconnected").on(*h));
+        }
+        let c = rt.comm_any(*h).map_err(|e| e.on(*h))?;
+        while rt.pending_on(*h) {
+            rt.agent.make_progress_blocking(DISCONNECT_NAP);
+        }
+        c.local().barrier().map_err(|e| MpiError::from(e).on(*h))?;
+        // SAFETY: the caller's handle, passed on.
+        crate::error::quietly(|| unsafe { PMPI_Comm_free(h) })
+    }
+}

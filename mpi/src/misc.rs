@@ -21,6 +21,46 @@ fn handlers() -> &'static Mutex<HashMap<Handle, CommErrFn>> {
     H.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// The C type of a file error handler (`MPI_File_errhandler_function`): the file handle is a
+/// pointer in MPICH's ABI.
+pub type FileErrFn = unsafe extern "C" fn(*mut *mut c_void, *mut c_int, ...);
+
+/// File error handlers of `MPI_File_create_errhandler` (numbered from the same counter as the
+/// others).
+fn file_handlers() -> &'static Mutex<HashMap<Handle, FileErrFn>> {
+    static H: OnceLock<Mutex<HashMap<Handle, FileErrFn>>> = OnceLock::new();
+    H.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Registers file error handler `f`; gives its handle.
+pub fn add_file_handler(f: FileErrFn) -> Handle {
+    let h = NEXT_HANDLER.fetch_add(1, Ordering::Relaxed);
+    file_handlers()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(h, f);
+    h
+}
+
+/// The program's function behind file error handler `h`, if it is one.
+pub fn file_handler(h: Handle) -> Option<FileErrFn> {
+    file_handlers()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&h)
+        .copied()
+}
+
+/// Calls file error handler `f` for file `fh` (`NULL`: `MPI_FILE_NULL`) with `code`; returns
+/// the code.
+pub fn call_file_handler(f: FileErrFn, fh: *mut c_void, code: c_int) -> c_int {
+    let (mut h, mut k) = (fh, code);
+    // SAFETY: the program's error handler, called with a file handle and an error code as
+    // MPI_File_errhandler_function specifies (no further arguments).
+    unsafe { f(&mut h, &mut k) };
+    code
+}
+
 /// First handle of a user error handler (MPICH's kind bits of an error handler, indirect).
 const FIRST_HANDLER: Handle = 0x9400_0000u32 as Handle;
 static NEXT_HANDLER: AtomicI32 = AtomicI32::new(FIRST_HANDLER);
@@ -88,6 +128,11 @@ pub fn free_handler(h: Handle) -> bool {
         .unwrap_or_else(|e| e.into_inner())
         .remove(&h)
         .is_some()
+        || file_handlers()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&h)
+            .is_some()
 }
 
 /// The key/value pairs of one `MPI_Info`, in the order set.
@@ -541,4 +586,36 @@ pub(crate) fn forget_hints(comm: Handle) {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(&comm);
+}
+
+/// `MPIX_GPU_SUPPORT_CUDA`, `MPIX_GPU_SUPPORT_ZE`, `MPIX_GPU_SUPPORT_HIP`: the GPU kinds
+/// `MPIX_GPU_query_support` knows.
+const GPU_KINDS: [c_int; 3] = [0, 1, 2];
+
+mpi_fn! {
+    /// `MPIX_GPU_query_support`: 0 (no GPU buffers are supported) for each kind MPICH names
+    /// (`MPIX_GPU_SUPPORT_CUDA`, `_ZE`, `_HIP`); another kind is `MPI_ERR_ARG`.
+    MPIX_GPU_query_support / PMPIX_GPU_query_support(gpu_type: c_int, is_supported: *mut c_int) on abi::COMM_WORLD => {
+        if !GPU_KINDS.contains(&gpu_type) {
+            return Err(MpiError::new(err::ARG, format!("{gpu_type} is not a GPU kind of mpi.h")));
+        }
+        // SAFETY: the caller's flag.
+        unsafe { put(is_supported, 0, "is_supported") }
+    }
+}
+
+mpi_raw! {
+    /// `MPIX_Query_cuda_support`: 0, CUDA buffers are not supported (as MPICH built without
+    /// GPU support).
+    MPIX_Query_cuda_support / PMPIX_Query_cuda_support() -> c_int => { 0 }
+}
+
+mpi_raw! {
+    /// `MPIX_Query_hip_support`: 0, HIP buffers are not supported.
+    MPIX_Query_hip_support / PMPIX_Query_hip_support() -> c_int => { 0 }
+}
+
+mpi_raw! {
+    /// `MPIX_Query_ze_support`: 0, Level Zero buffers are not supported.
+    MPIX_Query_ze_support / PMPIX_Query_ze_support() -> c_int => { 0 }
 }

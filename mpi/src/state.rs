@@ -406,6 +406,16 @@ impl Runtime {
         }
     }
 
+    /// Whether a started request of communicator `comm` is still in the table and not
+    /// complete (`MPI_Comm_disconnect` waits until none is).
+    pub fn pending_on(&self, comm: Handle) -> bool {
+        self.requests.shards.iter().any(|s| {
+            lock(s)
+                .values()
+                .any(|e| !e.inactive() && e.meta.comm() == comm && !e.req.is_complete())
+        })
+    }
+
     /// Puts a request back under handle `h`.
     pub fn put_request(&self, h: Handle, entry: ReqEntry) {
         if crate::greq::is_greq(h) {

@@ -65,6 +65,7 @@ const PROGRAMS: &[&str] = &[
     "rmaflush",
     "sessions",
     "part",
+    "dynamic",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -569,6 +570,11 @@ fn noncomm_program() {
 #[test]
 fn ivcoll_program() {
     program("ivcoll");
+}
+
+#[test]
+fn dynamic_program() {
+    program("dynamic");
 }
 
 #[test]
