@@ -324,6 +324,11 @@ pub fn raise(name: &str, comm: Handle, e: MpiError) -> c_int {
     if handler == abi::ERRORS_RETURN {
         return e.class;
     }
+    if comm as u32 & 0xff00_0000 == crate::file::FILE_ERR_KIND {
+        if let Some(f) = crate::misc::file_handler(handler) {
+            return crate::misc::call_file_handler(f, crate::file::fh_of_key(comm), e.class);
+        }
+    }
     if let Some(f) = crate::misc::user_handler(handler) {
         return crate::misc::call_user_handler(f, comm, e.class);
     }

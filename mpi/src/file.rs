@@ -176,6 +176,15 @@ pub(crate) fn key_of(fh: *mut c_void) -> Handle {
         .map_or(FILE_ERR_KIND as Handle, |f| f.key)
 }
 
+/// The file behind pseudo handle `key` (NULL for that of `MPI_FILE_NULL` or a closed file).
+pub(crate) fn fh_of_key(key: Handle) -> *mut c_void {
+    let files = files().lock().unwrap_or_else(|e| e.into_inner());
+    files
+        .by_key
+        .get(&key)
+        .map_or(std::ptr::null_mut(), |&fh| fh as *mut c_void)
+}
+
 /// The error handler behind pseudo handle `key` (see [`FILE_ERR_KIND`]).
 pub fn errhandler_of_key(key: Handle) -> Handle {
     let files = files().lock().unwrap_or_else(|e| e.into_inner());
@@ -1584,10 +1593,41 @@ mpi_fn! {
 fn check_handler(h: Handle) -> Result<(), MpiError> {
     match h {
         abi::ERRORS_ARE_FATAL | abi::ERRORS_RETURN | abi::ERRORS_ABORT => Ok(()),
+        _ if crate::misc::file_handler(h).is_some() => Ok(()),
         _ => Err(MpiError::new(
             err::ARG,
-            format!("{h:#x} is not a predefined error handler"),
+            format!("{h:#x} is neither a predefined nor a file error handler"),
         )),
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_create_errhandler`: an error handler for files; the function gets the file's
+    /// handle (`MPI_File *`) and the error code.
+    MPI_File_create_errhandler / PMPI_File_create_errhandler(file_errhandler_fn: Option<crate::misc::FileErrFn>, errhandler: *mut Handle) on abi::COMM_WORLD => {
+        let f = file_errhandler_fn.ok_or_else(|| MpiError::new(err::ARG, "the error handler function is NULL"))?;
+        if errhandler.is_null() {
+            return Err(MpiError::new(err::ARG, "errhandler is NULL"));
+        }
+        let h = crate::misc::add_file_handler(f);
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(errhandler, h, "errhandler") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_File_call_errhandler`: runs the file's error handler with `errorcode`
+    /// (`MPI_FILE_NULL`: the default file handler).
+    MPI_File_call_errhandler / PMPI_File_call_errhandler(fh: *mut c_void, errorcode: c_int) on key_of(fh) => {
+        if !fh.is_null() {
+            file(fh)?;
+        }
+        crate::error::raise(
+            "MPI_File_call_errhandler",
+            key_of(fh),
+            MpiError::new(errorcode, "raised by MPI_File_call_errhandler"),
+        );
+        Ok(())
     }
 }
 

@@ -66,6 +66,7 @@ const PROGRAMS: &[&str] = &[
     "sessions",
     "part",
     "dynamic",
+    "fileerr",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -575,6 +576,11 @@ fn ivcoll_program() {
 #[test]
 fn dynamic_program() {
     program("dynamic");
+}
+
+#[test]
+fn fileerr_program() {
+    program("fileerr");
 }
 
 #[test]
