@@ -78,6 +78,7 @@ pub mod error;
 mod external;
 mod file;
 mod fileptr;
+mod fortran;
 mod greq;
 mod group;
 mod inter;

@@ -67,6 +67,7 @@ const PROGRAMS: &[&str] = &[
     "part",
     "dynamic",
     "fileerr",
+    "fstatus",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -581,6 +582,11 @@ fn dynamic_program() {
 #[test]
 fn fileerr_program() {
     program("fileerr");
+}
+
+#[test]
+fn fstatus_program() {
+    program("fstatus");
 }
 
 #[test]
