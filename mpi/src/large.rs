@@ -548,3 +548,56 @@ persistent_c!(MPI_Reduce_scatter_init_c / PMPI_Reduce_scatter_init_c(sendbuf: *c
 persistent_c!(MPI_Neighbor_allgatherv_init_c / PMPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void, sendcount: MpiCount, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MpiCount, displs: *const MpiAint, recvtype: Handle; comm, info, request), counts [sendcount], arrays [recvcounts, displs] of degrees(comm).map(|d| d.0) => crate::topo::PMPI_Ineighbor_allgatherv);
 persistent_c!(MPI_Neighbor_alltoallv_init_c / PMPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const MpiCount, sdispls: *const MpiAint, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const MpiCount, rdispls: *const MpiAint, recvtype: Handle; comm, info, request), counts [], arrays [sendcounts, sdispls] of degrees(comm).map(|d| d.1), arrays [recvcounts, rdispls] of degrees(comm).map(|d| d.0) => crate::topo::PMPI_Ineighbor_alltoallv);
 persistent_c!(MPI_Neighbor_alltoallw_init_c / PMPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const MpiCount, sdispls: *const MpiAint, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const MpiCount, rdispls: *const MpiAint, recvtypes: *const Handle; comm, info, request), counts [], arrays [sendcounts] of degrees(comm).map(|d| d.1), arrays [recvcounts] of degrees(comm).map(|d| d.0) => crate::topo::PMPI_Ineighbor_alltoallw);
+
+// ---- datatypes, external32 ----
+
+narrowed!(MPI_Pack_external_c / PMPI_Pack_external_c(datarep: *const std::ffi::c_char, inbuf: *const c_void, incount: MpiCount, datatype: Handle, outbuf: *mut c_void, outsize: MpiCount, position: *mut MpiCount) on abi::COMM_WORLD, counts [incount] => crate::external::PMPI_Pack_external);
+narrowed!(MPI_Unpack_external_c / PMPI_Unpack_external_c(datarep: *const std::ffi::c_char, inbuf: *const c_void, insize: MpiCount, position: *mut MpiCount, outbuf: *mut c_void, outcount: MpiCount, datatype: Handle) on abi::COMM_WORLD, counts [outcount] => crate::external::PMPI_Unpack_external);
+narrowed!(MPI_Pack_external_size_c / PMPI_Pack_external_size_c(datarep: *const std::ffi::c_char, incount: MpiCount, datatype: Handle, size: *mut MpiCount) on abi::COMM_WORLD, counts [incount] => crate::external::PMPI_Pack_external_size);
+narrowed!(MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c(ndims: c_int, array_of_sizes: *const MpiCount, array_of_subsizes: *const MpiCount, array_of_starts: *const MpiCount, order: c_int, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD, counts [], arrays [array_of_sizes, array_of_subsizes, array_of_starts] of len(ndims) => crate::types2::PMPI_Type_create_subarray);
+narrowed!(MPI_Type_create_darray_c / PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const MpiCount, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD, counts [], arrays [array_of_gsizes] of len(ndims) => crate::types2::PMPI_Type_create_darray);
+
+mpi_fn! {
+    /// `MPI_Type_get_envelope_c`: `MPI_Type_get_envelope` with 64-bit numbers; every type here
+    /// keeps `int` counts (the `_c` constructors narrow theirs), so `num_large_counts` is 0.
+    MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(datatype: Handle, num_integers: *mut MpiCount, num_addresses: *mut MpiCount, num_large_counts: *mut MpiCount, num_datatypes: *mut MpiCount, combiner: *mut c_int) on abi::COMM_WORLD => {
+        if num_integers.is_null() || num_addresses.is_null() || num_large_counts.is_null() || num_datatypes.is_null() || combiner.is_null() {
+            return Err(MpiError::new(err::ARG, "an output argument is NULL"));
+        }
+        let (mut ni, mut na, mut nd, mut comb) = (0, 0, 0, 0);
+        // SAFETY: the outputs are this frame's.
+        quietly(|| unsafe { crate::types2::PMPI_Type_get_envelope(datatype, &mut ni, &mut na, &mut nd, &mut comb) })?;
+        // SAFETY: the caller's outputs, checked not NULL.
+        unsafe {
+            *num_integers = MpiCount::from(ni);
+            *num_addresses = MpiCount::from(na);
+            *num_large_counts = 0;
+            *num_datatypes = MpiCount::from(nd);
+            *combiner = comb;
+        }
+        Ok(())
+    }
+}
+
+/// A capacity given as `MPI_Count`, as the `int` of the form without `_c` (a larger one is
+/// as large as any `int` array this library writes).
+fn capacity(what: &str, v: MpiCount) -> Result<c_int, MpiError> {
+    if v < 0 {
+        return Err(MpiError::new(err::ARG, format!("{what} = {v} is negative")));
+    }
+    Ok(c_int::try_from(v).unwrap_or(c_int::MAX))
+}
+
+mpi_fn! {
+    /// `MPI_Type_get_contents_c`: `MPI_Type_get_contents` with 64-bit array sizes; no large
+    /// counts are written (see `MPI_Type_get_envelope_c`).
+    MPI_Type_get_contents_c / PMPI_Type_get_contents_c(datatype: Handle, max_integers: MpiCount, max_addresses: MpiCount, max_large_counts: MpiCount, max_datatypes: MpiCount, array_of_integers: *mut c_int, array_of_addresses: *mut MpiAint, array_of_large_counts: *mut MpiCount, array_of_datatypes: *mut Handle) on abi::COMM_WORLD => {
+        let _ = array_of_large_counts;
+        capacity("max_large_counts", max_large_counts)?;
+        let mi = capacity("max_integers", max_integers)?;
+        let ma = capacity("max_addresses", max_addresses)?;
+        let md = capacity("max_datatypes", max_datatypes)?;
+        // SAFETY: the caller's arrays of at least the given sizes.
+        quietly(|| unsafe { crate::types2::PMPI_Type_get_contents(datatype, mi, ma, md, array_of_integers, array_of_addresses, array_of_datatypes) })
+    }
+}

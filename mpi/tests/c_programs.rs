@@ -68,6 +68,7 @@ const PROGRAMS: &[&str] = &[
     "dynamic",
     "fileerr",
     "fstatus",
+    "cforms2",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -587,6 +588,11 @@ fn fileerr_program() {
 #[test]
 fn fstatus_program() {
     program("fstatus");
+}
+
+#[test]
+fn cforms2_program() {
+    program("cforms2");
 }
 
 #[test]
