@@ -19,7 +19,8 @@
 //! (adjacent ones merged), one io_uring request per extent; the memory side goes through the
 //! buffer's datatype (packed for a write, unpacked at a read's completion). A nonblocking access
 //! is one MPI request that completes when all its pieces did. The default view is displacement
-//! 0 with etype and filetype `MPI_BYTE`; the data representation is `"native"` only.
+//! 0 with etype and filetype `MPI_BYTE`; the data representation is `"native"`, or a
+//! registered one without conversion functions (see `crate::datarep`).
 
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -58,7 +59,7 @@ const SEEK_CUR: c_int = 602;
 const SEEK_END: c_int = 604;
 
 /// Error classes of files (mpi.h).
-mod ferr {
+pub(crate) mod ferr {
     use std::ffi::c_int;
     pub const ACCESS: c_int = 20;
     pub const AMODE: c_int = 21;
@@ -455,6 +456,8 @@ struct View {
     size: u64,
     /// Whether the tiles make one contiguous stream from `disp`.
     contiguous: bool,
+    /// The data representation (`"native"`, or a registered one without conversion).
+    datarep: String,
 }
 
 /// Most io_uring pieces one access may be split into.
@@ -521,6 +524,7 @@ impl View {
             runs,
             extent,
             contiguous,
+            datarep: "native".to_string(),
         })
     }
 
@@ -1423,7 +1427,9 @@ mpi_fn! {
 
 mpi_fn! {
     /// `MPI_File_set_view` (collective; each rank's view is its own): checks the types and
-    /// the data representation (`"native"` only), then sets the view and moves the individual
+    /// the data representation (`"native"`, or a registered one without conversion), takes
+    /// `MPI_DISPLACEMENT_CURRENT` on a sequential file as the shared file pointer's byte,
+    /// then sets the view and moves the individual
     /// file pointer to 0, and, once every rank set its view, the shared file pointer.
     MPI_File_set_view / PMPI_File_set_view(fh: *mut c_void, disp: MpiOffset, etype: Handle, filetype: Handle, datarep: *const c_char, info: Handle) on key_of(fh) => {
         let _ = info;
@@ -1433,16 +1439,26 @@ mpi_fn! {
         }
         // SAFETY: the caller's NUL-terminated string, checked not NULL.
         let rep = unsafe { CStr::from_ptr(datarep) }.to_string_lossy();
-        if rep != "native" {
-            return Err(MpiError::new(ferr::UNSUPPORTED_DATAREP, format!("data representation \"{rep}\" is not supported (only \"native\")")));
-        }
-        if disp == DISPLACEMENT_CURRENT {
-            return Err(MpiError::new(err::UNSUPPORTED_OPERATION, "MPI_DISPLACEMENT_CURRENT (files opened with MPI_MODE_SEQUENTIAL) is not supported"));
-        }
+        crate::datarep::check_view(&rep)?;
+        let disp = if disp == DISPLACEMENT_CURRENT {
+            if f.amode & mode::SEQUENTIAL == 0 {
+                return Err(MpiError::new(err::ARG, "MPI_DISPLACEMENT_CURRENT needs a file opened with MPI_MODE_SEQUENTIAL"));
+            }
+            // The shared file pointer's place (collective: every rank reads the same value),
+            // as a byte of the file under the current view.
+            let at = f.shared.set_all(|v| Ok(Some(v)), "reading the shared file pointer")?;
+            let view = view_of(&f);
+            let byte = at.checked_mul(view.esize).ok_or_else(View::overflow)?;
+            let byte = view.byte_of(byte)?;
+            MpiOffset::try_from(byte).map_err(|_| View::overflow())?
+        } else {
+            disp
+        };
         if disp < 0 {
             return Err(MpiError::new(err::ARG, format!("displacement {disp} is negative")));
         }
-        let view = View::new(disp as u64, etype, filetype)?;
+        let mut view = View::new(disp as u64, etype, filetype)?;
+        view.datarep = rep.into_owned();
         {
             let mut pos = f.pos.lock().unwrap_or_else(|e| e.into_inner());
             *f.view.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(view);
@@ -1474,13 +1490,16 @@ mpi_fn! {
         let view = view_of(&f);
         let e = type_out(&view.etype);
         let t = type_out(&view.filetype);
+        let rep = view.datarep.as_bytes();
         // SAFETY: the caller's outputs, checked not NULL; `datarep` holds
-        // MPI_MAX_DATAREP_STRING bytes, more than "native" and its NUL.
+        // MPI_MAX_DATAREP_STRING bytes, more than any registered name (shorter than that) and
+        // its NUL.
         unsafe {
             *disp = view.disp as MpiOffset;
             *etype = e;
             *filetype = t;
-            std::ptr::copy_nonoverlapping(c"native".as_ptr(), datarep, 7);
+            std::ptr::copy_nonoverlapping(rep.as_ptr().cast::<c_char>(), datarep, rep.len());
+            *datarep.add(rep.len()) = 0;
         }
         Ok(())
     }

@@ -71,6 +71,7 @@ pub mod abi;
 mod attr;
 mod coll;
 mod comm;
+mod datarep;
 mod datatype;
 mod env;
 mod errclass;

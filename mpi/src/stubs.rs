@@ -66,8 +66,6 @@ stub!(MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups);
 stub!(MPI_Lookup_name / PMPI_Lookup_name);
 stub!(MPI_Open_port / PMPI_Open_port);
 stub!(MPI_Publish_name / PMPI_Publish_name);
-stub!(MPI_Register_datarep / PMPI_Register_datarep);
-stub!(MPI_Register_datarep_c / PMPI_Register_datarep_c);
 stub!(MPI_Unpublish_name / PMPI_Unpublish_name);
 stub!(QMPI_Get_calling_address);
 stub!(QMPI_Get_function);

@@ -69,6 +69,7 @@ const PROGRAMS: &[&str] = &[
     "fileerr",
     "fstatus",
     "cforms2",
+    "datarep",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -593,6 +594,11 @@ fn fstatus_program() {
 #[test]
 fn cforms2_program() {
     program("cforms2");
+}
+
+#[test]
+fn datarep_program() {
+    program("datarep");
 }
 
 #[test]
