@@ -851,7 +851,7 @@ fn unsupported_function_is_reported() {
     assert_ne!(j.code, Some(0), "the job must fail:\n{}", j.stderr);
     assert!(
         j.stderr
-            .contains("fatal error in MPI_Comm_get_parent: Unsupported operation (class 44)"),
+            .contains("fatal error in MPI_Close_port: Unsupported operation (class 44)"),
         "{}",
         j.stderr
     );
