@@ -15,10 +15,11 @@
 //! order, as MPI's rule for partitioned requests of one (source, tag, communicator) asks.
 //!
 //! The send request is a message request driven by the agent's progress: a wait on it runs the
-//! agent (so a rendezvous send moves) and completes it when the message's send completed. A
-//! single-threaded program that waits for a send request before marking every partition ready
-//! waits for ever (the standard calls it erroneous); with threads, another thread may mark
-//! them while one waits.
+//! agent (so a rendezvous send moves) and completes it when the message's send completed. With
+//! `MPI_THREAD_MULTIPLE`, other threads may mark partitions while one waits; below it, nothing
+//! could mark them during a blocking wait, so a blocking wait on a send with partitions left
+//! unmarked fails the request with `MPI_ERR_REQUEST` (the standard makes such a wait
+//! erroneous) instead of waiting for ever; tests (`MPI_Test*`) just report it incomplete.
 //!
 //! Errors: `MPI_Pready*` on a request that is not a partitioned send, or one that is not
 //! active (not started, or every partition marked since its start) is `MPI_ERR_REQUEST`; a
@@ -42,6 +43,34 @@ use crate::error::MpiError;
 use crate::p2p::{Data, Persist, UserMem, data_of, dest_rank, send_tag};
 use crate::request::Meta;
 use crate::state::{ReqEntry, rt};
+
+/// `MPI_THREAD_MULTIPLE`.
+const THREAD_MULTIPLE: c_int = 3;
+
+/// The failure of a blocking wait on a partitioned send with `.0` partitions not marked ready,
+/// in a process where no other thread could mark them (class `MPI_ERR_REQUEST`).
+#[derive(Debug)]
+struct Stuck(usize);
+
+/// The class carried by [`Stuck`].
+const STUCK_CLASS: crate::error::CallbackCode = crate::error::CallbackCode(err::REQUEST);
+
+impl std::fmt::Display for Stuck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "a wait on a partitioned send with {} partitions not marked ready, below \
+             MPI_THREAD_MULTIPLE (no other thread could mark them)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for Stuck {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&STUCK_CLASS)
+    }
+}
 
 /// The bit that moves a point-to-point context to its partitioned twin.
 const PART_CONTEXT_BIT: u32 = 1 << 31;
@@ -112,6 +141,9 @@ impl ProgressDriver for Driver {
                 self.agent.make_progress();
             }
             Some(t) => {
+                if let Some(p) = self.part.upgrade() {
+                    p.fail_if_stuck();
+                }
                 // Short naps: the send's completion is noticed here, not by a wake-up.
                 self.agent
                     .make_progress_blocking(t.min(Duration::from_millis(1)));
@@ -153,6 +185,25 @@ impl Part {
             Ok(_) => cars.complete_car(0),
             Err(e) => cars.fail_car(e),
         };
+    }
+
+    /// A blocking wait on the send while partitions are still unmarked: below
+    /// `MPI_THREAD_MULTIPLE` no other thread may mark them while this one waits, so the wait
+    /// would never end; the request fails with `MPI_ERR_REQUEST` instead (and is inactive
+    /// after the wait, so the partitions left cannot be marked).
+    fn fail_if_stuck(&self) {
+        let Ok(rt) = rt() else { return };
+        if rt.thread_level >= THREAD_MULTIPLE {
+            return;
+        }
+        let mut run = lock(&self.run);
+        if run.sending.is_some() || run.nready == self.partitions {
+            return;
+        }
+        let Some(cars) = run.cars.take() else { return };
+        let missing = self.partitions - run.nready;
+        drop(run);
+        let _ = cars.fail_car(Stuck(missing));
     }
 
     /// Starts the request once more (`MPI_Start`): gives the handle of a table entry holding

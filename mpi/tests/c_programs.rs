@@ -70,6 +70,7 @@ const PROGRAMS: &[&str] = &[
     "fstatus",
     "cforms2",
     "datarep",
+    "partmt",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -599,6 +600,11 @@ fn cforms2_program() {
 #[test]
 fn datarep_program() {
     program("datarep");
+}
+
+#[test]
+fn partmt_program() {
+    program("partmt");
 }
 
 #[test]

@@ -183,6 +183,25 @@ int main(int argc, char **argv) {
         MPI_Request both[2] = {sreq, rreq};
         CHECK(MPI_Waitall(2, both, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
         CHECK_RC(MPI_Pready(0, sreq), MPI_ERR_REQUEST);
+        /* A blocking wait on a send with a partition left unmarked, in a single-threaded
+           process: nothing could mark it, so the wait fails instead of waiting for ever. */
+        MPI_Request ws, wr;
+        int two[2] = {1, 2}, got2[2] = {0, 0};
+        CHECK(MPI_Psend_init(two, 2, 1, MPI_INT, to, 12, comm, MPI_INFO_NULL, &ws) == MPI_SUCCESS);
+        CHECK(MPI_Precv_init(got2, 2, 1, MPI_INT, from, 12, comm, MPI_INFO_NULL, &wr) == MPI_SUCCESS);
+        CHECK(MPI_Start(&wr) == MPI_SUCCESS);
+        CHECK(MPI_Start(&ws) == MPI_SUCCESS);
+        CHECK(MPI_Pready(0, ws) == MPI_SUCCESS);
+        CHECK_RC(MPI_Wait(&ws, MPI_STATUS_IGNORE), MPI_ERR_REQUEST);
+        CHECK_RC(MPI_Pready(1, ws), MPI_ERR_REQUEST);
+        CHECK_RC(MPI_Parrived(wr, 0, &f), MPI_SUCCESS);
+        CHECK(f == 0);
+        CHECK(MPI_Cancel(&wr) == MPI_SUCCESS);
+        CHECK(MPI_Wait(&wr, &st) == MPI_SUCCESS);
+        int cancelled = 0;
+        CHECK(MPI_Test_cancelled(&st, &cancelled) == MPI_SUCCESS && cancelled);
+        CHECK(MPI_Request_free(&ws) == MPI_SUCCESS);
+        CHECK(MPI_Request_free(&wr) == MPI_SUCCESS);
         any = 1;
         OK(rank, "error classes checked %d", any);
     } else {
