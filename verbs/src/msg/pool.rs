@@ -112,6 +112,11 @@ impl ReceivePool {
         &self.inner.pd
     }
 
+    /// Whether `other` is this very pool (a clone of it), not merely one alike.
+    pub fn same(&self, other: &ReceivePool) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     pub(crate) fn srq(&self) -> &SharedReceiveQueue {
         &self.inner.srq
     }
