@@ -107,7 +107,8 @@ pub struct Endpoint {
     pub(crate) frag: usize,
     /// Receive buffers re-posted whose credit the peer has not been given yet.
     pub(crate) to_return: u32,
-    /// Receive buffers holding data not consumed yet.
+    /// Fragments holding data not consumed yet, in receive buffers or copied out of a shared
+    /// pool's (their credits are the peer's only once consumed).
     pub(crate) held: u32,
     pub(crate) free_slots: Vec<(u32, MemoryRegion)>,
     /// Which message each posted send slot carries a fragment of.

@@ -64,11 +64,16 @@ impl Endpoint {
                     self.rx_tags[tag_slot(header.tag)] = Some(header.tag);
                 }
                 let len = byte_len - at;
-                if self.pool.as_ref().is_some_and(|p| p.low()) {
+                if let Some(pool) = self.pool.as_ref().filter(|p| p.low()) {
                     // The shared pool runs low: copy the fragment out and give its buffer
                     // back at once, so messages not consumed yet cannot hold the pool empty.
+                    // The peer's credit stays held until the copy is consumed, as the buffer's
+                    // would: a receiver that does not consume still stops its peers.
                     let copy = region[at..at + len].to_vec();
-                    self.repost(idx, region);
+                    if let Err(why) = pool.repost(idx, region) {
+                        self.fail(why);
+                    }
+                    self.held += 1;
                     self.rx.push_back(RxBuf {
                         buf: None,
                         copy,
@@ -119,10 +124,17 @@ impl Endpoint {
         self.repost(idx, region);
     }
 
-    /// Done with fragment `b`: its buffer goes back (a copy's went when it was made).
+    /// Done with fragment `b`: its buffer goes back, or, for a copy (whose buffer went back
+    /// when it was made), its credit.
     fn release_rx(&mut self, b: RxBuf) {
-        if let Some((idx, region)) = b.buf {
-            self.release(idx, region);
+        match b.buf {
+            Some((idx, region)) => self.release(idx, region),
+            None => {
+                self.held = self.held.saturating_sub(1);
+                if self.failed.is_none() {
+                    self.to_return += 1;
+                }
+            }
         }
     }
 
