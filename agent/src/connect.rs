@@ -567,7 +567,7 @@ impl VerbsOffer {
                 (0..size).map(|_| None).collect();
             let local = method::verbs::open_device(config).and_then(|(ctx, port)| {
                 let (msg_config, pool) =
-                    method::verbs::receive_pool(&ctx, config, port, peers.len())?;
+                    method::verbs::receive_pool(&ctx, config, port, peers.len());
                 for &p in peers {
                     let ep = match &pool {
                         Some(pool) => {
