@@ -309,6 +309,43 @@ impl Agent {
         })
     }
 
+    /// Receive memory of the verbs method: queue pairs (one per verbs peer) and the bytes
+    /// registered for their receives (their rings, or the shared pool counted once).
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// assert_eq!(agent.verbs_receive_memory(), (0, 0)); // a job of one has no verbs peer
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn verbs_receive_memory(&self) -> (usize, usize) {
+        #[cfg(feature = "rdma")]
+        {
+            let st = self.shared.lock();
+            let mut pools: Vec<viaduct_verbs::msg::ReceivePool> = Vec::new();
+            let (mut qps, mut bytes) = (0, 0);
+            for vc in &st.vcs {
+                let Link::Remote(m) = &vc.link else { continue };
+                let Some((own, pool)) = m.verbs_receive() else {
+                    continue;
+                };
+                qps += 1;
+                bytes += own;
+                if let Some(pool) = pool {
+                    if !pools.iter().any(|p| p.same(&pool)) {
+                        bytes += pool.registered_bytes();
+                        pools.push(pool);
+                    }
+                }
+            }
+            (qps, bytes)
+        }
+        #[cfg(not(feature = "rdma"))]
+        (0, 0)
+    }
+
     /// the agent operation `Connect`: VCs are connected at [`Agent::init`], so this only reports whether
     /// the VC to `peer` is usable (`Err` with the reason when it failed).
     ///

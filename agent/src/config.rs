@@ -91,6 +91,9 @@ pub const XFER_CHUNK_VAR: &str = "VIADUCT_XFER_CHUNK";
 pub const MAX_UNEXPECTED_VAR: &str = "VIADUCT_MAX_UNEXPECTED_BYTES";
 /// Environment variable naming the RDMA device of the verbs method.
 pub const RDMA_DEVICE_VAR: &str = "VIADUCT_RDMA_DEVICE";
+/// Environment variable with the buffers of the verbs method's shared receive pool (0: a
+/// receive ring per peer instead).
+pub const VERBS_RECV_POOL_VAR: &str = "VIADUCT_VERBS_RECV_POOL";
 /// Environment variable naming the network interface whose address TCP listens on.
 pub const TCP_IFACE_VAR: &str = "VIADUCT_TCP_IFACE";
 /// Environment variable with the fewest progress polls a blocking call spins before it sleeps.
@@ -251,6 +254,11 @@ pub struct Config {
     pub spin_increment: u32,
     /// The RDMA device of the verbs method; `None` takes the first device with an active port.
     pub rdma_device: Option<String>,
+    /// Receive buffers of the verbs method, shared by all of the rank's peers through one shared
+    /// receive queue (`VIADUCT_VERBS_RECV_POOL`; at most the peers' windows of 32 together);
+    /// 0 gives every peer a ring of 32 buffers of its own instead. See
+    /// `viaduct_verbs::msg::ReceivePool`.
+    pub verbs_recv_pool: u32,
     /// The network interface whose IPv4 address the TCP listener and the liveness socket bind
     /// (`VIADUCT_TCP_IFACE`); `None` takes the interface of the route to other nodes.
     pub tcp_iface: Option<String>,
@@ -288,6 +296,7 @@ impl Default for Config {
             spin_increment: 64,
             progress: ProgressMode::Auto,
             rdma_device: None,
+            verbs_recv_pool: 64,
             tcp_iface: None,
             // 16 KiB less the 24-byte piece header: a piece then fits the shared-memory
             // method's eager limit and goes through its ring in one copy. Measured against
@@ -454,6 +463,14 @@ impl Config {
                     let name = v.trim();
                     c.rdma_device = (!name.is_empty()).then(|| name.to_owned());
                 }
+                VERBS_RECV_POOL_VAR => {
+                    c.verbs_recv_pool = v.trim().parse().map_err(|_| {
+                        bad(
+                            VERBS_RECV_POOL_VAR,
+                            format!("{v:?} is not a number of buffers"),
+                        )
+                    })?;
+                }
                 TCP_IFACE_VAR => {
                     let name = v.trim();
                     c.tcp_iface = (!name.is_empty()).then(|| name.to_owned());
@@ -496,6 +513,15 @@ impl Config {
         }
         if self.rendezvous_chunk < 4096 || self.rendezvous_chunk > 32 << 20 {
             return Err(bad("rendezvous_chunk", "must lie between 4 KiB and 32 MiB"));
+        }
+        if self.verbs_recv_pool != 0 && !(4..=16384).contains(&self.verbs_recv_pool) {
+            return Err(bad(
+                VERBS_RECV_POOL_VAR,
+                format!(
+                    "{} must be 0 (a ring per peer) or lie in 4..=16384",
+                    self.verbs_recv_pool
+                ),
+            ));
         }
         check_timeout(PEER_TIMEOUT_VAR, self.peer_timeout)?;
         check_timeout(CONNECT_TIMEOUT_VAR, self.connect_timeout)?;
@@ -740,6 +766,11 @@ mod tests {
         assert_eq!(c.transports, vec![MethodKind::Verbs, MethodKind::Shm]);
         assert_eq!(c.rdma_device.as_deref(), Some("rxe0"));
         assert_eq!(c.tcp_iface, None);
+        assert_eq!(c.verbs_recv_pool, 64);
+        let c = Config::from_vars([(VERBS_RECV_POOL_VAR, " 0 ")]).unwrap();
+        assert_eq!(c.verbs_recv_pool, 0);
+        assert!(Config::from_vars([(VERBS_RECV_POOL_VAR, "2")]).is_err());
+        assert!(Config::from_vars([(VERBS_RECV_POOL_VAR, "x")]).is_err());
         let c = Config::from_vars([(TCP_IFACE_VAR, " ib0 ")]).unwrap();
         assert_eq!(c.tcp_iface.as_deref(), Some("ib0"));
         let c = Config::from_vars([(TCP_IFACE_VAR, " ")]).unwrap();

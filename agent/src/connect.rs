@@ -566,11 +566,15 @@ impl VerbsOffer {
             let mut prepared: Vec<Option<viaduct_verbs::msg::Prepared>> =
                 (0..size).map(|_| None).collect();
             let local = method::verbs::open_device(config).and_then(|(ctx, port)| {
+                let (msg_config, pool) =
+                    method::verbs::receive_pool(&ctx, config, port, peers.len());
                 for &p in peers {
-                    let ep = viaduct_verbs::msg::Prepared::new(
-                        &ctx,
-                        method::verbs::verbs_config(config, port),
-                    )
+                    let ep = match &pool {
+                        Some(pool) => {
+                            viaduct_verbs::msg::Prepared::with_pool(&ctx, msg_config.clone(), pool)
+                        }
+                        None => viaduct_verbs::msg::Prepared::new(&ctx, msg_config.clone()),
+                    }
                     .map_err(|e| {
                         let mut why =
                             format!("preparing a queue pair on {} failed: {e}", ctx.name());

@@ -10,6 +10,14 @@
 //!
 //! Tests and users read it to check which method each pair of ranks uses (shared memory within
 //! a node, verbs or TCP between nodes).
+//!
+//! `VIADUCT_REPORT=memory` makes every rank print the receive memory of its verbs method: its
+//! queue pairs and the bytes registered for their receives (a ring per peer, or one shared
+//! receive pool, see `VIADUCT_VERBS_RECV_POOL`):
+//!
+//! ```text
+//! viaduct: rank 0 of 4: verbs memory: 3 queue pairs, 2097152 bytes registered for receives
+//! ```
 
 use crate::agent::Agent;
 use crate::error::AgentError;
@@ -26,10 +34,12 @@ use crate::error::AgentError;
 pub struct Report {
     /// Print the method of every peer.
     pub methods: bool,
+    /// Print the verbs method's receive memory.
+    pub memory: bool,
 }
 
 impl Report {
-    /// Parses `VIADUCT_REPORT`: a comma-separated list of `methods` (empty: nothing). An unknown
+    /// Parses `VIADUCT_REPORT`: a comma-separated list of `methods` and `memory` (empty: nothing). An unknown
     /// word is an error naming it.
     ///
     /// ```
@@ -43,10 +53,11 @@ impl Report {
         for word in value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
             match word {
                 "methods" => report.methods = true,
+                "memory" => report.memory = true,
                 other => {
                     return Err(AgentError::Config {
                         setting: "VIADUCT_REPORT",
-                        reason: format!("unknown report '{other}' (known: methods)"),
+                        reason: format!("unknown report '{other}' (known: methods, memory)"),
                     });
                 }
             }
@@ -84,7 +95,7 @@ impl Report {
     /// # let agent = Agent::singleton()?;
     /// use viaduct_agent::report::Report;
     ///
-    /// Report { methods: true }.print(&agent);
+    /// Report { methods: true, memory: true }.print(&agent);
     /// # Ok(())
     /// # }
     /// ```
@@ -92,7 +103,31 @@ impl Report {
         if self.methods {
             eprintln!("{}", methods_line(agent));
         }
+        if self.memory {
+            eprintln!("{}", memory_line(agent));
+        }
     }
+}
+
+/// `viaduct: rank R of N: verbs memory: Q queue pairs, B bytes registered for receives`.
+///
+/// ```
+/// # use viaduct_agent::prelude::*;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::singleton()?;
+/// let line = viaduct_agent::report::memory_line(&agent);
+/// assert!(line.ends_with("0 queue pairs, 0 bytes registered for receives"), "{line}");
+/// # Ok(())
+/// # }
+/// ```
+pub fn memory_line(agent: &Agent) -> String {
+    let (qps, bytes) = agent.verbs_receive_memory();
+    format!(
+        "viaduct: rank {} of {}: verbs memory: {qps} queue pairs, {bytes} bytes registered for \
+         receives",
+        agent.rank(),
+        agent.size()
+    )
 }
 
 /// `viaduct: rank R of N on HOST: methods 0:self 1:shm ...; progress MODE`.
@@ -131,6 +166,8 @@ mod tests {
         assert_eq!(Report::parse("").unwrap(), Report::default());
         assert!(Report::parse("methods").unwrap().methods);
         assert!(Report::parse(" methods , ").unwrap().methods);
+        let both = Report::parse("memory,methods").unwrap();
+        assert!(both.memory && both.methods);
         let err = Report::parse("methods,speed").unwrap_err().to_string();
         assert!(err.contains("speed"), "{err}");
     }

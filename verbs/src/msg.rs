@@ -68,6 +68,7 @@ mod endpoint;
 mod error;
 mod header;
 mod method;
+mod pool;
 mod setup;
 mod sleeper;
 
@@ -76,5 +77,6 @@ pub use completion::{Completion, Message, Op, Posted};
 pub use config::Config;
 pub use endpoint::Endpoint;
 pub use error::Error;
-pub use setup::{Prepared, pair};
+pub use pool::ReceivePool;
+pub use setup::{Prepared, pair, pair_shared};
 pub use sleeper::Sleeper;

@@ -227,6 +227,16 @@ where
 }
 
 impl Method {
+    /// A verbs connection's receive memory: bytes registered for it alone, and the shared
+    /// receive pool it draws from (`None` for other methods).
+    #[cfg(feature = "rdma")]
+    pub(crate) fn verbs_receive(&self) -> Option<(usize, Option<msg::ReceivePool>)> {
+        match self {
+            Method::Verbs(ep) => Some((ep.own_receive_bytes(), ep.pool().cloned())),
+            _ => None,
+        }
+    }
+
     pub(crate) fn kind(&self) -> MethodKind {
         match self {
             Method::Shm(_) => MethodKind::Shm,

@@ -31,6 +31,31 @@ pub(crate) fn verbs_config(config: &Config, port: u8) -> msg::Config {
     }
 }
 
+/// The message-endpoint settings for a rank with `peers` verbs peers, and the shared receive
+/// pool its endpoints draw from (`None`: a ring per peer, as `config.verbs_recv_pool` 0 asks,
+/// or where the device cannot make a shared receive queue). The pool holds
+/// `config.verbs_recv_pool` buffers, but no more than the peers' windows together.
+pub(crate) fn receive_pool(
+    ctx: &Context,
+    config: &Config,
+    port: u8,
+    peers: usize,
+) -> (msg::Config, Option<msg::ReceivePool>) {
+    let mut c = verbs_config(config, port);
+    if config.verbs_recv_pool == 0 {
+        return (c, None);
+    }
+    let windows = u32::try_from(peers)
+        .unwrap_or(u32::MAX)
+        .saturating_mul(c.recv_buffers);
+    c.pool_buffers = config.verbs_recv_pool.min(windows).max(4);
+    // A device without shared receive queues still serves with a ring per peer.
+    match msg::ReceivePool::new(ctx, &c) {
+        Ok(pool) => (c, Some(pool)),
+        Err(_) => (c, None),
+    }
+}
+
 /// Opens the RDMA device the agent uses: `config.rdma_device` when set, else the first
 /// device with an active port; returns it with its first active port. `Err` says why there is
 /// none, in words.

@@ -18,17 +18,25 @@ pub struct Card {
     pub buffer_bytes: u32,
     /// Where the peer writes keepalives.
     pub keepalive: RemoteRegion,
+    /// The receive buffers come from a [`ReceivePool`](super::ReceivePool) shared with other
+    /// peers (so a send may meet receiver-not-ready for a moment, which the peer retries
+    /// without limit) rather than a ring of the endpoint's own.
+    pub shared_receive: bool,
 }
 
-/// 2: compact headers (immediate data) beside the 16-byte one.
-const VERSION: u8 = 2;
+/// 2: compact headers (immediate data) beside the 16-byte one. 3: a flags byte at the end
+/// (bit 0: shared receive pool).
+const VERSION: u8 = 3;
+
+/// Flag bit: the receive buffers come from a shared pool.
+const FLAG_SHARED_RECEIVE: u8 = 1;
 
 impl Card {
     /// Encoded size in bytes.
-    pub const ENCODED_LEN: usize = 1 + QpEndpoint::ENCODED_LEN + 8 + RemoteRegion::ENCODED_LEN;
+    pub const ENCODED_LEN: usize = 1 + QpEndpoint::ENCODED_LEN + 8 + RemoteRegion::ENCODED_LEN + 1;
 
     /// Fixed little-endian encoding: version, queue pair endpoint, ring shape, keepalive
-    /// region.
+    /// region, flags.
     pub fn to_bytes(&self) -> [u8; Self::ENCODED_LEN] {
         let mut b = [0u8; Self::ENCODED_LEN];
         b[0] = VERSION;
@@ -36,7 +44,12 @@ impl Card {
         b[1..q].copy_from_slice(&self.qp.to_bytes());
         b[q..q + 4].copy_from_slice(&self.recv_buffers.to_le_bytes());
         b[q + 4..q + 8].copy_from_slice(&self.buffer_bytes.to_le_bytes());
-        b[q + 8..].copy_from_slice(&self.keepalive.to_bytes());
+        b[q + 8..Self::ENCODED_LEN - 1].copy_from_slice(&self.keepalive.to_bytes());
+        b[Self::ENCODED_LEN - 1] = if self.shared_receive {
+            FLAG_SHARED_RECEIVE
+        } else {
+            0
+        };
         b
     }
 
@@ -54,13 +67,18 @@ impl Card {
         }
         let q = 1 + QpEndpoint::ENCODED_LEN;
         let qp = QpEndpoint::from_bytes(&b[1..q]).map_err(|e| Error::Card(e.to_string()))?;
-        let keepalive =
-            RemoteRegion::from_bytes(&b[q + 8..]).map_err(|e| Error::Card(e.to_string()))?;
+        let flags = b[Self::ENCODED_LEN - 1];
+        if flags & !FLAG_SHARED_RECEIVE != 0 {
+            return Err(Error::Card(format!("unknown flags {flags:#x}")));
+        }
+        let keepalive = RemoteRegion::from_bytes(&b[q + 8..Self::ENCODED_LEN - 1])
+            .map_err(|e| Error::Card(e.to_string()))?;
         Ok(Card {
             qp,
             recv_buffers: u32::from_le_bytes([b[q], b[q + 1], b[q + 2], b[q + 3]]),
             buffer_bytes: u32::from_le_bytes([b[q + 4], b[q + 5], b[q + 6], b[q + 7]]),
             keepalive,
+            shared_receive: flags & FLAG_SHARED_RECEIVE != 0,
         })
     }
 
@@ -100,8 +118,17 @@ mod tests {
                 len: 8,
                 rkey: 99,
             },
+            shared_receive: false,
         };
         assert_eq!(Card::from_hex(&c.to_hex()).unwrap(), c);
+        let shared = Card {
+            shared_receive: true,
+            ..c
+        };
+        assert_eq!(Card::from_hex(&shared.to_hex()).unwrap(), shared);
+        let mut unknown = shared.to_bytes();
+        unknown[Card::ENCODED_LEN - 1] = 2;
+        assert!(matches!(Card::from_bytes(&unknown), Err(Error::Card(m)) if m.contains("flags")));
         assert!(Card::from_hex("zz").is_err());
         assert!(Card::from_hex("abc").is_err());
         assert!(Card::from_hex("00").is_err());

@@ -10,8 +10,13 @@ use crate::qp::ConnectOptions;
 /// shape from the [`Card`](super::Card)).
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Receive buffers posted for the peer (its credits).
+    /// Receive buffers posted for the peer (its credits). With a shared
+    /// [`ReceivePool`](super::ReceivePool) the peer's window of credits, the buffers coming
+    /// from the pool.
     pub recv_buffers: u32,
+    /// Buffers of a [`ReceivePool`](super::ReceivePool) made with these settings (shared by all
+    /// its endpoints; unused by an endpoint with a receive ring of its own).
+    pub pool_buffers: u32,
     /// Bytes of each receive buffer and send slot, header included.
     pub buffer_bytes: u32,
     /// Registered send slots (sends in flight at once).
@@ -49,6 +54,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             recv_buffers: 32,
+            pool_buffers: 128,
             buffer_bytes: 64 << 10,
             send_slots: 32,
             max_message: 64 << 20,
@@ -72,6 +78,12 @@ impl Config {
             return Err(Error::Config(format!(
                 "recv_buffers {} must lie in 4..=4096",
                 self.recv_buffers
+            )));
+        }
+        if self.pool_buffers < 4 || self.pool_buffers > 16384 {
+            return Err(Error::Config(format!(
+                "pool_buffers {} must lie in 4..=16384",
+                self.pool_buffers
             )));
         }
         if self.send_slots < 2 || self.send_slots > 4096 {

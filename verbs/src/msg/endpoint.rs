@@ -8,6 +8,7 @@ use super::completion::{Completion, Op};
 use super::config::Config;
 use super::error::Error;
 use super::header::{Header, KIND_CLOSE, TAG_SLOTS};
+use super::pool::ReceivePool;
 use super::sleeper::Sleeper;
 use crate::channel::CompletionChannel;
 use crate::cq::{CompletionQueue, Completions};
@@ -64,14 +65,27 @@ impl OutMsg {
     }
 }
 
-/// A receive buffer holding a data fragment.
+/// A data fragment: in its receive buffer, or copied out of a shared pool's buffer.
 pub(crate) struct RxBuf {
-    idx: u32,
-    region: MemoryRegion,
+    /// The receive buffer (its index and region) holding the fragment; `None` when copied.
+    buf: Option<(u32, MemoryRegion)>,
+    /// The fragment's payload when copied out (see [`ReceivePool`]).
+    copy: Vec<u8>,
     header: Header,
-    /// Where the payload starts in the buffer (after a full header, or 0 after a compact one).
+    /// Where the payload starts in the buffer (after a full header, or 0 after a compact one
+    /// or in a copy).
     at: usize,
     len: usize,
+}
+
+impl RxBuf {
+    /// The payload.
+    fn payload(&self) -> &[u8] {
+        match &self.buf {
+            Some((_, region)) => &region[self.at..self.at + self.len],
+            None => &self.copy[..self.len],
+        }
+    }
 }
 
 /// One end of a message connection: tagged messages to and from one peer over one RC queue
@@ -93,7 +107,8 @@ pub struct Endpoint {
     pub(crate) frag: usize,
     /// Receive buffers re-posted whose credit the peer has not been given yet.
     pub(crate) to_return: u32,
-    /// Receive buffers holding data not consumed yet.
+    /// Fragments holding data not consumed yet, in receive buffers or copied out of a shared
+    /// pool's (their credits are the peer's only once consumed).
     pub(crate) held: u32,
     pub(crate) free_slots: Vec<(u32, MemoryRegion)>,
     /// Which message each posted send slot carries a fragment of.
@@ -128,6 +143,9 @@ pub struct Endpoint {
     /// Decides on which progress passes the clock is read (about every 2 ms of spinning).
     pub(crate) pacer: crate::pacer::ClockPacer,
     pub(crate) recv_ranges: Vec<Range<usize>>,
+    /// The shared pool the receive buffers come from, if any (else the queue pair's own
+    /// ring).
+    pub(crate) pool: Option<ReceivePool>,
     /// Registered buffers for one-sided operations, reused by size class.
     pub(crate) cache: RegCache,
     /// Bytes of the largest piece of a one-sided operation.
@@ -207,11 +225,31 @@ impl Endpoint {
 
     /// Address ranges of this end's registered receive buffers and of its reassembly buffer:
     /// every slice `next` returns lies inside one of them.
+    /// With a shared pool, the pool's buffers, and the copies of fragments taken out of it
+    /// while it ran low.
     pub fn receive_buffers(&self) -> Vec<Range<usize>> {
-        let mut v = self.recv_ranges.clone();
+        let mut v = match &self.pool {
+            Some(pool) => pool.ranges().to_vec(),
+            None => self.recv_ranges.clone(),
+        };
         let a = self.assembly.as_ptr() as usize;
         v.push(a..a + self.assembly.len());
+        for b in self.rx.iter().filter(|b| b.buf.is_none()) {
+            let c = b.copy.as_ptr() as usize;
+            v.push(c..c + b.copy.len());
+        }
         v
+    }
+
+    /// Bytes registered for this endpoint's receives alone: its ring, or none with a shared
+    /// pool (see [`ReceivePool::registered_bytes`]).
+    pub fn own_receive_bytes(&self) -> usize {
+        self.recv_ranges.iter().map(|r| r.len()).sum()
+    }
+
+    /// The shared receive pool, if the endpoint receives from one.
+    pub fn pool(&self) -> Option<&ReceivePool> {
+        self.pool.as_ref()
     }
 
     fn check_open(&self) -> Result<(), Error> {
@@ -254,7 +292,7 @@ impl Endpoint {
 
     fn violation(&mut self, what: &str) {
         self.fail(format!("protocol violation by the peer: {what}"));
-        self.rx.clear();
+        self.return_held();
         self.held = 0;
         self.current = Current::Idle;
     }
@@ -308,6 +346,10 @@ impl Endpoint {
             let idx = (c.id & 0xffff_ffff) as u32;
             let region = c.take_region();
             if !c.status.is_success() {
+                // A pool's buffer goes back to the pool (the other endpoints still use it).
+                if let (Some(pool), Some(region)) = (&self.pool, region) {
+                    let _ = pool.repost(idx, region);
+                }
                 self.fail(failure_reason("a receive", c.status));
                 return;
             }
@@ -444,6 +486,50 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// Drops the fragments held; a shared pool's buffers go back to the pool.
+    fn return_held(&mut self) {
+        for b in std::mem::take(&mut self.rx) {
+            if let (Some(pool), Some((idx, region))) = (&self.pool, b.buf) {
+                let _ = pool.repost(idx, region);
+            }
+        }
+    }
+
+    /// At the end of an endpoint with a shared pool: moves the queue pair to the error state
+    /// and hands every pool buffer it took (completed, or still in the completion queue) back
+    /// to the pool, bounded in time.
+    fn return_to_pool(&mut self) {
+        let Some(pool) = self.pool.clone() else {
+            return;
+        };
+        self.current = Current::Idle;
+        self.return_held();
+        let _ = self.qp.set_error();
+        let deadline = Instant::now() + Duration::from_millis(200);
+        let mut quiet_since = Instant::now();
+        while Instant::now() < deadline && quiet_since.elapsed() < Duration::from_millis(20) {
+            match self.cq.poll(&mut self.polled) {
+                Ok(0) => std::thread::yield_now(),
+                Ok(_) => {
+                    quiet_since = Instant::now();
+                    while let Some(mut c) = self.polled.pop() {
+                        if c.id & RECV_BASE != 0
+                            && c.id & rdma::RDMA_BASE == 0
+                            && c.id != KEEPALIVE_ID
+                        {
+                            if let Some(region) = c.take_region() {
+                                let _ = pool.repost((c.id & 0xffff_ffff) as u32, region);
+                            }
+                        }
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+    }
+}
+
 impl Drop for Endpoint {
     fn drop(&mut self) {
         // Accepted messages still go out (bounded), then a close message tells the peer at
@@ -462,5 +548,6 @@ impl Drop for Endpoint {
                 let _ = self.wait(Duration::from_millis(10));
             }
         }
+        self.return_to_pool();
     }
 }

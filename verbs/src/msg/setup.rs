@@ -10,6 +10,7 @@ use super::config::Config;
 use super::endpoint::{Endpoint, RECV_BASE, Rdma};
 use super::error::Error;
 use super::header::{HEADER_LEN, TAG_SLOTS};
+use super::pool::ReceivePool;
 use crate::channel::CompletionChannel;
 use crate::cq::{CompletionQueue, Completions};
 use crate::device::Context;
@@ -35,6 +36,7 @@ pub struct Prepared {
     keepalive_src: MemoryRegion,
     recv_ranges: Vec<Range<usize>>,
     max_piece: usize,
+    pool: Option<ReceivePool>,
 }
 
 impl std::fmt::Debug for Prepared {
@@ -49,6 +51,25 @@ impl Prepared {
     /// Creates the protection domain, completion channel and queue, the RC queue pair, the
     /// registered receive buffers (posted at once) and send slots, on `ctx`.
     pub fn new(ctx: &Context, config: Config) -> Result<Prepared, Error> {
+        Prepared::build(ctx, config, None)
+    }
+
+    /// Like [`Prepared::new`], but the queue pair receives from `pool`'s shared receive queue
+    /// (and everything is registered on the pool's protection domain): the endpoint registers
+    /// no receive buffers of its own, and grants its peer `config.recv_buffers` credits drawn
+    /// from the pool. `config.buffer_bytes` must be the pool's.
+    pub fn with_pool(ctx: &Context, config: Config, pool: &ReceivePool) -> Result<Prepared, Error> {
+        if config.buffer_bytes != pool.buffer_bytes() {
+            return Err(Error::Config(format!(
+                "buffer_bytes {} differs from the receive pool's {}",
+                config.buffer_bytes,
+                pool.buffer_bytes()
+            )));
+        }
+        Prepared::build(ctx, config, Some(pool))
+    }
+
+    fn build(ctx: &Context, config: Config, pool: Option<&ReceivePool>) -> Result<Prepared, Error> {
         config.validate()?;
         let port_max = ctx
             .port(config.port)
@@ -59,9 +80,12 @@ impl Prepared {
         } else {
             config.rdma_piece.min(port_max)
         };
-        let pd = ctx
-            .alloc_pd()
-            .map_err(Error::verbs("allocating a protection domain"))?;
+        let pd = match pool {
+            Some(pool) => pool.protection_domain().clone(),
+            None => ctx
+                .alloc_pd()
+                .map_err(Error::verbs("allocating a protection domain"))?,
+        };
         let channel = ctx
             .create_channel()
             .map_err(Error::verbs("creating a completion channel"))?;
@@ -83,21 +107,26 @@ impl Prepared {
         if let Some(i) = config.gid_index {
             builder = builder.gid_index(i);
         }
+        if let Some(pool) = pool {
+            builder = builder.srq(pool.srq());
+        }
         let qp = builder
             .build()
             .map_err(Error::verbs("creating a queue pair"))?;
         let size = config.buffer_bytes as usize;
-        let mut recvs = Vec::with_capacity(config.recv_buffers as usize);
-        let mut recv_ranges = Vec::with_capacity(config.recv_buffers as usize);
-        for i in 0..config.recv_buffers {
-            let mr = pd
-                .allocate(size, Access::LOCAL_WRITE)
-                .map_err(Error::verbs("registering a receive buffer"))?;
-            recv_ranges.push(mr.addr() as usize..mr.addr() as usize + mr.len());
-            recvs.push(RecvRequest::new(RECV_BASE | u64::from(i), mr));
+        let mut recv_ranges = Vec::new();
+        if pool.is_none() {
+            let mut recvs = Vec::with_capacity(config.recv_buffers as usize);
+            for i in 0..config.recv_buffers {
+                let mr = pd
+                    .allocate(size, Access::LOCAL_WRITE)
+                    .map_err(Error::verbs("registering a receive buffer"))?;
+                recv_ranges.push(mr.addr() as usize..mr.addr() as usize + mr.len());
+                recvs.push(RecvRequest::new(RECV_BASE | u64::from(i), mr));
+            }
+            qp.post_recv(recvs)
+                .map_err(|e| Error::verbs("posting the receive buffers")(e.error))?;
         }
-        qp.post_recv(recvs)
-            .map_err(|e| Error::verbs("posting the receive buffers")(e.error))?;
         let mut slots = Vec::with_capacity(config.send_slots as usize);
         for i in 0..config.send_slots {
             let mr = pd
@@ -124,7 +153,14 @@ impl Prepared {
             keepalive_src,
             recv_ranges,
             max_piece,
+            pool: pool.cloned(),
         })
+    }
+
+    /// Bytes this endpoint registered for receives of its own (none with a shared pool: see
+    /// [`ReceivePool::registered_bytes`]).
+    pub fn own_receive_bytes(&self) -> usize {
+        self.recv_ranges.iter().map(|r| r.len()).sum()
     }
 
     /// What the peer needs to connect to this endpoint.
@@ -134,6 +170,7 @@ impl Prepared {
             recv_buffers: self.config.recv_buffers,
             buffer_bytes: self.config.buffer_bytes,
             keepalive: self.keepalive_dst.remote(),
+            shared_receive: self.pool.is_some(),
         }
     }
 
@@ -153,9 +190,15 @@ impl Prepared {
                 peer.keepalive.len
             )));
         }
+        let mut options = self.config.connect_options();
+        if peer.shared_receive {
+            // The peer's pool may be empty for a moment (see `ReceivePool`): retry for ever;
+            // a peer that is gone still shows as transport retry exceeded.
+            options.rnr_retry = 7;
+        }
         let qp = self
             .qp
-            .connect(&peer.qp, &self.config.connect_options())
+            .connect(&peer.qp, &options)
             .map_err(Error::verbs("connecting the queue pair"))?;
         let frag = (self.config.buffer_bytes.min(peer.buffer_bytes) as usize) - HEADER_LEN;
         let cache = RegCache::new(
@@ -196,6 +239,7 @@ impl Prepared {
             acked_since_clock: false,
             pacer: crate::pacer::ClockPacer::new(),
             recv_ranges: self.recv_ranges,
+            pool: self.pool,
             cache,
             max_piece: self.max_piece,
             rdma: Rdma::default(),
@@ -211,4 +255,17 @@ pub fn pair(ctx: &Context, config: Config) -> Result<(Endpoint, Endpoint), Error
     let b = Prepared::new(ctx, config)?;
     let (ca, cb) = (a.card(), b.card());
     Ok((a.connect(&cb)?, b.connect(&ca)?))
+}
+
+/// Two endpoints on `ctx` connected to each other, both receiving from one new
+/// [`ReceivePool`] made with `config`; the pool is returned too.
+pub fn pair_shared(
+    ctx: &Context,
+    config: Config,
+) -> Result<(Endpoint, Endpoint, ReceivePool), Error> {
+    let pool = ReceivePool::new(ctx, &config)?;
+    let a = Prepared::with_pool(ctx, config.clone(), &pool)?;
+    let b = Prepared::with_pool(ctx, config, &pool)?;
+    let (ca, cb) = (a.card(), b.card());
+    Ok((a.connect(&cb)?, b.connect(&ca)?, pool))
 }

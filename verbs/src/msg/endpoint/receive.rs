@@ -52,6 +52,9 @@ impl Endpoint {
         match header.kind {
             KIND_CREDIT => self.repost(idx, region),
             KIND_CLOSE => {
+                if let Some(pool) = &self.pool {
+                    let _ = pool.repost(idx, region);
+                }
                 self.peer_closed = true;
                 self.fail("the peer closed the connection".to_owned());
             }
@@ -60,20 +63,49 @@ impl Endpoint {
                     // As the sender recorded it when it sent this header.
                     self.rx_tags[tag_slot(header.tag)] = Some(header.tag);
                 }
+                let len = byte_len - at;
+                if let Some(pool) = self.pool.as_ref().filter(|p| p.low()) {
+                    // The shared pool runs low: copy the fragment out and give its buffer
+                    // back at once, so messages not consumed yet cannot hold the pool empty.
+                    // The peer's credit stays held until the copy is consumed, as the buffer's
+                    // would: a receiver that does not consume still stops its peers.
+                    let copy = region[at..at + len].to_vec();
+                    if let Err(why) = pool.repost(idx, region) {
+                        self.fail(why);
+                    }
+                    self.held += 1;
+                    self.rx.push_back(RxBuf {
+                        buf: None,
+                        copy,
+                        header,
+                        at: 0,
+                        len,
+                    });
+                    return;
+                }
                 self.held += 1;
                 self.rx.push_back(RxBuf {
-                    idx,
-                    region,
+                    buf: Some((idx, region)),
+                    copy: Vec::new(),
                     header,
                     at,
-                    len: byte_len - at,
+                    len,
                 });
             }
         }
     }
 
-    /// Posts receive buffer `idx` again; its credit goes back to the peer.
+    /// Posts receive buffer `idx` again; its credit goes back to the peer. A shared pool's
+    /// buffer goes back to the pool even after a failure (the other endpoints use it).
     pub(super) fn repost(&mut self, idx: u32, region: MemoryRegion) {
+        if let Some(pool) = &self.pool {
+            match pool.repost(idx, region) {
+                Ok(()) if self.failed.is_none() => self.to_return += 1,
+                Ok(()) => {}
+                Err(why) => self.fail(why),
+            }
+            return;
+        }
         if self.failed.is_some() {
             return;
         }
@@ -86,10 +118,24 @@ impl Endpoint {
         }
     }
 
-    /// Gives a held receive buffer back to the ring.
+    /// Gives a held receive buffer back to the ring (or the pool).
     pub(super) fn release(&mut self, idx: u32, region: MemoryRegion) {
         self.held = self.held.saturating_sub(1);
         self.repost(idx, region);
+    }
+
+    /// Done with fragment `b`: its buffer goes back, or, for a copy (whose buffer went back
+    /// when it was made), its credit.
+    fn release_rx(&mut self, b: RxBuf) {
+        match b.buf {
+            Some((idx, region)) => self.release(idx, region),
+            None => {
+                self.held = self.held.saturating_sub(1);
+                if self.failed.is_none() {
+                    self.to_return += 1;
+                }
+            }
+        }
     }
 
     pub(super) fn shown(&self) -> bool {
@@ -139,10 +185,9 @@ impl Endpoint {
                     {
                         return self.violation("fragments of a message do not fit together");
                     }
-                    self.assembly
-                        .extend_from_slice(&b.region[b.at..b.at + b.len]);
+                    self.assembly.extend_from_slice(b.payload());
                     let last = b.header.flags & LAST != 0;
-                    self.release(b.idx, b.region);
+                    self.release_rx(b);
                     if last != (self.assembly.len() == total) {
                         return self.violation("a message's fragments do not add up to it");
                     }
@@ -173,7 +218,7 @@ impl Endpoint {
         Ok(match self.current {
             Current::InPlace { consumed } => self.rx.front().map(|b| Message {
                 tag: b.header.tag,
-                data: &b.region[b.at + consumed..b.at + b.len],
+                data: &b.payload()[consumed..],
             }),
             Current::Assembled { tag, consumed } => Some(Message {
                 tag,
@@ -203,7 +248,7 @@ impl Endpoint {
                 }
                 self.current = Current::Idle;
                 if let Some(b) = self.rx.pop_front() {
-                    self.release(b.idx, b.region);
+                    self.release_rx(b);
                 }
                 self.maybe_return_credits();
                 Ok(())
