@@ -282,6 +282,21 @@ pub fn finish(name: &str, comm: Handle, result: Result<(), MpiError>) -> c_int {
     }
 }
 
+/// Reports error `e` of MPI function `name` as [`finish`] does (the error path of every MPI
+/// function, out of the way of its success path).
+///
+/// ```
+/// use viaduct_mpi::{abi::{self, err}, error::{MpiError, fail, quietly}};
+/// let e = MpiError::new(err::TAG, "tag -5 is negative");
+/// let r = quietly(|| fail("MPI_Send", abi::COMM_WORLD, e));
+/// assert_eq!(r.unwrap_err().class, err::TAG);
+/// ```
+#[cold]
+#[inline(never)]
+pub fn fail(name: &str, comm: Handle, e: MpiError) -> c_int {
+    finish(name, comm, Err(e))
+}
+
 thread_local! {
     /// Set while [`quietly`] runs an MPI function: its error is kept, not raised.
     static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };

@@ -207,10 +207,23 @@ fn swap_head(current: u64, new: u64) -> Result<(), u64> {
         .map(|_| ())
 }
 
-/// A free slot's index: from the free list, else a slot never used.
+/// A free slot's index: from the free list, else a slot never used. `serial`: MPI calls are
+/// never made at once from two threads (thread level below `MPI_THREAD_MULTIPLE`), so the
+/// list is taken from by a plain load and store (the caller's own order between its threads,
+/// which the standard asks of it, orders them), not a compare-and-swap.
 #[inline(always)]
-fn alloc() -> Option<u32> {
+fn alloc(serial: bool) -> Option<u32> {
     let mut head = SLOTS.head.load(Ordering::Acquire);
+    if serial {
+        if head as u32 == 0 {
+            return alloc_new();
+        }
+        let i = head as u32 - 1;
+        let next = slot(i).map_or(0, |s| s.next.load(Ordering::Relaxed));
+        let new = ((head >> 32).wrapping_add(1) << 32) | u64::from(next);
+        SLOTS.head.store(new, Ordering::Release);
+        return Some(i);
+    }
     while head as u32 != 0 {
         let i = head as u32 - 1;
         let next = slot(i).map_or(0, |s| s.next.load(Ordering::Relaxed));
@@ -240,10 +253,16 @@ fn alloc_new() -> Option<u32> {
     Some(i)
 }
 
-/// Puts slot `i` on the free list.
-#[inline]
-fn push_free(i: u32, s: &Slot) {
+/// Puts slot `i` on the free list (`serial`: as for [`alloc`]).
+#[inline(always)]
+fn push_free(i: u32, s: &Slot, serial: bool) {
     let mut head = SLOTS.head.load(Ordering::Acquire);
+    if serial {
+        s.next.store(head as u32, Ordering::Relaxed);
+        let new = ((head >> 32).wrapping_add(1) << 32) | u64::from(i + 1);
+        SLOTS.head.store(new, Ordering::Release);
+        return;
+    }
     loop {
         s.next.store(head as u32, Ordering::Relaxed);
         let new = ((head >> 32).wrapping_add(1) << 32) | u64::from(i + 1);
@@ -300,9 +319,10 @@ fn live(h: Handle) -> Result<(GreqRef, &'static Slot, u32), MpiError> {
     Ok((GreqRef { index, generation }, s, st))
 }
 
-/// Starts a generalized request; its handle.
-fn start(cb: Callbacks) -> Result<Handle, MpiError> {
-    start_fast(cb).ok_or_else(too_many)
+/// Starts a generalized request; its handle (`serial`: as for [`alloc`]).
+#[inline(always)]
+fn start(cb: Callbacks, serial: bool) -> Result<Handle, MpiError> {
+    start_fast(cb, serial).ok_or_else(too_many)
 }
 
 /// The error of a start with every slot in use.
@@ -317,8 +337,8 @@ fn too_many() -> MpiError {
 
 /// Starts a generalized request; its handle (`None`: every slot is in use).
 #[inline(always)]
-fn start_fast(cb: Callbacks) -> Option<Handle> {
-    let i = alloc()?;
+fn start_fast(cb: Callbacks, serial: bool) -> Option<Handle> {
+    let i = alloc(serial)?;
     let Some(s) = slot(i) else {
         unreachable!("a slot handed out exists")
     };
@@ -348,7 +368,7 @@ fn release(r: GreqRef, s: &Slot) {
     }
     let generation = (r.generation + 1) & GEN_MASK;
     s.state.store(generation << GEN_SHIFT, Ordering::Release);
-    push_free(r.index, s);
+    push_free(r.index, s, false);
 }
 
 #[inline(always)]
@@ -490,10 +510,10 @@ fn wait_agent(h: Handle, s: &Slot) -> Result<(), MpiError> {
 }
 
 /// `MPI_Wait` on generalized request `h`: fills `out` by the query function; the callbacks'
-/// code (also in `out`'s error field).
+/// code (also in `out`'s error field). `serial`: as for [`alloc`].
 #[inline]
-pub fn wait(h: Handle, out: &mut MpiStatus) -> Result<c_int, MpiError> {
-    match wait_fast(h, out) {
+pub fn wait(h: Handle, out: &mut MpiStatus, serial: bool) -> Result<c_int, MpiError> {
+    match wait_fast(h, out, serial) {
         Some(code) => Ok(code),
         None => wait_slow(h, out),
     }
@@ -502,7 +522,7 @@ pub fn wait(h: Handle, out: &mut MpiStatus) -> Result<c_int, MpiError> {
 /// [`wait`] in the common case (live, of this generation, complete, not freed, no agent
 /// request: one comparison); `None`: nothing done, see [`wait`].
 #[inline(always)]
-fn wait_fast(h: Handle, out: &mut MpiStatus) -> Option<c_int> {
+fn wait_fast(h: Handle, out: &mut MpiStatus, serial: bool) -> Option<c_int> {
     let index = h as u32 & (MAX_GREQS - 1);
     let s = slot(index)?;
     let st = live_word(h) | COMPLETE;
@@ -513,7 +533,7 @@ fn wait_fast(h: Handle, out: &mut MpiStatus) -> Option<c_int> {
     out.error = code;
     let generation = ((st >> GEN_SHIFT) + 1) & GEN_MASK;
     s.state.store(generation << GEN_SHIFT, Ordering::Release);
-    push_free(index, s);
+    push_free(index, s, serial);
     Some(code)
 }
 
@@ -716,7 +736,7 @@ mpi_fn! {
     /// `MPI_Grequest_start`: a slot of the table of generalized requests (no allocation once
     /// the table has a free slot); the handle names the slot and its generation.
     MPI_Grequest_start / PMPI_Grequest_start(query_fn: Option<QueryFn>, free_fn: Option<FreeFn>, cancel_fn: Option<CancelFn>, extra_state: *mut c_void, request: *mut Handle) on abi::COMM_WORLD => {
-        rt()?;
+        let serial = rt()?.serial();
         let (Some(query), Some(free), Some(cancel), false) =
             (query_fn, free_fn, cancel_fn, request.is_null())
         else {
@@ -727,7 +747,7 @@ mpi_fn! {
             free: free as usize,
             cancel: cancel as usize,
             extra: extra_state as usize,
-        })?;
+        }, serial)?;
         // SAFETY: the caller's handle, checked not NULL.
         unsafe { *request = h };
         Ok(())

@@ -35,7 +35,11 @@ macro_rules! mpi_fn {
             let errcomm: $crate::abi::Handle = $comm;
             #[allow(unused_unsafe, clippy::redundant_closure_call)]
             let result = (|| -> Result<(), $crate::error::MpiError> { $body })();
-            $crate::error::finish(stringify!($mpi), errcomm, result)
+            // Success is one compare here; only an error goes to the error handler's code.
+            match result {
+                Ok(()) => $crate::abi::SUCCESS,
+                Err(e) => $crate::error::fail(stringify!($mpi), errcomm, e),
+            }
         }
 
         #[doc = concat!("`", stringify!($mpi), "`: the profiling entry, calls `", stringify!($pmpi), "`.")]

@@ -336,6 +336,149 @@ unsafe fn blocking_send(
     Ok(())
 }
 
+/// The size of an element of `t` when it is a predefined datatype without holes (MPICH's
+/// handle names the size in bits 8..16; the pair types with padding are of another kind);
+/// `None` for any other datatype (and `MPI_DATATYPE_NULL`).
+#[inline(always)]
+fn plain_size(t: Handle) -> Option<usize> {
+    let u = t as u32;
+    (u & 0xff00_0000 == 0x4c00_0000).then_some(((u >> 8) & 0xff) as usize)
+}
+
+/// `MPI_Send` in the common case: a predefined datatype, a valid count, tag and rank, a
+/// message within the eager limit. `None`: not that case, nothing done (the full checks of
+/// [`blocking_send`] then name the error, or take the other paths).
+///
+/// # Safety
+///
+/// As for [`start_send`].
+#[inline(always)]
+unsafe fn send_fast(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> Option<Result<(), MpiError>> {
+    let size = plain_size(datatype)?;
+    if count < 0 || !(0..=abi::TAG_UB).contains(&tag) {
+        return None;
+    }
+    let c = rt().ok()?.comm_ref(comm).ok()?;
+    // At most (2^31 - 1) * 255 bytes: no overflow.
+    let len = count as usize * size;
+    if dest < 0
+        || dest as u32 >= c.comm.size()
+        || len > c.comm.agent().config().eager_limit
+        || (len > 0 && buf.is_null())
+    {
+        return None;
+    }
+    let data = if len == 0 {
+        &[][..]
+    } else {
+        // SAFETY: the caller's buffer of `count` elements of `len` bytes in all, not NULL.
+        unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) }
+    };
+    Some(match c.comm.send(dest as u32, tag as u32, data) {
+        Ok(()) => Ok(()),
+        Err(e) => Err(agent_error(e)),
+    })
+}
+
+/// An agent error as the MPI error it is (out of the way of the fast paths).
+#[cold]
+#[inline(never)]
+fn agent_error(e: AgentError) -> MpiError {
+    MpiError::from(e)
+}
+
+/// The status of a receive from `source` with `tag` into `cap` bytes that failed with `e`,
+/// written to `status` unless ignored; the error, as an MPI error.
+///
+/// # Safety
+///
+/// As for [`recv_fast`].
+#[cold]
+#[inline(never)]
+unsafe fn recv_failed(
+    e: AgentError,
+    source: c_int,
+    tag: c_int,
+    cap: usize,
+    status: *mut MpiStatus,
+) -> MpiError {
+    let e = MpiError::from(e);
+    let mut s = MpiStatus {
+        source,
+        tag,
+        error: e.class,
+        ..MpiStatus::default()
+    };
+    s.set_count(cap as i64);
+    // SAFETY: the caller's status, MPI_STATUS_IGNORE or NULL.
+    unsafe { write_status(status, s) };
+    e
+}
+
+/// `MPI_Recv` in the common case: a predefined datatype, a valid count, a given source rank
+/// and tag, room within the eager limit; writes the caller's status (also on an error of the
+/// receive, as [`blocking_recv`]'s caller does). `None`: not that case, nothing done.
+///
+/// # Safety
+///
+/// `buf` holds room for `count` elements of `datatype`; `status` is the caller's status,
+/// `MPI_STATUS_IGNORE` or NULL.
+#[inline(always)]
+unsafe fn recv_fast(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    status: *mut MpiStatus,
+) -> Option<Result<(), MpiError>> {
+    let size = plain_size(datatype)?;
+    if count < 0 || !(0..=abi::TAG_UB).contains(&tag) {
+        return None;
+    }
+    let c = rt().ok()?.comm_ref(comm).ok()?;
+    let cap = count as usize * size;
+    if source < 0
+        || source as u32 >= c.comm.size()
+        || cap > c.comm.agent().config().eager_limit
+        || (cap > 0 && buf.is_null())
+    {
+        return None;
+    }
+    let out = if cap == 0 {
+        &mut [][..]
+    } else {
+        // SAFETY: the caller's buffer of room for `cap` bytes, not NULL.
+        unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), cap) }
+    };
+    let (r, t) = (source as u32, tag as u32);
+    match c.comm.recv(out, Source::Rank(r), TagMatch::Tag(t)) {
+        Ok(st) => {
+            if status as usize != abi::STATUS_IGNORE && !status.is_null() {
+                let mut s = MpiStatus {
+                    source: st.source().unwrap_or(r) as c_int,
+                    tag: st.tag().unwrap_or(t) as c_int,
+                    ..MpiStatus::default()
+                };
+                s.set_count(st.count() as i64);
+                // SAFETY: the caller's status, neither MPI_STATUS_IGNORE nor NULL.
+                unsafe { status.write(s) };
+            }
+            Some(Ok(()))
+        }
+        // SAFETY: the caller's status (or MPI_STATUS_IGNORE or NULL).
+        Err(e) => Some(Err(unsafe { recv_failed(e, source, tag, cap, status) })),
+    }
+}
+
 /// Registers a started send as a request; writes its handle.
 ///
 /// # Safety
@@ -362,6 +505,10 @@ mpi_fn! {
     /// `MPI_Send`.
     MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
         // SAFETY: the caller's buffer.
+        if let Some(done) = unsafe { send_fast(buf, count, datatype, dest, tag, comm) } {
+            return done;
+        }
+        // SAFETY: the caller's buffer.
         unsafe { blocking_send(buf, count, datatype, dest, tag, comm, Mode::Standard) }
     }
 }
@@ -369,6 +516,10 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Rsend` (a standard send: a ready send needs no other protocol here).
     MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm => {
+        // SAFETY: the caller's buffer.
+        if let Some(done) = unsafe { send_fast(buf, count, datatype, dest, tag, comm) } {
+            return done;
+        }
         // SAFETY: the caller's buffer.
         unsafe { blocking_send(buf, count, datatype, dest, tag, comm, Mode::Standard) }
     }
@@ -899,6 +1050,10 @@ thread_local! {
 mpi_fn! {
     /// `MPI_Recv`.
     MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm => {
+        // SAFETY: the caller's buffer and status.
+        if let Some(done) = unsafe { recv_fast(buf, count, datatype, source, tag, comm, status) } {
+            return done;
+        }
         // SAFETY: the caller's buffer.
         match unsafe { blocking_recv(buf, count, datatype, source, tag, comm) } {
             Ok(s) => {

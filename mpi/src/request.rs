@@ -412,7 +412,7 @@ mpi_fn! {
                 // SAFETY: `status` is the caller's status (or NULL), not MPI_STATUS_IGNORE.
                 unsafe { status.as_mut() }.unwrap_or(&mut ignored)
             };
-            let code = crate::greq::wait(*h, out)?;
+            let code = crate::greq::wait(*h, out, rt.serial())?;
             *h = abi::REQUEST_NULL;
             return code_error(code, abi::COMM_WORLD);
         }

@@ -68,6 +68,27 @@ impl CommEntry {
     }
 }
 
+/// A communicator's entry as [`Runtime::comm_ref`] gives it: borrowed (`MPI_COMM_WORLD`) or
+/// shared.
+pub enum CommRef<'a> {
+    /// An entry the runtime holds for as long as it lives.
+    Borrowed(&'a CommEntry),
+    /// An entry of the table (which a concurrent `MPI_Comm_free` may remove).
+    Shared(Arc<CommEntry>),
+}
+
+impl std::ops::Deref for CommRef<'_> {
+    type Target = CommEntry;
+
+    #[inline]
+    fn deref(&self) -> &CommEntry {
+        match self {
+            CommRef::Borrowed(e) => e,
+            CommRef::Shared(e) => e,
+        }
+    }
+}
+
 /// A request of the program: the agent's request and what its completion must do.
 pub struct ReqEntry {
     /// The agent's request.
@@ -317,6 +338,14 @@ impl Runtime {
         }
     }
 
+    /// Whether MPI calls are never made at once from two threads: the thread level provided is
+    /// below `MPI_THREAD_MULTIPLE` (the standard leaves the order between threads of
+    /// `MPI_THREAD_SERIALIZED` to the program).
+    #[inline]
+    pub fn serial(&self) -> bool {
+        self.thread_level < abi::THREAD_MULTIPLE
+    }
+
     /// The intracommunicator behind handle `h`: an intercommunicator is
     /// `MPI_ERR_UNSUPPORTED_OPERATION` (calls that take one use [`Runtime::comm_any`]).
     pub fn comm(&self, h: Handle) -> Result<Arc<CommEntry>, MpiError> {
@@ -344,6 +373,16 @@ impl Runtime {
             ));
         }
         Ok(c)
+    }
+
+    /// The entry of communicator `h`, intra- or intercommunicator, as [`Runtime::comm_any`],
+    /// but `MPI_COMM_WORLD`'s borrowed (no reference count taken and given back per call).
+    #[inline]
+    pub fn comm_ref(&self, h: Handle) -> Result<CommRef<'_>, MpiError> {
+        if h == abi::COMM_WORLD {
+            return Ok(CommRef::Borrowed(&self.world));
+        }
+        self.comm_any(h).map(CommRef::Shared)
     }
 
     /// The entry of communicator `h`, intra- or intercommunicator.

@@ -8,6 +8,13 @@
 //! of the rounds) and their ratio, one figure a line: `<name> <bytes> <value> <unit>`.
 //!
 //! `BENCH_SCALE` (default 1) multiplies the repetitions.
+//!
+//! `mpi-face-bench --count PATH N`, on one rank, runs `N` iterations of one path in a function
+//! of its own, for an instruction counter (`valgrind --tool=callgrind
+//! --toggle-collect='mpi_face_bench::count_*'`): `face` (`MPI_Send` then `MPI_Recv` of 0 bytes
+//! to itself on `MPI_COMM_WORLD`), `agent` (the same through `Comm::send`/`recv`) and `greq`
+//! (`MPI_Grequest_start` + `MPI_Grequest_complete` + `MPI_Wait`, with the callbacks of
+//! `mpi/bench/mpibench.c`).
 
 use std::ffi::{c_char, c_int, c_void};
 use std::time::Instant;
@@ -37,6 +44,41 @@ unsafe extern "C" {
         comm: Handle,
         status: *mut MpiStatus,
     ) -> c_int;
+    fn MPI_Grequest_start(
+        query: QueryFn,
+        free: FreeFn,
+        cancel: CancelFn,
+        extra: *mut c_void,
+        request: *mut Handle,
+    ) -> c_int;
+    fn MPI_Grequest_complete(request: Handle) -> c_int;
+    fn MPI_Wait(request: *mut Handle, status: *mut MpiStatus) -> c_int;
+    fn MPI_Status_set_elements(status: *mut MpiStatus, datatype: Handle, count: c_int) -> c_int;
+    fn MPI_Status_set_cancelled(status: *mut MpiStatus, flag: c_int) -> c_int;
+}
+
+type QueryFn = unsafe extern "C" fn(*mut c_void, *mut MpiStatus) -> c_int;
+type FreeFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+type CancelFn = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
+
+/// The query function of `mpi/bench/mpibench.c`'s generalized requests.
+unsafe extern "C" fn greq_query(_: *mut c_void, s: *mut MpiStatus) -> c_int {
+    // SAFETY: `s` is the status the library hands its query function.
+    unsafe {
+        MPI_Status_set_elements(s, abi::dt::BYTE, 0);
+        MPI_Status_set_cancelled(s, 0);
+        (*s).source = abi::UNDEFINED;
+        (*s).tag = abi::UNDEFINED;
+    }
+    abi::SUCCESS
+}
+
+unsafe extern "C" fn greq_free(_: *mut c_void) -> c_int {
+    abi::SUCCESS
+}
+
+unsafe extern "C" fn greq_cancel(_: *mut c_void, _: c_int) -> c_int {
+    abi::SUCCESS
 }
 
 /// Tag of the face's messages (the agent's use another, so the two never match each other).
@@ -109,11 +151,100 @@ fn agent_loop(c: &viaduct_agent::comm::Comm, buf: &mut [u8], n: usize) -> f64 {
     t0.elapsed().as_secs_f64() / n as f64 / 2.0 * 1e6
 }
 
+/// `n` times `MPI_Send` then `MPI_Recv` of 0 bytes to this rank itself.
+#[inline(never)]
+fn count_face(rank: c_int, n: usize) {
+    let mut st = MpiStatus::empty();
+    for _ in 0..n {
+        // SAFETY: 0 bytes of no buffer; `st` a status of this frame.
+        let rc = unsafe {
+            MPI_Send(
+                std::ptr::null(),
+                0,
+                abi::dt::BYTE,
+                rank,
+                FACE_TAG,
+                abi::COMM_WORLD,
+            ) | MPI_Recv(
+                std::ptr::null_mut(),
+                0,
+                abi::dt::BYTE,
+                rank,
+                FACE_TAG,
+                abi::COMM_WORLD,
+                &mut st,
+            )
+        };
+        assert_eq!(rc, abi::SUCCESS, "MPI_Send/MPI_Recv failed");
+    }
+}
+
+/// `n` times `Comm::send` then `Comm::recv` of 0 bytes to this rank itself.
+#[inline(never)]
+fn count_agent(c: &viaduct_agent::comm::Comm, n: usize) {
+    let me = c.rank();
+    for _ in 0..n {
+        let r = c
+            .send(me, AGENT_TAG, &[])
+            .and_then(|()| c.recv(&mut [], Source::Rank(me), TagMatch::Tag(AGENT_TAG)));
+        if let Err(e) = r {
+            panic!("the agent's send/recv failed: {e}");
+        }
+    }
+}
+
+/// `n` times `MPI_Grequest_start` + `MPI_Grequest_complete` + `MPI_Wait`.
+#[inline(never)]
+fn count_greq(n: usize) {
+    for _ in 0..n {
+        let mut r: Handle = 0;
+        // SAFETY: the callbacks above; `r` a handle of this frame; MPI_STATUS_IGNORE.
+        let rc = unsafe {
+            MPI_Grequest_start(
+                greq_query,
+                greq_free,
+                greq_cancel,
+                std::ptr::null_mut(),
+                &mut r,
+            ) | MPI_Grequest_complete(r)
+                | MPI_Wait(&mut r, abi::STATUS_IGNORE as *mut MpiStatus)
+        };
+        assert_eq!(rc, abi::SUCCESS, "generalized request failed");
+    }
+}
+
+/// `--count PATH N`: one path, `N` times, in a function of its own (for an instruction count).
+fn count(c: &viaduct_agent::comm::Comm, path: &str, n: usize) {
+    match path {
+        "face" => count_face(c.rank() as c_int, n),
+        "agent" => count_agent(c, n),
+        "greq" => count_greq(n),
+        _ => {
+            eprintln!("mpi-face-bench: --count takes face, agent or greq, not {path}");
+            std::process::exit(2);
+        }
+    }
+}
+
 fn main() {
     // SAFETY: MPI_Init with no arguments, as the standard allows.
     let rc = unsafe { MPI_Init(std::ptr::null_mut(), std::ptr::null_mut()) };
     assert_eq!(rc, abi::SUCCESS, "MPI_Init failed");
     let c = viaduct_mpi::world_comm().expect("MPI_COMM_WORLD after MPI_Init");
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() == 4 && args[1] == "--count" {
+        let Ok(n) = args[3].parse() else {
+            eprintln!(
+                "mpi-face-bench: --count PATH N takes a number, not {}",
+                args[3]
+            );
+            std::process::exit(2);
+        };
+        count(&c, &args[2], n);
+        // SAFETY: the matching MPI_Finalize.
+        unsafe { MPI_Finalize() };
+        return;
+    }
     if c.size() != 2 {
         eprintln!("mpi-face-bench: needs 2 ranks, not {}", c.size());
         std::process::exit(2);

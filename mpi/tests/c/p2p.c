@@ -149,7 +149,9 @@ int main(int argc, char **argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     int two[2] = {1, 2}, one = 0;
     CHECK(MPI_Send(two, 2, MPI_INT, right, 10, MPI_COMM_WORLD) == MPI_SUCCESS);
+    st.MPI_SOURCE = st.MPI_TAG = -1;
     CHECK_RC(MPI_Recv(&one, 1, MPI_INT, left, 10, MPI_COMM_WORLD, &st), MPI_ERR_TRUNCATE);
+    CHECK(st.MPI_SOURCE == left && st.MPI_TAG == 10);
     CHECK(MPI_Send(two, 2, MPI_INT, right, 11, MPI_COMM_WORLD) == MPI_SUCCESS);
     CHECK_RC(MPI_Recv(&one, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st), MPI_ERR_TRUNCATE);
     CHECK(MPI_Send(two, 2, MPI_INT, right, 12, MPI_COMM_WORLD) == MPI_SUCCESS);
@@ -170,6 +172,27 @@ int main(int argc, char **argv) {
     if (c1 == MPI_ERR_PENDING) CHECK(MPI_Wait(&tr[1], MPI_STATUS_IGNORE) == MPI_SUCCESS);
     CHECK(got13 == 1);
     OK(rank, "truncation ok");
+
+    /* Blocking sends and receives of predefined datatypes on a communicator other than the
+       world (and of no data from a NULL buffer): values, statuses, counts. */
+    MPI_Comm ring;
+    CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &ring) == MPI_SUCCESS);
+    double dv[3] = {rank + 0.5, rank + 1.5, rank + 2.5}, dr[4] = {0, 0, 0, -1};
+    CHECK(MPI_Send(dv, 3, MPI_DOUBLE, right, 31, ring) == MPI_SUCCESS);
+    st.MPI_SOURCE = st.MPI_TAG = -1;
+    CHECK(MPI_Recv(dr, 4, MPI_DOUBLE, left, 31, ring, &st) == MPI_SUCCESS);
+    int dn = -1;
+    CHECK(MPI_Get_count(&st, MPI_DOUBLE, &dn) == MPI_SUCCESS && dn == 3);
+    CHECK(st.MPI_SOURCE == left && st.MPI_TAG == 31);
+    CHECK(dr[0] == left + 0.5 && dr[2] == left + 2.5 && dr[3] == -1);
+    CHECK(MPI_Send(NULL, 0, MPI_INT, right, 32, ring) == MPI_SUCCESS);
+    CHECK(MPI_Recv(NULL, 0, MPI_INT, left, 32, ring, &st) == MPI_SUCCESS);
+    CHECK(MPI_Get_count(&st, MPI_INT, &dn) == MPI_SUCCESS && dn == 0 && st.MPI_TAG == 32);
+    CHECK(MPI_Send(dv, 1, MPI_DOUBLE, right, 33, ring) == MPI_SUCCESS);
+    CHECK(MPI_Recv(dr, 1, MPI_DOUBLE, left, 33, ring, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    CHECK(dr[0] == left + 0.5);
+    CHECK(MPI_Comm_free(&ring) == MPI_SUCCESS);
+    OK(rank, "predefined datatypes on a duplicate ok");
 
     /* Long messages (past the eager limit) from rank 0 to rank 1: a window of nonblocking
        sends from distinct buffers lands whole in distinct receive buffers and nowhere past
