@@ -501,3 +501,27 @@ impl Agent {
         Ok(())
     }
 }
+
+#[cfg(feature = "rdma")]
+impl Agent {
+    /// The counters of the registration cache of the verbs connection to `peer` (registered
+    /// buffers for rendezvous by RDMA READ); `None` when `peer` is not reached over verbs.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let agent = Agent::singleton()?;
+    /// // A rank reaches itself by the self loop, not over verbs.
+    /// assert!(agent.verbs_cache_stats(0).is_none());
+    /// # agent.finalize()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn verbs_cache_stats(&self, peer: u32) -> Option<viaduct_verbs::CacheStats> {
+        let st = self.shared.lock();
+        match &st.vcs.get(peer as usize)?.link {
+            Link::Remote(crate::method::Method::Verbs(ep)) => Some(ep.cache_stats()),
+            _ => None,
+        }
+    }
+}

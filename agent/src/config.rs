@@ -68,14 +68,16 @@
 //! ([`AgentError::NoMethod`]) naming the peer and why each listed method cannot serve it, e.g.
 //! `verbs` alone on a node without an RDMA device.
 
+pub(crate) mod coll_switch;
+
 use std::time::Duration;
 
 use crate::bootstrap::Bootstrap;
-use crate::coll::{
+use crate::error::AgentError;
+use coll_switch::{
     ALLGATHER_RING_MIN_VAR, ALLREDUCE_RSAG_MIN_VAR, ALLTOALL_P2P_MIN_VAR, BCAST_CHAIN_MIN_VAR,
     BCAST_P2P_MAX_VAR, SMALL_MAX_VAR, SwitchPoints,
 };
-use crate::error::AgentError;
 
 /// Environment variable listing the methods the agent may use.
 pub const TRANSPORT_VAR: &str = "VIADUCT_TRANSPORT";

@@ -1,7 +1,13 @@
 //! The agent's state behind its mutex: VCs, matching queues, and the progress engine that
 //! drives the protocols (eager: [`crate::proto::eager`], rendezvous by messages:
-//! [`crate::proto::rndv`], by RDMA READ: [`crate::method::rndv`], xfer blocks:
-//! [`crate::xfer::engine`]).
+//! [`crate::proto::rndv`], by RDMA READ: [`read_rndv`], xfer blocks:
+//! [`xfer`], with its plans [`xfer_plan`] and the buffers of running blocks
+//! [`xfer_buffers`]; the blocks themselves are [`crate::xfer`]).
+
+pub(crate) mod read_rndv;
+pub(crate) mod xfer;
+pub(crate) mod xfer_buffers;
+pub(crate) mod xfer_plan;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,7 +26,7 @@ use crate::proto::{DescId, Failure, ProtocolError, Route};
 use crate::request::CarCounter;
 use crate::vc::{Link, Outbound, Vc};
 use crate::wire::{self, Kind, RTS_LEN};
-use crate::xfer::engine::{Ready, XferEngine};
+use xfer::{Ready, XferEngine};
 
 /// Completes the in-place receive `r` with the current inbound message of `m` (its payload
 /// `skip` bytes in): lent in place where the method can (true: the VC waits for the lease
@@ -75,8 +81,8 @@ pub(crate) struct Book {
     fast_sends: Vec<u64>,
     /// Large buffers kept for the next rendezvous messages.
     pub(crate) spare: crate::spare::Spare,
-    /// Rendezvous by RDMA READ on verbs VCs (see [`crate::method::rndv`]).
-    pub(crate) rdma: crate::method::rndv::ReadRndv,
+    /// Rendezvous by RDMA READ on verbs VCs (see [`read_rndv`]).
+    pub(crate) rdma: read_rndv::ReadRndv,
     /// The agent's count of completed requests (see [`Completions`]).
     pub(crate) done: Completions,
     /// An in-place receive that the inbound message being handled matched, with its envelope
@@ -160,7 +166,7 @@ impl Book {
             xfer: XferEngine::new(xfer_chunk, done.clone()),
             fast_sends: Vec::new(),
             spare: Default::default(),
-            rdma: crate::method::rndv::ReadRndv::new(done.clone()),
+            rdma: read_rndv::ReadRndv::new(done.clone()),
             done,
             in_place: None,
         }
@@ -654,7 +660,7 @@ fn lent_failure(m: &mut Method) -> Option<MethodError> {
 impl State {
     /// Writes `out` on the VC of `peer`; a method error fails the VC.
     pub(crate) fn write(&mut self, peer: u32, out: Outbound) {
-        let out = crate::method::rndv::announce(self, peer, out);
+        let out = read_rndv::announce(self, peer, out);
         let vc = &mut self.vcs[peer as usize];
         if let Some(failure) = vc.failure() {
             self.book.peer_failed(peer, &failure, vec![out]);
@@ -765,7 +771,7 @@ impl State {
             work += 1;
             self.write(peer, out);
         }
-        work += crate::method::rndv::drive(self);
+        work += read_rndv::drive(self);
         for (peer, reason) in failures {
             work += 1;
             self.fail_vc(peer, reason);
@@ -778,10 +784,10 @@ impl State {
     pub(crate) fn start_xfer(
         &mut self,
         ctx: u32,
-        steps: Vec<crate::xfer::plan::Step>,
+        steps: Vec<xfer_plan::Step>,
         bufs: Vec<Vec<u8>>,
         counter: CarCounter,
-        shared: std::sync::Arc<crate::xfer::buffers::RunShared>,
+        shared: std::sync::Arc<xfer_buffers::RunShared>,
     ) {
         let mut peers: Vec<u32> = steps
             .iter()

@@ -38,6 +38,8 @@
 //! # }
 //! ```
 
+pub(crate) mod method_error;
+
 use std::error::Error as StdError;
 use std::fmt;
 use std::ops::Deref;
@@ -45,9 +47,9 @@ use std::sync::Arc;
 
 use crate::bootstrap::BootstrapError;
 use crate::bootstrap::auth::AuthError;
-use crate::method::MethodError;
 use crate::request::{Cause, ErrorKind, ErrorKinds, RequestError};
-use crate::xfer::XferError;
+use crate::xfer_base::XferError;
+pub(crate) use method_error::MethodError;
 
 /// Everything the agent can report.
 ///

@@ -1,6 +1,6 @@
 //! Entry points for the fuzz targets in the repository's `fuzz/` folder (cargo feature
 //! `fuzzing`): the agent's handling of inbound messages (see [`crate::wire`] and
-//! [`crate::method::rndv`]) without methods, so that a fuzzer can play a broken or hostile
+//! [`crate::engine::read_rndv`]) without methods, so that a fuzzer can play a broken or hostile
 //! peer. Not part of the API.
 
 use crate::config::Config;

@@ -146,6 +146,7 @@ pub mod stream;
 mod vc;
 mod wire;
 pub mod xfer;
+mod xfer_base;
 
 pub use agent::Agent;
 pub use comm::Comm;

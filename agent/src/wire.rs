@@ -14,13 +14,14 @@
 //! | `XFER` | 0 | context u32, tag u32, block sequence u32, 0 u32, message length u64, then a piece of the message |
 //!
 //! The kinds are the values of [`Kind`] (one byte each; the RDMA-read rendezvous adds
-//! `RTS_READ` and `FIN`, see [`crate::method::rndv`]).
+//! `RTS_READ` and `FIN`, see [`crate::engine::read_rndv`]).
 //!
 //! Rendezvous: the sender keeps the data and sends `RTS`; the receiver matches it like any
 //! message and answers `CTS` naming where the data goes; the sender then sends the data in
 //! `DATA` pieces of `rendezvous_chunk` bytes, pipelined by the method.
 
-pub(crate) use crate::proto::{Kind, UnknownKind};
+mod kind;
+pub(crate) use kind::{Kind, UnknownKind};
 
 /// Bytes of the `XFER` header.
 pub(crate) const XFER_HEADER: usize = 24;

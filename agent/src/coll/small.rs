@@ -1,5 +1,5 @@
 //! Blocking collectives on small buffers as point-to-point messages: `barrier`, `bcast`,
-//! `reduce`, `allreduce` and `allgather` (of a result) below [`SMALL_MAX`] bytes, and
+//! `reduce`, `allreduce` and `allgather` (of a result) below [`SMALL_MAX`](super::SMALL_MAX) bytes, and
 //! [`Comm::allgatherv_in_place`].
 //!
 //! A schedule of xfer blocks costs a request, a schedule, owned block buffers and a pass of
@@ -23,12 +23,6 @@ use crate::comm::Comm;
 use crate::error::AgentError;
 use crate::matching::{Source, TagMatch};
 use crate::xfer::Reduction;
-
-/// Bytes up to which blocking `bcast`, `reduce`, `allreduce` and `allgather` (its whole
-/// result), and every `barrier`, run as point-to-point messages.
-pub const SMALL_MAX: usize = 4096;
-/// Environment variable overriding [`SMALL_MAX`] (0 sends every size through xfer blocks).
-pub const SMALL_MAX_VAR: &str = "VIADUCT_COLL_SMALL_MAX";
 
 const BARRIER: u32 = tag(0x101);
 const BCAST: u32 = tag(0x102);
@@ -317,7 +311,7 @@ impl Comm {
     }
 
     /// Bytes up to which the blocking collectives run as point-to-point messages (the
-    /// switch point [`SMALL_MAX`], or its setting).
+    /// switch point [`SMALL_MAX`](super::SMALL_MAX), or its setting).
     ///
     /// ```
     /// # use viaduct_agent::prelude::*;

@@ -8,7 +8,7 @@
 
 /// Set on the ids of fast sends (see [`crate::fast`]): above every id the agent hands out.
 const FAST_BIT: u64 = 1 << 63;
-/// Set on the ids of RDMA reads of the read rendezvous (see [`crate::method::rndv`]).
+/// Set on the ids of RDMA reads of the read rendezvous (see [`crate::engine::read_rndv`]).
 const READ_BIT: u64 = 1 << 62;
 
 /// The protocol that owns a completion.

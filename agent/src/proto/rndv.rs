@@ -1,7 +1,7 @@
 //! Rendezvous by messages: a large message waits with its sender, announced by `RTS`; the
 //! receiver matches the announcement like any message and answers `CTS` naming its receive;
 //! the sender then sends the data in `DATA` pieces (see [`crate::wire`]). Over verbs the
-//! receiver may read the data itself instead (see [`crate::method::rndv`]).
+//! receiver may read the data itself instead (see [`crate::engine::read_rndv`]).
 //!
 //! This module keeps both sides' state; the engine assigns descriptor ids and writes the
 //! messages.

@@ -1,19 +1,13 @@
 //! The two forms of xfer block: [`ScatterBlock`] (0 or 1 source, any number of
 //! destinations) and [`GatherBlock`] (any number of sources, 0 or 1 destination).
 
-use super::buffers::XferBuffers;
-use super::error::XferError;
-use super::plan::OpKind;
-use super::reduction::Reduction;
 use super::schedule::{Schedule, user_tag};
 use crate::comm::Comm;
+use crate::engine::xfer_buffers::XferBuffers;
+use crate::engine::xfer_plan::OpKind;
 use crate::error::AgentError;
 use crate::request::Request;
-
-/// A buffer handed to a block with `buffer`; ops name it by this id, and
-/// [`XferBuffers::take`] gives it back by it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct BufId(pub(crate) usize);
+use crate::xfer_base::{BufId, Reduction, XferError};
 
 fn check_peer(comm: &Comm, peer: Option<u32>) -> Result<(), XferError> {
     match peer {

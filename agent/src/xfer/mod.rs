@@ -52,17 +52,8 @@
 //! [`AgentError::PeerFailed`]: crate::error::AgentError::PeerFailed
 
 mod block;
-pub(crate) mod buffers;
-pub(crate) mod engine;
-mod error;
-pub(crate) mod plan;
-mod reduction;
 pub(crate) mod schedule;
 
-pub use block::{BufId, GatherBlock, ScatterBlock};
-pub use buffers::{XferBuffers, XferMonitor};
-pub use error::XferError;
-pub use reduction::{Datatype, ReduceOp, Reduction, UserFn};
-
-/// Tags with this bit set belong to the collectives.
-pub const COLL_TAG_BIT: u32 = 1 << 31;
+pub use crate::engine::xfer_buffers::{XferBuffers, XferMonitor};
+pub use crate::xfer_base::{BufId, COLL_TAG_BIT, Datatype, ReduceOp, Reduction, UserFn, XferError};
+pub use block::{GatherBlock, ScatterBlock};

@@ -3,13 +3,12 @@
 
 use std::sync::Arc;
 
-use super::buffers::{RunShared, XferBuffers};
-use super::error::XferError;
-use super::plan::{self, Frame, OpKind, OpSpec, StepSpec};
-use super::reduction::Reduction;
 use crate::comm::Comm;
+use crate::engine::xfer_buffers::{RunShared, XferBuffers};
+use crate::engine::xfer_plan::{self as plan, Frame, OpKind, OpSpec, StepSpec};
 use crate::error::AgentError;
 use crate::request::Request;
+use crate::xfer_base::{Reduction, XferError};
 
 /// A sequence of blocks sharing buffers (block k+1 starts when block k completed).
 pub(crate) struct Schedule {
@@ -136,7 +135,7 @@ impl Schedule {
 
 /// Checks a tag given by a user.
 pub(crate) fn user_tag(tag: u32) -> Result<u32, XferError> {
-    if tag & super::COLL_TAG_BIT != 0 {
+    if tag & crate::xfer_base::COLL_TAG_BIT != 0 {
         Err(XferError::ReservedTag(tag))
     } else {
         Ok(tag)

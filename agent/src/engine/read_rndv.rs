@@ -39,7 +39,7 @@
 
 use std::collections::HashMap;
 
-use crate::engine::{Completions, State, peer_failed};
+use super::{Completions, State, peer_failed};
 use crate::error::AgentError;
 use crate::proto::{Failure, ProtocolError};
 use crate::recv_buffer::RecvBuffer;
@@ -380,7 +380,7 @@ pub(crate) fn drive(st: &mut State) -> usize {
                             reason: format!(
                                 "registering {} bytes for a rendezvous read: {}",
                                 r.len,
-                                crate::engine::chain(&e)
+                                super::chain(&e)
                             ),
                             source: Some(crate::error::PeerCause::new(e)),
                         },
@@ -439,30 +439,6 @@ pub(crate) fn drive(st: &mut State) -> usize {
         st.fail_vc(peer, reason);
     }
     work
-}
-
-#[cfg(feature = "rdma")]
-impl crate::agent::Agent {
-    /// The counters of the registration cache of the verbs connection to `peer` (registered
-    /// buffers for rendezvous by RDMA READ); `None` when `peer` is not reached over verbs.
-    ///
-    /// ```
-    /// # use viaduct_agent::prelude::*;
-    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let agent = Agent::singleton()?;
-    /// // A rank reaches itself by the self loop, not over verbs.
-    /// assert!(agent.verbs_cache_stats(0).is_none());
-    /// # agent.finalize()?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn verbs_cache_stats(&self, peer: u32) -> Option<viaduct_verbs::CacheStats> {
-        let st = self.shared.lock();
-        match &st.vcs.get(peer as usize)?.link {
-            Link::Remote(crate::method::Method::Verbs(ep)) => Some(ep.cache_stats()),
-            _ => None,
-        }
-    }
 }
 
 #[cfg(test)]

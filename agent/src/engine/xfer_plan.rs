@@ -4,8 +4,7 @@
 
 use std::collections::VecDeque;
 
-use super::error::XferError;
-use super::reduction::Reduction;
+use crate::xfer_base::{Reduction, XferError};
 
 /// What an op does.
 #[derive(Debug, Clone)]
@@ -179,7 +178,7 @@ pub(crate) fn validate(
     frame: &Frame<'_>,
     buf_lens: &[usize],
 ) -> Result<(), XferError> {
-    if spec.tag & super::COLL_TAG_BIT != 0 {
+    if spec.tag & crate::xfer_base::COLL_TAG_BIT != 0 {
         return Err(XferError::ReservedTag(spec.tag));
     }
     validate_ops(&spec.ops, frame, buf_lens)
@@ -440,7 +439,7 @@ pub(crate) fn build(spec: &StepSpec, frame: &Frame<'_>) -> Step {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::xfer::reduction::{Datatype, ReduceOp};
+    use crate::xfer_base::{Datatype, ReduceOp};
 
     fn op(kind: OpKind, range: (usize, usize), src: Option<u32>, dest: Option<u32>) -> OpSpec {
         OpSpec {

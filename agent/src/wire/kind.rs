@@ -1,5 +1,5 @@
 //! The kinds of agent messages: the top byte of a method tag (see [`crate::wire`] and
-//! [`crate::method::rndv`]).
+//! [`crate::engine::read_rndv`]).
 
 use std::fmt;
 

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::block::BufId;
-use super::engine::BufSlot;
+use super::xfer::BufSlot;
+use crate::xfer_base::BufId;
 
 /// What a running block shares with its caller: the buffers once it ended, and counters.
 #[derive(Debug, Default)]

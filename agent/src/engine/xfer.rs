@@ -11,14 +11,14 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use super::buffers::RunShared;
-use super::error::XferError;
-use super::plan::{Action, OutPart, Step};
-use crate::engine::Completions;
+use super::Completions;
+use super::xfer_buffers::RunShared;
+use super::xfer_plan::{Action, OutPart, Step};
 use crate::error::AgentError;
 use crate::proto::{Failure, ProtocolError};
 use crate::request::CarCounter;
 use crate::wire;
+use crate::xfer_base::XferError;
 
 /// (context, source world rank, tag, block sequence).
 type Key = (u32, u32, u32, u32);
