@@ -71,6 +71,8 @@ const PROGRAMS: &[&str] = &[
     "cforms2",
     "datarep",
     "partmt",
+    "errdel",
+    "interfg",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -620,6 +622,17 @@ fn pcoll_program() {
 #[test]
 fn errclass_program() {
     program("errclass");
+}
+
+#[test]
+fn errdel_program() {
+    program("errdel");
+}
+
+/// `MPI_Intercomm_create_from_groups` at 2, 3 and 4 ranks (groups of unequal sizes at 3).
+#[test]
+fn interfg_program() {
+    program_at_both("interfg", &[2, 3, 4]);
 }
 
 #[test]
