@@ -192,6 +192,8 @@ pub fn class_text(class: c_int) -> &'static str {
         err::PROC_ABORTED => "Process aborted",
         err::VALUE_TOO_LARGE => "Value too large",
         err::PROC_FAILED => "Process failed",
+        102 => "Process failed while a request was pending",
+        crate::ulfm::ERR_REVOKED => "Communication object revoked",
         20..=err::LAST_CLASS => "MPI error (see the error class in mpi.h)",
         _ => "Unknown error code",
     }
@@ -271,6 +273,9 @@ pub fn abort_job(code: c_int, message: &str) -> ! {
 /// assert_eq!(finish("MPI_Send", abi::COMM_WORLD, Ok(())), abi::SUCCESS);
 /// ```
 pub fn finish(name: &str, comm: Handle, result: Result<(), MpiError>) -> c_int {
+    if let Err(e) = &result {
+        crate::ulfm::note_class(e.class);
+    }
     match result {
         Ok(()) => abi::SUCCESS,
         Err(e) if QUIET.get() => {

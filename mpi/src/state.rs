@@ -346,8 +346,17 @@ impl Runtime {
         Ok(c)
     }
 
-    /// The entry of communicator `h`, intra- or intercommunicator.
+    /// The entry of communicator `h` (either kind), as [`Runtime::comm_local`], for a call
+    /// that communicates: a revoked communicator is `MPIX_ERR_REVOKED`.
     pub fn comm_any(&self, h: Handle) -> Result<Arc<CommEntry>, MpiError> {
+        let c = self.comm_local(h)?;
+        crate::ulfm::check(&c)?;
+        Ok(c)
+    }
+
+    /// The entry of communicator `h`, intra- or intercommunicator, revoked or not (for the
+    /// local calls: rank, size, free, names, error handlers, ...).
+    pub fn comm_local(&self, h: Handle) -> Result<Arc<CommEntry>, MpiError> {
         if h == abi::COMM_NULL {
             return Err(MpiError::new(
                 err::COMM,
@@ -382,7 +391,7 @@ impl Runtime {
                 "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed",
             ));
         }
-        self.comm_any(h)?;
+        self.comm_local(h)?;
         let mut comms = self.comms.write().unwrap_or_else(|e| e.into_inner());
         comms.remove(&h);
         Ok(())

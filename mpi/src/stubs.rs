@@ -48,11 +48,6 @@ macro_rules! stub {
     };
 }
 
-stub!(MPIX_Comm_agree / PMPIX_Comm_agree);
-stub!(MPIX_Comm_failure_ack / PMPIX_Comm_failure_ack);
-stub!(MPIX_Comm_failure_get_acked / PMPIX_Comm_failure_get_acked);
-stub!(MPIX_Comm_revoke / PMPIX_Comm_revoke);
-stub!(MPIX_Comm_shrink / PMPIX_Comm_shrink);
 stub!(MPI_Close_port / PMPI_Close_port);
 stub!(MPI_Comm_accept / PMPI_Comm_accept);
 stub!(MPI_Comm_connect / PMPI_Comm_connect);
