@@ -128,6 +128,40 @@ fn a_rank_killed_by_a_signal_is_reported() {
     );
 }
 
+/// With `VIADUCT_LAUNCH_KEEP_GOING=1` a rank's death leaves the others running: they finish
+/// their work (each writes a line after the death) and the launcher exits with the dead rank's
+/// status once all have exited.
+#[test]
+fn keep_going_leaves_the_other_ranks_running() {
+    let r = run(viaduct().env("VIADUCT_LAUNCH_KEEP_GOING", "1").args([
+        "launch",
+        "-n",
+        "3",
+        "--timeout",
+        "50",
+        "--",
+        "sh",
+        "-c",
+        "if [ \"$PMI_RANK\" = 1 ]; then kill -9 $$; fi; sleep 1; echo survived $PMI_RANK",
+    ]));
+    assert_eq!(r.code, Some(128 + 9), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("rank 1 was killed by signal 9 (SIGKILL); the other ranks go on"),
+        "{}",
+        r.stderr
+    );
+    for rank in [0, 2] {
+        assert!(
+            r.stdout.contains(&format!("[{rank}] survived {rank}")),
+            "rank {rank} was not kept:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+    assert!(!r.stderr.contains("killing rank"), "{}", r.stderr);
+}
+
 #[test]
 fn a_hung_job_ends_at_the_timeout() {
     let r = run(viaduct().args([
