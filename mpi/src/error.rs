@@ -273,9 +273,6 @@ pub fn abort_job(code: c_int, message: &str) -> ! {
 /// assert_eq!(finish("MPI_Send", abi::COMM_WORLD, Ok(())), abi::SUCCESS);
 /// ```
 pub fn finish(name: &str, comm: Handle, result: Result<(), MpiError>) -> c_int {
-    if let Err(e) = &result {
-        crate::ulfm::note_class(e.class);
-    }
     match result {
         Ok(()) => abi::SUCCESS,
         Err(e) if QUIET.get() => {

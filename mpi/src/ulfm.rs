@@ -11,10 +11,11 @@
 //! rounds make every survivor hold the same set when no process fails during the call.
 //!
 //! A revoke marks the communicator here and sends a notice to every other member on a second
-//! control context. Once a call of this process returned `MPIX_ERR_PROC_FAILED` or called one
-//! of these functions, each lookup of a communicator first takes the notices that arrived;
-//! a call on a revoked communicator then fails with `MPIX_ERR_REVOKED`, except the local calls
-//! (rank, size, free, names, error handlers, ...) and shrink, agree and the failure calls.
+//! control context, where each process keeps a receive posted from the runtime's start
+//! ([`listen`]; its handler marks the communicator when the agent's progress took the notice
+//! in). A later call on a revoked communicator fails with `MPIX_ERR_REVOKED`, except the local
+//! calls (rank, size, free, names, error handlers, ...) and shrink, agree and the failure
+//! calls; an operation already waiting is not ended by the notice.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::c_int;
@@ -23,6 +24,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use viaduct_agent::Agent;
 use viaduct_agent::matching::{Source, TagMatch};
+use viaduct_agent::request::{Condition, Deadline, HandlerFn, Request};
 
 use crate::abi::{self, Handle, err};
 use crate::comm::put;
@@ -39,11 +41,16 @@ const CONTROL_BIT: u32 = 1 << 30;
 const REVOKE_CONTEXT: u32 = CONTROL_BIT;
 /// Control context of the shrink and agree rounds (the tag is the communicator's context).
 const AGREE_CONTEXT: u32 = CONTROL_BIT | 1;
+/// The body of a revoke notice (the tag names the communicator).
+const NOTICE: [u8; 1] = [1];
 /// Rounds of an agreement.
 const ROUNDS: u32 = 2;
 
-/// Whether failures or ULFM calls were seen: lookups then take revoke notices.
-static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Whether some communicator was revoked (here or by a notice): lookups then check theirs.
+static ANY_REVOKED: AtomicBool = AtomicBool::new(false);
+
+/// The pending receive of revoke notices.
+static LISTENER: Mutex<Option<Request>> = Mutex::new(None);
 
 /// What this process knows: failed world ranks, revoked contexts, acknowledged failures.
 #[derive(Default)]
@@ -61,36 +68,44 @@ fn known() -> MutexGuard<'static, Known> {
         .unwrap_or_else(|e| e.into_inner())
 }
 
-/// Notes that a call failed with `class`: a peer failure makes lookups take revoke notices.
-pub fn note_class(class: c_int) {
-    if class == err::PROC_FAILED || class == ERR_REVOKED {
-        ACTIVE.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Takes the revoke notices that arrived.
-fn take_notices(agent: &Agent) {
+/// Posts the receive of the next revoke notice, from any process (at the runtime's start and
+/// after each notice). Its handler, on the request handlers' thread, marks the communicator
+/// revoked as soon as the agent's progress (any call of any thread) took the notice in; at
+/// finalize the receive fails and is not posted again.
+pub fn listen(agent: &Agent) {
     let ctl = agent.with_context(REVOKE_CONTEXT);
-    while let Ok(Some(p)) = ctl.iprobe(Source::Any, TagMatch::Any) {
-        let Ok((mut req, _buf)) =
-            ctl.irecv(p.len as usize, Source::Rank(p.source), TagMatch::Tag(p.tag))
-        else {
-            break;
-        };
-        if req.wait().is_err() {
-            break;
+    let Ok((req, _buf)) = ctl.irecv(NOTICE.len(), Source::Any, TagMatch::Any) else {
+        return;
+    };
+    let again = agent.clone();
+    let handler = HandlerFn::new(move |_, st| {
+        let done = LISTENER.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut r) = done {
+            let _ = r.wait();
         }
-        known().revoked.insert(p.tag);
+        if st.error().is_some() || st.test_cancelled() {
+            return;
+        }
+        if let Some(ctx) = st.tag() {
+            known().revoked.insert(ctx);
+            ANY_REVOKED.store(true, Ordering::Release);
+        }
+        listen(&again);
+    });
+    // The slot is held while posting: a handler that runs at once waits for the request.
+    let mut slot = LISTENER.lock().unwrap_or_else(|e| e.into_inner());
+    let posted = req.post_handler(Condition::Complete, Some(handler), None, Deadline::Asap);
+    if posted.is_ok() {
+        *slot = Some(req);
     }
 }
 
 /// `Err` with `MPIX_ERR_REVOKED` when communicator `c` was revoked (here or by a notice that
-/// arrived); cheap until a failure or a ULFM call was seen.
+/// arrived); one atomic load while no communicator was revoked.
 pub fn check(c: &CommEntry) -> Result<(), MpiError> {
-    if !ACTIVE.load(Ordering::Relaxed) {
+    if !ANY_REVOKED.load(Ordering::Acquire) {
         return Ok(());
     }
-    take_notices(c.comm.agent());
     if known().revoked.contains(&c.comm.p2p_context()) {
         return Err(MpiError::new(ERR_REVOKED, "the communicator was revoked"));
     }
@@ -99,7 +114,6 @@ pub fn check(c: &CommEntry) -> Result<(), MpiError> {
 
 /// The intracommunicator `h` for a ULFM call (revoked or not).
 fn entry(h: Handle) -> Result<std::sync::Arc<CommEntry>, MpiError> {
-    ACTIVE.store(true, Ordering::Relaxed);
     let c = rt()?.comm_local(h)?;
     if c.inter.is_some() {
         return Err(MpiError::new(
@@ -107,7 +121,6 @@ fn entry(h: Handle) -> Result<std::sync::Arc<CommEntry>, MpiError> {
             format!("{h:#x} is an intercommunicator; the ULFM calls take intracommunicators here"),
         ));
     }
-    take_notices(c.comm.agent());
     Ok(c)
 }
 
@@ -188,13 +201,14 @@ mpi_fn! {
         let c = entry(comm)?;
         let ctx = c.comm.p2p_context();
         known().revoked.insert(ctx);
+        ANY_REVOKED.store(true, Ordering::Release);
         let agent = c.comm.agent();
         let ctl = agent.with_context(REVOKE_CONTEXT);
         let me = agent.rank();
         let failed = failed_members(&c);
         let mut sends = Vec::new();
         for &w in c.comm.world_ranks().iter().filter(|w| **w != me && !failed.contains(w)) {
-            if let Ok(r) = ctl.isend(w, ctx, &[1]) {
+            if let Ok(r) = ctl.isend(w, ctx, &NOTICE) {
                 sends.push(r);
             }
         }
