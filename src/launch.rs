@@ -291,16 +291,18 @@ impl Job {
                 let rank = rank as u32;
                 server.rank_exited(rank);
                 if !status.success() {
-                    // What the server saw before the exit (a refused connection, an abort) is
-                    // often why the rank failed: say it before ending the job.
-                    report_pending(server);
                     let failed = Outcome::Failed {
                         message: format!("rank {rank} {}", describe(status)),
                         code: exit_code_for(status),
                     };
                     if !keep_going {
+                        // What the server saw before the exit (a refused connection, an
+                        // abort) is often why the rank failed: say it before ending the job.
+                        report_pending(server);
                         return failed;
                     }
+                    // The job goes on: the server's events (a barrier the exit broke, say)
+                    // are judged below, not only reported.
                     eprintln!(
                         "viaduct launch: rank {rank} {}; the other ranks go on ({KEEP_GOING_VAR}=1)",
                         describe(status)

@@ -162,6 +162,35 @@ fn keep_going_leaves_the_other_ranks_running() {
     assert!(!r.stderr.contains("killing rank"), "{}", r.stderr);
 }
 
+/// With `VIADUCT_LAUNCH_KEEP_GOING=1` a rank killed while the others wait in a PMI barrier
+/// still ends the job at once: the barrier can no longer complete.
+#[test]
+fn keep_going_still_ends_a_job_whose_barrier_broke() {
+    let cmd = format!(
+        "if [ \"$PMI_RANK\" = 1 ]; then sleep 1; kill -9 $$; fi; exec {}",
+        kvs_exchange().display()
+    );
+    let r = run(viaduct().env("VIADUCT_LAUNCH_KEEP_GOING", "1").args([
+        "launch",
+        "-n",
+        "3",
+        "--timeout",
+        "30",
+        "--",
+        "sh",
+        "-c",
+        &cmd,
+    ]));
+    assert!(
+        r.stderr
+            .contains("rank 1 left the job without entering the barrier"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("timed out"), "{}", r.stderr);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+}
+
 #[test]
 fn a_hung_job_ends_at_the_timeout() {
     let r = run(viaduct().args([
