@@ -84,9 +84,11 @@ pub enum Bind {
 }
 
 /// Set to `1`, a rank exiting non-zero or killed by a signal does not end the job: the other
-/// ranks go on (a program that survives failures, e.g. with MPICH's `MPIX_Comm_shrink`), and
-/// the launcher exits with the first failure's code once every rank has exited. A PMI abort,
-/// a broken barrier and the `--timeout` still end the job.
+/// ranks go on (a program that survives failures, e.g. with MPICH's `MPIX_Comm_shrink`), their
+/// PMI barriers (their `MPI_Finalize`, say) complete without the failed ranks, and the
+/// launcher exits with the first failure's code once every rank has exited. A PMI abort, a
+/// barrier broken by a rank that exited with 0 outside it, and the `--timeout` still end the
+/// job.
 pub const KEEP_GOING_VAR: &str = "VIADUCT_LAUNCH_KEEP_GOING";
 
 /// Largest job this launcher starts on one machine.
@@ -289,7 +291,12 @@ impl Job {
                 };
                 self.children[rank] = None;
                 let rank = rank as u32;
-                server.rank_exited(rank);
+                if keep_going && !status.success() {
+                    // The job goes on without it: barriers complete among the others.
+                    server.rank_failed(rank);
+                } else {
+                    server.rank_exited(rank);
+                }
                 if !status.success() {
                     let failed = Outcome::Failed {
                         message: format!("rank {rank} {}", describe(status)),

@@ -163,11 +163,12 @@ fn keep_going_leaves_the_other_ranks_running() {
 }
 
 /// With `VIADUCT_LAUNCH_KEEP_GOING=1` a rank killed while the others wait in a PMI barrier
-/// still ends the job at once: the barrier can no longer complete.
+/// does not leave them waiting: the barrier completes without it (before, the launcher
+/// swallowed the broken barrier and the job waited for the `--timeout`).
 #[test]
-fn keep_going_still_ends_a_job_whose_barrier_broke() {
+fn keep_going_barriers_complete_without_the_failed_rank() {
     let cmd = format!(
-        "if [ \"$PMI_RANK\" = 1 ]; then sleep 1; kill -9 $$; fi; exec {}",
+        "if [ \"$PMI_RANK\" = 1 ]; then sleep 1; kill -9 $$; fi; {} ; echo passed $PMI_RANK",
         kvs_exchange().display()
     );
     let r = run(viaduct().env("VIADUCT_LAUNCH_KEEP_GOING", "1").args([
@@ -181,6 +182,28 @@ fn keep_going_still_ends_a_job_whose_barrier_broke() {
         "-c",
         &cmd,
     ]));
+    assert!(!r.stderr.contains("timed out"), "{}", r.stderr);
+    assert!(!r.stderr.contains("left the job"), "{}", r.stderr);
+    for rank in [0, 2] {
+        assert!(
+            r.stdout.contains(&format!("[{rank}] passed {rank}")),
+            "{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+    assert_eq!(r.code, Some(128 + 9), "{}", r.stderr);
+}
+
+/// With `VIADUCT_LAUNCH_KEEP_GOING=1` a rank that exits with 0 outside a barrier the others
+/// wait in still ends the job: that barrier can never complete.
+#[test]
+fn keep_going_still_ends_a_job_whose_barrier_broke() {
+    let r = run(viaduct()
+        .env("VIADUCT_LAUNCH_KEEP_GOING", "1")
+        .args(["launch", "-n", "3", "--timeout", "30", "--"])
+        .arg(kvs_exchange())
+        .args(["--leave", "1"]));
     assert!(
         r.stderr
             .contains("rank 1 left the job without entering the barrier"),

@@ -632,7 +632,8 @@ fn errdel_program() {
 
 /// ULFM on viaduct (MPICH 4.0.2 is built without it): at 3 and 4 ranks the last rank kills
 /// itself; under `VIADUCT_LAUNCH_KEEP_GOING=1` the survivors see `MPIX_ERR_PROC_FAILED`, revoke,
-/// see `MPIX_ERR_REVOKED`, shrink, sum over the shrunk communicator, agree and acknowledge.
+/// see `MPIX_ERR_REVOKED`, shrink, sum over the shrunk communicator, agree, acknowledge and
+/// finalize.
 #[test]
 fn ulfm_program() {
     let Some(s) = setup() else { return };
@@ -662,6 +663,9 @@ fn ulfm_program() {
             j.stdout,
             j.stderr
         );
+        // The survivors finalize (the launcher's barriers complete without the dead rank);
+        // the job's status is the dead rank's.
+        assert_eq!(j.code, Some(128 + 9), "at {n} ranks:\n{}", j.stderr);
         let r = results(&j.stdout);
         let want_sum = (n - 1) * (n - 2) / 2;
         let mut want = vec![
