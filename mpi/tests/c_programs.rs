@@ -680,6 +680,9 @@ fn ulfm_program() {
             }
             want.push(format!("rank {k}: shrunk: size {victim}, rank {k}, sum of world ranks {want_sum} (want {want_sum})"));
             want.push(format!(
+                "rank {k}: world shrunk to {victim}, shrunk again to {victim}"
+            ));
+            want.push(format!(
                 "rank {k}: agree on the shrunk communicator: class 0, flag 6"
             ));
             want.push(format!(

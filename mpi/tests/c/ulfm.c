@@ -61,6 +61,15 @@ int main(int argc, char **argv) {
     OK(rank, "shrunk: size %d, rank %d, sum of world ranks %d (want %d)", ssize, srank, sum,
        (size - 1) * (size - 2) / 2);
 
+    /* MPI_COMM_WORLD shrinks too (it was never revoked); the shrunk one shrinks to itself. */
+    MPI_Comm w2, s2;
+    int w2size = 0, s2size = 0;
+    CHECK(MPIX_Comm_shrink(MPI_COMM_WORLD, &w2) == MPI_SUCCESS);
+    CHECK(MPIX_Comm_shrink(shrunk, &s2) == MPI_SUCCESS);
+    CHECK(MPI_Comm_size(w2, &w2size) == MPI_SUCCESS && MPI_Comm_size(s2, &s2size) == MPI_SUCCESS);
+    OK(rank, "world shrunk to %d, shrunk again to %d", w2size, s2size);
+    CHECK(MPI_Comm_free(&w2) == MPI_SUCCESS && MPI_Comm_free(&s2) == MPI_SUCCESS);
+
     int flag = rank == 1 ? 6 : 7;
     int rc = MPIX_Comm_agree(shrunk, &flag);
     OK(rank, "agree on the shrunk communicator: class %d, flag %d", class_of(rc), flag);
