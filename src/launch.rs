@@ -6,7 +6,8 @@
 //! prefixed with `[RANK] `; rank 0 reads the launcher's standard input. The job ends when every rank has exited (exit code 0 when all exited
 //! with 0), or at the first failure: a rank exiting non-zero or killed by a signal, a rank calling
 //! PMI abort, a barrier that can no longer complete, or the `--timeout`. Then the other ranks are
-//! killed and the launcher names the cause and exits non-zero.
+//! killed and the launcher names the cause and exits non-zero. With `VIADUCT_LAUNCH_KEEP_GOING=1`
+//! ([`KEEP_GOING_VAR`]) a rank's exit or death alone does not end the job: the others go on.
 //!
 //! The PMI server bounds what ranks and other local processes can make it hold (see
 //! `viaduct_pmi::server`): `VIADUCT_PMI_MAX_PENDING` connections waiting to
@@ -81,6 +82,14 @@ pub enum Bind {
     /// One CPU per rank.
     Core,
 }
+
+/// Set to `1`, a rank exiting non-zero or killed by a signal does not end the job: the other
+/// ranks go on (a program that survives failures, e.g. with MPICH's `MPIX_Comm_shrink`), their
+/// PMI barriers (their `MPI_Finalize`, say) complete without the failed ranks, and the
+/// launcher exits with the first failure's code once every rank has exited. A PMI abort, a
+/// barrier broken by a rank that exited with 0 outside it, and the `--timeout` still end the
+/// job.
+pub const KEEP_GOING_VAR: &str = "VIADUCT_LAUNCH_KEEP_GOING";
 
 /// Largest job this launcher starts on one machine.
 const MAX_RANKS: u32 = 1024;
@@ -263,6 +272,8 @@ impl Job {
     /// Polls ranks and server until the job succeeds or fails.
     fn watch(&mut self, server: &Pmi1Server, timeout: Option<Duration>) -> Outcome {
         let started = Instant::now();
+        let keep_going = std::env::var_os(KEEP_GOING_VAR).is_some_and(|v| v == "1");
+        let mut first_failure = None;
         loop {
             for rank in 0..self.children.len() {
                 let Some(child) = self.children[rank].as_mut() else {
@@ -280,15 +291,30 @@ impl Job {
                 };
                 self.children[rank] = None;
                 let rank = rank as u32;
-                server.rank_exited(rank);
+                if keep_going && !status.success() {
+                    // The job goes on without it: barriers complete among the others.
+                    server.rank_failed(rank);
+                } else {
+                    server.rank_exited(rank);
+                }
                 if !status.success() {
-                    // What the server saw before the exit (a refused connection, an abort) is
-                    // often why the rank failed: say it before ending the job.
-                    report_pending(server);
-                    return Outcome::Failed {
+                    let failed = Outcome::Failed {
                         message: format!("rank {rank} {}", describe(status)),
                         code: exit_code_for(status),
                     };
+                    if !keep_going {
+                        // What the server saw before the exit (a refused connection, an
+                        // abort) is often why the rank failed: say it before ending the job.
+                        report_pending(server);
+                        return failed;
+                    }
+                    // The job goes on: the server's events (a barrier the exit broke, say)
+                    // are judged below, not only reported.
+                    eprintln!(
+                        "viaduct launch: rank {rank} {}; the other ranks go on ({KEEP_GOING_VAR}=1)",
+                        describe(status)
+                    );
+                    first_failure.get_or_insert(failed);
                 }
             }
             for event in server.take_events() {
@@ -297,7 +323,7 @@ impl Job {
                 }
             }
             if self.children.iter().all(Option::is_none) {
-                return Outcome::Success;
+                return first_failure.unwrap_or(Outcome::Success);
             }
             if let Some(limit) = timeout.filter(|limit| started.elapsed() >= *limit) {
                 {

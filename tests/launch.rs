@@ -128,6 +128,92 @@ fn a_rank_killed_by_a_signal_is_reported() {
     );
 }
 
+/// With `VIADUCT_LAUNCH_KEEP_GOING=1` a rank's death leaves the others running: they finish
+/// their work (each writes a line after the death) and the launcher exits with the dead rank's
+/// status once all have exited.
+#[test]
+fn keep_going_leaves_the_other_ranks_running() {
+    let r = run(viaduct().env("VIADUCT_LAUNCH_KEEP_GOING", "1").args([
+        "launch",
+        "-n",
+        "3",
+        "--timeout",
+        "50",
+        "--",
+        "sh",
+        "-c",
+        "if [ \"$PMI_RANK\" = 1 ]; then kill -9 $$; fi; sleep 1; echo survived $PMI_RANK",
+    ]));
+    assert_eq!(r.code, Some(128 + 9), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("rank 1 was killed by signal 9 (SIGKILL); the other ranks go on"),
+        "{}",
+        r.stderr
+    );
+    for rank in [0, 2] {
+        assert!(
+            r.stdout.contains(&format!("[{rank}] survived {rank}")),
+            "rank {rank} was not kept:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+    assert!(!r.stderr.contains("killing rank"), "{}", r.stderr);
+}
+
+/// With `VIADUCT_LAUNCH_KEEP_GOING=1` a rank killed while the others wait in a PMI barrier
+/// does not leave them waiting: the barrier completes without it (before, the launcher
+/// swallowed the broken barrier and the job waited for the `--timeout`).
+#[test]
+fn keep_going_barriers_complete_without_the_failed_rank() {
+    let cmd = format!(
+        "if [ \"$PMI_RANK\" = 1 ]; then sleep 1; kill -9 $$; fi; {} ; echo passed $PMI_RANK",
+        kvs_exchange().display()
+    );
+    let r = run(viaduct().env("VIADUCT_LAUNCH_KEEP_GOING", "1").args([
+        "launch",
+        "-n",
+        "3",
+        "--timeout",
+        "30",
+        "--",
+        "sh",
+        "-c",
+        &cmd,
+    ]));
+    assert!(!r.stderr.contains("timed out"), "{}", r.stderr);
+    assert!(!r.stderr.contains("left the job"), "{}", r.stderr);
+    for rank in [0, 2] {
+        assert!(
+            r.stdout.contains(&format!("[{rank}] passed {rank}")),
+            "{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+    assert_eq!(r.code, Some(128 + 9), "{}", r.stderr);
+}
+
+/// With `VIADUCT_LAUNCH_KEEP_GOING=1` a rank that exits with 0 outside a barrier the others
+/// wait in still ends the job: that barrier can never complete.
+#[test]
+fn keep_going_still_ends_a_job_whose_barrier_broke() {
+    let r = run(viaduct()
+        .env("VIADUCT_LAUNCH_KEEP_GOING", "1")
+        .args(["launch", "-n", "3", "--timeout", "30", "--"])
+        .arg(kvs_exchange())
+        .args(["--leave", "1"]));
+    assert!(
+        r.stderr
+            .contains("rank 1 left the job without entering the barrier"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("timed out"), "{}", r.stderr);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+}
+
 #[test]
 fn a_hung_job_ends_at_the_timeout() {
     let r = run(viaduct().args([

@@ -373,7 +373,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_set_attr`: runs the delete callback of a value it replaces.
     MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: Handle, keyval: c_int, attribute_val: *mut c_void) on comm => {
-        rt()?.comm_any(comm)?;
+        rt()?.comm_local(comm)?;
         if predefined(keyval) {
             return Err(MpiError::new(ERR_KEYVAL, format!("predefined attribute {keyval:#x} cannot be set")));
         }
@@ -384,7 +384,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Attr_put` (the MPI-1 name of `MPI_Comm_set_attr`).
     MPI_Attr_put / PMPI_Attr_put(comm: Handle, keyval: c_int, attribute_val: *mut c_void) on comm => {
-        rt()?.comm_any(comm)?;
+        rt()?.comm_local(comm)?;
         if predefined(keyval) {
             return Err(MpiError::new(ERR_KEYVAL, format!("predefined attribute {keyval:#x} cannot be set")));
         }
@@ -462,7 +462,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_delete_attr`: runs the delete callback.
     MPI_Comm_delete_attr / PMPI_Comm_delete_attr(comm: Handle, keyval: c_int) on comm => {
-        rt()?.comm_any(comm)?;
+        rt()?.comm_local(comm)?;
         if predefined(keyval) {
             return Err(MpiError::new(ERR_KEYVAL, format!("predefined attribute {keyval:#x} cannot be deleted")));
         }
@@ -473,7 +473,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Attr_delete` (the MPI-1 name of `MPI_Comm_delete_attr`).
     MPI_Attr_delete / PMPI_Attr_delete(comm: Handle, keyval: c_int) on comm => {
-        rt()?.comm_any(comm)?;
+        rt()?.comm_local(comm)?;
         if predefined(keyval) {
             return Err(MpiError::new(ERR_KEYVAL, format!("predefined attribute {keyval:#x} cannot be deleted")));
         }

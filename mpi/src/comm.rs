@@ -29,7 +29,7 @@ pub unsafe fn put<T>(out: *mut T, v: T, what: &str) -> Result<(), MpiError> {
 mpi_fn! {
     /// `MPI_Comm_rank`.
     MPI_Comm_rank / PMPI_Comm_rank(comm: Handle, rank: *mut c_int) on comm => {
-        let c = rt()?.comm_any(comm)?;
+        let c = rt()?.comm_local(comm)?;
         // SAFETY: the caller's int.
         unsafe { put(rank, c.local().rank() as c_int, "rank") }
     }
@@ -38,7 +38,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_size`.
     MPI_Comm_size / PMPI_Comm_size(comm: Handle, size: *mut c_int) on comm => {
-        let c = rt()?.comm_any(comm)?;
+        let c = rt()?.comm_local(comm)?;
         // SAFETY: the caller's int.
         unsafe { put(size, c.local().size() as c_int, "size") }
     }
@@ -200,7 +200,7 @@ mpi_fn! {
         if *h == abi::COMM_WORLD || *h == abi::COMM_SELF {
             return Err(MpiError::new(err::COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed").on(*h));
         }
-        rt.comm_any(*h).map_err(|e| e.on(*h))?;
+        rt.comm_local(*h).map_err(|e| e.on(*h))?;
         crate::attr::delete_all(Kind::Comm, *h).map_err(|e| e.on(*h))?;
         crate::topo::forget(*h);
         crate::misc::forget_hints(*h);
@@ -214,8 +214,8 @@ mpi_fn! {
     /// `MPI_Comm_compare`.
     MPI_Comm_compare / PMPI_Comm_compare(comm1: Handle, comm2: Handle, result: *mut c_int) on comm1 => {
         let rt = rt()?;
-        let a = rt.comm_any(comm1)?;
-        let b = rt.comm_any(comm2).map_err(|e| e.on(comm2))?;
+        let a = rt.comm_local(comm1)?;
+        let b = rt.comm_local(comm2).map_err(|e| e.on(comm2))?;
         let members = |c: &CommEntry| -> Vec<u32> {
             let l = c.local();
             (0..l.size()).filter_map(|r| l.world_rank(r)).collect()
@@ -263,7 +263,7 @@ mpi_fn! {
     /// `MPI_Comm_set_errhandler`: `MPI_ERRORS_ARE_FATAL`, `MPI_ERRORS_ABORT`,
     /// `MPI_ERRORS_RETURN`, or one of `MPI_Comm_create_errhandler`.
     MPI_Comm_set_errhandler / PMPI_Comm_set_errhandler(comm: Handle, errhandler: Handle) on comm => {
-        let c = rt()?.comm_any(comm)?;
+        let c = rt()?.comm_local(comm)?;
         check_errhandler(errhandler)?;
         c.errhandler.store(errhandler, Ordering::Relaxed);
         Ok(())
@@ -273,7 +273,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_get_errhandler`.
     MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: Handle, errhandler: *mut Handle) on comm => {
-        let c = rt()?.comm_any(comm)?;
+        let c = rt()?.comm_local(comm)?;
         // SAFETY: the caller's handle.
         unsafe { put(errhandler, c.errhandler.load(Ordering::Relaxed), "errhandler") }
     }
@@ -319,7 +319,7 @@ mpi_fn! {
         if *h == abi::COMM_WORLD || *h == abi::COMM_SELF {
             return Err(MpiError::new(err::COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be disconnected").on(*h));
         }
-        let c = rt.comm_any(*h).map_err(|e| e.on(*h))?;
+        let c = rt.comm_local(*h).map_err(|e| e.on(*h))?;
         while rt.pending_on(*h) {
             rt.agent.make_progress_blocking(DISCONNECT_NAP);
         }

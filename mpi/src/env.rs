@@ -57,6 +57,7 @@ pub(crate) fn start(level: c_int) -> Result<(), MpiError> {
             library_version()
         );
     }
+    crate::ulfm::listen(&agent);
     state::install(Runtime::new(agent, world, own, level));
     Ok(())
 }

@@ -124,3 +124,63 @@ mpi_fn! {
         Ok(())
     }
 }
+
+/// Removes user class or code `code` from the table: `Err` with `MPI_ERR_OTHER` (as MPICH)
+/// when it is predefined, unknown, or (`class` true) a code rather than a class, or (`class`
+/// false) a class rather than a code.
+fn delete(code: c_int, class: bool) -> Result<(), MpiError> {
+    let what = if class { "class" } else { "code" };
+    let mut t = table();
+    let Some(u) = t.get(&code) else {
+        return Err(MpiError::new(
+            err::OTHER,
+            format!("{code} is not a user error {what} (predefined or already deleted)"),
+        ));
+    };
+    if (u.class == code) != class {
+        let is = if class { "a code" } else { "a class" };
+        return Err(MpiError::new(
+            err::OTHER,
+            format!("{code} is {is}, not an error {what}"),
+        ));
+    }
+    t.remove(&code);
+    Ok(())
+}
+
+mpi_fn! {
+    /// `MPIX_Delete_error_class`: forgets a class of `MPI_Add_error_class` (a predefined or
+    /// unknown class is `MPI_ERR_OTHER`, as MPICH). Its number is not given out again; codes
+    /// of the class stay (MPICH keeps them too).
+    MPIX_Delete_error_class / PMPIX_Delete_error_class(errorclass: c_int) on abi::COMM_WORLD => {
+        crate::state::rt()?;
+        delete(errorclass, true)
+    }
+}
+
+mpi_fn! {
+    /// `MPIX_Delete_error_code`: forgets a code of `MPI_Add_error_code` (a predefined or
+    /// unknown code is `MPI_ERR_OTHER`, as MPICH). Its number is not given out again.
+    MPIX_Delete_error_code / PMPIX_Delete_error_code(errorcode: c_int) on abi::COMM_WORLD => {
+        crate::state::rt()?;
+        delete(errorcode, false)
+    }
+}
+
+mpi_fn! {
+    /// `MPIX_Delete_error_string`: removes the string of a user class or code (then
+    /// `MPI_Error_string` gives an empty one); a predefined or unknown one is `MPI_ERR_OTHER`,
+    /// as MPICH.
+    MPIX_Delete_error_string / PMPIX_Delete_error_string(errorcode: c_int) on abi::COMM_WORLD => {
+        crate::state::rt()?;
+        let mut t = table();
+        let u = t.get_mut(&errorcode).ok_or_else(|| {
+            MpiError::new(
+                err::OTHER,
+                format!("{errorcode} is not a user error class or code (only those have a string to delete)"),
+            )
+        })?;
+        u.text = None;
+        Ok(())
+    }
+}

@@ -192,6 +192,8 @@ pub fn class_text(class: c_int) -> &'static str {
         err::PROC_ABORTED => "Process aborted",
         err::VALUE_TOO_LARGE => "Value too large",
         err::PROC_FAILED => "Process failed",
+        102 => "Process failed while a request was pending",
+        crate::ulfm::ERR_REVOKED => "Communication object revoked",
         20..=err::LAST_CLASS => "MPI error (see the error class in mpi.h)",
         _ => "Unknown error code",
     }

@@ -14,7 +14,7 @@ mpi_fn! {
     /// `MPI_Comm_group` (of an intercommunicator: its local group).
     MPI_Comm_group / PMPI_Comm_group(comm: Handle, group: *mut Handle) on comm => {
         let rt = rt()?;
-        let c = rt.comm_any(comm)?;
+        let c = rt.comm_local(comm)?;
         let members = c.local().world_ranks().to_vec();
         if group.is_null() {
             return Err(MpiError::new(err::ARG, "group is NULL"));

@@ -8,7 +8,7 @@
 //! whose leaders swap the results, then spread them in their group. Their messages travel on
 //! the intercommunicator's collective context, never matching point-to-point messages.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
 
 use viaduct_agent::coll::Reduction;
@@ -63,6 +63,73 @@ mpi_fn! {
             tag.max(0) as u32,
         )?;
         let h = rt.add_comm(CommEntry::new_inter(ic, c.errhandler.load(Ordering::Relaxed), rt.agent.size()));
+        // SAFETY: the caller's handle, checked not NULL.
+        unsafe { put(newintercomm, h, "newintercomm") }
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Intercomm_create_from_groups` (collective over both groups, MPI-4): an
+    /// intercommunicator of `local_group` (this process is in it) and `remote_group`, whose
+    /// leaders are `local_leader` and `remote_leader` (ranks in their groups); both sides give
+    /// the same `stringtag`. The union of the groups first agrees a communicator of its own
+    /// (ordered by world rank, the string tag hashed into its tag, as
+    /// `MPI_Comm_create_from_group`), which is split into the two groups and carries the
+    /// leaders' exchange, so no message of the program can match it. The new
+    /// intercommunicator takes `errhandler`, through which the call's own errors go too; the
+    /// info is accepted and not read.
+    MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Handle, local_leader: c_int, remote_group: Handle, remote_leader: c_int, stringtag: *const c_char, info: Handle, errhandler: Handle, newintercomm: *mut Handle) on errhandler => {
+        let _ = info;
+        let rt = rt()?;
+        let local = rt.group(local_group)?;
+        let remote = rt.group(remote_group)?;
+        // SAFETY: the caller's NUL-terminated string.
+        let tag = unsafe { crate::misc::string(stringtag, "stringtag") }?;
+        if !crate::misc::valid_handler(errhandler) {
+            return Err(MpiError::new(err::ARG, format!("{errhandler:#x} is not an error handler")));
+        }
+        if newintercomm.is_null() {
+            return Err(MpiError::new(err::ARG, "newintercomm is NULL"));
+        }
+        let me = rt.agent.rank();
+        let Some(my_index) = local.iter().position(|&w| w == me) else {
+            return Err(MpiError::new(err::GROUP, format!("this process (world rank {me}) is not in local_group")));
+        };
+        for (name, g, leader) in [("local", &local, local_leader), ("remote", &remote, remote_leader)] {
+            if leader < 0 || leader as usize >= g.len() {
+                return Err(MpiError::new(
+                    err::RANK,
+                    format!("{name}_leader {leader} is not a rank of {name}_group of {} processes", g.len()),
+                ));
+            }
+        }
+        if let Some(w) = remote.iter().find(|w| local.contains(w)) {
+            return Err(MpiError::new(
+                err::GROUP,
+                format!("world rank {w} is in both local_group and remote_group (they must be disjoint)"),
+            ));
+        }
+        let world = rt.comm(abi::COMM_WORLD)?;
+        let mut union: Vec<u32> = local.iter().chain(remote.iter()).copied().collect();
+        union.sort_unstable();
+        let mut ranks = Vec::with_capacity(union.len());
+        for &w in &union {
+            ranks.push(world.rank_of_world(w).ok_or_else(|| {
+                MpiError::new(err::GROUP, format!("world rank {w} of the groups is not a process of this job"))
+            })?);
+        }
+        let both = world.comm.create_group(&ranks, crate::session::tag_of(&tag))?.ok_or_else(|| {
+            MpiError::new(err::INTERN, "the groups' union was not made for one of its members")
+        })?;
+        // The side holding the lower world rank is color 0 on both sides.
+        let color = u32::from(local.iter().min() > remote.iter().min());
+        let mine = both
+            .split(Some(color), my_index as i32)?
+            .ok_or_else(|| MpiError::new(err::INTERN, "the local group was not made"))?;
+        let remote_world = remote[remote_leader as usize];
+        let peer_leader = union.iter().position(|&w| w == remote_world).unwrap_or(0) as u32;
+        let ic = mine.intercomm_create(local_leader as u32, Some(&both), peer_leader, 0)?;
+        let h = rt.add_comm(CommEntry::new_inter(ic, errhandler, rt.agent.size()));
         // SAFETY: the caller's handle, checked not NULL.
         unsafe { put(newintercomm, h, "newintercomm") }
     }

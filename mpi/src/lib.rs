@@ -103,6 +103,7 @@ mod tool;
 mod topo;
 mod types;
 mod types2;
+mod ulfm;
 mod vcoll;
 mod win;
 mod winlock;

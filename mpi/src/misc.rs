@@ -100,7 +100,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_call_errhandler`: runs the communicator's error handler with `errorcode`.
     MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: Handle, errorcode: c_int) on comm => {
-        rt()?.comm_any(comm)?;
+        rt()?.comm_local(comm)?;
         crate::error::raise(
             "MPI_Comm_call_errhandler",
             comm,
@@ -364,7 +364,7 @@ const MAX_OBJECT_NAME: usize = 128;
 mpi_fn! {
     /// `MPI_Comm_set_name`.
     MPI_Comm_set_name / PMPI_Comm_set_name(comm: Handle, comm_name: *const c_char) on comm => {
-        rt()?.comm_any(comm)?;
+        rt()?.comm_local(comm)?;
         // SAFETY: the caller's string.
         let n = unsafe { string(comm_name, "comm_name") }?;
         names().lock().unwrap_or_else(|e| e.into_inner()).insert(comm, n);
@@ -375,7 +375,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_get_name` (`MPI_COMM_WORLD` and `MPI_COMM_SELF` are named so by default).
     MPI_Comm_get_name / PMPI_Comm_get_name(comm: Handle, comm_name: *mut c_char, resultlen: *mut c_int) on comm => {
-        rt()?.comm_any(comm)?;
+        rt()?.comm_local(comm)?;
         let n = names().lock().unwrap_or_else(|e| e.into_inner()).get(&comm).cloned();
         let n = n.unwrap_or_else(|| match comm {
             abi::COMM_WORLD => "MPI_COMM_WORLD".into(),
@@ -438,7 +438,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_test_inter`: true for an intercommunicator.
     MPI_Comm_test_inter / PMPI_Comm_test_inter(comm: Handle, flag: *mut c_int) on comm => {
-        let c = rt()?.comm_any(comm)?;
+        let c = rt()?.comm_local(comm)?;
         // SAFETY: the caller's int.
         unsafe { put(flag, c_int::from(c.inter.is_some()), "flag") }
     }
@@ -525,7 +525,7 @@ mpi_fn! {
     /// `MPI_Comm_set_info`: the hints are kept (none changes how the communicator works here)
     /// and given back by `MPI_Comm_get_info`; a key set again takes the new value.
     MPI_Comm_set_info / PMPI_Comm_set_info(comm: Handle, info: Handle) on comm => {
-        rt()?.comm_any(comm)?;
+        rt()?.comm_local(comm)?;
         let pairs = with_info(info, |v| v.clone())?;
         let mut h = comm_hints().lock().unwrap_or_else(|e| e.into_inner());
         let kept = h.entry(comm).or_default();
@@ -542,7 +542,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_get_info`: a new info object with the hints set on the communicator.
     MPI_Comm_get_info / PMPI_Comm_get_info(comm: Handle, info_used: *mut Handle) on comm => {
-        rt()?.comm_any(comm)?;
+        rt()?.comm_local(comm)?;
         if info_used.is_null() {
             return Err(MpiError::new(err::ARG, "info_used is NULL"));
         }

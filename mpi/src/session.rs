@@ -284,7 +284,7 @@ mpi_fn! {
 
 /// The tag of `MPI_Comm_create_from_group`'s string tag (FNV-1a, 31 bits): concurrent calls
 /// with different string tags use different tags.
-fn tag_of(s: &str) -> u32 {
+pub(crate) fn tag_of(s: &str) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
     for b in s.bytes() {
         h ^= u32::from(b);

@@ -375,18 +375,29 @@ impl Runtime {
         Ok(c)
     }
 
-    /// The entry of communicator `h`, intra- or intercommunicator, as [`Runtime::comm_any`],
-    /// but `MPI_COMM_WORLD`'s borrowed (no reference count taken and given back per call).
+    /// The entry of communicator `h`, intra- or intercommunicator, as [`Runtime::comm_any`]
+    /// (a revoked communicator is `MPIX_ERR_REVOKED`), but `MPI_COMM_WORLD`'s borrowed (no
+    /// reference count taken and given back per call).
     #[inline]
     pub fn comm_ref(&self, h: Handle) -> Result<CommRef<'_>, MpiError> {
         if h == abi::COMM_WORLD {
+            crate::ulfm::check(&self.world)?;
             return Ok(CommRef::Borrowed(&self.world));
         }
         self.comm_any(h).map(CommRef::Shared)
     }
 
-    /// The entry of communicator `h`, intra- or intercommunicator.
+    /// The entry of communicator `h` (either kind), as [`Runtime::comm_local`], for a call
+    /// that communicates: a revoked communicator is `MPIX_ERR_REVOKED`.
     pub fn comm_any(&self, h: Handle) -> Result<Arc<CommEntry>, MpiError> {
+        let c = self.comm_local(h)?;
+        crate::ulfm::check(&c)?;
+        Ok(c)
+    }
+
+    /// The entry of communicator `h`, intra- or intercommunicator, revoked or not (for the
+    /// local calls: rank, size, free, names, error handlers, ...).
+    pub fn comm_local(&self, h: Handle) -> Result<Arc<CommEntry>, MpiError> {
         if h == abi::COMM_NULL {
             return Err(MpiError::new(
                 err::COMM,
@@ -421,7 +432,7 @@ impl Runtime {
                 "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed",
             ));
         }
-        self.comm_any(h)?;
+        self.comm_local(h)?;
         let mut comms = self.comms.write().unwrap_or_else(|e| e.into_inner());
         comms.remove(&h);
         Ok(())

@@ -48,21 +48,12 @@ macro_rules! stub {
     };
 }
 
-stub!(MPIX_Comm_agree / PMPIX_Comm_agree);
-stub!(MPIX_Comm_failure_ack / PMPIX_Comm_failure_ack);
-stub!(MPIX_Comm_failure_get_acked / PMPIX_Comm_failure_get_acked);
-stub!(MPIX_Comm_revoke / PMPIX_Comm_revoke);
-stub!(MPIX_Comm_shrink / PMPIX_Comm_shrink);
-stub!(MPIX_Delete_error_class / PMPIX_Delete_error_class);
-stub!(MPIX_Delete_error_code / PMPIX_Delete_error_code);
-stub!(MPIX_Delete_error_string / PMPIX_Delete_error_string);
 stub!(MPI_Close_port / PMPI_Close_port);
 stub!(MPI_Comm_accept / PMPI_Comm_accept);
 stub!(MPI_Comm_connect / PMPI_Comm_connect);
 stub!(MPI_Comm_join / PMPI_Comm_join);
 stub!(MPI_Comm_spawn / PMPI_Comm_spawn);
 stub!(MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple);
-stub!(MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups);
 stub!(MPI_Lookup_name / PMPI_Lookup_name);
 stub!(MPI_Open_port / PMPI_Open_port);
 stub!(MPI_Publish_name / PMPI_Publish_name);

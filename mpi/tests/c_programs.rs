@@ -71,6 +71,9 @@ const PROGRAMS: &[&str] = &[
     "cforms2",
     "datarep",
     "partmt",
+    "errdel",
+    "interfg",
+    "ulfm",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -620,6 +623,94 @@ fn pcoll_program() {
 #[test]
 fn errclass_program() {
     program("errclass");
+}
+
+#[test]
+fn errdel_program() {
+    program("errdel");
+}
+
+/// ULFM on viaduct (MPICH 4.0.2 is built without it): at 3 and 4 ranks the last rank kills
+/// itself; under `VIADUCT_LAUNCH_KEEP_GOING=1` the survivors see `MPIX_ERR_PROC_FAILED`, revoke,
+/// see `MPIX_ERR_REVOKED`, shrink, sum over the shrunk communicator, agree, acknowledge and
+/// finalize.
+#[test]
+fn ulfm_program() {
+    let Some(s) = setup() else { return };
+    for n in [3u32, 4] {
+        let start = Instant::now();
+        let j = job(
+            s,
+            "ulfm",
+            Launch::Viaduct(n),
+            true,
+            &[
+                ("VIADUCT_LAUNCH_KEEP_GOING", "1"),
+                ("VIADUCT_PEER_TIMEOUT", "2"),
+            ],
+        );
+        let victim = n - 1;
+        assert!(
+            j.stderr.contains(&format!(
+                "rank {victim} was killed by signal 9 (SIGKILL); the other ranks go on"
+            )),
+            "the launcher kept the survivors:\n{}",
+            j.stderr
+        );
+        assert!(
+            !j.stderr.contains("CHECK FAILED"),
+            "at {n} ranks:\n{}\n{}",
+            j.stdout,
+            j.stderr
+        );
+        // The survivors finalize (the launcher's barriers complete without the dead rank);
+        // the job's status is the dead rank's.
+        assert_eq!(j.code, Some(128 + 9), "at {n} ranks:\n{}", j.stderr);
+        let r = results(&j.stdout);
+        let want_sum = (n - 1) * (n - 2) / 2;
+        let mut want = vec![
+            "rank 0: receive from the dead rank: MPIX_ERR_PROC_FAILED".to_string(),
+            "rank 0: send on the revoked communicator: MPIX_ERR_REVOKED".to_string(),
+        ];
+        for k in 0..victim {
+            if k > 0 {
+                want.push(format!(
+                    "rank {k}: a call after the revoke: MPIX_ERR_REVOKED"
+                ));
+            }
+            want.push(format!("rank {k}: shrunk: size {victim}, rank {k}, sum of world ranks {want_sum} (want {want_sum})"));
+            want.push(format!(
+                "rank {k}: world shrunk to {victim}, shrunk again to {victim}"
+            ));
+            want.push(format!(
+                "rank {k}: agree on the shrunk communicator: class 0, flag 6"
+            ));
+            want.push(format!(
+                "rank {k}: agree before the acknowledgement: MPIX_ERR_PROC_FAILED, flag 1"
+            ));
+            want.push(format!(
+                "rank {k}: acknowledged: 1 process(es), rank {victim}"
+            ));
+            want.push(format!(
+                "rank {k}: agree after the acknowledgement: class 0, flag 1"
+            ));
+            want.push(format!("rank {k}: wrong use: 12 12 5"));
+        }
+        want.sort();
+        assert_eq!(r, want, "at {n} ranks:\n{}", j.stderr);
+        // Generous: the failure is seen within the peer timeout (2 s), not the job limit.
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "at {n} ranks: {:?}",
+            start.elapsed()
+        );
+    }
+}
+
+/// `MPI_Intercomm_create_from_groups` at 2, 3 and 4 ranks (groups of unequal sizes at 3).
+#[test]
+fn interfg_program() {
+    program_at_both("interfg", &[2, 3, 4]);
 }
 
 #[test]

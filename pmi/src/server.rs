@@ -232,6 +232,9 @@ struct State {
     waiting: BTreeSet<u32>,
     claimed: Vec<bool>,
     gone: Vec<bool>,
+    /// Ranks that failed in a job that goes on ([`Pmi1Server::rank_failed`]): barriers
+    /// complete without them.
+    failed: Vec<bool>,
     events: Vec<ServerEvent>,
     broken_reported_epoch: Option<u64>,
     /// A handle on every open connection, by number, for shutdown to wake its reader.
@@ -273,7 +276,7 @@ impl Shared {
             return;
         }
         let gone: Vec<u32> = (0..self.size)
-            .filter(|r| st.gone[*r as usize] && !st.waiting.contains(r))
+            .filter(|r| st.gone[*r as usize] && !st.failed[*r as usize] && !st.waiting.contains(r))
             .collect();
         if !gone.is_empty() {
             st.broken_reported_epoch = Some(st.epoch);
@@ -293,6 +296,32 @@ impl Shared {
         st.next_conn += 1;
         st.conns.insert(id, conn);
         Some(id)
+    }
+
+    /// Completes the barrier when every rank that did not fail waits in it; true if it did.
+    fn complete_barrier(&self, st: &mut State) -> bool {
+        let all = (0..self.size).all(|r| st.waiting.contains(&r) || st.failed[r as usize]);
+        if st.waiting.is_empty() || !all {
+            return false;
+        }
+        let pending = std::mem::take(&mut st.pending);
+        st.committed.extend(pending);
+        st.waiting.clear();
+        st.epoch += 1;
+        self.changed.notify_all();
+        true
+    }
+
+    fn mark_failed(&self, rank: u32) {
+        let mut st = self.lock();
+        if (rank as usize) < st.gone.len() {
+            st.gone[rank as usize] = true;
+            st.failed[rank as usize] = true;
+        }
+        st.waiting.remove(&rank);
+        if !self.complete_barrier(&mut st) {
+            self.check_barrier(&mut st);
+        }
     }
 
     fn mark_gone(&self, rank: u32) {
@@ -352,6 +381,7 @@ impl Pmi1Server {
         let mut state = State {
             claimed: vec![false; size as usize],
             gone: vec![false; size as usize],
+            failed: vec![false; size as usize],
             put_keys: vec![0; size as usize],
             put_bytes: vec![0; size as usize],
             limit_reported: vec![false; size as usize],
@@ -437,6 +467,23 @@ impl Pmi1Server {
     /// ```
     pub fn rank_exited(&self, rank: u32) {
         self.shared.mark_gone(rank);
+        self.shared.changed.notify_all();
+    }
+
+    /// Tells the server that `rank`'s process failed (exited non-zero or was killed) in a job
+    /// that goes on without it: barriers complete without it, now and later, and its absence
+    /// from a barrier is no longer reported as [`ServerEvent::BarrierBroken`].
+    ///
+    /// ```
+    /// use viaduct_pmi::server::{Pmi1Server, ServerConfig};
+    ///
+    /// let server = Pmi1Server::start(ServerConfig::new(2)).unwrap();
+    /// // Rank 1 died; rank 0's barriers (its finalize, say) complete without it.
+    /// server.rank_failed(1);
+    /// server.shutdown();
+    /// ```
+    pub fn rank_failed(&self, rank: u32) {
+        self.shared.mark_failed(rank);
         self.shared.changed.notify_all();
     }
 
@@ -929,12 +976,7 @@ impl Session<'_> {
         let mut st = shared.lock();
         let my_epoch = st.epoch;
         st.waiting.insert(rank);
-        if st.waiting.len() == shared.size as usize {
-            let pending = std::mem::take(&mut st.pending);
-            st.committed.extend(pending);
-            st.waiting.clear();
-            st.epoch += 1;
-            shared.changed.notify_all();
+        if shared.complete_barrier(&mut st) {
             return true;
         }
         shared.check_barrier(&mut st);
