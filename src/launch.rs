@@ -215,6 +215,19 @@ pub fn run(args: &Args) -> Result<i32, Box<dyn Error>> {
     })
 }
 
+/// What the launcher knows of the ranks that ended badly.
+struct Ended {
+    /// `VIADUCT_LAUNCH_KEEP_GOING=1`: the job goes on without them.
+    keep_going: bool,
+    /// The first of their failures: the job's outcome once every rank ended.
+    first_failure: Option<Outcome>,
+    /// Their ranks (with `keep_going`).
+    failed: Vec<u32>,
+}
+
+/// How long a rank whose PMI connection ended may take to show its exit.
+const EXIT_GRACE: Duration = Duration::from_secs(1);
+
 enum Outcome {
     Success,
     Failed { message: String, code: i32 },
@@ -273,7 +286,11 @@ impl Job {
     fn watch(&mut self, server: &Pmi1Server, timeout: Option<Duration>) -> Outcome {
         let started = Instant::now();
         let keep_going = std::env::var_os(KEEP_GOING_VAR).is_some_and(|v| v == "1");
-        let mut first_failure = None;
+        let mut ended = Ended {
+            keep_going,
+            first_failure: None,
+            failed: Vec::new(),
+        };
         loop {
             for rank in 0..self.children.len() {
                 let Some(child) = self.children[rank].as_mut() else {
@@ -289,41 +306,25 @@ impl Job {
                         };
                     }
                 };
-                self.children[rank] = None;
-                let rank = rank as u32;
-                if keep_going && !status.success() {
-                    // The job goes on without it: barriers complete among the others.
-                    server.rank_failed(rank);
-                } else {
-                    server.rank_exited(rank);
-                }
-                if !status.success() {
-                    let failed = Outcome::Failed {
-                        message: format!("rank {rank} {}", describe(status)),
-                        code: exit_code_for(status),
-                    };
-                    if !keep_going {
-                        // What the server saw before the exit (a refused connection, an
-                        // abort) is often why the rank failed: say it before ending the job.
-                        report_pending(server);
-                        return failed;
-                    }
-                    // The job goes on: the server's events (a barrier the exit broke, say)
-                    // are judged below, not only reported.
-                    eprintln!(
-                        "viaduct launch: rank {rank} {}; the other ranks go on ({KEEP_GOING_VAR}=1)",
-                        describe(status)
-                    );
-                    first_failure.get_or_insert(failed);
+                if let Some(outcome) = self.exited(rank as u32, status, server, &mut ended) {
+                    return outcome;
                 }
             }
             for event in server.take_events() {
+                if let ServerEvent::BarrierBroken { gone, .. } = &event
+                    && keep_going
+                    && self.all_failed(gone, server, &mut ended)
+                {
+                    // The server saw their connections end before this launcher saw them
+                    // die; left out of the barrier now, they no longer hold it.
+                    continue;
+                }
                 if let Some(outcome) = judge(event) {
                     return outcome;
                 }
             }
             if self.children.iter().all(Option::is_none) {
-                return first_failure.unwrap_or(Outcome::Success);
+                return ended.first_failure.unwrap_or(Outcome::Success);
             }
             if let Some(limit) = timeout.filter(|limit| started.elapsed() >= *limit) {
                 {
@@ -344,6 +345,72 @@ impl Job {
                 self.forwarders -= 1;
             }
         }
+    }
+
+    /// Handles rank `rank`'s exit with `status`: the job's end, or `None` when it goes on.
+    fn exited(
+        &mut self,
+        rank: u32,
+        status: ExitStatus,
+        server: &Pmi1Server,
+        ended: &mut Ended,
+    ) -> Option<Outcome> {
+        self.children[rank as usize] = None;
+        if status.success() {
+            server.rank_exited(rank);
+            return None;
+        }
+        let failed = Outcome::Failed {
+            message: format!("rank {rank} {}", describe(status)),
+            code: exit_code_for(status),
+        };
+        if !ended.keep_going {
+            server.rank_exited(rank);
+            // What the server saw before the exit (a refused connection, an abort) is often
+            // why the rank failed: say it before ending the job.
+            report_pending(server);
+            return Some(failed);
+        }
+        // The job goes on without it: barriers complete among the others, and the server's
+        // events (a barrier broken by another rank, say) are judged, not only reported.
+        server.rank_failed(rank);
+        ended.failed.push(rank);
+        eprintln!(
+            "viaduct launch: rank {rank} {}; the other ranks go on ({KEEP_GOING_VAR}=1)",
+            describe(status)
+        );
+        ended.first_failure.get_or_insert(failed);
+        None
+    }
+
+    /// Whether every rank of `gone` failed (exited non-zero or was killed), waiting a moment
+    /// for the exit of each still running: its connection may end just before its exit
+    /// shows.
+    fn all_failed(&mut self, gone: &[u32], server: &Pmi1Server, ended: &mut Ended) -> bool {
+        for &rank in gone {
+            let deadline = Instant::now() + EXIT_GRACE;
+            while !ended.failed.contains(&rank) {
+                let Some(child) = self
+                    .children
+                    .get_mut(rank as usize)
+                    .and_then(Option::as_mut)
+                else {
+                    return false;
+                };
+                match child.try_wait() {
+                    Ok(Some(status)) => {
+                        if self.exited(rank, status, server, ended).is_some() || status.success() {
+                            return false;
+                        }
+                    }
+                    Ok(None) if Instant::now() < deadline => {
+                        thread::sleep(Duration::from_millis(10))
+                    }
+                    _ => return false,
+                }
+            }
+        }
+        true
     }
 
     /// Kills the ranks still running and reaps them (bounded: SIGKILL cannot be ignored).

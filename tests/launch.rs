@@ -195,6 +195,38 @@ fn keep_going_barriers_complete_without_the_failed_rank() {
     assert_eq!(r.code, Some(128 + 9), "{}", r.stderr);
 }
 
+/// With `VIADUCT_LAUNCH_KEEP_GOING=1`, a rank whose PMI connection ends (the server marks it
+/// gone, breaking the barrier the others wait in) just before its process is killed counts
+/// as failed, not as having left: the barrier completes without it.
+#[test]
+fn keep_going_a_rank_gone_then_killed_counts_as_failed() {
+    let cmd = format!(
+        "if [ \"$PMI_RANK\" = 1 ]; then sleep 1; {} --leave 1; kill -9 $$; fi; {}",
+        kvs_exchange().display(),
+        kvs_exchange().display()
+    );
+    let r = run(viaduct().env("VIADUCT_LAUNCH_KEEP_GOING", "1").args([
+        "launch",
+        "-n",
+        "3",
+        "--timeout",
+        "30",
+        "--",
+        "sh",
+        "-c",
+        &cmd,
+    ]));
+    assert!(!r.stderr.contains("timed out"), "{}", r.stderr);
+    assert!(!r.stderr.contains("left the job"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("rank 1 was killed by signal 9 (SIGKILL); the other ranks go on"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.code, Some(128 + 9), "{}", r.stderr);
+}
+
 /// With `VIADUCT_LAUNCH_KEEP_GOING=1` a rank that exits with 0 outside a barrier the others
 /// wait in still ends the job: that barrier can never complete.
 #[test]
