@@ -92,109 +92,71 @@ fn check_dropped_peer_completion(c: &Completion) {
     assert_eq!(c.result.as_ref().err().map(Error::errno), Some(libc::EPIPE));
 }
 
-mod ring {
-    use super::*;
+/// One instantiation of the contract: a module `$module` whose harness `$harness` builds its
+/// pairs on rxe0 with `$make(ctx, config)`; the two differ only in where receives are posted.
+macro_rules! verbs_contract {
+    ($module:ident, $harness:ident, $make:expr) => {
+        mod $module {
+            use super::*;
 
-    fn pair(config: Config) -> (Endpoint, Endpoint) {
-        let ctx = common::ctx().expect("a device");
-        msg::pair(&ctx, config).expect("pair")
-    }
+            fn pair(config: Config) -> (Endpoint, Endpoint) {
+                let ctx = common::ctx().expect("a device");
+                ($make)(&ctx, config)
+            }
 
-    struct Ring;
+            struct $harness;
 
-    impl viaduct_method::contract::Harness for Ring {
-        type Ep = Endpoint;
-        const LIMIT: Duration = LIMIT;
-        const REAP_EVERY: u64 = 64;
-        const SMALL_MESSAGES: u64 = SMALL_MESSAGES;
+            impl viaduct_method::contract::Harness for $harness {
+                type Ep = Endpoint;
+                const LIMIT: Duration = LIMIT;
+                const REAP_EVERY: u64 = 64;
+                const SMALL_MESSAGES: u64 = SMALL_MESSAGES;
 
-        fn pair() -> (Endpoint, Endpoint) {
-            pair(Config::default())
+                fn pair() -> (Endpoint, Endpoint) {
+                    pair(Config::default())
+                }
+
+                fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
+                    pair(Config {
+                        max_message,
+                        ..Config::default()
+                    })
+                }
+
+                fn dropped_peer_pair() -> (Endpoint, Endpoint) {
+                    let (a, b) = pair(dropped_peer_config());
+                    keep_peer_region(&b);
+                    (a, b)
+                }
+
+                fn post_two_outstanding(a: &mut Endpoint) {
+                    post_two_outstanding(a);
+                }
+
+                fn check_dropped_peer_completion(c: &Completion) {
+                    check_dropped_peer_completion(c);
+                }
+
+                fn is_too_long(e: &Error) -> bool {
+                    matches!(e, Error::TooLong { .. })
+                }
+
+                fn is_consume_beyond(e: &Error) -> bool {
+                    matches!(e, Error::ConsumeBeyond { .. })
+                }
+            }
+
+            viaduct_method::contract_tests!($harness, skip_unless: ready);
         }
-
-        fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
-            pair(Config {
-                max_message,
-                ..Config::default()
-            })
-        }
-
-        fn dropped_peer_pair() -> (Endpoint, Endpoint) {
-            let (a, b) = pair(dropped_peer_config());
-            keep_peer_region(&b);
-            (a, b)
-        }
-
-        fn post_two_outstanding(a: &mut Endpoint) {
-            post_two_outstanding(a);
-        }
-
-        fn check_dropped_peer_completion(c: &Completion) {
-            check_dropped_peer_completion(c);
-        }
-
-        fn is_too_long(e: &Error) -> bool {
-            matches!(e, Error::TooLong { .. })
-        }
-
-        fn is_consume_beyond(e: &Error) -> bool {
-            matches!(e, Error::ConsumeBeyond { .. })
-        }
-    }
-
-    viaduct_method::contract_tests!(Ring, skip_unless: ready);
+    };
 }
 
-mod shared {
-    use super::*;
+// Each endpoint with a receive ring of its own.
+verbs_contract!(ring, Ring, |ctx, config| msg::pair(ctx, config)
+    .expect("pair"));
 
-    fn pair(config: Config) -> (Endpoint, Endpoint) {
-        let ctx = common::ctx().expect("a device");
-        let (a, b, _pool) = msg::pair_shared(&ctx, config).expect("pair");
-        (a, b)
-    }
-
-    struct Shared;
-
-    impl viaduct_method::contract::Harness for Shared {
-        type Ep = Endpoint;
-        const LIMIT: Duration = LIMIT;
-        const REAP_EVERY: u64 = 64;
-        const SMALL_MESSAGES: u64 = SMALL_MESSAGES;
-
-        fn pair() -> (Endpoint, Endpoint) {
-            pair(Config::default())
-        }
-
-        fn pair_with_max_message(max_message: usize) -> (Endpoint, Endpoint) {
-            pair(Config {
-                max_message,
-                ..Config::default()
-            })
-        }
-
-        fn dropped_peer_pair() -> (Endpoint, Endpoint) {
-            let (a, b) = pair(dropped_peer_config());
-            keep_peer_region(&b);
-            (a, b)
-        }
-
-        fn post_two_outstanding(a: &mut Endpoint) {
-            post_two_outstanding(a);
-        }
-
-        fn check_dropped_peer_completion(c: &Completion) {
-            check_dropped_peer_completion(c);
-        }
-
-        fn is_too_long(e: &Error) -> bool {
-            matches!(e, Error::TooLong { .. })
-        }
-
-        fn is_consume_beyond(e: &Error) -> bool {
-            matches!(e, Error::ConsumeBeyond { .. })
-        }
-    }
-
-    viaduct_method::contract_tests!(Shared, skip_unless: ready);
-}
+// Both endpoints receiving from one shared receive pool.
+verbs_contract!(shared, Shared, |ctx, config| {
+    let (a, b, _pool) = msg::pair_shared(ctx, config).expect("pair");
+    (a, b)
+});
