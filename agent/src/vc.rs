@@ -27,6 +27,9 @@
 //! - **failure**: a method error marks the VC failed with the reason; queued messages are
 //!   handed back so their requests can be failed, and later writes fail at once.
 
+pub(crate) mod buffers;
+pub(crate) mod readers;
+
 use std::collections::VecDeque;
 
 use viaduct_fallback::sendbuf::SendBuf;
@@ -34,8 +37,8 @@ use viaduct_fallback::sendbuf::SendBuf;
 use crate::error::PeerCause;
 use crate::method::{Method, MethodError};
 use crate::proto::Failure;
-use crate::stream::method_buffer::BufferPool;
-use crate::stream::read::ReadQueue;
+use buffers::BufferPool;
+use readers::ReadQueue;
 
 /// One message waiting to be posted: descriptor id, method tag, payload.
 #[derive(Debug)]
