@@ -36,7 +36,6 @@ use crate::error::AgentError;
 use crate::matching::{Source, TagMatch};
 use crate::recv_buffer::RecvBuffer;
 use crate::request::{Request, Status, wait_all};
-use crate::xfer::{GatherBlock, ScatterBlock};
 
 /// The first context id given to communicators other than the world.
 pub const FIRST_CONTEXT: u32 = 16;
@@ -715,40 +714,6 @@ impl Comm {
         self.inner
             .p2p
             .in_place_mapped(self.source(source)?, tag, None, self.inner.to_comm.clone())
-    }
-
-    /// A scatter-form xfer block (`xfer_scatter_init`): at most one source `src`, any number
-    /// of destinations; `tag` below `0x8000_0000`.
-    ///
-    /// ```
-    /// # use viaduct_agent::prelude::*;
-    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let agent = Agent::singleton()?;
-    /// let world = Comm::world(&agent);
-    /// let block = world.xfer_scatter(Some(0), 3);
-    /// drop(block); // see the `xfer` module for adding and starting its pieces
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn xfer_scatter(&self, src: Option<u32>, tag: u32) -> ScatterBlock {
-        ScatterBlock::new(self, src, tag)
-    }
-
-    /// A gather-form xfer block (`xfer_gather_init`): any number of sources, at most one
-    /// destination `dest`; `tag` below `0x8000_0000`.
-    ///
-    /// ```
-    /// # use viaduct_agent::prelude::*;
-    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let agent = Agent::singleton()?;
-    /// let world = Comm::world(&agent);
-    /// let block = world.xfer_gather(Some(0), 4);
-    /// drop(block); // see the `xfer` module for adding and starting its pieces
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn xfer_gather(&self, dest: Option<u32>, tag: u32) -> GatherBlock {
-        GatherBlock::new(self, dest, tag)
     }
 }
 

@@ -129,6 +129,7 @@ pub mod fileio;
 pub mod fuzzing;
 mod handshake;
 pub mod in_place;
+mod lifecycle;
 mod liveness;
 pub mod log;
 pub mod matching;

@@ -270,3 +270,40 @@ impl GatherBlock {
         self.sched.start(true)
     }
 }
+
+// The xfer blocks of a communicator: their constructors live here, above `Comm`.
+impl Comm {
+    /// A scatter-form xfer block (`xfer_scatter_init`): at most one source `src`, any number
+    /// of destinations; `tag` below `0x8000_0000`.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let block = world.xfer_scatter(Some(0), 3);
+    /// drop(block); // see the `xfer` module for adding and starting its pieces
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn xfer_scatter(&self, src: Option<u32>, tag: u32) -> ScatterBlock {
+        ScatterBlock::new(self, src, tag)
+    }
+
+    /// A gather-form xfer block (`xfer_gather_init`): any number of sources, at most one
+    /// destination `dest`; `tag` below `0x8000_0000`.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let block = world.xfer_gather(Some(0), 4);
+    /// drop(block); // see the `xfer` module for adding and starting its pieces
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn xfer_gather(&self, dest: Option<u32>, tag: u32) -> GatherBlock {
+        GatherBlock::new(self, dest, tag)
+    }
+}
