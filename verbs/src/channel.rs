@@ -184,9 +184,17 @@ impl CompletionChannel {
     /// # let ctx = Context::open_first()?;
     /// let channel = ctx.create_channel()?;
     /// let cq = ctx.create_cq_with_channel(64, &channel)?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let qp = pd.queue_pair(&cq, &cq).build()?;
+    /// # let me = qp.endpoint();
+    /// # let qp = qp.connect(&me, &ConnectOptions::default())?; // connected to itself
     /// cq.req_notify(false)?;
+    /// # qp.post_recv([RecvRequest::new(1, pd.allocate(64, Access::LOCAL_WRITE)?)])?;
+    /// # qp.post_send([SendRequest::send(2, pd.allocate(64, Access::empty())?)])?;
     /// if let Some(cq) = channel.get_event()? { // blocks until a completion arrives
     ///     cq.req_notify(false)?; // re-arm, then poll
+    ///     let mut done = Completions::default();
+    ///     cq.wait(&mut done, 2, std::time::Duration::from_secs(5))?;
     /// }
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

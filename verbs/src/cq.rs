@@ -59,7 +59,11 @@ impl Drop for CqInner {
 /// # let ctx = Context::open_first()?;
 /// let cq = ctx.create_cq(256)?;
 /// let mut done = Completions::default();
-/// let n = cq.wait(&mut done, 1, std::time::Duration::from_millis(10))?;
+/// // Nothing was posted: a wait ends at its deadline with what arrived (nothing).
+/// match cq.wait(&mut done, 1, std::time::Duration::from_millis(10)) {
+///     Err(Error::Timeout { got: 0, .. }) => assert!(done.is_empty()),
+///     other => panic!("expected a timeout, got {other:?}"),
+/// }
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone)]
@@ -345,8 +349,16 @@ impl CompletionQueue {
     /// # use viaduct_verbs::*;
     /// # let ctx = Context::open_first()?;
     /// let cq = ctx.create_cq(64)?;
+    /// # let pd = ctx.alloc_pd()?;
+    /// # let qp = pd.queue_pair(&cq, &cq).build()?;
+    /// # let me = qp.endpoint();
+    /// # let qp = qp.connect(&me, &ConnectOptions::default())?; // connected to itself
+    /// # qp.post_recv([RecvRequest::new(1, pd.allocate(64, Access::LOCAL_WRITE)?)])?;
+    /// # qp.post_send([SendRequest::send(2, pd.allocate(64, Access::empty())?)])?;
     /// let mut done = Completions::default();
-    /// let n = cq.wait(&mut done, 2, std::time::Duration::from_secs(5))?; // 2, or fewer at the timeout
+    /// // Two completions (a send and its receive), or Error::Timeout with what did arrive.
+    /// let n = cq.wait(&mut done, 2, std::time::Duration::from_secs(5))?;
+    /// assert_eq!(n, 2);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn wait(&self, out: &mut Completions, wanted: usize, timeout: Duration) -> Result<usize> {

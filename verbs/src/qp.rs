@@ -596,8 +596,10 @@ impl QueuePairBuilder {
     /// # let ctx = Context::open_first()?;
     /// # let pd = ctx.alloc_pd()?;
     /// # let cq = ctx.create_cq(64)?;
-    /// let p = pd.queue_pair(&cq, &cq).port(2).build()?;
-    /// assert_eq!(p.endpoint().port, 2);
+    /// let p = pd.queue_pair(&cq, &cq).port(1).build()?;
+    /// assert_eq!(p.endpoint().port, 1);
+    /// // A port the device does not have is refused when the queue pair is built.
+    /// assert!(pd.queue_pair(&cq, &cq).port(200).build().is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn port(mut self, port: u8) -> Self {
@@ -1266,13 +1268,14 @@ impl QueuePair {
     /// # let qp = pd.queue_pair(&cq, &cq).build()?;
     /// # let me = qp.endpoint();
     /// # let qp = qp.connect(&me, &ConnectOptions::default())?;
+    /// # qp.post_recv([RecvRequest::new(2, pd.allocate(64, Access::LOCAL_WRITE)?)])?;
     /// let mr = pd.allocate(64, Access::empty())?;
     /// let sge = [RawSge { addr: mr.addr(), len: 64, lkey: mr.lkey() }];
     /// let wr = RawSendRequest { id: 1, op: SendOp::Send, sges: &sge, signalled: true, inline: false };
     /// // SAFETY: `mr` lives, and is not written, until the completion is polled.
     /// let posted = unsafe { qp.post_send_raw(&[wr])? };
     /// # let mut done = Completions::default();
-    /// # cq.wait(&mut done, 1, std::time::Duration::from_secs(5))?;
+    /// # cq.wait(&mut done, 2, std::time::Duration::from_secs(5))?; // the send and the receive
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub unsafe fn post_send_raw(&self, requests: &[RawSendRequest<'_>]) -> Result<usize> {
