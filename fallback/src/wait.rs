@@ -147,17 +147,24 @@ pub fn any(
     let need = (fds.len() + 2).next_power_of_two().max(8) as u32;
     WAITER.with(|cell| {
         let mut slot = cell.borrow_mut();
-        if slot
-            .as_ref()
-            .is_none_or(|w| (w.ring.params().sq_entries()) < need)
-        {
-            *slot = None;
-            *slot = Some(Waiter {
-                ring: IoUring::builder().setup_submit_all().build(need)?,
+        let waiter = match slot.take() {
+            Some(w) if w.ring.params().sq_entries() >= need => slot.insert(w),
+            // None yet, or too small: a new one (the old one, closed, held nothing).
+            _ => slot.insert(Waiter {
+                ring: IoUring::builder()
+                    .setup_submit_all()
+                    .build(need)
+                    .map_err(|e| {
+                        io::Error::new(
+                            e.kind(),
+                            format!(
+                                "cannot set up the io_uring of the sleep ({need} entries): {e}"
+                            ),
+                        )
+                    })?,
                 generation: 0,
-            });
-        }
-        let waiter = slot.as_mut().expect("ring made above");
+            }),
+        };
         let result = wait_on(waiter, words, fds, timeout);
         if result.is_err() {
             // Closing the ring ends whatever it may still hold; the next call makes a new one.
