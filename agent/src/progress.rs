@@ -29,8 +29,10 @@
 //!   queue, and hands its completion channel. A method with something ready prepares none,
 //!   and the pass runs at once. Then the thread drops the mutex and sleeps on every sleeper
 //!   together: one `futex_waitv` over the bells when all VCs are shared memory, one `poll`
-//!   over the descriptors when none is; a rank with VCs of both kinds takes a turn of at most
-//!   0.5 ms on each kind. The sleep ends when any peer sends, at the timeout, or at the
+//!   over the descriptors when none is, one io_uring wait over both kinds (a `FUTEX_WAITV` on
+//!   the bells and a poll per descriptor) for a rank with VCs of both kinds; on a kernel
+//!   before Linux 6.7, which lacks that, such a rank takes a turn of at most 0.5 ms on each
+//!   kind. The sleep ends when any peer sends, at the timeout, or at the
 //!   shortest sleeper's longest sleep (shared memory: the liveness interval; TCP: the
 //!   keepalive interval, 1 ms while operations are in flight in its ring; verbs: until the
 //!   next keepalive is due), after which the thread takes the mutex again for a pass.

@@ -88,3 +88,4 @@ pub mod sendbuf;
 pub mod shm;
 pub mod tcp;
 pub mod uring;
+pub mod wait;

@@ -12,7 +12,8 @@
 //!   the lock, the connection and the agent.
 //! - **sleeper**: the agent's blocking progress sleeps without its mutex on the sleepers of
 //!   every VC at once (`sleep_all`: one `futex_waitv` over the shared-memory bells, one `poll`
-//!   over the descriptors of TCP and verbs).
+//!   over the descriptors of TCP and verbs, one io_uring wait over both kinds where a rank has
+//!   both).
 //! - **heartbeat**: shared memory and TCP show whether the peer is alive (`peer_heard`: the
 //!   last time its heartbeat counters in the segment, bumped by its progress engine and by its
 //!   agent's heartbeat thread, or its keepalive frames and data on the connection, advanced);
@@ -422,16 +423,15 @@ impl Sleeper {
     }
 }
 
-/// Longest turn on one kind of kernel object when a rank waits on both kinds (futex words of
-/// shared memory, descriptors of TCP and verbs).
-const MIXED_TURN: Duration = Duration::from_micros(500);
-
 /// Sleeps until any of `sleepers` may have work, or `timeout` (at most the shortest
-/// [`Sleeper::longest`]). One wait covers them all: one `futex_waitv` over the bells of the
-/// shared-memory VCs, or one `poll` over the descriptors of the TCP and verbs VCs (sockets,
-/// rings, completion channels). A rank with VCs of both kinds takes one turn of at most
-/// [`MIXED_TURN`] on each kind and returns. An error names the index of a sleeper it
-/// concerns.
+/// [`Sleeper::longest`]). One kernel wait covers them all: one `futex_waitv` over the bells of
+/// the shared-memory VCs, or one `poll` over the descriptors of the TCP and verbs VCs
+/// (sockets, rings, completion channels), or, for a rank with VCs of both kinds, one io_uring
+/// wait with one `FUTEX_WAITV` over the bells and one poll per descriptor
+/// ([`viaduct_fallback::wait::sleepers_or_readable`]; Linux 6.7 and later). Where the kernel
+/// lacks that, a rank with both kinds takes one turn of at most 0.5 ms
+/// ([`viaduct_fallback::wait::MIXED_TURN`]) on each kind and returns (said once at the `debug`
+/// level of the log). An error names the index of a sleeper it concerns.
 pub(crate) fn sleep_all(
     sleepers: &[Sleeper],
     timeout: Duration,
@@ -470,17 +470,25 @@ pub(crate) fn sleep_all(
             }
         }
     }
-    let turn = if !bells.is_empty() && !fds.is_empty() {
-        timeout.min(MIXED_TURN)
-    } else {
-        timeout
-    };
-    if !bells.is_empty() {
-        shm::sleep_any(&bells, turn).map_err(|e| (first_bell, MethodError::Shm(e)))?;
+    match (bells.is_empty(), fds.is_empty()) {
+        (false, false) => {
+            if !viaduct_fallback::wait::supported() {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    tracing::debug!(
+                        "io_uring lacks IORING_OP_FUTEX_WAITV (Linux 6.7+): a rank with shared-memory and other VCs sleeps in turns of at most {:?} on each kind",
+                        viaduct_fallback::wait::MIXED_TURN
+                    )
+                });
+            }
+            viaduct_fallback::wait::sleepers_or_readable(&bells, &fds, timeout)
+                .map_err(|e| (first_bell, MethodError::Shm(e)))
+        }
+        (false, true) => {
+            shm::sleep_any(&bells, timeout).map_err(|e| (first_bell, MethodError::Shm(e)))
+        }
+        (true, false) => viaduct_fallback::fd::wait_readable(&fds, timeout)
+            .map_err(|e| (first_fd, MethodError::Tcp(tcp::Error::Wait(e)))),
+        (true, true) => Ok(()),
     }
-    if !fds.is_empty() {
-        viaduct_fallback::fd::wait_readable(&fds, turn)
-            .map_err(|e| (first_fd, MethodError::Tcp(tcp::Error::Wait(e))))?;
-    }
-    Ok(())
 }

@@ -58,8 +58,14 @@ impl Sleeper {
         futex::wait(self.bell(), self.seen, timeout.min(self.longest)).map_err(Error::Wait)
     }
 
+    /// The bell and the value it held when the sleep was prepared (the value a futex wait on
+    /// it expects: a ring since then ends the wait at once).
+    pub(crate) fn bell_and_seen(&self) -> (&std::sync::atomic::AtomicU32, u32) {
+        (self.bell(), self.seen)
+    }
+
     /// Whether the bell rang since the sleep was prepared.
-    fn rung(&self) -> bool {
+    pub(crate) fn rung(&self) -> bool {
         self.bell().load(Ordering::SeqCst) != self.seen
     }
 
