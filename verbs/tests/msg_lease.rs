@@ -1,0 +1,320 @@
+//! Inbound messages lent out of a message endpoint (`Endpoint::lease`) on a real RDMA device
+//! (soft-RoCE `rxe0` in the VM of `scripts/rxe-vm`): a lease shows the message in the
+//! registered receive buffer it landed in and holds the peer's credit until it comes back;
+//! leases come back in any order; a shared pool running low lends copies instead (the credit
+//! still held); leases outlive their endpoints, a dead peer and the pool's other users, and
+//! every buffer goes back exactly once.
+//!
+//! Without a device each test prints `SKIPPED: ...` and returns, unless
+//! `VIADUCT_REQUIRE_RDMA=1` is set (the VM sets it), where a missing device fails the test.
+//! Run one at a time: `--test-threads=1`.
+
+mod common;
+
+use common::{ctx, pattern};
+use std::time::{Duration, Instant};
+
+use viaduct_verbs::Context;
+use viaduct_verbs::msg::{self, Config, Endpoint, Error, Lease, Prepared, ReceivePool};
+
+/// Upper bound on every loop of these tests (a stall, not a speed).
+const LIMIT: Duration = Duration::from_secs(60);
+/// How long a message that must not arrive is given to arrive anyway.
+const QUIET: Duration = Duration::from_millis(500);
+
+/// A window of 4 credits (3 for data: one stays back for credit messages).
+fn small() -> Config {
+    Config {
+        recv_buffers: 4,
+        pool_buffers: 4,
+        buffer_bytes: 4096,
+        send_slots: 8,
+        ..Config::default()
+    }
+}
+
+fn data(i: u64) -> Vec<u8> {
+    pattern(100 + i as usize * 7, i as u32)
+}
+
+/// Posts message `i` (tag `i`, [`data`]) from `a`, driving both ends until it is accepted.
+fn send(a: &mut Endpoint, b: &mut Endpoint, i: u64) {
+    let start = Instant::now();
+    while !a.post_send(i, i, &data(i)).expect("post").is_posted() {
+        assert!(start.elapsed() < LIMIT, "message {i} never accepted: {a:?}");
+        let _ = a.poll();
+        b.wait(Duration::from_millis(1)).expect("wait");
+    }
+}
+
+/// Drives `a` (the sender) until `b` has a message to show; `None` if none came by `within`.
+fn lease_within(a: &mut Endpoint, b: &mut Endpoint, within: Duration) -> Option<Lease> {
+    let start = Instant::now();
+    loop {
+        if let Some(l) = b.lease().expect("lease") {
+            return Some(l);
+        }
+        if start.elapsed() > within {
+            return None;
+        }
+        while a.poll().is_some() {}
+        b.wait(Duration::from_millis(1)).expect("wait");
+    }
+}
+
+fn lease(a: &mut Endpoint, b: &mut Endpoint) -> Lease {
+    lease_within(a, b, LIMIT).unwrap_or_else(|| panic!("nothing arrived: {a:?} / {b:?}"))
+}
+
+fn check(l: &Lease, i: u64) {
+    assert_eq!(l.tag(), i, "a message was lost or reordered");
+    assert!(**l == data(i)[..], "message {i} differs");
+}
+
+fn inside(ranges: &[std::ops::Range<usize>], bytes: &[u8]) -> bool {
+    let at = bytes.as_ptr() as usize;
+    ranges
+        .iter()
+        .any(|r| r.start <= at && at + bytes.len() <= r.end)
+}
+
+#[test]
+fn a_lease_is_the_receive_buffer_and_holds_its_credit_until_it_comes_back() {
+    let Some(ctx) = ctx() else { return };
+    let (mut a, mut b) = msg::pair(&ctx, small()).expect("pair");
+    for i in 0..3 {
+        send(&mut a, &mut b, i);
+    }
+    // A fourth waits for a credit: every buffer of b's window is lent out.
+    let mut leases: Vec<Lease> = (0..3)
+        .map(|i| {
+            let l = lease(&mut a, &mut b);
+            check(&l, i);
+            assert!(l.is_in_place(), "{l:?}");
+            assert!(inside(&b.receive_buffers(), &l), "not in a receive buffer");
+            l
+        })
+        .collect();
+    assert_eq!(b.leases_out(), 3);
+    assert!(a.post_send(3, 3, &data(3)).expect("post").is_posted());
+    assert!(
+        lease_within(&mut a, &mut b, QUIET).is_none(),
+        "a message came while every receive buffer was lent: {a:?} / {b:?}"
+    );
+    // One lease back (the middle one, dropped on its own): its buffer goes back to the peer.
+    drop(leases.remove(1));
+    let l3 = lease(&mut a, &mut b);
+    check(&l3, 3);
+    assert!(l3.is_in_place());
+    // The others back in reverse order, one given back and one dropped.
+    b.give_back(leases.pop().expect("third"));
+    drop(leases.pop());
+    drop(l3);
+    // The whole window again, twice over, in order.
+    for i in 4..12 {
+        send(&mut a, &mut b, i);
+        let l = lease(&mut a, &mut b);
+        check(&l, i);
+        b.give_back(l);
+    }
+    assert_eq!(b.leases_out(), 0);
+    assert!(b.failure().is_none() && a.failure().is_none());
+}
+
+#[test]
+fn a_lease_shows_only_the_unconsumed_rest_and_next_moves_on() {
+    let Some(ctx) = ctx() else { return };
+    let (mut a, mut b) = msg::pair(&ctx, small()).expect("pair");
+    send(&mut a, &mut b, 0);
+    send(&mut a, &mut b, 1);
+    let start = Instant::now();
+    while b.next().expect("next").is_none() {
+        assert!(start.elapsed() < LIMIT, "nothing arrived");
+        let _ = a.poll();
+        b.wait(Duration::from_millis(1)).expect("wait");
+    }
+    b.consume(10).expect("consume");
+    let rest = b.lease().expect("lease").expect("current");
+    assert!(*rest == data(0)[10..]);
+    // The endpoint moved on: the second message shows while the first is out.
+    let second = b.next().expect("next").expect("the second").data.to_vec();
+    assert_eq!(second, data(1));
+    b.consume(second.len()).expect("consume");
+    drop(rest);
+    send(&mut a, &mut b, 2);
+    check(&lease(&mut a, &mut b), 2);
+}
+
+/// `n` senders (rings of their own) to `n` endpoints of one receiving rank drawing from `pool`.
+fn star(ctx: &Context, config: &Config, pool: &ReceivePool, n: usize) -> Vec<(Endpoint, Endpoint)> {
+    (0..n)
+        .map(|_| {
+            let s = Prepared::new(ctx, config.clone()).expect("sender");
+            let r = Prepared::with_pool(ctx, config.clone(), pool).expect("receiver");
+            let (cs, cr) = (s.card(), r.card());
+            (
+                s.connect(&cr).expect("connect"),
+                r.connect(&cs).expect("connect"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_pool_below_low_water_lends_a_copy_and_the_credit_stays_held() {
+    let Some(ctx) = ctx() else { return };
+    // 4 buffers: low water is 1 posted.
+    let config = small();
+    let pool = ReceivePool::new(&ctx, &config).expect("pool");
+    let mut pairs = star(&ctx, &config, &pool, 2);
+    let (first, second) = pairs.split_at_mut(1);
+    let (s1, r1) = &mut first[0];
+    let (s2, r2) = &mut second[0];
+    // Three messages land in pool buffers of r1 (the pool not low yet as each arrives)...
+    for i in 0..3 {
+        send(s1, r1, i);
+    }
+    let start = Instant::now();
+    while r1.next().expect("next").is_none() || pool.posted() > 1 {
+        assert!(start.elapsed() < LIMIT, "nothing arrived: {pool:?}");
+        let _ = s1.poll();
+        r1.wait(Duration::from_millis(1)).expect("wait");
+    }
+    // ...then one for r2 takes the last posted buffer (r2 does not look at it yet).
+    assert!(
+        s2.post_send(100, 100, &data(100))
+            .expect("post")
+            .is_posted()
+    );
+    let start = Instant::now();
+    loop {
+        assert!(start.elapsed() < LIMIT, "the send to r2 never completed");
+        if let Some(c) = s2.poll() {
+            c.result.expect("send to r2");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(pool.posted(), 0, "{pool:?}");
+    // Below low water: a copy, its buffer back in the pool at once.
+    let copy = r1.lease().expect("lease").expect("message 0");
+    check(&copy, 0);
+    assert!(
+        !copy.is_in_place(),
+        "lent in place from a pool below low water"
+    );
+    assert_eq!(
+        pool.posted(),
+        1,
+        "the copied message's buffer did not go back"
+    );
+    // Back above low water: in place.
+    let l1 = lease(s1, r1);
+    let l2 = lease(s1, r1);
+    check(&l1, 1);
+    check(&l2, 2);
+    assert!(l1.is_in_place() && l2.is_in_place());
+    // The copy still holds its credit: with all three out, s1's fourth does not come.
+    assert!(s1.post_send(3, 3, &data(3)).expect("post").is_posted());
+    assert!(
+        lease_within(s1, r1, QUIET).is_none(),
+        "a message came beyond the window while a copied lease was out"
+    );
+    drop(copy);
+    let l3 = lease(s1, r1);
+    check(&l3, 3);
+    // r2's message, then every lease back: the whole pool is posted again, once each.
+    let m = lease(s2, r2);
+    check(&m, 100);
+    drop((m, l1, l2, l3));
+    let start = Instant::now();
+    while pool.posted() < 4 {
+        assert!(start.elapsed() < LIMIT, "buffers lost: {pool:?}");
+        let _ = r1.poll();
+        let _ = r2.poll();
+        let _ = s1.poll();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(pool.posted(), 4);
+    assert_eq!(r1.leases_out() + r2.leases_out(), 0);
+    // s1's window works again.
+    for i in 4..10 {
+        send(s1, r1, i);
+        check(&lease(s1, r1), i);
+    }
+}
+
+#[test]
+fn leases_outlive_their_endpoints_and_come_back_once() {
+    let Some(ctx) = ctx() else { return };
+    // A ring: the leases own their registered buffers after both ends are gone.
+    let (mut a, mut b) = msg::pair(&ctx, small()).expect("pair");
+    send(&mut a, &mut b, 0);
+    send(&mut a, &mut b, 1);
+    let l0 = lease(&mut a, &mut b);
+    let l1 = lease(&mut a, &mut b);
+    drop(b);
+    drop(a);
+    check(&l1, 1);
+    check(&l0, 0);
+    drop((l1, l0));
+    // A pool: leases out when the endpoints go come back to the pool, each buffer once.
+    let (mut a, mut b, pool) = msg::pair_shared(&ctx, small()).expect("pair");
+    send(&mut a, &mut b, 0);
+    send(&mut a, &mut b, 1);
+    let l0 = lease(&mut a, &mut b);
+    let l1 = lease(&mut a, &mut b);
+    assert!(l0.is_in_place() && l1.is_in_place());
+    drop(l0); // into the endpoint's box, not taken yet
+    drop(b);
+    drop(a);
+    check(&l1, 1);
+    drop(l1); // the endpoint gone: straight to the pool
+    assert_eq!(pool.posted(), 4, "{pool:?}");
+}
+
+#[test]
+fn a_dead_peer_fails_the_endpoint_while_a_lease_is_held_and_every_buffer_returns() {
+    let Some(ctx) = ctx() else { return };
+    let config = Config {
+        peer_timeout: Duration::from_secs(2),
+        keepalive: Duration::from_millis(100),
+        ..small()
+    };
+    let (mut a, mut b, pool) = msg::pair_shared(&ctx, config).expect("pair");
+    send(&mut a, &mut b, 0);
+    send(&mut a, &mut b, 1);
+    let held = lease(&mut a, &mut b);
+    drop(a);
+    // The second message still comes out, then the failure.
+    let start = Instant::now();
+    let second = loop {
+        assert!(
+            start.elapsed() < LIMIT,
+            "the second message never came: {b:?}"
+        );
+        match b.lease().expect("the messages that arrived come first") {
+            Some(l) => break l,
+            None => b.wait(Duration::from_millis(10)).expect("wait"),
+        }
+    };
+    check(&second, 1);
+    let start = Instant::now();
+    let err = loop {
+        assert!(
+            start.elapsed() < LIMIT,
+            "the peer's end was never noticed: {b:?}"
+        );
+        match b.lease() {
+            Err(e) => break e,
+            Ok(Some(l)) => panic!("a message from nowhere: {l:?}"),
+            Ok(None) => b.wait(Duration::from_millis(10)).expect("wait"),
+        }
+    };
+    assert!(matches!(err, Error::PeerFailed(_)), "{err:?}");
+    check(&held, 0);
+    b.give_back(held);
+    drop(second);
+    drop(b);
+    assert_eq!(pool.posted(), 4, "buffers lost or posted twice: {pool:?}");
+}
