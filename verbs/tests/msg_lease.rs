@@ -1,8 +1,8 @@
 //! Inbound messages lent out of a message endpoint (`Endpoint::lease`) on a real RDMA device
 //! (soft-RoCE `rxe0` in the VM of `scripts/rxe-vm`): a lease shows the message in the
 //! registered receive buffer it landed in and holds the peer's credit until it comes back;
-//! leases come back in any order; a shared pool running low lends copies instead (the credit
-//! still held); leases outlive their endpoints, a dead peer and the pool's other users, and
+//! leases come back in any order; a shared pool at its low water lends copies instead (the
+//! credit still held); leases outlive their endpoints, a dead peer and the pool's other users, and
 //! every buffer goes back exactly once.
 //!
 //! Without a device each test prints `SKIPPED: ...` and returns, unless
@@ -62,6 +62,24 @@ fn lease_within(a: &mut Endpoint, b: &mut Endpoint, within: Duration) -> Option<
     }
 }
 
+/// `a` has no credit for message `i` (b holds every buffer of its window): its post is
+/// refused for a while, both ends driven meanwhile.
+fn assert_refused(a: &mut Endpoint, b: &mut Endpoint, i: u64) {
+    let start = Instant::now();
+    while start.elapsed() < QUIET {
+        assert!(
+            !a.post_send(i, i, &data(i)).expect("post").is_posted(),
+            "message {i} accepted beyond the window while every buffer was lent: {a:?} / {b:?}"
+        );
+        while a.poll().is_some() {}
+        assert!(
+            b.lease().expect("lease").is_none(),
+            "a message from nowhere"
+        );
+        b.wait(Duration::from_millis(5)).expect("wait");
+    }
+}
+
 fn lease(a: &mut Endpoint, b: &mut Endpoint) -> Lease {
     lease_within(a, b, LIMIT).unwrap_or_else(|| panic!("nothing arrived: {a:?} / {b:?}"))
 }
@@ -96,13 +114,10 @@ fn a_lease_is_the_receive_buffer_and_holds_its_credit_until_it_comes_back() {
         })
         .collect();
     assert_eq!(b.leases_out(), 3);
-    assert!(a.post_send(3, 3, &data(3)).expect("post").is_posted());
-    assert!(
-        lease_within(&mut a, &mut b, QUIET).is_none(),
-        "a message came while every receive buffer was lent: {a:?} / {b:?}"
-    );
+    assert_refused(&mut a, &mut b, 3);
     // One lease back (the middle one, dropped on its own): its buffer goes back to the peer.
     drop(leases.remove(1));
+    send(&mut a, &mut b, 3);
     let l3 = lease(&mut a, &mut b);
     check(&l3, 3);
     assert!(l3.is_in_place());
@@ -161,86 +176,66 @@ fn star(ctx: &Context, config: &Config, pool: &ReceivePool, n: usize) -> Vec<(En
 }
 
 #[test]
-fn a_pool_below_low_water_lends_a_copy_and_the_credit_stays_held() {
+fn a_pool_at_low_water_lends_copies_and_their_credits_stay_held() {
     let Some(ctx) = ctx() else { return };
-    // 4 buffers: low water is 1 posted.
+    // 4 buffers: below 1 posted the pool is low.
     let config = small();
     let pool = ReceivePool::new(&ctx, &config).expect("pool");
     let mut pairs = star(&ctx, &config, &pool, 2);
     let (first, second) = pairs.split_at_mut(1);
     let (s1, r1) = &mut first[0];
     let (s2, r2) = &mut second[0];
-    // Three messages land in pool buffers of r1 (the pool not low yet as each arrives)...
+    // A whole window of r1 lent out in place: one buffer of the pool left posted.
+    let mut held = Vec::new();
     for i in 0..3 {
         send(s1, r1, i);
+        let l = lease(s1, r1);
+        check(&l, i);
+        assert!(l.is_in_place(), "{l:?}");
+        held.push(l);
     }
-    let start = Instant::now();
-    while r1.next().expect("next").is_none() || pool.posted() > 1 {
-        assert!(start.elapsed() < LIMIT, "nothing arrived: {pool:?}");
-        let _ = s1.poll();
-        r1.wait(Duration::from_millis(1)).expect("wait");
+    assert_eq!(pool.posted(), 1, "{pool:?}");
+    // What r2 gets now takes the last buffer: copied, the buffer back in the pool at once,
+    // so the leases cannot hold the pool empty.
+    let mut copies = Vec::new();
+    for i in 100..103 {
+        send(s2, r2, i);
+        let l = lease(s2, r2);
+        check(&l, i);
+        assert!(
+            !l.is_in_place(),
+            "lent in place from a pool at low water: {pool:?}"
+        );
+        assert!(pool.posted() >= 1, "{pool:?}");
+        copies.push(l);
     }
-    // ...then one for r2 takes the last posted buffer (r2 does not look at it yet).
-    assert!(
-        s2.post_send(100, 100, &data(100))
-            .expect("post")
-            .is_posted()
-    );
+    // The copies still hold their peer's credits: s2's window is full.
+    assert_refused(s2, r2, 103);
+    drop(copies.remove(0));
+    send(s2, r2, 103);
+    let l = lease(s2, r2);
+    check(&l, 103);
+    copies.push(l);
+    // Every lease back (in a mixed order): the whole pool is posted again, each buffer once.
+    drop(held.remove(1));
+    drop(copies);
+    drop(held);
     let start = Instant::now();
-    loop {
-        assert!(start.elapsed() < LIMIT, "the send to r2 never completed");
-        if let Some(c) = s2.poll() {
-            c.result.expect("send to r2");
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    assert_eq!(pool.posted(), 0, "{pool:?}");
-    // Below low water: a copy, its buffer back in the pool at once.
-    let copy = r1.lease().expect("lease").expect("message 0");
-    check(&copy, 0);
-    assert!(
-        !copy.is_in_place(),
-        "lent in place from a pool below low water"
-    );
-    assert_eq!(
-        pool.posted(),
-        1,
-        "the copied message's buffer did not go back"
-    );
-    // Back above low water: in place.
-    let l1 = lease(s1, r1);
-    let l2 = lease(s1, r1);
-    check(&l1, 1);
-    check(&l2, 2);
-    assert!(l1.is_in_place() && l2.is_in_place());
-    // The copy still holds its credit: with all three out, s1's fourth does not come.
-    assert!(s1.post_send(3, 3, &data(3)).expect("post").is_posted());
-    assert!(
-        lease_within(s1, r1, QUIET).is_none(),
-        "a message came beyond the window while a copied lease was out"
-    );
-    drop(copy);
-    let l3 = lease(s1, r1);
-    check(&l3, 3);
-    // r2's message, then every lease back: the whole pool is posted again, once each.
-    let m = lease(s2, r2);
-    check(&m, 100);
-    drop((m, l1, l2, l3));
-    let start = Instant::now();
-    while pool.posted() < 4 {
+    while pool.posted() < 4 || r1.leases_out() + r2.leases_out() > 0 {
         assert!(start.elapsed() < LIMIT, "buffers lost: {pool:?}");
         let _ = r1.poll();
         let _ = r2.poll();
-        let _ = s1.poll();
         std::thread::sleep(Duration::from_millis(1));
     }
-    assert_eq!(pool.posted(), 4);
-    assert_eq!(r1.leases_out() + r2.leases_out(), 0);
-    // s1's window works again.
+    assert_eq!(pool.posted(), 4, "a buffer posted twice: {pool:?}");
+    // Both windows work again, in place.
     for i in 4..10 {
         send(s1, r1, i);
-        check(&lease(s1, r1), i);
+        let l = lease(s1, r1);
+        check(&l, i);
+        assert!(l.is_in_place());
+        send(s2, r2, 100 + i);
+        check(&lease(s2, r2), 100 + i);
     }
 }
 

@@ -322,9 +322,10 @@ impl Endpoint {
     /// after a failure, the messages that had arrived are lent first, then the failure.
     ///
     /// With a shared [`ReceivePool`](super::super::ReceivePool) running low (fewer than a
-    /// quarter of its buffers posted) the message is copied instead and its buffer goes back
-    /// to the pool at once, so leases cannot hold the pool empty; the peer's credit still
-    /// stays held until the lease comes back. A message that spanned receive buffers is lent
+    /// quarter of its buffers posted) the message is lent as a copy: the one made when it
+    /// arrived while the pool was low, or one made now; its buffer went back to the pool at
+    /// once, so leases cannot hold the pool empty, while the peer's credit stays held until
+    /// the lease comes back. A message that spanned receive buffers is lent
     /// in the reassembly buffer (taken, not copied; its receive buffers went back already).
     pub fn lease(&mut self) -> Result<Option<Lease>, Error> {
         if !self.shown() {
