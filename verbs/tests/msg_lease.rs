@@ -22,11 +22,12 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// How long a message that must not arrive is given to arrive anyway.
 const QUIET: Duration = Duration::from_millis(500);
 
-/// A window of 4 credits (3 for data: one stays back for credit messages).
+/// A window of 8 credits (7 for data: one stays back for credit messages); a pool of 8 buffers
+/// (low below 2 posted).
 fn small() -> Config {
     Config {
-        recv_buffers: 4,
-        pool_buffers: 4,
+        recv_buffers: 8,
+        pool_buffers: 8,
         buffer_bytes: 4096,
         send_slots: 8,
         ..Config::default()
@@ -41,7 +42,11 @@ fn data(i: u64) -> Vec<u8> {
 fn send(a: &mut Endpoint, b: &mut Endpoint, i: u64) {
     let start = Instant::now();
     while !a.post_send(i, i, &data(i)).expect("post").is_posted() {
-        assert!(start.elapsed() < LIMIT, "message {i} never accepted: {a:?}");
+        assert!(
+            start.elapsed() < LIMIT,
+            "message {i} never accepted: {a:?} / {b:?} (failure: {:?})",
+            b.failure()
+        );
         let _ = a.poll();
         b.wait(Duration::from_millis(1)).expect("wait");
     }
@@ -100,11 +105,11 @@ fn inside(ranges: &[std::ops::Range<usize>], bytes: &[u8]) -> bool {
 fn a_lease_is_the_receive_buffer_and_holds_its_credit_until_it_comes_back() {
     let Some(ctx) = ctx() else { return };
     let (mut a, mut b) = msg::pair(&ctx, small()).expect("pair");
-    for i in 0..3 {
+    for i in 0..7 {
         send(&mut a, &mut b, i);
     }
-    // A fourth waits for a credit: every buffer of b's window is lent out.
-    let mut leases: Vec<Lease> = (0..3)
+    // An eighth waits for a credit: every buffer of b's window is lent out.
+    let mut leases: Vec<Lease> = (0..7)
         .map(|i| {
             let l = lease(&mut a, &mut b);
             check(&l, i);
@@ -113,20 +118,22 @@ fn a_lease_is_the_receive_buffer_and_holds_its_credit_until_it_comes_back() {
             l
         })
         .collect();
-    assert_eq!(b.leases_out(), 3);
-    assert_refused(&mut a, &mut b, 3);
+    assert_eq!(b.leases_out(), 7);
+    assert_refused(&mut a, &mut b, 7);
     // One lease back (the middle one, dropped on its own): its buffer goes back to the peer.
     drop(leases.remove(1));
-    send(&mut a, &mut b, 3);
-    let l3 = lease(&mut a, &mut b);
-    check(&l3, 3);
-    assert!(l3.is_in_place());
-    // The others back in reverse order, one given back and one dropped.
-    b.give_back(leases.pop().expect("third"));
-    drop(leases.pop());
-    drop(l3);
+    send(&mut a, &mut b, 7);
+    let l7 = lease(&mut a, &mut b);
+    check(&l7, 7);
+    assert!(l7.is_in_place());
+    // The others back out of order, some given back and some dropped.
+    b.give_back(leases.pop().expect("the last"));
+    drop(leases.remove(2));
+    b.give_back(leases.remove(0));
+    drop(leases);
+    drop(l7);
     // The whole window again, twice over, in order.
-    for i in 4..12 {
+    for i in 8..24 {
         send(&mut a, &mut b, i);
         let l = lease(&mut a, &mut b);
         check(&l, i);
@@ -178,24 +185,24 @@ fn star(ctx: &Context, config: &Config, pool: &ReceivePool, n: usize) -> Vec<(En
 #[test]
 fn a_pool_at_low_water_lends_copies_and_their_credits_stay_held() {
     let Some(ctx) = ctx() else { return };
-    // 4 buffers: below 1 posted the pool is low.
+    // 8 buffers: below 2 posted the pool is low.
     let config = small();
     let pool = ReceivePool::new(&ctx, &config).expect("pool");
     let mut pairs = star(&ctx, &config, &pool, 2);
     let (first, second) = pairs.split_at_mut(1);
     let (s1, r1) = &mut first[0];
     let (s2, r2) = &mut second[0];
-    // A whole window of r1 lent out in place: one buffer of the pool left posted.
+    // Six messages of r1 lent out in place: two buffers of the pool left posted.
     let mut held = Vec::new();
-    for i in 0..3 {
+    for i in 0..6 {
         send(s1, r1, i);
         let l = lease(s1, r1);
         check(&l, i);
         assert!(l.is_in_place(), "{l:?}");
         held.push(l);
     }
-    assert_eq!(pool.posted(), 1, "{pool:?}");
-    // What r2 gets now takes the last buffer: copied, the buffer back in the pool at once,
+    assert_eq!(pool.posted(), 2, "{pool:?}");
+    // What r2 gets now takes the pool below low water: copied, the buffer back in the pool at once,
     // so the leases cannot hold the pool empty.
     let mut copies = Vec::new();
     for i in 100..103 {
@@ -210,32 +217,32 @@ fn a_pool_at_low_water_lends_copies_and_their_credits_stay_held() {
         copies.push(l);
     }
     // The copies still hold their peer's credits: s2's window is full.
-    assert_refused(s2, r2, 103);
+    assert_refused(s2, r2, 107);
     drop(copies.remove(0));
-    send(s2, r2, 103);
+    send(s2, r2, 107);
     let l = lease(s2, r2);
-    check(&l, 103);
+    check(&l, 107);
     copies.push(l);
     // Every lease back (in a mixed order): the whole pool is posted again, each buffer once.
     drop(held.remove(1));
     drop(copies);
     drop(held);
     let start = Instant::now();
-    while pool.posted() < 4 || r1.leases_out() + r2.leases_out() > 0 {
+    while pool.posted() < 8 || r1.leases_out() + r2.leases_out() > 0 {
         assert!(start.elapsed() < LIMIT, "buffers lost: {pool:?}");
         let _ = r1.poll();
         let _ = r2.poll();
         std::thread::sleep(Duration::from_millis(1));
     }
-    assert_eq!(pool.posted(), 4, "a buffer posted twice: {pool:?}");
+    assert_eq!(pool.posted(), 8, "a buffer posted twice: {pool:?}");
     // Both windows work again, in place.
-    for i in 4..10 {
+    for i in 6..20 {
         send(s1, r1, i);
         let l = lease(s1, r1);
         check(&l, i);
         assert!(l.is_in_place());
-        send(s2, r2, 100 + i);
-        check(&lease(s2, r2), 100 + i);
+        send(s2, r2, 200 + i);
+        check(&lease(s2, r2), 200 + i);
     }
 }
 
@@ -265,7 +272,7 @@ fn leases_outlive_their_endpoints_and_come_back_once() {
     drop(a);
     check(&l1, 1);
     drop(l1); // the endpoint gone: straight to the pool
-    assert_eq!(pool.posted(), 4, "{pool:?}");
+    assert_eq!(pool.posted(), 8, "{pool:?}");
 }
 
 #[test]
@@ -311,5 +318,5 @@ fn a_dead_peer_fails_the_endpoint_while_a_lease_is_held_and_every_buffer_returns
     b.give_back(held);
     drop(second);
     drop(b);
-    assert_eq!(pool.posted(), 4, "buffers lost or posted twice: {pool:?}");
+    assert_eq!(pool.posted(), 8, "buffers lost or posted twice: {pool:?}");
 }
