@@ -205,7 +205,7 @@ fn a_pool_at_low_water_lends_copies_and_their_credits_stay_held() {
     // What r2 gets now takes the pool below low water: copied, the buffer back in the pool at once,
     // so the leases cannot hold the pool empty.
     let mut copies = Vec::new();
-    for i in 100..103 {
+    for i in 100..107 {
         send(s2, r2, i);
         let l = lease(s2, r2);
         check(&l, i);
@@ -213,7 +213,7 @@ fn a_pool_at_low_water_lends_copies_and_their_credits_stay_held() {
             !l.is_in_place(),
             "lent in place from a pool at low water: {pool:?}"
         );
-        assert!(pool.posted() >= 1, "{pool:?}");
+        assert!(pool.posted() >= 2, "{pool:?}");
         copies.push(l);
     }
     // The copies still hold their peer's credits: s2's window is full.
