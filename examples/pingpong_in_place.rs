@@ -3,7 +3,7 @@
 //!
 //! Rank 0 sends messages from 0 bytes up to the eager limit; rank 1 receives each with
 //! `Agent::recv_in_place`, which shows the bytes where the method put them (the shared-memory
-//! ring, the TCP receive buffer), and replies straight from that view; rank 0 reads the reply
+//! ring, the TCP receive buffer, the registered verbs receive buffer), and replies straight from that view; rank 0 reads the reply
 //! in place too and checks every byte. Each rank prints one line:
 //!
 //! ```text
@@ -11,7 +11,7 @@
 //! ```
 //!
 //! and exits 0; any failure prints the error and exits 1. `VIADUCT_TRANSPORT` picks the
-//! methods (over verbs each message is copied once, so none is read in place).
+//! methods.
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -7,16 +7,21 @@
 //!
 //! - A small (eager) message that arrives while the receive is posted stays in the method's
 //!   receive memory: the shared-memory inbound ring record, the TCP endpoint's receive buffer
-//!   (the reassembly buffer for a message that spanned receive buffers). No copy by the agent.
-//!   Until the [`Received`] is dropped the VC of its sender is *held*: the progress engine
-//!   reads nothing more from it (messages behind it wait in the method, in order; sends and
-//!   completions on it, and every other VC, go on). Over verbs the message is copied once into
-//!   the agent's memory and the receive slot re-posted at once (nothing is held). A held VC
-//!   is still watched: when its peer dies (end of stream, the method's liveness check) or
-//!   falls silent past the peer timeout (judged by the signs of life that need no reading:
-//!   the shared segment's heartbeat, TCP liveness datagrams), the VC fails as any other, and
-//!   the waits on that peer end with [`AgentError::PeerFailed`]; the [`Received`] still shows
-//!   its bytes (the lease owns the memory) and its drop then only frees them.
+//!   (the reassembly buffer for a message that spanned receive buffers), the registered verbs
+//!   receive buffer it landed in (taken out of the endpoint; re-posted, and its credit returned
+//!   to the peer, when the [`Received`] drops). No copy by the agent. Until the [`Received`] is
+//!   dropped the VC of its sender is *held*: the progress engine reads nothing more from it
+//!   (messages behind it wait in the method, in order; sends and completions on it, and every
+//!   other VC, go on). Over verbs with a shared receive pool running low (fewer than a quarter
+//!   of its buffers posted), the method lends a copy instead so that held messages cannot
+//!   hold the pool empty ([`Received::is_in_place`] is then false; the VC is held all the
+//!   same). A held VC is still watched: when its peer dies (end of stream, the method's
+//!   liveness check, a verbs keepalive or send that fails) or falls silent past the peer
+//!   timeout (judged by the signs of life that need no reading: the shared segment's
+//!   heartbeat, TCP liveness datagrams), the VC fails as any other, and the waits on that peer
+//!   end with [`AgentError::PeerFailed`]; the [`Received`] still shows its bytes (the lease
+//!   owns the memory) and its drop then only frees them (a verbs pool's buffer goes back to
+//!   the pool).
 //! - A message already in the unexpected queue (the agent copied it there when it came before
 //!   its receive) is handed out from that buffer (no further copy); so is a message sent by
 //!   this rank to itself.
@@ -123,7 +128,8 @@ impl Received {
 
     /// Whether the bytes lie in the method's receive memory (lent; the sender's VC is held
     /// until this is dropped), as opposed to the agent's memory (an unexpected or rendezvous
-    /// message, a message from this rank, verbs).
+    /// message, a message from this rank) or a copy the verbs method made while its shared
+    /// receive pool ran low.
     ///
     /// ```no_run
     /// # fn demo(agent: &viaduct_agent::Agent) -> Result<(), viaduct_agent::AgentError> {
@@ -138,7 +144,7 @@ impl Received {
     pub fn is_in_place(&self) -> bool {
         matches!(
             &self.data,
-            Data::Leased { lease: Some(l), .. } if l.holds()
+            Data::Leased { lease: Some(l), .. } if l.in_place()
         )
     }
 
@@ -220,7 +226,7 @@ impl Drop for Received {
 impl Agent {
     /// Receives a tagged message from `source` with `tag` and shows it in place, waiting at
     /// most `timeout`: the returned [`Received`] dereferences to the message's bytes in the
-    /// method's receive memory (eager messages over shared memory and TCP; see the
+    /// method's receive memory (eager messages over shared memory, TCP and verbs; see the
     /// [`in_place`](self) module for the other cases, which are shown from the agent's
     /// memory). Dropping it hands the memory back; until then the sender's VC reads nothing
     /// more (messages behind it wait, in order). Matches as [`Agent::recv`] does; the whole
@@ -274,14 +280,17 @@ impl Agent {
     }
 
     /// The address ranges of the receive memory of the method behind `peer`'s VC (shared
-    /// memory: the segment mapping; TCP: the receive buffers and the reassembly buffer; verbs
-    /// and the self loop: none), for checks that a [`Received`] lies in it.
+    /// memory: the segment mapping; TCP: the receive buffers and the reassembly buffer; verbs:
+    /// the registered receive buffers, of the endpoint's ring or of its shared pool, and the
+    /// reassembly buffer; the self loop: none), for checks that a [`Received`] lies in it.
     #[doc(hidden)]
     pub fn method_memory(&self, peer: u32) -> Vec<std::ops::Range<usize>> {
         let st = self.shared.lock();
         match st.vcs.get(peer as usize).map(|v| &v.link) {
             Some(Link::Remote(crate::method::Method::Shm(ep))) => vec![ep.segment_range()],
             Some(Link::Remote(crate::method::Method::Tcp(ep))) => ep.receive_buffers(),
+            #[cfg(feature = "rdma")]
+            Some(Link::Remote(crate::method::Method::Verbs(ep))) => ep.receive_buffers(),
             _ => Vec::new(),
         }
     }

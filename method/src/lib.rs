@@ -312,7 +312,8 @@ pub trait Sleeper {
 ///   the method as an owned lease that shows it in place ([`Attrs::lend_in_place`]; shared
 ///   memory: the ring record, kept unreleased, with the segment mapping kept alive; TCP: the
 ///   receive buffer itself, taken out of the endpoint; either: the reassembly buffer, taken;
-///   verbs lends a copy instead and re-posts its receive slot at once) and may outlive the
+///   verbs: the registered receive buffer, taken out of the endpoint and re-posted when it
+///   comes back, or a copy while a shared receive pool runs low) and may outlive the
 ///   connection; until [`give_back`](Endpoint::give_back) consumes it, `next` shows nothing
 ///   and `consume` refuses, while sends and completions go on, and a sleeper does not count
 ///   the waiting inbound bytes as work.

@@ -36,6 +36,14 @@
 //! buffer as it arrives (each receive buffer is re-posted at once): that copy is the method's
 //! one copy, and `next` shows the reassembly buffer.
 //!
+//! [`Endpoint::lease`] lends the current message out of the endpoint instead: a [`Lease`]
+//! owns the registered receive buffer (no copy), the endpoint moves on to the next message,
+//! and the buffer is re-posted, and its credit returned to the peer, only when the lease comes
+//! back (dropped or [`Endpoint::give_back`], in any order). The peer's credit stays held
+//! meanwhile, so the flow-control rule holds with leases out: never more SENDs in flight than
+//! receives posted. With a shared pool running low a lease is a copy instead (see
+//! [`ReceivePool`]). A lease outlives its endpoint: it owns its buffer.
+//!
 //! # One-sided operations
 //!
 //! [`Endpoint::post_read`] and [`Endpoint::post_write`] move bytes between a buffer of the
@@ -67,6 +75,7 @@ mod config;
 mod endpoint;
 mod error;
 mod header;
+mod lease;
 mod method;
 mod pool;
 mod setup;
@@ -77,6 +86,7 @@ pub use completion::{Completion, Message, Op, Posted};
 pub use config::Config;
 pub use endpoint::Endpoint;
 pub use error::Error;
+pub use lease::Lease;
 pub use pool::ReceivePool;
 pub use setup::{Prepared, pair, pair_shared};
 pub use sleeper::Sleeper;

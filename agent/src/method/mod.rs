@@ -299,16 +299,19 @@ impl Method {
     }
 }
 
-/// The current inbound message of a connection lent out of its method ([`Method::lend`]):
-/// shared memory and TCP show it where it was received, verbs shows a copy.
+/// The current inbound message of a connection lent out of its method ([`Method::lend`]),
+/// in place: the connection's inbound waits until it comes back ([`Method::give_back`]).
 #[derive(Debug)]
 pub(crate) enum Lease {
     /// In place in the inbound ring record (or the reassembly buffer, taken).
     Shm(shm::Lease),
     /// In place in the receive buffer (or the reassembly buffer), taken out of the endpoint.
     Tcp(tcp::Lease),
-    /// A copy: the method consumed its message at once (verbs).
-    Copy(Vec<u8>),
+    /// In place in the registered receive buffer, taken out of the endpoint (a copy while its
+    /// shared receive pool runs low, or the reassembly buffer, taken); its credit goes back
+    /// to the peer with it.
+    #[cfg(feature = "rdma")]
+    Verbs(msg::Lease),
 }
 
 impl From<shm::Lease> for Lease {
@@ -323,9 +326,10 @@ impl From<tcp::Lease> for Lease {
     }
 }
 
-impl From<Vec<u8>> for Lease {
-    fn from(copy: Vec<u8>) -> Lease {
-        Lease::Copy(copy)
+#[cfg(feature = "rdma")]
+impl From<msg::Lease> for Lease {
+    fn from(l: msg::Lease) -> Lease {
+        Lease::Verbs(l)
     }
 }
 
@@ -336,32 +340,46 @@ impl std::ops::Deref for Lease {
         match self {
             Lease::Shm(l) => l,
             Lease::Tcp(l) => l,
-            Lease::Copy(v) => v,
+            #[cfg(feature = "rdma")]
+            Lease::Verbs(l) => l,
         }
     }
 }
 
 impl Lease {
-    /// Whether the method holds the connection's inbound until the lease comes back.
+    /// Whether the method holds the connection's inbound until the lease comes back: every
+    /// method does.
     pub(crate) fn holds(&self) -> bool {
-        !matches!(self, Lease::Copy(_))
+        true
+    }
+
+    /// Whether the bytes lie in the method's receive memory (the ring record, the receive
+    /// buffer, the reassembly buffer of shared memory and TCP; the registered receive buffer
+    /// of verbs, not its copy made while the shared receive pool ran low).
+    pub(crate) fn in_place(&self) -> bool {
+        match self {
+            Lease::Shm(_) | Lease::Tcp(_) => true,
+            #[cfg(feature = "rdma")]
+            Lease::Verbs(l) => l.is_in_place(),
+        }
     }
 }
 
 impl Method {
-    /// Lends the current inbound message out of the method: shared memory and TCP in place
-    /// (their inbound then waits for [`Method::give_back`]), verbs as a copy (its receive slot
-    /// is re-posted at once). `Ok(None)` when no message is current.
+    /// Lends the current inbound message out of the method, in place (see [`Lease`]); the
+    /// inbound then waits for [`Method::give_back`]. `Ok(None)` when no message is current.
     pub(crate) fn lend(&mut self) -> Result<Option<Lease>, MethodError> {
         each_method!(self, |ep| Ok(Endpoint::lend(ep)?.map(Lease::from)))
     }
 
     /// Takes back a lease of [`Method::lend`]: the message is consumed and the inbound goes
-    /// on. A lease of another connection (or a copy) is dropped.
+    /// on. A lease of another connection is dropped (it goes back to its own).
     pub(crate) fn give_back(&mut self, lease: Lease) -> Result<(), MethodError> {
         match (self, lease) {
             (Method::Shm(ep), Lease::Shm(l)) => Ok(Endpoint::give_back(&mut **ep, l)?),
             (Method::Tcp(ep), Lease::Tcp(l)) => Ok(Endpoint::give_back(&mut **ep, l)?),
+            #[cfg(feature = "rdma")]
+            (Method::Verbs(ep), Lease::Verbs(l)) => Ok(Endpoint::give_back(&mut **ep, l)?),
             _ => Ok(()),
         }
     }

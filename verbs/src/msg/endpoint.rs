@@ -2,12 +2,14 @@
 
 use std::collections::VecDeque;
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::completion::{Completion, Op};
 use super::config::Config;
 use super::error::Error;
 use super::header::{Header, KIND_CLOSE, TAG_SLOTS};
+use super::lease::Returns;
 use super::pool::ReceivePool;
 use super::sleeper::Sleeper;
 use crate::channel::CompletionChannel;
@@ -143,6 +145,15 @@ pub struct Endpoint {
     /// Decides on which progress passes the clock is read (about every 2 ms of spinning).
     pub(crate) pacer: crate::pacer::ClockPacer,
     pub(crate) recv_ranges: Vec<Range<usize>>,
+    /// Where leases go when they end (see [`Lease`](super::Lease)).
+    pub(crate) returns: Arc<Returns>,
+    /// The lease lent under the method contract (`lend`): until it comes back `next` shows
+    /// nothing.
+    pub(crate) lent: Option<u64>,
+    /// Leases out (not come back yet).
+    pub(crate) leases_out: u32,
+    /// Serial of the next lease.
+    pub(crate) next_lease: u64,
     /// The shared pool the receive buffers come from, if any (else the queue pair's own
     /// ring).
     pub(crate) pool: Option<ReceivePool>,
@@ -162,6 +173,7 @@ impl std::fmt::Debug for Endpoint {
             .field("credits", &self.credits)
             .field("to_return", &self.to_return)
             .field("held", &self.held)
+            .field("leases_out", &self.leases_out)
             .field("outgoing", &self.outgoing.len())
             .field("rx", &self.rx.len())
             .field("free_slots", &self.free_slots.len())
@@ -302,7 +314,7 @@ impl Endpoint {
     /// Reaps work completions and acts on them, sends what waits, returns credits, sends a
     /// keepalive when due. Returns the work completions handled.
     fn progress(&mut self) -> usize {
-        let mut handled = 0;
+        let mut handled = self.take_returns();
         loop {
             match self.cq.poll(&mut self.polled) {
                 Ok(0) => break,
@@ -408,8 +420,12 @@ impl Endpoint {
 
     // ----- waiting -------------------------------------------------------------------------
 
+    /// Whether a completion or inbound message is ready (an inbound message only while no
+    /// lease of the method contract holds the inbound), or the peer failed.
     fn ready(&self) -> bool {
-        !self.completions.is_empty() || self.shown() || !self.rx.is_empty() || self.failed.is_some()
+        !self.completions.is_empty()
+            || (self.lent.is_none() && (self.shown() || !self.rx.is_empty()))
+            || self.failed.is_some()
     }
 
     /// Blocks until a completion or inbound message may be ready, something happened on the
@@ -504,6 +520,7 @@ impl Endpoint {
             return;
         };
         self.current = Current::Idle;
+        self.take_returns();
         self.return_held();
         let _ = self.qp.set_error();
         let deadline = Instant::now() + Duration::from_millis(200);

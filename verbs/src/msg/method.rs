@@ -1,6 +1,7 @@
 //! The verbs message endpoint under the method contract ([`viaduct_method::Endpoint`]): each
-//! call forwards to the inherent method of the same meaning. A lease is a copy (the receive
-//! buffer is re-posted at once), and the peer's liveness is the queue pair's own business
+//! call forwards to the inherent method of the same meaning. A lease is a [`Lease`]: the
+//! registered receive buffer itself (see [`Endpoint::lease`]), with the inbound held until it
+//! comes back; the peer's liveness is the queue pair's own business
 //! (keepalive writes), so `peer_heard` is `None`.
 
 use std::ops::Range;
@@ -10,7 +11,7 @@ use viaduct_method::sendbuf::SendBuf;
 use viaduct_method::{Attrs, OneSided};
 
 use super::header::HEADER_LEN;
-use super::{Completion, Endpoint, Error, Message, Posted, Sleeper};
+use super::{Completion, Endpoint, Error, Lease, Message, Posted, Sleeper};
 
 impl viaduct_method::EndpointError for Error {
     #[inline]
@@ -44,7 +45,7 @@ impl viaduct_method::Sleeper for Sleeper {
 
 impl viaduct_method::Endpoint for Endpoint {
     type Error = Error;
-    type Lease = Vec<u8>;
+    type Lease = Lease;
     type Sleeper = Sleeper;
 
     /// `next` polls the completion queue, so its completions are taken with
@@ -60,7 +61,7 @@ impl viaduct_method::Endpoint for Endpoint {
             one_sided: OneSided::Hardware,
             registration: true,
             wait_fd: true,
-            lend_in_place: false,
+            lend_in_place: true,
             delivered_at_post: false,
             peer_heartbeat: false,
         }
@@ -112,17 +113,15 @@ impl viaduct_method::Endpoint for Endpoint {
         Endpoint::consume(self, n)
     }
 
-    /// A copy of the current message, which is consumed at once.
-    fn lend(&mut self) -> Result<Option<Vec<u8>>, Error> {
-        let Some(copy) = Endpoint::next(self)?.map(|m| m.data.to_vec()) else {
-            return Ok(None);
-        };
-        Endpoint::consume(self, copy.len())?;
-        Ok(Some(copy))
+    /// The current message in its receive buffer ([`Endpoint::lease`]); `next` shows nothing
+    /// until the lease comes back (given back, or dropped: then from the next pass on).
+    fn lend(&mut self) -> Result<Option<Lease>, Error> {
+        self.lend_holding()
     }
 
-    /// The copy was consumed when lent: nothing to do.
-    fn give_back(&mut self, _lease: Vec<u8>) -> Result<(), Error> {
+    /// The buffer is posted again and the inbound goes on.
+    fn give_back(&mut self, lease: Lease) -> Result<(), Error> {
+        Endpoint::give_back(self, lease);
         Ok(())
     }
 

@@ -32,7 +32,10 @@ struct Inner {
 /// while the pool runs low (fewer than a quarter of its buffers posted) an arriving message is
 /// copied out of its buffer at once so that messages nobody consumes yet cannot hold the pool
 /// empty (the peer gets the credit back only when the copy is consumed, so a receiver that does
-/// not consume still stops each peer after its window). When the windows of all peers together exceed the pool, a burst may find it empty for a
+/// not consume still stops each peer after its window). A buffer lent out by
+/// [`Endpoint::lease`](super::Endpoint::lease) counts as held, and while the pool runs low a
+/// lease is a copy (its buffer goes back to the pool at once, its credit when the lease does),
+/// so leases cannot hold the pool empty either. When the windows of all peers together exceed the pool, a burst may find it empty for a
 /// moment: the sender's queue pair then retries without limit (receiver-not-ready retry 7, set
 /// by the card's mark), so nothing is lost.
 ///

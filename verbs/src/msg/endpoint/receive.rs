@@ -5,6 +5,7 @@ use super::super::error::Error;
 use super::super::header::{
     FIRST, HEADER_LEN, Header, KIND_CLOSE, KIND_CREDIT, KIND_DATA, LAST, read_compact, tag_slot,
 };
+use super::super::lease::Lease;
 use super::{Current, Endpoint, RECV_BASE, RxBuf};
 use crate::mr::MemoryRegion;
 use crate::wr::RecvRequest;
@@ -207,6 +208,15 @@ impl Endpoint {
     // Named after the method contract's `next`, not an iterator: the item borrows the endpoint.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Message<'_>>, Error> {
+        if self.lent.is_some() {
+            // Lent under the method contract: nothing shows until the lease comes back (the
+            // failure does, for a caller that waits on it).
+            self.progress();
+            if self.lent.is_some() {
+                self.check_open()?;
+                return Ok(None);
+            }
+        }
         if !self.shown() {
             self.progress();
             self.advance();
@@ -276,5 +286,133 @@ impl Endpoint {
                 available: 0,
             }),
         }
+    }
+}
+
+impl Endpoint {
+    /// Takes the leases that came home: their buffers are posted again and the peer's credits
+    /// become due. Returns how many came.
+    pub(super) fn take_returns(&mut self) -> usize {
+        let back = self.returns.take();
+        let n = back.len();
+        for b in back {
+            self.leases_out = self.leases_out.saturating_sub(1);
+            if self.lent == Some(b.serial) {
+                self.lent = None;
+            }
+            match b.buf {
+                Some((idx, region)) => self.release(idx, region),
+                None if b.credit => {
+                    self.held = self.held.saturating_sub(1);
+                    if self.failed.is_none() {
+                        self.to_return += 1;
+                    }
+                }
+                None => {}
+            }
+        }
+        n
+    }
+
+    /// Lends the current inbound message out of the endpoint, whole or its unconsumed rest:
+    /// the [`Lease`] owns the registered receive buffer it landed in, and the endpoint moves
+    /// on to the next message (`next` shows it; a lease does not hold the inbound). The buffer
+    /// is posted again, and the peer's credit for it returned, once the lease comes back
+    /// (dropped, or [`Endpoint::give_back`]). `Ok(None)` when no whole message is there yet;
+    /// after a failure, the messages that had arrived are lent first, then the failure.
+    ///
+    /// With a shared [`ReceivePool`](super::super::ReceivePool) running low (fewer than a
+    /// quarter of its buffers posted) the message is lent as a copy: the one made when it
+    /// arrived while the pool was low, or one made now; its buffer went back to the pool at
+    /// once, so leases cannot hold the pool empty, while the peer's credit stays held until
+    /// the lease comes back. A message that spanned receive buffers is lent
+    /// in the reassembly buffer (taken, not copied; its receive buffers went back already).
+    pub fn lease(&mut self) -> Result<Option<Lease>, Error> {
+        if !self.shown() {
+            self.progress();
+            self.advance();
+            if !self.shown() {
+                self.check_open()?;
+                return Ok(None);
+            }
+        }
+        let serial = self.next_lease;
+        let lease = match self.current {
+            Current::InPlace { consumed } => {
+                let Some(b) = self.rx.pop_front() else {
+                    self.current = Current::Idle;
+                    return Ok(None);
+                };
+                self.current = Current::Idle;
+                let tag = b.header.tag;
+                match b.buf {
+                    Some((idx, region)) => match self.pool.clone() {
+                        Some(pool) if pool.low() => {
+                            let copy = region[b.at + consumed..b.at + b.len].to_vec();
+                            if let Err(why) = pool.repost(idx, region) {
+                                self.fail(why);
+                            }
+                            Lease::copy(tag, copy, true, serial, &self.returns)
+                        }
+                        pool => Lease::in_place(
+                            tag,
+                            (idx, region),
+                            b.at + consumed,
+                            b.len - consumed,
+                            serial,
+                            &self.returns,
+                            pool,
+                        ),
+                    },
+                    None => {
+                        let mut copy = b.copy;
+                        copy.truncate(b.len);
+                        copy.drain(..consumed);
+                        Lease::copy(tag, copy, true, serial, &self.returns)
+                    }
+                }
+            }
+            Current::Assembled { tag, consumed } => {
+                self.current = Current::Idle;
+                let mut data = std::mem::take(&mut self.assembly);
+                data.drain(..consumed);
+                Lease::copy(tag, data, false, serial, &self.returns)
+            }
+            _ => return Ok(None),
+        };
+        self.next_lease += 1;
+        self.leases_out += 1;
+        Ok(Some(lease))
+    }
+
+    /// Takes back a lease of this endpoint at once (as its drop does, without waiting for
+    /// the next pass): its buffer is posted again and credits go back to the peer when due.
+    /// A lease of another endpoint goes back to its own.
+    pub fn give_back(&mut self, lease: Lease) {
+        drop(lease);
+        self.take_returns();
+        self.maybe_return_credits();
+    }
+
+    /// Leases out of this endpoint that have not come back yet.
+    pub fn leases_out(&self) -> usize {
+        self.leases_out as usize
+    }
+
+    /// Lends the current inbound message under the method contract: as [`Endpoint::lease`],
+    /// but `next` shows nothing until this lease comes back.
+    pub(crate) fn lend_holding(&mut self) -> Result<Option<Lease>, Error> {
+        if self.lent.is_some() {
+            self.progress();
+            if self.lent.is_some() {
+                self.check_open()?;
+                return Ok(None);
+            }
+        }
+        let lease = self.lease()?;
+        if let Some(l) = &lease {
+            self.lent = Some(l.serial());
+        }
+        Ok(lease)
     }
 }
