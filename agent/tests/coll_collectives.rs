@@ -10,11 +10,18 @@
 //! - `sixteen_mib_*`: 16 MiB bcast (the chain) and allreduce (and allgather of 16 MiB in all)
 //!   for 4 ranks over shm and 3 over tcp; every collective at 16 MiB per contribution for 3
 //!   ranks over shm;
+//! - `two_ranks_long_*`: 2 ranks over shm and tcp at lengths around the two-rank paths: just
+//!   over the eager limit (64 KiB, 64 KiB + 1: bcast through the xfer pipeline, allgather in
+//!   eager pieces, the last one short), 200000 B (still the pipeline), 300000 B (bcast as one
+//!   message) and 1 MiB (allreduce as one exchange in eager pieces);
+//! - `two_ranks_tcp_lengths_differ`: the two ranks pass lengths of whole eager pieces that
+//!   differ by one piece to the allgather and the allreduce exchanged in pieces: both ranks
+//!   get an error, none waits for a piece that does not come;
 //! - user reductions (a byte-wise wrapping sum of any length, a 3-byte element) everywhere.
 
 mod agent_common;
 
-use agent_common::{config, job};
+use agent_common::{config, job, job_owned};
 use viaduct_agent::agent::Agent;
 use viaduct_agent::comm::Comm;
 use viaduct_agent::config::MethodKind;
@@ -321,4 +328,61 @@ fn sixteen_mib_tcp() {
 #[test]
 fn sixteen_mib_every_collective_shm() {
     run(MethodKind::Shm, &[3], &[16 << 20], EVERYTHING);
+}
+
+/// Two ranks at the lengths where their own paths switch (see the module's list).
+#[test]
+fn two_ranks_long_tcp() {
+    run(
+        MethodKind::Tcp,
+        &[2],
+        &[65536, 65537, 200_000, 300_000, 1 << 20],
+        EVERYTHING,
+    );
+}
+
+/// [`two_ranks_long_tcp`] over shm.
+#[test]
+fn two_ranks_long_shm() {
+    run(
+        MethodKind::Shm,
+        &[2],
+        &[65536, 65537, 200_000, 300_000, 1 << 20],
+        EVERYTHING,
+    );
+}
+
+/// Lengths that differ by one whole eager piece between the two ranks: an error on both, not a
+/// wait for a piece the other rank never sends (nor a result on the rank that passed fewer).
+#[test]
+fn two_ranks_tcp_lengths_differ() {
+    for what in ["allgather", "allreduce"] {
+        let errors = job_owned(2, config(MethodKind::Tcp), move |agent| {
+            let comm = Comm::world(&agent);
+            let piece = agent.config().eager_limit;
+            let r = comm.rank() as usize;
+            let got = if what == "allgather" {
+                // Each rank's part: 2 or 3 whole pieces.
+                let mut buf = vec![1u8; 2 * piece * (2 + r)];
+                comm.allgather_in_place(&mut buf)
+            } else {
+                // 9 or 10 whole pieces, past the allreduce switch point.
+                assert!(9 * piece >= viaduct_agent::coll::ALLREDUCE_RSAG_MIN);
+                let mut buf = vec![0u8; piece * (9 + r)];
+                comm.allreduce(&mut buf, Datatype::I64, ReduceOp::Sum)
+            };
+            got.err().map(|e| e.to_string())
+        });
+        for (rank, e) in errors.iter().enumerate() {
+            let e = e
+                .as_deref()
+                .unwrap_or_else(|| panic!("{what}: rank {rank} succeeded with mismatched lengths"));
+            // A piece of another length than expected: shorter (the collective names the
+            // lengths) or longer (truncated).
+            assert!(
+                e.contains(what) || e.contains("truncated"),
+                "{what}: rank {rank}: {e}"
+            );
+        }
+    }
 }

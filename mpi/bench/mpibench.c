@@ -1,8 +1,12 @@
 /* The same MPI benchmark for MPICH and viaduct (the library path picks which runs it):
    ping-pong half round trip, streaming bandwidth (a window of 64 MPI_Isend of 4 MiB,
    "bandwidth-w64"), collectives with a barrier between timed
-   calls, and generalized request start+complete+wait. Two ranks. Prints one line per figure:
-   "<name> <bytes> <value> <unit>". BENCH_SCALE (default 1) multiplies the repetitions. */
+   calls, and generalized request start+complete+wait. Two ranks; on more ranks only the
+   collectives (allreduce, bcast, allgather, alltoall). Prints one line per figure:
+   "<name> <bytes> <value> <unit>" (for alltoall, <bytes> is each rank's part for each rank).
+   BENCH_SCALE (default 1) multiplies the repetitions; BENCH_COLL="bcast,allreduce" runs only
+   those collectives (no ping-pong, bandwidth or generalized requests), BENCH_COLL_SIZES="8,65536"
+   at those sizes (default 8,1024,65536,1048576). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,7 +82,7 @@ static void bandwidth(int bytes, int window) {
 }
 
 static void collective(const char *name, int bytes) {
-    char *a = calloc(bytes + 8, 1), *b = calloc((size_t)(bytes + 8) * size, 1);
+    char *a = calloc((size_t)(bytes + 8) * size, 1), *b = calloc((size_t)(bytes + 8) * size, 1);
     int n = reps(bytes >= 65536 ? 50 : 500);
     double t[TRIALS];
     for (int trial = -1; trial < TRIALS; trial++) {
@@ -88,6 +92,7 @@ static void collective(const char *name, int bytes) {
             double t0 = MPI_Wtime();
             if (!strcmp(name, "allreduce")) MPI_Allreduce(a, b, bytes / 8, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
             else if (!strcmp(name, "bcast")) MPI_Bcast(a, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+            else if (!strcmp(name, "alltoall")) MPI_Alltoall(a, bytes, MPI_BYTE, b, bytes, MPI_BYTE, MPI_COMM_WORLD);
             else MPI_Allgather(a, bytes, MPI_BYTE, b, bytes, MPI_BYTE, MPI_COMM_WORLD);
             sum += MPI_Wtime() - t0;
         }
@@ -126,8 +131,8 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const char *s = getenv("BENCH_SCALE");
     if (s) scale = atof(s);
-    if (size != 2) {
-        if (rank == 0) fprintf(stderr, "mpibench: needs 2 ranks, not %d\n", size);
+    if (size < 2) {
+        if (rank == 0) fprintf(stderr, "mpibench: needs at least 2 ranks, not %d\n", size);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     /* BENCH_PINGPONG="8,16,...": only the ping-pong, at those sizes (the shared-memory sweep,
@@ -148,14 +153,34 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 0;
     }
-    int pp[] = {0, 8, 64, 512, 4096};
-    for (unsigned i = 0; i < sizeof pp / sizeof *pp; i++) pingpong(pp[i]);
-    bandwidth(4 << 20, 64);
-    const char *colls[] = {"allreduce", "bcast", "allgather"};
-    int cs[] = {8, 1024, 65536, 1 << 20};
-    for (int k = 0; k < 3; k++)
-        for (unsigned i = 0; i < sizeof cs / sizeof *cs; i++) collective(colls[k], cs[i]);
-    greq();
+    const char *sel = getenv("BENCH_COLL");
+    if (size == 2 && !sel) {
+        int pp[] = {0, 8, 64, 512, 4096};
+        for (unsigned i = 0; i < sizeof pp / sizeof *pp; i++) pingpong(pp[i]);
+        bandwidth(4 << 20, 64);
+    }
+    const char *colls[] = {"allreduce", "bcast", "allgather", "alltoall"};
+    int cs[16] = {8, 1024, 65536, 1 << 20};
+    unsigned ncs = 4;
+    const char *sizes = getenv("BENCH_COLL_SIZES");
+    if (sizes) {
+        ncs = 0;
+        for (const char *p = sizes; *p && ncs < 16;) {
+            char *end;
+            long b = strtol(p, &end, 10);
+            if (end == p || b < 0 || b > (1L << 26)) {
+                if (rank == 0) fprintf(stderr, "mpibench: bad BENCH_COLL_SIZES %s\n", sizes);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+            cs[ncs++] = (int)b;
+            p = *end == ',' ? end + 1 : end;
+        }
+    }
+    for (int k = 0; k < 4; k++) {
+        if (sel && !strstr(sel, colls[k])) continue;
+        for (unsigned i = 0; i < ncs; i++) collective(colls[k], cs[i]);
+    }
+    if (size == 2 && !sel) greq();
     fflush(stdout);
     MPI_Finalize();
     return 0;

@@ -100,7 +100,7 @@ impl Comm {
     /// ([`Comm::coll_small_max`]) goes as point-to-point messages (recursive doubling for a
     /// power of two, else the ring of [`Comm::allgatherv_in_place`]), a larger one through
     /// xfer blocks, except on two ranks, where every length is one exchange of the two parts as
-    /// point-to-point messages.
+    /// point-to-point messages (over TCP, parts longer than the eager limit in eager pieces).
     ///
     /// ```
     /// # use viaduct_agent::prelude::*;
@@ -143,6 +143,9 @@ impl Comm {
                 (second, first)
             };
             let other = 1 - r as u32;
+            if c > self.coll_agent().config().eager_limit && self.pair_over_tcp() {
+                return self.pieces_exchange("allgather", PAIR_TAG, other, mine, other, theirs);
+            }
             return self.small_exchange("allgather", PAIR_TAG, other, mine, other, theirs);
         }
         let started = self.iallgather(buf[r * c..(r + 1) * c].to_vec())?;

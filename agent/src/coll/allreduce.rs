@@ -14,6 +14,8 @@ use crate::xfer::schedule::Schedule;
 use crate::xfer::{Datatype, ReduceOp, Reduction};
 
 const TAG: u32 = tag(7);
+/// Tag of the two-rank exchange (point-to-point messages on the collective context).
+const PAIR_TAG: u32 = tag(0x207);
 
 /// Byte range of blocks `lo..hi` when `elems` elements of `size` bytes are split into `p`
 /// blocks as evenly as possible (the first `elems % p` blocks one element longer).
@@ -160,9 +162,22 @@ impl Comm {
     /// # }
     /// ```
     pub fn allreduce_with(&self, buf: &mut [u8], red: &Reduction) -> Result<(), AgentError> {
-        if buf.len() <= self.switch_points().small_max {
+        let sp = self.switch_points();
+        if buf.len() <= sp.small_max {
             check_reduction("allreduce", red, buf.len())?;
             return self.small_allreduce(buf, red);
+        }
+        if buf.len() >= sp.allreduce_rsag_min && self.pair_over_tcp() {
+            // Two ranks over TCP, a long buffer: one exchange of the whole buffers in eager pieces
+            // (both directions at once, no rendezvous handshake, no copy into and out of xfer
+            // blocks), then the combination, as recursive doubling does. Reduce-scatter and
+            // allgather would move as many bytes in two exchanges.
+            check_reduction("allreduce", red, buf.len())?;
+            let other = 1 - self.rank();
+            let mut incoming = vec![0u8; buf.len()];
+            self.pieces_exchange("allreduce", PAIR_TAG, other, buf, other, &mut incoming)?;
+            red.combine(&incoming, buf);
+            return Ok(());
         }
         let started = self.iallreduce(buf.to_vec(), red)?;
         finish(started, buf)

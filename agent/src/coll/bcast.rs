@@ -1,6 +1,7 @@
 //! `bcast`: one block, a binomial tree (small messages) or a chain (large ones), pipelined:
 //! each rank sends every piece on to its children as soon as it arrived; the blocking
-//! broadcast on two ranks as one point-to-point message; and the broadcast in place
+//! broadcast on two ranks as one point-to-point message (over TCP from the switch point
+//! `SwitchPoints::bcast_pair_p2p_min`); and the broadcast in place
 //! ([`Comm::bcast_in_place`]), whole point-to-point messages along the binomial tree (on more
 //! than two ranks up to the switch point `SwitchPoints::bcast_p2p_max`) straight from and
 //! into the caller's memory.
@@ -62,7 +63,7 @@ impl Comm {
     }
 
     /// Broadcasts `buf` from `root` to every rank (`MPI_Bcast`). Up to the small switch point,
-    /// and on two ranks at every length, the message goes whole along the binomial tree as
+    /// and on two ranks (over TCP from `SwitchPoints::bcast_pair_p2p_min`), the message goes whole along the binomial tree as
     /// point-to-point messages; otherwise as the pipelined xfer broadcast ([`Comm::ibcast`]).
     ///
     /// ```
@@ -99,16 +100,20 @@ pub const BCAST_IN_PLACE_MAX: usize = super::BCAST_P2P_MAX;
 
 impl Comm {
     /// Whether a broadcast of `len` bytes goes whole along the binomial tree as
-    /// point-to-point messages: up to the small switch point, on two ranks (one hop: nothing
-    /// to pipeline), and, in place, on more ranks up to `SwitchPoints::bcast_p2p_max`; a
+    /// point-to-point messages: up to the small switch point, on two ranks (over TCP from
+    /// `SwitchPoints::bcast_pair_p2p_min`; one hop: nothing to pipeline, and the rendezvous
+    /// handshake is paid once for a long message), and, in place, on more ranks up to `SwitchPoints::bcast_p2p_max`; a
     /// switch point of 0 turns it off past the small switch point, two ranks included. (The
     /// blocking broadcast on more ranks takes the xfer broadcast past the small switch point:
     /// its copies into and out of the agent's memory cost the whole messages more than the
     /// pipeline does, see the module `coll`.)
     fn bcast_whole(&self, len: usize, in_place: bool) -> bool {
         let sp = self.switch_points();
+        let pair = self.size() < 2
+            || (self.size() == 2 && (len >= sp.bcast_pair_p2p_min || !self.pair_over_tcp()));
         len <= sp.small_max
-            || (sp.bcast_p2p_max > 0 && (self.size() <= 2 || (in_place && len <= sp.bcast_p2p_max)))
+            || (sp.bcast_p2p_max > 0
+                && (pair || (self.size() > 2 && in_place && len <= sp.bcast_p2p_max)))
     }
 
     /// Broadcasts `mem` from `root` to every rank (`MPI_Bcast`), in place: `mem` is the

@@ -31,7 +31,13 @@
 //! point-to-point messages straight from the caller's memory and into it (no copy into block
 //! buffers and back out): a schedule's copies cost more there than pipelining saves. The
 //! blocking `Comm::bcast` does the same on two ranks (from and into the agent's memory), where
-//! one hop leaves nothing to pipeline. The blocking `alltoall` sends each part as one
+//! one hop leaves nothing to pipeline, except over TCP below [`BCAST_PAIR_P2P_MIN`] bytes: a
+//! message just over the eager limit pays a rendezvous handshake through both kernels that
+//! the eager pieces of the xfer broadcast do not. On two ranks over TCP, the blocking
+//! `allgather` of parts longer than the eager limit and the blocking `allreduce` from
+//! [`ALLREDUCE_RSAG_MIN`] bytes exchange their buffers as eager pieces, all posted before
+//! the partner's are received, so both directions flow at once without handshakes (allreduce:
+//! one exchange of the whole buffer, then the combination). The blocking `alltoall` sends each part as one
 //! point-to-point message; `Comm::alltoall_into` (`MPI_Alltoall`) sends the parts straight
 //! from the caller's memory and receives them straight into it.
 //!
@@ -105,7 +111,7 @@ mod tree;
 pub use crate::config::coll_switch::{
     ALLGATHER_RING_MIN, ALLGATHER_RING_MIN_VAR, ALLREDUCE_RSAG_MIN, ALLREDUCE_RSAG_MIN_VAR,
     ALLTOALL_P2P_MIN, ALLTOALL_P2P_MIN_VAR, BCAST_CHAIN_MIN, BCAST_CHAIN_MIN_VAR, BCAST_P2P_MAX,
-    BCAST_P2P_MAX_VAR, SMALL_MAX, SMALL_MAX_VAR, SwitchPoints,
+    BCAST_P2P_MAX_VAR, BCAST_PAIR_P2P_MIN, SMALL_MAX, SMALL_MAX_VAR, SwitchPoints,
 };
 pub use bcast::BCAST_IN_PLACE_MAX;
 

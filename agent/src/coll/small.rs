@@ -80,6 +80,63 @@ impl Comm {
         got
     }
 
+    /// Whether this is a communicator of two ranks joined by the TCP method (the same answer
+    /// on both: a pair of ranks uses one method). There a rendezvous handshake costs a round
+    /// trip through both kernels before the data moves, so the two-rank paths send long
+    /// messages in eager pieces; over shared memory and verbs the handshake is cheap and one
+    /// message is sent whole.
+    pub(super) fn pair_over_tcp(&self) -> bool {
+        self.size() == 2
+            && self.coll_agent().method_of(self.world_of(1 - self.rank())) == Some("tcp")
+    }
+
+    /// [`Comm::small_exchange`] of a long buffer in pieces of at most the eager limit: every
+    /// piece of `data` is posted to `to` as an eager send before the pieces from `from` are
+    /// received, in order, into their places in `buf`. No piece waits for a rendezvous
+    /// handshake, and both directions flow at once. Both partners split alike (the eager
+    /// limit is the same on every rank) and the last piece is always shorter than the others
+    /// (empty where the length is a multiple of the piece), so a partner that passed another
+    /// length is told by a piece of the wrong length, never by waiting for a piece that does
+    /// not come.
+    pub(super) fn pieces_exchange(
+        &self,
+        what: &'static str,
+        t: u32,
+        to: u32,
+        data: &[u8],
+        from: u32,
+        buf: &mut [u8],
+    ) -> Result<(), AgentError> {
+        let agent = self.coll_agent();
+        let piece = agent.config().eager_limit.max(1);
+        let mut sends = Vec::with_capacity(data.len() / piece + 1);
+        let mut first_error = None;
+        for (a, b) in pieces(data.len(), piece) {
+            match agent.isend(self.world_of(to), t, &data[a..b]) {
+                Ok(r) => sends.push(r),
+                Err(e) => {
+                    first_error = Some(e);
+                    break;
+                }
+            }
+        }
+        if first_error.is_none() {
+            for (a, b) in pieces(buf.len(), piece) {
+                if let Err(e) = self.small_recv(what, from, t, &mut buf[a..b]) {
+                    first_error = Some(e);
+                    break;
+                }
+            }
+        }
+        // Every started send is waited for, also after an error.
+        for mut s in sends {
+            if let Err(e) = s.wait() {
+                first_error.get_or_insert(AgentError::from(e));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
     /// Dissemination barrier of empty messages.
     pub(crate) fn small_barrier(&self) -> Result<(), AgentError> {
         let (r, n) = (self.rank(), self.size());
@@ -188,6 +245,12 @@ impl Comm {
         }
         Ok(())
     }
+}
+
+/// The byte ranges of the pieces of [`Comm::pieces_exchange`]: `len / piece` full pieces, then
+/// one of the rest (`len % piece` bytes, maybe none).
+fn pieces(len: usize, piece: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..=len / piece).map(move |i| (i * piece, ((i + 1) * piece).min(len)))
 }
 
 /// `buf[s]` to read and `buf[r]` to write, when the two ranges do not overlap.

@@ -25,12 +25,22 @@ pub const ALLGATHER_RING_MIN_VAR: &str = "VIADUCT_COLL_ALLGATHER_RING_MIN";
 /// Bytes up to which the broadcast in place (`Comm::bcast_in_place`, `MPI_Bcast`) on more
 /// than two ranks sends the message whole along the binomial tree as point-to-point messages
 /// (each rank forwards it once it arrived whole); longer ones take the pipelined xfer
-/// broadcast. On two ranks there is nothing to pipeline (one hop): every length of `bcast` and
-/// `bcast_in_place` goes as one point-to-point message. 0 turns the point-to-point broadcast
+/// broadcast. On two ranks there is nothing to pipeline (one hop): (over TCP from
+/// [`BCAST_PAIR_P2P_MIN`]) every length of `bcast` and `bcast_in_place` goes as one
+/// point-to-point message. 0 turns the point-to-point broadcast
 /// off past [`SMALL_MAX`], two ranks included.
 pub const BCAST_P2P_MAX: usize = 256 << 10;
 /// Environment variable overriding [`BCAST_P2P_MAX`].
 pub const BCAST_P2P_MAX_VAR: &str = "VIADUCT_COLL_BCAST_P2P_MAX";
+/// Bytes from which the broadcast on two ranks joined by TCP goes as one point-to-point
+/// message (see [`BCAST_P2P_MAX`]; over shared memory and verbs every length does); a longer
+/// message than [`SMALL_MAX`] but shorter than this takes the pipelined xfer broadcast, whose
+/// pieces go eagerly. A message just over the eager limit pays the whole rendezvous handshake
+/// for one hop: measured over TCP between two nodes of the
+/// one-machine cluster (`mpi/bench/mpibench.c`, alternating, under load from other builds),
+/// 64 and 128 KiB took 60-140 us through the xfer pipeline against 70-870 us as one message;
+/// at 256 KiB neither was ahead, from 512 KiB one message was. Not settable by a variable.
+pub const BCAST_PAIR_P2P_MIN: usize = 256 << 10;
 /// Bytes of each rank's part from which the blocking `alltoall` exchanges every part as one
 /// point-to-point message (pairwise, received straight into its place) instead of xfer
 /// blocks.
@@ -62,6 +72,8 @@ pub struct SwitchPoints {
     pub bcast_p2p_max: usize,
     /// See [`ALLTOALL_P2P_MIN`].
     pub alltoall_p2p_min: usize,
+    /// See [`BCAST_PAIR_P2P_MIN`].
+    pub bcast_pair_p2p_min: usize,
 }
 
 impl Default for SwitchPoints {
@@ -73,6 +85,7 @@ impl Default for SwitchPoints {
             small_max: SMALL_MAX,
             bcast_p2p_max: BCAST_P2P_MAX,
             alltoall_p2p_min: ALLTOALL_P2P_MIN,
+            bcast_pair_p2p_min: BCAST_PAIR_P2P_MIN,
         }
     }
 }
