@@ -74,7 +74,7 @@ mod shm {
     /// A long send: it waits for the peer to read it.
     fn post_send_the_peer_never_takes(ep: &mut Endpoint) {
         // Past `ring_copy_max`: a single copy, outstanding until the peer reads it.
-        try_send(ep, 1, 1, vec![5u8; 4 << 20]).expect("long send");
+        try_send(ep, 1, 1, vec![5u8; 5 << 20]).expect("long send");
     }
 
     fn invalid_config() -> Config {
@@ -114,7 +114,7 @@ mod shm {
         /// Long sends past `ring_copy_max` wait for the receiver to read them; reads wait for
         /// a reply.
         fn post_two_outstanding(a: &mut Endpoint) {
-            send(a, 1, 1, vec![1u8; 4 << 20]);
+            send(a, 1, 1, vec![1u8; 5 << 20]);
             assert!(
                 a.post_read(2, method::RegionKey(1), 0, vec![0; 8])
                     .expect("read")

@@ -429,3 +429,105 @@ fn long_copied_sends_reuse_their_buffers_and_stay_byte_exact() {
     }
     sender.join().expect("sender thread");
 }
+
+/// Posts borrowed `parts` until the endpoint takes them.
+fn post_parts(ep: &mut Endpoint, id: u64, parts: &[&[u8]]) {
+    let deadline = Instant::now() + LIMIT;
+    while !ep
+        .post_send_parts(id, id, parts)
+        .expect("post_send_parts")
+        .is_posted()
+    {
+        assert!(Instant::now() < deadline, "send {id} made no progress");
+        ep.wait(Duration::from_millis(50)).expect("wait");
+    }
+}
+
+#[test]
+fn borrowed_ring_copies_larger_than_the_free_ring_stay_byte_exact() {
+    // A borrowed long message goes into the ring from the caller's memory as far as the ring
+    // has room, the rest from a copy. Sizes around the ring's free room (64 KiB ring), odd
+    // sizes, parts split inside a chunk, some posted behind a queued chunked send and some onto
+    // a ring another message fills, all byte-exact and in order.
+    let ring = 64 << 10;
+    let config = Config {
+        ring_bytes: ring,
+        eager_limit: 4096,
+        chunk_bytes: 8192,
+        ring_copy_chunk: 5000,
+        ring_copy_max: 1 << 20,
+        ..Config::default()
+    };
+    let sizes = [
+        4097,
+        5000,
+        5001,
+        ring - 1,
+        ring,
+        ring + 1,
+        3 * ring + 7,
+        250_001,
+        1 << 20,
+        9999,
+        (1 << 20) - 3,
+    ];
+    let (mut a, mut b) = shm::pair(config).expect("pair");
+    let sender = thread::spawn(move || {
+        for (i, len) in sizes.iter().enumerate() {
+            let data = pattern(*len, i as u64);
+            // Three parts, the first two cut inside the first chunk and at an odd offset.
+            let (x, rest) = data.split_at(7.min(*len));
+            let (y, z) = rest.split_at((len / 3).min(rest.len()));
+            post_parts(&mut a, i as u64, &[x, y, z]);
+        }
+        reap(&mut a, sizes.len());
+    });
+    for (i, len) in sizes.iter().enumerate() {
+        let (tag, data) = recv(&mut b);
+        assert_eq!(tag, i as u64);
+        assert_eq!(data.len(), *len, "message {i}");
+        assert!(
+            data == pattern(*len, i as u64),
+            "message {i} of {len} B differs"
+        );
+    }
+    sender.join().expect("sender thread");
+}
+
+#[test]
+fn borrowed_ring_copy_larger_than_the_ring_fails_when_the_peer_goes() {
+    // The receiver takes the start of a message four rings long and then goes: the send,
+    // part of it still queued, completes with an error within a bounded time.
+    let ring = 64 << 10;
+    let config = Config {
+        ring_bytes: ring,
+        eager_limit: 4096,
+        chunk_bytes: 8192,
+        ring_copy_max: 1 << 20,
+        liveness_interval: Duration::from_millis(20),
+        ..Config::default()
+    };
+    let (mut a, mut b) = shm::pair(config).expect("pair");
+    let data = pattern(4 * ring, 3);
+    post_parts(&mut a, 1, &[&data]);
+    // The receiver never consumes the whole: it leaves with the message half read.
+    let deadline = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < deadline {
+        let _ = b.next().expect("next");
+        thread::sleep(Duration::from_millis(1));
+    }
+    drop(b);
+    let deadline = Instant::now() + LIMIT;
+    let result = loop {
+        if let Some(c) = a.poll() {
+            break c.result;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the send never completed after the peer left"
+        );
+        let _ = a.wait(Duration::from_millis(20));
+    };
+    let e = result.expect_err("a send the peer never took completed successfully");
+    assert!(e.to_string().contains("peer"), "{e}");
+}

@@ -77,11 +77,13 @@ fn cpu_is_amd() -> bool {
 
 /// Default of [`Config::ring_copy_max`]: up to here the pipelined ring copy beat single copy
 /// on the machine it was measured on (`viaduct bench method latency --transport shm
-/// --ring-copy-max N`, quiet, alternating runs: 1 MiB 79-86 us by the ring against 461-550 us
-/// by single copy, 2 MiB 173-204 against 210-249, 4 MiB about even; see
-/// `docs/perf/shm-sweep.md`). 4 MiB streams keep single copy, which moves them without a lap
-/// of the 1 MiB ring per megabyte.
-const RING_COPY_MAX: usize = 2 << 20;
+/// --ring-copy-max N`, alternating runs; see `docs/perf/shm-sweep.md`). With the ring copy
+/// of borrowed data going straight from the caller's memory into the ring as far as it has
+/// room (only the rest staged, while the receiver drains): 4 MiB took 1.8-3.5 ms by the ring
+/// against 3.1-6.4 ms by split single copy (minimum and median of 4 alternating runs, both
+/// ends pinned, on a 2-core guest under a load of 5-7); before that change, quiet, 1 MiB
+/// 79-86 us by the ring against 461-550 us by single copy, 2 MiB 173-204 against 210-249.
+const RING_COPY_MAX: usize = 4 << 20;
 /// Default of [`Config::ring_copy_chunk`].
 const RING_COPY_CHUNK: usize = 16 << 10;
 

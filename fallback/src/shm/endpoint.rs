@@ -69,6 +69,9 @@ struct ChunkedSend {
     tag: u64,
     buf: SendBuf,
     sent: usize,
+    /// Bytes of the message that went into the ring before `buf` was made (straight from the
+    /// caller's memory, [`Endpoint::post_send_parts`]): `buf` holds the rest.
+    prefix: usize,
     /// Bytes per chunk record.
     chunk: usize,
 }
@@ -384,9 +387,11 @@ impl Endpoint {
     }
 
     /// Posts a send of `data` with `tag`. Up to the eager limit the bytes are copied into the
-    /// ring now; longer messages are first copied into a buffer the endpoint keeps for reuse
-    /// (its completion hands no buffer back) and sent as by [`Endpoint::post_send_buf`] (use
-    /// that to avoid the copy).
+    /// ring now. Longer messages up to [`Config::ring_copy_max`] go into the ring in chunks
+    /// straight from `data` as far as it has room, the rest first copied into a buffer the
+    /// endpoint keeps for reuse; longer ones are copied into such a buffer whole and sent as by
+    /// [`Endpoint::post_send_buf`] (use that to avoid the copy). Either way the completion
+    /// hands no buffer back.
     pub fn post_send(&mut self, id: u64, tag: u64, data: &[u8]) -> Result<Posted, Error> {
         self.post_send_parts(id, tag, &[data])
     }
@@ -397,6 +402,9 @@ impl Endpoint {
         self.check_open()?;
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len > self.config.eager_limit {
+            if len <= self.config.ring_copy_max && self.chunked_out.is_empty() {
+                return Ok(self.post_ring_copy_parts(id, tag, parts, len));
+            }
             let buf = self.pooled_copy(parts, len);
             return Ok(
                 match self.post_send_any(id, tag, SendBuf::Shared(SharedPiece::whole(buf)))? {
@@ -423,6 +431,63 @@ impl Endpoint {
             buffer: None,
         });
         Ok(Posted::InProgress)
+    }
+
+    /// The ring copy of a long message given by borrowed `parts` (`len` bytes, at most
+    /// `ring_copy_max`, no chunked send queued): chunks go from the caller's memory straight
+    /// into the ring while it has room, and only the rest is first copied into a pool buffer,
+    /// which the receiver, woken before that copy, overlaps by draining the chunks already in.
+    fn post_ring_copy_parts(&mut self, id: u64, tag: u64, parts: &[&[u8]], len: usize) -> Posted {
+        let chunk = self.ring_copy_chunk();
+        let mut sent = 0;
+        while sent < len {
+            let n = (len - sent).min(chunk);
+            let Some(mut r) = self.tx.reserve(n) else {
+                break;
+            };
+            gather(parts, sent, r.payload());
+            let mut h = Header::new(Kind::Fragment, 0);
+            h.tag = tag;
+            if sent == 0 {
+                h.flags = FLAG_FIRST;
+                h.offset = len as u64;
+            }
+            h.len = n as u32;
+            h.seq = self.send_seq;
+            self.send_seq = self.send_seq.wrapping_add(1);
+            self.tx.publish(r, &h);
+            sent += n;
+        }
+        self.notify_peer();
+        self.beat();
+        if sent == len {
+            self.completions.push_back(Completion {
+                id,
+                op: Op::Send,
+                result: Ok(len),
+                buffer: None,
+            });
+            return Posted::InProgress;
+        }
+        self.tail_at_refusal = Some(self.tx.in_use());
+        let rest = rest_of(parts, sent);
+        let buf = self.pooled_copy(&rest, len - sent);
+        self.chunked_out.push_back(ChunkedSend {
+            id,
+            tag,
+            buf: SendBuf::Shared(SharedPiece::whole(buf)),
+            sent: 0,
+            prefix: sent,
+            chunk,
+        });
+        self.push_chunks();
+        Posted::InProgress
+    }
+
+    /// Chunk size of the ring copy: `ring_copy_chunk`, at most a quarter of the ring.
+    fn ring_copy_chunk(&self) -> usize {
+        let quarter = self.seg.ring_bytes() / 4 - RECORD_HEADER;
+        self.config.ring_copy_chunk.min(quarter)
     }
 
     /// `parts` (`len` bytes in all) copied into a buffer of the long-message pool: a free one
@@ -527,8 +592,7 @@ impl Endpoint {
                     return Ok(Posted::NoResources(buf));
                 }
                 let chunk = if ring_copy {
-                    let quarter = self.seg.ring_bytes() / 4 - RECORD_HEADER;
-                    self.config.ring_copy_chunk.min(quarter)
+                    self.ring_copy_chunk()
                 } else {
                     self.config.chunk_bytes
                 };
@@ -537,6 +601,7 @@ impl Endpoint {
                     tag,
                     buf,
                     sent: 0,
+                    prefix: 0,
                     chunk,
                 });
                 self.push_chunks();
@@ -551,7 +616,7 @@ impl Endpoint {
                 let n = (c.buf.len() - c.sent).min(c.chunk);
                 let mut h = Header::new(Kind::Fragment, 0);
                 h.tag = c.tag;
-                if c.sent == 0 {
+                if c.prefix + c.sent == 0 {
                     h.flags = FLAG_FIRST;
                     h.offset = c.buf.len() as u64;
                 }
@@ -580,7 +645,7 @@ impl Endpoint {
                 c.sent += n;
             }
             self.notify_peer();
-            let len = c.buf.len();
+            let len = c.prefix + c.buf.len();
             self.completions.push_back(Completion {
                 id: c.id,
                 op: Op::Send,
@@ -949,4 +1014,36 @@ impl Drop for Endpoint {
         peer.bell.fetch_add(1, Ordering::SeqCst);
         futex::wake(&peer.bell);
     }
+}
+
+/// Copies bytes `from..from + dst.len()` of the concatenation of `parts` into `dst`.
+fn gather(parts: &[&[u8]], mut from: usize, dst: &mut [u8]) {
+    let mut at = 0;
+    for p in parts {
+        if at == dst.len() {
+            return;
+        }
+        if from >= p.len() {
+            from -= p.len();
+            continue;
+        }
+        let n = (p.len() - from).min(dst.len() - at);
+        dst[at..at + n].copy_from_slice(&p[from..from + n]);
+        at += n;
+        from = 0;
+    }
+}
+
+/// The bytes of the concatenation of `parts` from `from` on, as parts.
+fn rest_of<'a>(parts: &[&'a [u8]], mut from: usize) -> Vec<&'a [u8]> {
+    let mut rest = Vec::with_capacity(parts.len());
+    for p in parts {
+        if from >= p.len() {
+            from -= p.len();
+        } else {
+            rest.push(&p[from..]);
+            from = 0;
+        }
+    }
+    rest
 }

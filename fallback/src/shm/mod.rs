@@ -26,6 +26,9 @@
 //! [`Config::ring_copy_chunk`] even where single copy is permitted: the receiver copies chunk
 //! k out while the sender copies chunk k+1 in, with no handshake and no page pinning first, which
 //! beats single copy there (the measurement behind the default is in `docs/perf/shm-sweep.md`).
+//! A borrowed message ([`Endpoint::post_send`], [`Endpoint::post_send_parts`]) goes from the
+//! caller's memory straight into the ring as far as the ring has room; only the rest is copied
+//! into a buffer of the endpoint first, while the receiver already drains the chunks in.
 //!
 //! A single copy by one core is bounded by that core; the sender's core meanwhile only waits.
 //! So a long message of more than one chunk is split ([`Config::split_copy`], on by default):
