@@ -17,9 +17,11 @@
 //! exchange: rank R of S ok, N rounds, every message once and in order
 //! ```
 //!
-//! When requests fail (a peer declared failed after `VIADUCT_PEER_TIMEOUT`), the rank prints
-//! every peer whose requests failed and why, after how long since the last round that
-//! completed:
+//! When requests fail (a peer declared failed after `VIADUCT_PEER_TIMEOUT`), the rank goes
+//! on with the peers left until `VIADUCT_PEER_TIMEOUT` + 2 s have passed since its first loss
+//! (the ranks of a node that goes do not all fail in the same round), then prints every peer
+//! whose requests failed and why, and how long after the last round that completed the first
+//! of them failed:
 //!
 //! ```text
 //! exchange: rank R: lost ranks 2,3 after 5.3 s: rank 2: ...; rank 3: ...
@@ -29,6 +31,7 @@
 //! seconds (default 60).
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -61,7 +64,14 @@ fn run() -> Result<String, String> {
     let limit = Duration::from_secs_f64(env_f64("EXCHANGE_ROUND_LIMIT", 60.0)?);
     let agent = Agent::init().map_err(|e| error_chain(&e))?;
     let (me, n) = (agent.rank(), agent.size());
-    let peers: Vec<u32> = (0..n).filter(|p| *p != me).collect();
+    let mut peers: Vec<u32> = (0..n).filter(|p| *p != me).collect();
+    // After the first loss, rounds go on with the peers left for this long, so that every
+    // peer that failed with it (a node's ranks do not all fail in the same round) is named.
+    let grace = agent.config().peer_timeout + Duration::from_secs(2);
+    // Every failed peer with its first reason; when the first failed, and after how long
+    // since the last round that completed.
+    let mut lost_all: BTreeMap<u32, String> = BTreeMap::new();
+    let mut first_loss: Option<(Instant, f64)> = None;
     let start = Instant::now();
     let mut last_done = Instant::now();
     let mut round: u64 = 0;
@@ -69,7 +79,8 @@ fn run() -> Result<String, String> {
     while !done {
         // Each message says whether its sender's time is up; every rank sees every flag of a
         // round, so all stop after the same round.
-        let time_up = start.elapsed().as_secs_f64() >= seconds;
+        let time_up = start.elapsed().as_secs_f64() >= seconds
+            || first_loss.is_some_and(|(t, _)| t.elapsed() >= grace);
         done = time_up;
         let tag = (round & 0xffff) as u32;
         let mut recvs = Vec::new();
@@ -136,18 +147,28 @@ fn run() -> Result<String, String> {
             }
         }
         if !lost.is_empty() {
-            let ranks: Vec<String> = lost.keys().map(|p| p.to_string()).collect();
-            let why: Vec<String> = lost.iter().map(|(p, e)| format!("rank {p}: {e}")).collect();
-            return Err(format!(
-                "lost ranks {} after {:.1} s: {}",
-                ranks.join(","),
-                last_done.elapsed().as_secs_f64(),
-                why.join("; ")
-            ));
+            first_loss.get_or_insert((Instant::now(), last_done.elapsed().as_secs_f64()));
+            peers.retain(|p| !lost.contains_key(p));
+            lost_all.extend(lost);
+            if peers.is_empty() {
+                break;
+            }
         }
         last_done = Instant::now();
         round += 1;
         std::thread::sleep(pause);
+    }
+    if let Some((_, after)) = first_loss {
+        let ranks: Vec<String> = lost_all.keys().map(|p| p.to_string()).collect();
+        let why: Vec<String> = lost_all
+            .iter()
+            .map(|(p, e)| format!("rank {p}: {e}"))
+            .collect();
+        return Err(format!(
+            "lost ranks {} after {after:.1} s: {}",
+            ranks.join(","),
+            why.join("; ")
+        ));
     }
     agent.finalize().map_err(|e| error_chain(&e))?;
     Ok(format!(
@@ -167,7 +188,11 @@ fn main() -> ExitCode {
             let rank = std::env::var("PMI_RANK")
                 .or_else(|_| std::env::var("SLURM_PROCID"))
                 .unwrap_or_else(|_| "?".into());
-            eprintln!("exchange: rank {rank}: {e}");
+            // One write of the whole line: the ranks of a job end at once, and their lines must
+            // not interleave in the launcher's output (stderr is unbuffered: `eprintln!` may
+            // write a line in pieces).
+            let line = format!("exchange: rank {rank}: {e}\n");
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
             ExitCode::FAILURE
         }
     }
