@@ -7,21 +7,19 @@
 //! node and rank 2 as another: rank 0 then reaches rank 1 over shared memory and rank 2 over
 //! TCP, as in a job over two nodes.
 
+mod agent_common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use viaduct_agent::agent::Agent;
+use viaduct_agent::bootstrap::JobKey;
 use viaduct_agent::bootstrap::server::{Pmi1Server, ServerConfig};
-use viaduct_agent::bootstrap::{Bootstrap, JOB_KEY_VAR, JobKey};
 use viaduct_agent::config::{Config, MethodKind, ProgressMode};
 use viaduct_agent::matching::{Source, TagMatch};
 
-/// Upper bound on the whole job.
-const LIMIT: Duration = Duration::from_secs(120);
 /// A message must wake the receiver within this long (generous: the machine may be loaded).
 const SOON: Duration = Duration::from_secs(4);
 /// How long rank 0 stays idle in blocking progress while its wake-ups are counted.
@@ -84,45 +82,16 @@ where
     let server = Pmi1Server::start(ServerConfig::new(SIZE)).expect("PMI server");
     let port = mapping_proxy(server.addr(), SIZE);
     let key = JobKey::generate().expect("job key");
-    let body = Arc::new(body);
-    let (tx, rx) = mpsc::channel();
-    for rank in 0..SIZE {
-        let vars = vec![
-            ("PMI_PORT".to_owned(), port.clone()),
-            ("PMI_ID".to_owned(), rank.to_string()),
-            ("PMI_RANK".to_owned(), rank.to_string()),
-            ("PMI_SIZE".to_owned(), SIZE.to_string()),
-            ("VIADUCT_PMI_TIMEOUT".to_owned(), "60".to_owned()),
-            (JOB_KEY_VAR.to_owned(), key.to_hex()),
-        ];
-        let (tx, body, config) = (tx.clone(), Arc::clone(&body), config.clone());
-        thread::Builder::new()
-            .name(format!("rank-{rank}"))
-            .spawn(move || {
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let boot = Bootstrap::from_vars(vars).expect("bootstrap");
-                    let agent = Agent::with_bootstrap(boot, config).expect("agent init");
-                    let out = body(agent.clone());
-                    agent.finalize().expect("finalize");
-                    out
-                }));
-                let _ = tx.send((rank, result));
-            })
-            .expect("rank thread");
-    }
-    drop(tx);
-    let mut results: Vec<Option<T>> = (0..SIZE).map(|_| None).collect();
-    for _ in 0..SIZE {
-        let (rank, result) = rx
-            .recv_timeout(LIMIT)
-            .unwrap_or_else(|_| panic!("a rank did not finish within {LIMIT:?}"));
-        match result {
-            Ok(v) => results[rank as usize] = Some(v),
-            Err(p) => std::panic::resume_unwind(p),
-        }
-    }
+    // Each rank's PMI environment, its server the mapping proxy.
+    let vars = |rank| {
+        let mut vars = agent_common::rank_env(&server, rank, SIZE, &key);
+        vars.retain(|(k, _)| k != "PMI_PORT");
+        vars.push(("PMI_PORT".to_owned(), port.clone()));
+        vars
+    };
+    let results = agent_common::run_ranks(SIZE, vars, config, true, body);
     server.shutdown();
-    results.into_iter().map(|r| r.expect("reported")).collect()
+    results
 }
 
 /// The calling thread's voluntary context switches so far (each sleep that ends is one).

@@ -75,10 +75,36 @@ where
 {
     let server = Pmi1Server::start(ServerConfig::new(size)).expect("PMI server");
     let key = JobKey::generate().expect("job key");
+    let results = run_ranks(
+        size,
+        |rank| rank_env(&server, rank, size, &key),
+        config,
+        finalize,
+        body,
+    );
+    server.shutdown();
+    results
+}
+
+/// Runs `body` on `size` ranks, one thread each, rank `r` bootstrapped from `vars(r)` (a PMI
+/// environment, see [`rank_env`]); finalizes each agent after `body` when `finalize`. Returns
+/// the results in rank order; a rank's panic is raised again here, and a rank that does not
+/// finish within [`LIMIT`] fails the test.
+pub fn run_ranks<T, F>(
+    size: u32,
+    vars: impl Fn(u32) -> Vec<(String, String)>,
+    config: Config,
+    finalize: bool,
+    body: F,
+) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Fn(Agent) -> T + Send + Sync + 'static,
+{
     let body = Arc::new(body);
     let (tx, rx) = mpsc::channel();
     for rank in 0..size {
-        let vars = rank_env(&server, rank, size, &key);
+        let vars = vars(rank);
         let (tx, body, config) = (tx.clone(), Arc::clone(&body), config.clone());
         thread::Builder::new()
             .name(format!("rank-{rank}"))
@@ -108,7 +134,6 @@ where
             Err(p) => std::panic::resume_unwind(p),
         }
     }
-    server.shutdown();
     results
         .into_iter()
         .map(|r| r.expect("every rank reported"))
