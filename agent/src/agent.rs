@@ -52,6 +52,16 @@ impl Shared {
         // (a bug) must not turn every later call into a second panic.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// The agent's state if no other thread holds it now (`None`: another thread is inside
+    /// the agent).
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, State>> {
+        match self.state.try_lock() {
+            Ok(st) => Some(st),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
 }
 
 /// The communication agent of one rank: VCs to every peer, tagged messaging, progress.

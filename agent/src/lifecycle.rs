@@ -197,7 +197,8 @@ impl Agent {
             if Instant::now() >= deadline {
                 break;
             }
-            self.shared.progress_blocking(Duration::from_millis(1));
+            self.shared
+                .progress_blocking(Duration::from_millis(1), None);
         }
         let boot = self
             .shared

@@ -1009,7 +1009,8 @@ impl Agent {
                     seconds: t.as_secs(),
                 });
             }
-            self.shared.progress_blocking(Duration::from_millis(1));
+            self.shared
+                .progress_blocking(Duration::from_millis(1), None);
         }
     }
 }

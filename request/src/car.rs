@@ -20,6 +20,16 @@ pub trait ProgressDriver: Send + Sync + 'static {
     /// Makes progress; completes CARs through their [`CarCounter`]s. An error fails every
     /// incomplete request of the wait that shares this driver.
     fn progress(&self, timeout: Option<Duration>) -> Result<(), BoxError>;
+
+    /// Like `progress(Some(timeout))` for a wait that needs only `done` to turn true (it turns
+    /// true when a request of the wait completed, whichever thread completed it): a driver may
+    /// then block until `done()`, the timeout, or an error, instead of returning at the first
+    /// completion of any request, so that a thread waiting on one request does not spin while
+    /// other threads complete theirs. The default calls `progress(Some(timeout))`.
+    fn progress_until(&self, timeout: Duration, done: &dyn Fn() -> bool) -> Result<(), BoxError> {
+        let _ = done;
+        self.progress(Some(timeout))
+    }
 }
 
 const NONE: u32 = u32::MAX;
@@ -80,7 +90,10 @@ impl Body for DrivenMessage {
         }
     }
     fn wait_group(&self, members: &[&CoreRef], timeout: Duration) {
-        if let Err(e) = self.0.progress(Some(timeout)) {
+        // The members were incomplete when the wait looked: it has something to look at once
+        // any of them completes.
+        let done = || members.iter().any(|m| m.is_complete());
+        if let Err(e) = self.0.progress_until(timeout, &done) {
             fail_all(members, e);
         }
     }

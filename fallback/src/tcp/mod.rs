@@ -69,8 +69,10 @@
 //! A sender may start a frame while less than the receiver's window (three quarters of its
 //! receive buffers) is unacknowledged, so at most the window plus one frame is in flight. The receiver returns
 //! credit as it consumes: in the `offset` of the frames it sends anyway (messages, replies), in
-//! a credit frame once an eighth of the window is freed, and in a credit frame whenever it has
-//! consumed everything received and nothing else is going out. A receiver that does not consume
+//! a credit frame once an eighth of the window is freed, and in a credit frame when it has
+//! consumed everything received and nothing else is going out, either before it sleeps or,
+//! while it polls, once the credit has waited 2 ms (so that a receiver polling between
+//! closely spaced messages does not answer each with a frame). A receiver that does not consume
 //! stops the sender with [`Posted::NoResources`]: memory stays bounded on both sides.
 //!
 //! # Emulated one-sided operations
