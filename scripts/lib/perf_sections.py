@@ -16,6 +16,8 @@ SOURCES = (
     ("docs/perf/cluster.md", "Across two nodes of the one-machine cluster", "scripts/bench-cluster --write"),
     ("docs/perf/collectives-osu.md", "Collectives against MPICH by the OSU procedure",
      "scripts/bench-coll-osu --write"),
+    ("docs/perf/threads.md", "A sleeping thread and another thread's posts",
+     "scripts/bench-threads --write"),
 )
 
 

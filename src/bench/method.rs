@@ -8,7 +8,8 @@
 //! bytes delivered per second while the sender keeps a window of messages in flight and the
 //! receiver consumes each message in place. `--mode busy` polls without sleeping;
 //! `--mode blocking` sleeps in the method's wait (futex for shm, io_uring wait for TCP) whenever
-//! nothing is ready. `scripts/bench-methods` runs the peer tools side by side and prints ratios.
+//! nothing is ready (shm polls about a microsecond first, as `ucx_perftest -E sleep` does while
+//! it arms its worker). `scripts/bench-methods` runs the peer tools side by side and prints ratios.
 
 use std::error::Error;
 use std::process::{Child, Command, Stdio};
@@ -239,10 +240,17 @@ impl Note for viaduct_verbs::msg::Endpoint {
     }
 }
 
+/// Polls the shared-memory wait makes in `--mode blocking` before it sleeps on the futex (the
+/// count adapts between a sixteenth of this and this): about a microsecond here, what the
+/// blocking peer row's `ucx_perftest -E sleep` spends arming its worker (it drains its signal
+/// socket, then looks at its FIFO once more) before it sleeps. With none, every round trip of
+/// a ping-pong slept, since the reply comes a few hundred nanoseconds after the request.
+const BLOCKING_SHM_POLLS: u32 = 64;
+
 fn shm_config(a: &Args) -> shm::Config {
     let mut c = shm::Config::default();
     if a.mode == Mode::Blocking {
-        c.spin = 0;
+        c.spin = BLOCKING_SHM_POLLS;
     }
     if a.ring_chunks {
         c.single_copy = false;
