@@ -15,7 +15,7 @@
 //!   eager pieces, the last one short), 200000 B (still the pipeline), 300000 B (bcast as one
 //!   message) and 1 MiB (allreduce as one exchange in eager pieces);
 //! - `two_ranks_tcp_lengths_differ`: the two ranks pass lengths of whole eager pieces that
-//!   differ by one piece to the allgather and the allreduce exchanged in pieces: both ranks
+//!   differ by one piece to the allgather, alltoall and allreduce exchanged in pieces: both ranks
 //!   get an error, none waits for a piece that does not come;
 //! - user reductions (a byte-wise wrapping sum of any length, a 3-byte element) everywhere.
 
@@ -356,7 +356,7 @@ fn two_ranks_long_shm() {
 /// wait for a piece the other rank never sends (nor a result on the rank that passed fewer).
 #[test]
 fn two_ranks_tcp_lengths_differ() {
-    for what in ["allgather", "allreduce"] {
+    for what in ["allgather", "allreduce", "alltoall"] {
         let errors = job_owned(2, config(MethodKind::Tcp), move |agent| {
             let comm = Comm::world(&agent);
             let piece = agent.config().eager_limit;
@@ -365,6 +365,11 @@ fn two_ranks_tcp_lengths_differ() {
                 // Each rank's part: 2 or 3 whole pieces.
                 let mut buf = vec![1u8; 2 * piece * (2 + r)];
                 comm.allgather_in_place(&mut buf)
+            } else if what == "alltoall" {
+                // Each part: 2 or 3 whole pieces.
+                let c = piece * (2 + r);
+                let mut recv = vec![0u8; 2 * c];
+                comm.alltoall(&vec![1u8; 2 * c], &mut recv)
             } else {
                 // 9 or 10 whole pieces, past the allreduce switch point.
                 assert!(9 * piece >= viaduct_agent::coll::ALLREDUCE_RSAG_MIN);
