@@ -97,6 +97,10 @@ pub(crate) struct State {
     pub(crate) book: Book,
     pub(crate) finalized: bool,
     pub(crate) liveness: Liveness,
+    /// Of the work the last pass counted, the send completions it reaped: a thread waiting on
+    /// its own request keeps polling while passes find other work (its transfer moves), not
+    /// while they only complete other threads' sends (see `crate::progress`).
+    pub(crate) last_reaped: usize,
 }
 
 /// The silence check of the VCs (see [`crate::config`], "Peer liveness").
@@ -689,12 +693,14 @@ impl State {
     /// [`State::progress`] restricted to the VC of `only` (all VCs for `None`).
     pub(crate) fn progress_on(&mut self, only: Option<u32>) -> usize {
         let mut work = 0;
+        let mut reaped_all = 0;
         let mut failures: Vec<(u32, Failure)> = Vec::new();
         let State { vcs, book, .. } = self;
         for vc in vcs.iter_mut().filter(|v| only.is_none_or(|p| p == v.peer)) {
             let peer = vc.peer;
             let (reaped, failed) = reap(vc, book);
             work += reaped;
+            reaped_all += reaped;
             if let Some(reason) = failed {
                 failures.push((peer, reason));
             }
@@ -777,6 +783,7 @@ impl State {
             self.fail_vc(peer, reason);
         }
         work += self.drain_xfer();
+        self.last_reaped = reaped_all;
         work + self.book.cancel_requested()
     }
 

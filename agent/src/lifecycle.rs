@@ -99,6 +99,7 @@ impl Agent {
                 book,
                 finalized: false,
                 liveness,
+                last_reaped: 0,
             }),
             driver: Arc::new(Driver::new(weak.clone())),
             spin_now: AtomicU32::new(spin),

@@ -38,18 +38,19 @@
 //!   next keepalive is due), after which the thread takes the mutex again for a pass.
 //! - **End of a blocking call.** A request's wait (`Request::wait`, `wait_all`, ...) blocks
 //!   until one of *its* requests completed, whichever thread completed it, or its timeout
-//!   (`ProgressDriver::progress_until`). Work that completes only other threads' requests
-//!   neither ends the call nor keeps it spinning: the waiter spins only before its first
-//!   sleep, only while no other thread holds the agent's lock (a thread inside the agent makes
-//!   progress itself, and a spin beside it would take the lock, and with more threads than
-//!   CPUs the CPU, from it), and a sleep that ends without its request halves the spin count.
+//!   (`ProgressDriver::progress_until`). Passes that only reap send completions (another
+//!   thread's posts) neither end it nor keep it polling: it polls on only while passes move
+//!   something else (inbound messages, queued sends posted, xfer pieces), it spins only while
+//!   no other thread holds the agent's lock (a thread inside the agent makes progress itself,
+//!   and a spin beside it would take the lock, and with more threads than CPUs the CPU, from
+//!   it), and a long sleep that did not bring its request halves the spin count.
 //!   `Agent::make_progress_blocking`, which waits on no request, returns as soon as any
 //!   request of this agent completed. Each agent counts its own completions, so another agent
-//!   of the same process never ends it early. Measured with `viaduct bench threads` (one
-//!   thread blocked in `recv` while another posts 10,000 `isend`s, medians of 5 alternating
-//!   rounds): the posts' p99 with the sleeper is 1.07x (TCP) and 1.01x (shm) that without;
-//!   before this rule the sleeper spun on the lock through the other thread's posts (3.5-9.6x
-//!   in single rounds).
+//!   of the same process never ends it early. `viaduct bench threads` (one thread blocked in
+//!   `recv` while another posts 10,000 `isend`s; `scripts/bench-threads`, record in
+//!   `docs/perf/threads.md`) measures what a sleeper costs the posts: before this rule the
+//!   sleeper spun on the lock through the other thread's posts (p99 3.5-9.6x in single
+//!   rounds).
 //! - **Threads.** Any thread may post, wait and call progress. Passes are serialized by the
 //!   mutex, and a post takes it once; a thread asleep in blocking progress does not hold it
 //!   (see "The sleep"), so another thread's post never waits for a sleeper. Several threads
@@ -296,25 +297,29 @@ impl Shared {
         work
     }
 
-    /// One non-blocking pass unless another thread holds the agent's lock (`None`).
-    fn try_make_progress(&self) -> Option<usize> {
+    /// One non-blocking pass unless another thread holds the agent's lock (`None`); returns
+    /// the work done and, of it, the work other than reaped send completions.
+    fn try_make_progress(&self) -> Option<(usize, usize)> {
         let mut st = self.try_lock()?;
         if st.finalized {
-            return Some(0);
+            return Some((0, 0));
         }
         let work = st.progress();
+        let moved = work.saturating_sub(st.last_reaped);
         st.pass_done(self.config.peer_timeout);
-        Some(work)
+        Some((work, moved))
     }
 
     /// Spins adaptively, then sleeps in the methods' waits, until `done` (when given: a
     /// request the caller waits on completed) or, without it, until any request of this agent
     /// completes, or `timeout` passed; returns the work done.
     ///
-    /// With `done`, work that completes only other threads' requests neither ends the call nor
-    /// keeps it spinning: after a pass that did not make `done` true the thread goes on to its
-    /// sleep (see the module documentation, "Threads"), so a thread blocked on a receive sleeps
-    /// while another thread posts, instead of taking the agent's lock in a loop.
+    /// With `done` the call polls on while passes *move* something (inbound messages, queued
+    /// sends posted, xfer pieces: the caller's transfer may be among them), but work that only
+    /// reaps send completions (other threads' posts) neither ends it nor keeps it polling:
+    /// it goes on to its sleep (see the module documentation, "Threads"), so a thread blocked
+    /// on a receive sleeps while another thread posts, instead of taking the agent's lock in a
+    /// loop.
     pub(crate) fn progress_blocking(
         &self,
         timeout: Duration,
@@ -327,15 +332,9 @@ impl Shared {
             None => self.completions.count() != before,
         };
         let mut total = 0;
-        let mut first = true;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            // A waiter on its own request spins before its first sleep only: a sleep that
-            // ended without its request means that what it waits for is not imminent (the
-            // wake was for another thread's traffic, or the sleep's longest slice).
-            let spin = first || done.is_none();
-            first = false;
-            total += self.blocking_round(left, done.is_some(), spin, &finished);
+            total += self.blocking_round(left, done.is_some(), &finished).0;
             // A wait looks at its requests only when this returns: return once it has
             // something to look at, else go on until the timeout.
             if finished() || Instant::now() >= deadline {
@@ -344,36 +343,41 @@ impl Shared {
         }
     }
 
-    /// One spin and one sleep. `targeted`: `finished` tells whether the caller's own request
-    /// completed (else: whether any request of this agent did), so the spin ends only then.
+    /// One spin and one sleep; returns the work done and, of it, the work that moved
+    /// something (see [`Shared::progress_blocking`]). `targeted`: `finished` tells whether the
+    /// caller's own request completed (else: whether any request of this agent did).
     fn blocking_round(
         &self,
         timeout: Duration,
         targeted: bool,
-        spin: bool,
         finished: &dyn Fn() -> bool,
-    ) -> usize {
+    ) -> (usize, usize) {
         // Without a target, any work ends the spin: the caller looks at its requests then.
-        let ends = |work: usize| if targeted { finished() } else { work > 0 };
+        // With one, its request's completion or movement does (the caller's loop comes back).
+        let ends = |work: usize, moved: usize| {
+            if targeted {
+                finished() || moved > 0
+            } else {
+                work > 0
+            }
+        };
         match self.progress {
             ProgressMode::Yield => {
                 let mut total = 0;
                 for _ in 0..YIELD_POLLS {
                     let work = self.make_progress();
                     total += work;
-                    if ends(work) {
-                        return total;
+                    if ends(work, work) {
+                        return (total, work);
                     }
                     // Let a rank sharing this CPU (perhaps the peer awaited) run.
                     std::thread::yield_now();
                 }
-                return total + self.sleep_in_methods(timeout, targeted, finished);
+                let (work, moved) = self.sleep_in_methods(timeout, targeted, finished);
+                return (total + work, moved);
             }
             ProgressMode::Block => return self.sleep_in_methods(timeout, targeted, finished),
             ProgressMode::Spin | ProgressMode::Auto => {}
-        }
-        if !spin {
-            return self.sleep_in_methods(timeout, targeted, finished);
         }
         let c = &self.config;
         let spins = self.spin_now.load(Ordering::Relaxed);
@@ -382,71 +386,81 @@ impl Shared {
             // A waiter on its own request spins only while no other thread is in the agent:
             // one that is (posting, say) makes progress itself, and a spin beside it would
             // only take the lock from it (and, with more threads than CPUs, the CPU too).
-            let work = if targeted {
+            let (work, moved) = if targeted {
                 match self.try_make_progress() {
-                    Some(work) => work,
+                    Some(w) => w,
                     None => break,
                 }
             } else {
-                self.make_progress()
+                let w = self.make_progress();
+                (w, w)
             };
             total += work;
-            if ends(work) {
-                return total;
+            if ends(work, moved) {
+                return (total, moved);
             }
             std::hint::spin_loop();
         }
         let slept = Instant::now();
-        let work = self.sleep_in_methods(timeout, targeted, finished);
+        let (work, moved) = self.sleep_in_methods(timeout, targeted, finished);
         // Adaptive polling: the awaited event soon after falling asleep means the spin was
         // just too short, so spin longer next time; a sleep that did not see it means the rank
         // (or this thread) is idle, so spin less.
-        let woke = ends(work);
-        let next = if woke && slept.elapsed() < QUICK_WAKE {
+        let woke = if targeted { finished() } else { work > 0 };
+        let quick = slept.elapsed() < QUICK_WAKE;
+        let next = if woke && quick {
             spins
                 .saturating_mul(2)
                 .saturating_add(c.spin_increment)
                 .min(c.spin_max)
-        } else if !woke && targeted {
-            // The thread's own request did not come: halve, so that a thread that waits
-            // long beside busy threads soon stops taking the lock from them.
+        } else if targeted && !woke && !quick {
+            // A long sleep that did not bring the thread's own request: halve, so that a
+            // thread that waits long beside busy threads soon stops taking the lock from
+            // them. (A quick wake without it, a transfer's ring space freed say, keeps the
+            // count.)
             (spins / 2).max(c.spin_min)
-        } else if !woke {
+        } else if !targeted && !woke {
             spins.saturating_sub(c.spin_increment).max(c.spin_min)
         } else {
             spins
         };
         self.spin_now.store(next, Ordering::Relaxed);
-        total + work
+        (total + work, moved)
     }
 
-    /// One pass; unless it ended the wait (`targeted`: `finished()`; else: it found work), a
-    /// sleep in the methods' waits, taken without the agent's lock (see the module
-    /// documentation, "Threads"), and one more pass.
+    /// One pass; unless it ended the wait (`targeted`: `finished()` or something moved; else:
+    /// it found work), a sleep in the methods' waits, taken without the agent's lock (see the
+    /// module documentation, "Threads"), and one more pass. Returns the work done and, of it,
+    /// the work other than reaped send completions.
     fn sleep_in_methods(
         &self,
         timeout: Duration,
         targeted: bool,
         finished: &dyn Fn() -> bool,
-    ) -> usize {
+    ) -> (usize, usize) {
         let mut st = self.lock();
         if st.finalized {
-            return 0;
+            return (0, 0);
         }
         let work = st.progress();
-        if if targeted { finished() } else { work > 0 } {
-            return work;
+        let moved = work.saturating_sub(st.last_reaped);
+        if if targeted {
+            finished() || moved > 0
+        } else {
+            work > 0
+        } {
+            return (work, moved);
         }
         let waitable = st.waitable();
         if st.check_liveness(self.config.peer_timeout) > 0 {
-            return work + 1;
+            return (work + 1, moved + 1);
         }
         if waitable.is_empty() {
             // Nothing to sleep on here: completions come from other threads, which wake the
             // waiter through the request's condition variable.
             drop(st);
             std::thread::sleep(timeout.min(MAX_TURN));
-            return work;
+            return (work, moved);
         }
         // Under the lock: each VC's method prepares its sleep (or says that something is
         // ready, and the pass below runs at once). The pass above took what was ready, so a
@@ -476,7 +490,7 @@ impl Shared {
             drop(sleepers);
             st = self.lock();
             if st.finalized {
-                return work;
+                return (work, moved);
             }
             if let Err((k, e)) = slept {
                 failures.push((peers[k], e.to_string()));
@@ -485,7 +499,10 @@ impl Shared {
         for (peer, reason) in failures {
             st.fail_vc(peer, reason);
         }
-        work + st.progress() + st.check_liveness(self.config.peer_timeout)
+        let after = st.progress();
+        let moved_after = after.saturating_sub(st.last_reaped);
+        let checked = st.check_liveness(self.config.peer_timeout);
+        (work + after + checked, moved + moved_after + checked)
     }
 }
 
