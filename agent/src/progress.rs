@@ -332,9 +332,17 @@ impl Shared {
             None => self.completions.count() != before,
         };
         let mut total = 0;
+        let mut spin = true;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            total += self.blocking_round(left, done.is_some(), &finished).0;
+            let (work, moved) = self.blocking_round(left, done.is_some(), spin, &finished);
+            total += work;
+            // A waiter on its own request spins again only after a round that moved
+            // something: a sleep that ended without its request or any movement means that
+            // what it waits for is not imminent (the wake was for another thread's traffic, or
+            // the sleep's longest slice). A method with a transfer under way does not sleep
+            // (shared memory: a long message in ring chunks), so the transfer is polled.
+            spin = done.is_none() || moved > 0;
             // A wait looks at its requests only when this returns: return once it has
             // something to look at, else go on until the timeout.
             if finished() || Instant::now() >= deadline {
@@ -350,6 +358,7 @@ impl Shared {
         &self,
         timeout: Duration,
         targeted: bool,
+        spin: bool,
         finished: &dyn Fn() -> bool,
     ) -> (usize, usize) {
         // Without a target, any work ends the spin: the caller looks at its requests then.
@@ -378,6 +387,9 @@ impl Shared {
             }
             ProgressMode::Block => return self.sleep_in_methods(timeout, targeted, finished),
             ProgressMode::Spin | ProgressMode::Auto => {}
+        }
+        if !spin {
+            return self.sleep_in_methods(timeout, targeted, finished);
         }
         let c = &self.config;
         let spins = self.spin_now.load(Ordering::Relaxed);

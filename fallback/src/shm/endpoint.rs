@@ -927,6 +927,11 @@ impl Endpoint {
         if self.has_work() {
             return Ok(None);
         }
+        if !self.chunked_out.is_empty() || matches!(self.inbound, Inbound::Assembling { .. }) {
+            // A long message is moving through the ring in chunks: the caller polls rather
+            // than sleeping between them (each chunk would cost it a futex wake).
+            return Ok(None);
+        }
         let s = Sleeper::new(
             Arc::clone(&self.seg),
             self.side,
