@@ -108,6 +108,7 @@ use std::time::{Duration, Instant};
 use crate::agent::{Agent, Shared};
 use crate::bootstrap::Bootstrap;
 use crate::config::ProgressMode;
+use crate::engine::State;
 use crate::error::AgentError;
 use crate::method;
 use crate::request::{BoxError, ProgressDriver};
@@ -249,6 +250,11 @@ pub(crate) fn resolve_mode(
     })
 }
 
+/// Of the `work` of the pass `st` just ran, the work other than reaped send completions.
+fn moved_of(st: &State, work: usize) -> usize {
+    work.saturating_sub(st.last_reaped)
+}
+
 /// The progress driver of an agent's requests.
 pub(crate) struct Driver {
     shared: Weak<Shared>,
@@ -288,26 +294,25 @@ impl ProgressDriver for Driver {
 impl Shared {
     /// One non-blocking pass; returns the work done.
     pub(crate) fn make_progress(&self) -> usize {
-        let mut st = self.lock();
-        if st.finalized {
-            return 0;
-        }
-        let work = st.progress();
-        st.pass_done(self.config.peer_timeout);
-        work
+        self.pass(&mut self.lock()).0
     }
 
     /// One non-blocking pass unless another thread holds the agent's lock (`None`); returns
     /// the work done and, of it, the work other than reaped send completions.
     fn try_make_progress(&self) -> Option<(usize, usize)> {
         let mut st = self.try_lock()?;
+        Some(self.pass(&mut st))
+    }
+
+    /// One non-blocking pass on the locked state: the work done and, of it, the work other
+    /// than reaped send completions (nothing on a finalized agent).
+    fn pass(&self, st: &mut State) -> (usize, usize) {
         if st.finalized {
-            return Some((0, 0));
+            return (0, 0);
         }
         let work = st.progress();
-        let moved = work.saturating_sub(st.last_reaped);
         st.pass_done(self.config.peer_timeout);
-        Some((work, moved))
+        (work, moved_of(st, work))
     }
 
     /// Spins adaptively, then sleeps in the methods' waits, until `done` (when given: a
@@ -455,7 +460,7 @@ impl Shared {
             return (0, 0);
         }
         let work = st.progress();
-        let moved = work.saturating_sub(st.last_reaped);
+        let moved = moved_of(&st, work);
         if if targeted {
             finished() || moved > 0
         } else {
@@ -512,7 +517,7 @@ impl Shared {
             st.fail_vc(peer, reason);
         }
         let after = st.progress();
-        let moved_after = after.saturating_sub(st.last_reaped);
+        let moved_after = moved_of(&st, after);
         let checked = st.check_liveness(self.config.peer_timeout);
         (work + after + checked, moved + moved_after + checked)
     }

@@ -14,6 +14,8 @@ use viaduct_agent::request::{
     BoxError, Condition, Deadline, GrequestOps, HandlerFn, QueryStatus, Request,
 };
 
+use super::stats::{median, percentile};
+
 /// Options of this benchmark.
 #[derive(Debug, clap::Args)]
 #[command(
@@ -64,17 +66,6 @@ fn start_complete_wait(iters: u64) -> Result<(f64, f64), Box<dyn std::error::Err
     let cpu = thread_cpu().saturating_sub(cpu).as_nanos() as f64;
     let n = iters.max(1) as f64;
     Ok((wall / n, cpu / n))
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-fn percentile(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v.get(i).copied().unwrap_or(f64::NAN)
 }
 
 /// Nanoseconds from `complete` to the start of the handler, one sample per request.

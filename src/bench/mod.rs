@@ -8,6 +8,7 @@ pub mod io;
 pub mod launched;
 pub mod method;
 pub mod paired;
+pub mod stats;
 pub mod threads;
 #[cfg(feature = "rdma")]
 pub mod verbs_lat;

@@ -19,6 +19,7 @@ use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_agent::request::{Request, wait_all};
 
 use super::launched::{relaunch, under_launcher};
+use super::stats::{median, percentile};
 
 type BoxError = Box<dyn Error>;
 
@@ -61,24 +62,9 @@ fn percentiles(times: &mut [f64]) -> (f64, f64, f64, usize) {
     if times.is_empty() {
         return (0.0, 0.0, 0.0, 0);
     }
-    times.sort_by(f64::total_cmp);
-    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
     let slow = times.iter().filter(|&&t| t > SLOW_US).count();
-    (at(0.5), at(0.99), times[times.len() - 1], slow)
-}
-
-/// The median of `values` (0 for none).
-fn median(values: &mut [f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    let m = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[m]
-    } else {
-        (values[m - 1] + values[m]) / 2.0
-    }
+    let (p50, p99) = (percentile(times, 0.5), percentile(times, 0.99));
+    (p50, p99, times[times.len() - 1], slow)
 }
 
 /// Runs the benchmark (starting the two ranks when not started by a launcher).

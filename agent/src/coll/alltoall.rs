@@ -89,22 +89,18 @@ impl Comm {
             return finish(started, recv);
         }
         recv[r * c..(r + 1) * c].copy_from_slice(&send[r * c..(r + 1) * c]);
-        if n == 2 && c > self.coll_agent().config().eager_limit && self.pair_over_tcp() {
-            // Two ranks over TCP: one exchange in eager pieces, all sends posted first, so
-            // that both directions flow at once without a rendezvous handshake each.
-            let o = 1 - r;
-            return self.pieces_exchange(
-                "alltoall",
-                P2P_TAG,
-                o as u32,
-                &send[o * c..(o + 1) * c],
-                o as u32,
-                &mut recv[o * c..(o + 1) * c],
-            );
-        }
+        // Two ranks over TCP: one exchange in eager pieces, all sends posted first, so that
+        // both directions flow at once without a rendezvous handshake each.
+        let exchange =
+            if n == 2 && c > self.coll_agent().config().eager_limit && self.pair_over_tcp() {
+                Comm::pieces_exchange
+            } else {
+                Comm::small_exchange
+            };
         for k in 1..n {
             let (to, from) = ((r + k) % n, (r + n - k) % n);
-            self.small_exchange(
+            exchange(
+                self,
                 "alltoall",
                 P2P_TAG,
                 to as u32,
@@ -181,10 +177,19 @@ impl Comm {
             return Ok(());
         }
         recv[r].as_mut().copy_from_slice(send[r].as_ref());
-        if c <= agent.config().eager_limit {
+        // Two ranks over TCP exchange long parts in eager pieces (as in `alltoall`), copied
+        // out of `send[to]` and into `recv[from]` piece by piece.
+        let pieces = n == 2 && self.pair_over_tcp();
+        if c <= agent.config().eager_limit || pieces {
+            let exchange = if pieces && c > agent.config().eager_limit {
+                Comm::pieces_exchange
+            } else {
+                Comm::small_exchange
+            };
             for k in 1..n {
                 let (to, from) = ((r + k) % n, (r + n - k) % n);
-                self.small_exchange(
+                exchange(
+                    self,
                     "alltoall",
                     P2P_TAG,
                     to as u32,
@@ -194,19 +199,6 @@ impl Comm {
                 )?;
             }
             return Ok(());
-        }
-        if n == 2 && self.pair_over_tcp() {
-            // Two ranks over TCP: one exchange in eager pieces (as in `alltoall`), copied out
-            // of `send[o]` and into `recv[o]` piece by piece.
-            let o = 1 - r;
-            return self.pieces_exchange(
-                "alltoall",
-                P2P_TAG,
-                o as u32,
-                send[o].as_ref(),
-                o as u32,
-                recv[o].as_mut(),
-            );
         }
         let mut send: Vec<Option<S>> = send.into_iter().map(Some).collect();
         let mut recv: Vec<Option<M>> = recv.into_iter().map(Some).collect();
