@@ -114,6 +114,7 @@
 #![deny(unsafe_code)]
 
 pub mod agent;
+mod borrowed;
 /// The PMI bootstrap: the `viaduct-pmi` crate, which the agent starts on.
 pub use viaduct_pmi as bootstrap;
 pub mod coll;

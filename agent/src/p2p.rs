@@ -15,14 +15,17 @@
 //!   (shared memory: each piece read once straight out of the sender's buffer where
 //!   `process_vm_readv` is permitted; TCP: gathered `sendmsg` of the owned pieces). The send
 //!   request counts one CAR per piece. The pieces are copies of the caller's data, owned by
-//!   the agent, except for a send from shared memory ([`Agent::isend_shared`]), whose pieces
-//!   refer to the caller's bytes: shared memory reads them in place, TCP and verbs copy each
-//!   into their send memory as they post it.
+//!   the agent, except for a send from shared memory ([`Agent::isend_shared`]) and a
+//!   blocking [`Agent::send`] or [`Agent::ssend`] past the eager limit (which waits, so the
+//!   caller's slice outlives the transfer), whose pieces refer to the caller's bytes: shared
+//!   memory reads them in place, TCP and verbs copy each into their send memory as they post
+//!   it.
 //!
 //! A receive lands in a [`RecvBuffer`]: the agent's memory, or the caller's
-//! ([`RecvBuffer::caller`]), which the eager and rendezvous paths write in place. Or it is read
-//! where the method received it, without a copy: [`Agent::recv_in_place`] (see
-//! [`crate::in_place`]).
+//! ([`RecvBuffer::caller`]), which the eager and rendezvous paths write in place; a blocking
+//! [`Agent::recv`] into a slice of 16 KiB or more lends the slice itself (no copy out of an
+//! agent buffer afterwards). Or it is read where the method received it, without a copy:
+//! [`Agent::recv_in_place`] (see [`crate::in_place`]).
 //!
 //! # Requests and statuses
 //!
@@ -221,6 +224,9 @@ impl Message {
     /// ```
     pub fn recv(self, buf: &mut [u8]) -> Result<Status, AgentError> {
         let agent = self.agent.clone();
+        if buf.len() >= crate::borrowed::IN_PLACE_RECV {
+            return agent.recv_in_caller(buf, |data| self.irecv_into(data));
+        }
         let data = RecvBuffer::new(buf.len());
         let result = self.irecv_into(data.clone())?.wait();
         data.copy_to(buf);
@@ -772,6 +778,11 @@ impl Agent {
     #[cold]
     #[inline(never)]
     fn send_general(&self, dest: u32, tag: u32, data: &[u8]) -> Result<(), AgentError> {
+        if data.len() > self.config().eager_limit {
+            return self.send_from_caller(data, |bytes| {
+                self.send_inner(dest, tag, Payload::Shared(bytes), false)
+            });
+        }
         self.isend(dest, tag, data)?.wait()?;
         Ok(())
     }
@@ -791,6 +802,11 @@ impl Agent {
     /// # }
     /// ```
     pub fn ssend(&self, dest: u32, tag: u32, data: &[u8]) -> Result<(), AgentError> {
+        if data.len() >= crate::borrowed::IN_PLACE_RECV {
+            return self.send_from_caller(data, |bytes| {
+                self.send_inner(dest, tag, Payload::Shared(bytes), true)
+            });
+        }
         self.issend(dest, tag, data)?.wait()?;
         Ok(())
     }
@@ -840,6 +856,9 @@ impl Agent {
                 st.tag().unwrap_or(u32::MAX),
                 st.count(),
             ));
+        }
+        if buf.len() >= crate::borrowed::IN_PLACE_RECV {
+            return self.recv_in_caller(buf, |data| self.irecv_mapped(data, source, tag, ranks));
         }
         let data = RecvBuffer::new(buf.len());
         let result = self.irecv_mapped(data.clone(), source, tag, ranks)?.wait();

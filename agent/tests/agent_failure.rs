@@ -22,3 +22,13 @@ fn killed_rank_over_shm() {
 fn killed_rank_over_tcp() {
     killed::killed_mid_transfer(Method::Tcp, "child_rank");
 }
+
+#[test]
+fn killed_during_blocking_calls_over_shm() {
+    killed::killed_during_blocking_calls(Method::Shm, "child_rank");
+}
+
+#[test]
+fn killed_during_blocking_calls_over_tcp() {
+    killed::killed_during_blocking_calls(Method::Tcp, "child_rank");
+}

@@ -81,6 +81,7 @@ pub mod cputime;
 pub mod fd;
 pub mod file;
 pub mod frame;
+pub mod lend;
 pub mod memory;
 pub mod netif;
 pub mod process;

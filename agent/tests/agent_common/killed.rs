@@ -119,3 +119,49 @@ pub fn killed_mid_transfer(method: Method, child_test: &str) {
     drop(agent);
     job.shutdown();
 }
+
+/// The survivor blocked in a long `send` and, on another thread, a long `recv` (both in place
+/// in the caller's memory) when the child dies: both return the peer's failure, neither hangs,
+/// and the agent gave the caller's memory back (the calls returned at all).
+pub fn killed_during_blocking_calls(method: Method, child_test: &str) {
+    if !method.available() {
+        return;
+    }
+    let mut job = ChildJob::spawn(child_test, CHILD_VAR, method.name());
+    let boot = job.bootstrap();
+    let agent = std::sync::Arc::new(Agent::with_bootstrap(boot, settings(method)).unwrap());
+    agent.send(1, 1, b"ping").unwrap();
+    job.wait_ready();
+    let receiver = {
+        let agent = agent.clone();
+        std::thread::spawn(move || {
+            let mut big = vec![0u8; 1 << 20];
+            agent.recv(&mut big, Source::Rank(1), TagMatch::Tag(7))
+        })
+    };
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        job.kill();
+        job
+    });
+    let started = std::time::Instant::now();
+    let sent = agent.send(1, 2, &vec![9u8; 4 << 20]);
+    let received = receiver.join().expect("the receiving thread");
+    println!(
+        "{}: blocking send and recv ended {:?} after they started",
+        method.name(),
+        started.elapsed()
+    );
+    for (what, e) in [
+        ("send", sent.expect_err("a send to a killed peer must fail")),
+        (
+            "recv",
+            received.expect_err("a recv from a killed peer must fail"),
+        ),
+    ] {
+        assert_eq!(e.failed_peer(), Some(1), "{what}: {e}");
+    }
+    let job = killer.join().expect("the killing thread");
+    drop(agent);
+    job.shutdown();
+}

@@ -1,0 +1,80 @@
+//! Blocking calls over the caller's own memory: a long `recv` lands straight in the caller's
+//! slice and a long `send` is read straight from it, without a copy through a buffer of the
+//! agent's.
+//!
+//! A blocking call waits until its request completed, so the slice it borrows outlives
+//! everything the request does with it; [`viaduct_fallback::lend`] turns the borrow into a
+//! handle the request's machinery may hold, and the call takes every copy of that handle back
+//! before it returns: a receive's memory by [`RecvBuffer::detach_as`] (after which bytes of a
+//! message still arriving go nowhere), a send's data by waiting for the protocol to drop its
+//! pieces. Measured over shared memory (`scripts/bench-shm-sweep`, agent ping-pong): each of
+//! the two copies cost about a fifth of the half round trip from 64 KiB up.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use viaduct_fallback::lend::{LentMut, lend, lend_mut};
+use viaduct_fallback::sendbuf::SharedBytes;
+
+use crate::agent::Agent;
+use crate::error::AgentError;
+use crate::recv_buffer::RecvBuffer;
+use crate::request::{Request, Status};
+
+/// Receives of at least this capacity land in the caller's slice (smaller ones are copied
+/// out of a buffer of the agent's, which the receive fast path avoids anyway).
+pub(crate) const IN_PLACE_RECV: usize = 16 << 10;
+
+/// Takes the caller's memory back from a receive buffer, also when the wait unwinds.
+struct TakeBack<'a>(&'a RecvBuffer);
+
+impl Drop for TakeBack<'_> {
+    fn drop(&mut self) {
+        drop(self.0.detach_as::<LentMut>());
+    }
+}
+
+impl Agent {
+    /// Posts a receive into `buf` with `post` and waits for it, the message landing in `buf`
+    /// itself.
+    pub(crate) fn recv_in_caller(
+        &self,
+        buf: &mut [u8],
+        post: impl FnOnce(RecvBuffer) -> Result<Request, AgentError>,
+    ) -> Result<Status, AgentError> {
+        lend_mut(buf, |mem| {
+            let data = RecvBuffer::caller_of(mem);
+            let _back = TakeBack(&data);
+            Ok(post(data.clone())?.wait()?)
+        })
+    }
+
+    /// Posts a send of `data` with `post` and waits for it, the protocol reading `data` in
+    /// place; returns once the protocol dropped every piece of it.
+    pub(crate) fn send_from_caller(
+        &self,
+        data: &[u8],
+        post: impl FnOnce(SharedBytes) -> Result<Request, AgentError>,
+    ) -> Result<(), AgentError> {
+        lend(data, |lent| {
+            let bytes: SharedBytes = Arc::new(lent);
+            let result = post(bytes.clone()).and_then(|mut r| Ok(r.wait().map(drop)?));
+            self.settle(&bytes);
+            result
+        })
+    }
+
+    /// Waits until `bytes` is held here only: a completed send's pieces are dropped by the
+    /// pass that reaped their completion, a failed one's when its VC's queues are emptied.
+    fn settle(&self, bytes: &SharedBytes) {
+        let start = Instant::now();
+        while Arc::strong_count(bytes) > 1 {
+            self.make_progress();
+            if start.elapsed() > Duration::from_millis(1) {
+                std::thread::sleep(Duration::from_micros(100));
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
