@@ -18,6 +18,7 @@ use viaduct_fallback::sendbuf::SharedBytes;
 
 use crate::agent::Agent;
 use crate::error::AgentError;
+use crate::matching::{Source, TagMatch};
 use crate::recv_buffer::RecvBuffer;
 use crate::request::{Request, Status};
 
@@ -61,6 +62,49 @@ impl Agent {
             let result = post(bytes.clone()).and_then(|mut r| Ok(r.wait().map(drop)?));
             self.settle(&bytes);
             result
+        })
+    }
+
+    /// Sends `data` to world rank `to` and receives from world rank `from` into `into` at
+    /// once, with tag `tag` on this agent's context, and waits for both: `data` is read in
+    /// place. Returns the receive's status; the first error of the two, if any (the receive is
+    /// cancelled when the send cannot start, and waited for in every case).
+    pub(crate) fn exchange_from_caller(
+        &self,
+        to: u32,
+        tag: u32,
+        data: &[u8],
+        from: u32,
+        into: &RecvBuffer,
+    ) -> Result<Status, AgentError> {
+        let mut recv = self.irecv_into(into.clone(), Source::Rank(from), TagMatch::Tag(tag))?;
+        lend(data, |lent| {
+            let bytes: SharedBytes = Arc::new(lent);
+            let sent = self.isend_shared(to, tag, bytes.clone());
+            if sent.is_err() {
+                let _ = recv.cancel();
+            }
+            let got = recv.wait();
+            let sent = sent.and_then(|mut s| Ok(s.wait().map(drop)?));
+            self.settle(&bytes);
+            sent?;
+            Ok(got?)
+        })
+    }
+
+    /// [`Agent::exchange_from_caller`] receiving into the caller's `buf` in place.
+    pub(crate) fn exchange_in_caller(
+        &self,
+        to: u32,
+        tag: u32,
+        data: &[u8],
+        from: u32,
+        buf: &mut [u8],
+    ) -> Result<Status, AgentError> {
+        lend_mut(buf, |mem| {
+            let into = RecvBuffer::caller_of(mem);
+            let _back = TakeBack(&into);
+            self.exchange_from_caller(to, tag, data, from, &into)
         })
     }
 

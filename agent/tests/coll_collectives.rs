@@ -13,10 +13,11 @@
 //! - `two_ranks_long_*`: 2 ranks over shm and tcp at lengths around the two-rank paths: just
 //!   over the eager limit (64 KiB, 64 KiB + 1: bcast through the xfer pipeline, allgather in
 //!   eager pieces, the last one short), 200000 B (still the pipeline), 300000 B (bcast as one
-//!   message) and 1 MiB (allreduce as one exchange in eager pieces);
-//! - `two_ranks_tcp_lengths_differ`: the two ranks pass lengths of whole eager pieces that
-//!   differ by one piece to the allgather, alltoall and allreduce exchanged in pieces: both ranks
-//!   get an error, none waits for a piece that does not come;
+//!   message) and 1 MiB (allreduce over tcp as one exchange in eager pieces, over shm as two
+//!   exchanges of halves in place: reduce-scatter, allgather);
+//! - `two_ranks_lengths_differ`: the two ranks pass lengths of whole eager pieces that differ
+//!   by one piece to the allgather, alltoall and allreduce, over tcp and shm: both ranks get
+//!   an error, none waits for a piece that does not come;
 //! - user reductions (a byte-wise wrapping sum of any length, a 3-byte element) everywhere.
 
 mod agent_common;
@@ -352,12 +353,21 @@ fn two_ranks_long_shm() {
     );
 }
 
-/// Lengths that differ by one whole eager piece between the two ranks: an error on both, not a
-/// wait for a piece the other rank never sends (nor a result on the rank that passed fewer).
+/// Lengths that differ by one whole eager piece between the two ranks, over TCP (the exchange
+/// in eager pieces) and shared memory (allreduce: two exchanges of halves in place): an error
+/// on both, not a wait for a piece the other rank never sends (nor a result on the rank that
+/// passed fewer).
 #[test]
-fn two_ranks_tcp_lengths_differ() {
-    for what in ["allgather", "allreduce", "alltoall"] {
-        let errors = job_owned(2, config(MethodKind::Tcp), move |agent| {
+fn two_ranks_lengths_differ() {
+    for (method, what) in [
+        (MethodKind::Tcp, "allgather"),
+        (MethodKind::Tcp, "allreduce"),
+        (MethodKind::Tcp, "alltoall"),
+        (MethodKind::Shm, "allgather"),
+        (MethodKind::Shm, "allreduce"),
+        (MethodKind::Shm, "alltoall"),
+    ] {
+        let errors = job_owned(2, config(method), move |agent| {
             let comm = Comm::world(&agent);
             let piece = agent.config().eager_limit;
             let r = comm.rank() as usize;
@@ -379,14 +389,14 @@ fn two_ranks_tcp_lengths_differ() {
             got.err().map(|e| e.to_string())
         });
         for (rank, e) in errors.iter().enumerate() {
-            let e = e
-                .as_deref()
-                .unwrap_or_else(|| panic!("{what}: rank {rank} succeeded with mismatched lengths"));
+            let e = e.as_deref().unwrap_or_else(|| {
+                panic!("{what} over {method:?}: rank {rank} succeeded with mismatched lengths")
+            });
             // A piece of another length than expected: shorter (the collective names the
             // lengths) or longer (truncated).
             assert!(
                 e.contains(what) || e.contains("truncated"),
-                "{what}: rank {rank}: {e}"
+                "{what} over {method:?}: rank {rank}: {e}"
             );
         }
     }

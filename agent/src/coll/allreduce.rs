@@ -4,11 +4,19 @@
 //! of the remaining range its partner keeps). A non-power of two folds first: of the first
 //! 2·rem ranks (rem = n − 2^⌊log2 n⌋) the even ones hand their buffer to the odd ones and get
 //! the result back in the last block.
+//!
+//! Two ranks with a long buffer take shorter paths in the blocking [`Comm::allreduce`]: over
+//! TCP one exchange of the whole buffers in eager pieces; over other methods a reduce-scatter
+//! and an allgather of one exchange of halves each, read from and written into the caller's
+//! buffer in place. Measured (`viaduct bench collective --op allreduce --ranks 2`, shared
+//! memory, 1 MiB): 155-159 us against 188-215 us through xfer blocks, which copy the buffer
+//! in and out.
 
 use super::tree::{folded, pof2, unfolded};
 use super::{CollBuffer, check_reduction, finish, start, tag};
 use crate::comm::Comm;
 use crate::error::AgentError;
+use crate::recv_buffer::RecvBuffer;
 use crate::request::Request;
 use crate::xfer::schedule::Schedule;
 use crate::xfer::{Datatype, ReduceOp, Reduction};
@@ -179,7 +187,60 @@ impl Comm {
             red.combine(&incoming, buf);
             return Ok(());
         }
+        if self.size() == 2 && buf.len() >= sp.allreduce_rsag_min {
+            check_reduction("allreduce", red, buf.len())?;
+            return self.pair_allreduce(buf, red);
+        }
         let started = self.iallreduce(buf.to_vec(), red)?;
         finish(started, buf)
     }
+
+    /// Two ranks, a long buffer: reduce-scatter then allgather, each one exchange of half
+    /// the buffer read and written in place (no copy into and out of xfer blocks). Rank 0
+    /// combines the first half, rank 1 the second (the first one element longer for an odd
+    /// count), so both halves are computed once and both ranks hold the same bytes.
+    fn pair_allreduce(&self, buf: &mut [u8], red: &Reduction) -> Result<(), AgentError> {
+        let size = red.elem_size();
+        let (_, mid) = blocks(0, 1, buf.len() / size, 2, size);
+        let me = self.rank();
+        let other = self.world_of(1 - me);
+        let agent = self.coll_agent();
+        let (lo, hi) = buf.split_at_mut(mid);
+        let (mine, theirs) = if me == 0 { (lo, hi) } else { (hi, lo) };
+        // Reduce-scatter: the partner's copy of my half arrives in a buffer of the agent's.
+        let incoming = RecvBuffer::new(mine.len());
+        let got = agent.exchange_from_caller(other, PAIR_TAG, theirs, other, &incoming);
+        let combined = got.and_then(|st| {
+            pair_length("allreduce", st.count() as usize, mine.len())?;
+            incoming.with(|part| red.combine(part, mine));
+            Ok(())
+        });
+        agent.recycle(&incoming);
+        if let Err(e) = combined {
+            if e.failed_peer().is_none() {
+                // The partner may have got its part whole and be waiting for mine: send it,
+                // so that it too ends (with an error of its own, or the wrong bytes it asked
+                // for), never waits.
+                let _ = agent.exchange_in_caller(other, PAIR_TAG, mine, other, theirs);
+            }
+            return Err(e);
+        }
+        // Allgather: my half out, the partner's half straight into its place.
+        let st = agent.exchange_in_caller(other, PAIR_TAG, mine, other, theirs)?;
+        pair_length("allreduce", st.count() as usize, theirs.len())
+    }
+}
+
+/// The error for a partner's part of `got` bytes where `want` were expected (the ranks passed
+/// buffers of different lengths).
+fn pair_length(what: &'static str, got: usize, want: usize) -> Result<(), AgentError> {
+    if got == want {
+        return Ok(());
+    }
+    Err(super::bad(
+        what,
+        format!(
+            "the partner's part has {got} bytes where {want} were expected (the ranks passed buffers of different lengths)"
+        ),
+    ))
 }
