@@ -26,6 +26,10 @@ use crate::request::{Request, Status};
 /// out of a buffer of the agent's, which the receive fast path avoids anyway).
 pub(crate) const IN_PLACE_RECV: usize = 16 << 10;
 
+/// How long a send's data may stay held after the send completed before a warning says so
+/// (it never should: the pieces go with the completions that end the request).
+const SETTLE_WARNING: Duration = Duration::from_secs(10);
+
 /// Takes the caller's memory back from a receive buffer, also when the wait unwinds.
 struct TakeBack<'a>(&'a RecvBuffer);
 
@@ -112,8 +116,16 @@ impl Agent {
     /// pass that reaped their completion, a failed one's when its VC's queues are emptied.
     fn settle(&self, bytes: &SharedBytes) {
         let start = Instant::now();
+        let mut warned = false;
         while Arc::strong_count(bytes) > 1 {
             self.make_progress();
+            if !warned && start.elapsed() > SETTLE_WARNING {
+                warned = true;
+                tracing::warn!(
+                    "viaduct: a completed blocking send's data is still held by the agent after \
+                     {SETTLE_WARNING:?}; the call returns once it is dropped"
+                );
+            }
             if start.elapsed() > Duration::from_millis(1) {
                 std::thread::sleep(Duration::from_micros(100));
             } else {
