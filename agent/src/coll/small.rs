@@ -59,7 +59,8 @@ impl Comm {
         Ok(())
     }
 
-    /// Sends `data` to `to` and receives as many bytes from `from` into `buf`.
+    /// Sends `data` to `to` and receives as many bytes from `from` into `buf` (past the eager
+    /// limit both at once, in place: `Agent::exchange_in_caller`).
     pub(super) fn small_exchange(
         &self,
         what: &'static str,
@@ -74,10 +75,19 @@ impl Comm {
             agent.send(self.world_of(to), t, data)?;
             return self.small_recv(what, from, t, buf);
         }
-        let mut send = agent.isend(self.world_of(to), t, data)?;
-        let got = self.small_recv(what, from, t, buf);
-        send.wait()?;
-        got
+        // Both directions at once, read from and written into the caller's memory in place.
+        let want = buf.len();
+        let st = agent.exchange_in_caller(self.world_of(to), t, data, self.world_of(from), buf)?;
+        if st.count() != want as u64 {
+            return Err(bad(
+                what,
+                format!(
+                    "rank {from} passed {} bytes where this rank passed {want}",
+                    st.count()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Whether this is a communicator of two ranks joined by the TCP method (the same answer
