@@ -99,7 +99,7 @@ impl Agent {
             let sent = sent.and_then(|mut s| Ok(s.wait().map(drop)?));
             self.settle(&bytes);
             sent?;
-            Ok(got?)
+            got
         })
     }
 

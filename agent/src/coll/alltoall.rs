@@ -228,25 +228,23 @@ impl Comm {
     {
         let agent = self.coll_agent();
         let buf = RecvBuffer::caller_of(mem);
-        let recv = agent.irecv_into(
-            buf.clone(),
-            Source::Rank(self.world_of(from)),
-            TagMatch::Tag(P2P_TAG),
-        );
-        let send = match recv {
-            Ok(_) => Some(agent.isend_shared(self.world_of(to), P2P_TAG, data)),
-            Err(_) => None,
-        };
-        let got = recv.and_then(|mut q| q.wait().map_err(AgentError::from));
+        // The send first: its announcement then crosses the partner's, instead of following
+        // the receive's posting (as for `Agent::exchange_from_caller`: 1.3x faster at 1 MiB
+        // between two ranks over shared memory). A send that cannot start leaves nothing
+        // posted.
+        let mut send = agent.isend_shared(self.world_of(to), P2P_TAG, data)?;
+        let got = agent
+            .irecv_into(
+                buf.clone(),
+                Source::Rank(self.world_of(from)),
+                TagMatch::Tag(P2P_TAG),
+            )
+            .and_then(|mut q| q.wait().map_err(AgentError::from));
         // Nothing is written into the caller's memory past here.
         let _ = buf.detach();
-        // A started send is waited for, also after an error: nothing reads its memory after
+        // The started send is waited for, also after an error: nothing reads its memory after
         // this returns.
-        let sent = match send {
-            Some(Ok(mut q)) => q.wait().map(|_| ()).map_err(AgentError::from),
-            Some(Err(e)) => Err(e),
-            None => Ok(()),
-        };
+        let sent = send.wait().map(|_| ()).map_err(AgentError::from);
         let st = got?;
         sent?;
         if st.count() != len as u64 {
