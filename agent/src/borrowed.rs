@@ -70,12 +70,32 @@ impl Agent {
     }
 
     /// Sends `data` to world rank `to` and receives from world rank `from` into `into` at
-    /// once, with tag `tag` on this agent's context, and waits for both: `data` is read in
-    /// place. Returns the receive's status; the first error of the two, if any (the receive is
-    /// cancelled when the send cannot start, and waited for in every case). The send goes
-    /// first: its announcement then crosses the partner's (measured, two-rank allgather of
-    /// 1 MiB over shared memory: 139-146 us, against 189-197 us with the receive posted
-    /// first).
+    /// once, with tag `tag` on this agent's context, and waits for both. Returns the receive's
+    /// status, or the first error of the two; a send that cannot start is returned at once,
+    /// with nothing posted. The send goes first: its announcement then crosses the partner's
+    /// (measured, two-rank allgather of 1 MiB over shared memory: 139-146 us, against
+    /// 189-197 us with the receive posted first).
+    pub(crate) fn exchange_shared(
+        &self,
+        to: u32,
+        tag: u32,
+        data: SharedBytes,
+        from: u32,
+        into: &RecvBuffer,
+    ) -> Result<Status, AgentError> {
+        let mut send = self.isend_shared(to, tag, data)?;
+        let got = self
+            .irecv_into(into.clone(), Source::Rank(from), TagMatch::Tag(tag))
+            .and_then(|mut recv| Ok(recv.wait()?));
+        // The started send is waited for, also after an error.
+        let sent = send.wait();
+        let st = got?;
+        sent?;
+        Ok(st)
+    }
+
+    /// [`Agent::exchange_shared`] of the caller's `data`, read in place; returns once the
+    /// protocol dropped every piece of it.
     pub(crate) fn exchange_from_caller(
         &self,
         to: u32,
@@ -86,20 +106,9 @@ impl Agent {
     ) -> Result<Status, AgentError> {
         lend(data, |lent| {
             let bytes: SharedBytes = Arc::new(lent);
-            let sent = self.isend_shared(to, tag, bytes.clone());
-            let got = match self.irecv_into(into.clone(), Source::Rank(from), TagMatch::Tag(tag)) {
-                Ok(mut recv) => {
-                    if sent.is_err() {
-                        let _ = recv.cancel();
-                    }
-                    recv.wait().map_err(AgentError::from)
-                }
-                Err(e) => Err(e),
-            };
-            let sent = sent.and_then(|mut s| Ok(s.wait().map(drop)?));
+            let result = self.exchange_shared(to, tag, bytes.clone(), from, into);
             self.settle(&bytes);
-            sent?;
-            got
+            result
         })
     }
 

@@ -41,6 +41,15 @@ impl Loan {
     }
 }
 
+/// A lent value's share of its loan: counted alive until dropped.
+struct Share(Arc<Loan>);
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        self.0.alive.fetch_sub(1, Ordering::Release);
+    }
+}
+
 /// At the end of the loan's scope (return or unwind): aborts when a lent value is alive.
 struct ScopeEnd(Arc<Loan>);
 
@@ -61,7 +70,7 @@ impl Drop for ScopeEnd {
 pub struct Lent {
     ptr: NonNull<u8>,
     len: usize,
-    loan: Arc<Loan>,
+    _share: Share,
 }
 
 // SAFETY: `Lent` gives shared reads of bytes borrowed immutably (`&[u8]`, itself `Send` and
@@ -78,17 +87,11 @@ impl AsRef<[u8]> for Lent {
     }
 }
 
-impl Drop for Lent {
-    fn drop(&mut self) {
-        self.loan.alive.fetch_sub(1, Ordering::Release);
-    }
-}
-
 /// The caller's bytes, writable for the length of a [`lend_mut`] call.
 pub struct LentMut {
     ptr: NonNull<u8>,
     len: usize,
-    loan: Arc<Loan>,
+    _share: Share,
 }
 
 // SAFETY: `LentMut` is the only access to bytes borrowed mutably (`&mut [u8]`, itself `Send`)
@@ -111,12 +114,6 @@ impl AsRef<[u8]> for LentMut {
     }
 }
 
-impl Drop for LentMut {
-    fn drop(&mut self) {
-        self.loan.alive.fetch_sub(1, Ordering::Release);
-    }
-}
-
 /// Calls `f` with a `'static` handle on `bytes` (see the module documentation): every
 /// [`Lent`] must be dropped before `f` returns, else the process aborts.
 pub fn lend<R>(bytes: &[u8], f: impl FnOnce(Lent) -> R) -> R {
@@ -125,7 +122,7 @@ pub fn lend<R>(bytes: &[u8], f: impl FnOnce(Lent) -> R) -> R {
     f(Lent {
         ptr: NonNull::from(bytes).cast(),
         len: bytes.len(),
-        loan,
+        _share: Share(loan),
     })
 }
 
@@ -138,7 +135,7 @@ pub fn lend_mut<R>(bytes: &mut [u8], f: impl FnOnce(LentMut) -> R) -> R {
     f(LentMut {
         ptr: NonNull::from(bytes).cast(),
         len,
-        loan,
+        _share: Share(loan),
     })
 }
 

@@ -30,6 +30,18 @@ const ALLREDUCE: u32 = tag(0x107);
 const ALLGATHER: u32 = tag(0x105);
 const REDUCE: u32 = tag(0x106);
 
+/// The error for a message of `got` bytes from communicator rank `from` where this rank
+/// passed `want` (the ranks passed buffers of different lengths).
+fn same_count(what: &'static str, from: u32, got: u64, want: usize) -> Result<(), AgentError> {
+    if got == want as u64 {
+        return Ok(());
+    }
+    Err(bad(
+        what,
+        format!("rank {from} passed {got} bytes where this rank passed {want}"),
+    ))
+}
+
 impl Comm {
     pub(super) fn world_of(&self, r: u32) -> u32 {
         self.world_ranks()[r as usize]
@@ -46,17 +58,7 @@ impl Comm {
         let st =
             self.coll_agent()
                 .recv(buf, Source::Rank(self.world_of(from)), TagMatch::Tag(t))?;
-        if st.count() != buf.len() as u64 {
-            return Err(bad(
-                what,
-                format!(
-                    "rank {from} passed {} bytes where this rank passed {}",
-                    st.count(),
-                    buf.len()
-                ),
-            ));
-        }
-        Ok(())
+        same_count(what, from, st.count(), buf.len())
     }
 
     /// Sends `data` to `to` and receives as many bytes from `from` into `buf` (past the eager
@@ -78,16 +80,7 @@ impl Comm {
         // Both directions at once, read from and written into the caller's memory in place.
         let want = buf.len();
         let st = agent.exchange_in_caller(self.world_of(to), t, data, self.world_of(from), buf)?;
-        if st.count() != want as u64 {
-            return Err(bad(
-                what,
-                format!(
-                    "rank {from} passed {} bytes where this rank passed {want}",
-                    st.count()
-                ),
-            ));
-        }
-        Ok(())
+        same_count(what, from, st.count(), want)
     }
 
     /// Whether this is a communicator of two ranks joined by the TCP method (the same answer
