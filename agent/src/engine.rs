@@ -199,12 +199,6 @@ impl Book {
             || self.rdma.sends_pending()
     }
 
-    /// Registers descriptor `id`, accepted by the method, as a send whose completion completes
-    /// one CAR of `counter`.
-    pub(crate) fn track_send(&mut self, id: u64, counter: CarCounter, bytes: u64, peer: u32) {
-        self.sends.insert(id, (counter, bytes, peer));
-    }
-
     /// A fast send (see [`crate::fast`]) to `peer` was accepted by its method.
     pub(crate) fn fast_send_posted(&mut self, peer: u32) {
         let i = peer as usize;
@@ -1038,7 +1032,7 @@ mod tests {
         let mut b = book();
         let (mut request, counter) = Request::message(1);
         let id = b.id();
-        b.track_send(id, counter, 5, 1);
+        b.sends.insert(id, (counter, 5, 1));
         b.fast_send_posted(1);
         assert!(b.waits_on(1));
         // The fast send's completion, of the same agent id, counts the fast send off only.

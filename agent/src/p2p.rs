@@ -546,6 +546,8 @@ impl Agent {
     /// Starts a send of `data` to rank `dest` with `tag` (`MPI_Isend`). The data is copied
     /// (eager: into the method; rendezvous: into pieces the agent owns until sent), so `data`
     /// may be reused as soon as this returns; the request completes when the message has left.
+    /// An eager message that the method takes at once leaves as this returns: its request is
+    /// complete then (see [`crate::fast`]).
     ///
     /// ```
     /// # use viaduct_agent::prelude::*;

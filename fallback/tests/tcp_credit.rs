@@ -8,7 +8,7 @@ use viaduct_fallback::tcp::{self, Config, Endpoint, Posted};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
-/// Drives `ep` (`next`, which also returns idle credit) for `d`.
+/// Drives `ep` (`next`) for `d`.
 fn idle_for(ep: &mut Endpoint, d: Duration) {
     let end = Instant::now() + d;
     while Instant::now() < end {
@@ -33,21 +33,47 @@ fn recv_one(a: &mut Endpoint, b: &mut Endpoint) -> usize {
 }
 
 #[test]
-fn an_idle_pair_returns_credit_once_and_then_falls_silent() {
+fn a_polling_receiver_holds_credit_back_and_returns_it_once_before_it_sleeps() {
     let (mut a, mut b) = tcp::pair(Config::default()).expect("pair");
     assert!(a.post_send(1, 7, &[0x5A; 100]).expect("post").is_posted());
     assert_eq!(recv_one(&mut a, &mut b), 100);
-    // Both ends now poll with nothing to say. The receiver returns the message's credit once
-    // (nothing else goes out to carry it); the credit frame itself is not counted, so it must
-    // not be answered: before this rule the two ends bounced credit frames to each other for
-    // as long as they polled.
+    // Both ends poll with nothing to say. The receiver holds the message's credit back (less
+    // than an eighth of the window): a frame of its own would wake a sleeping peer thread for
+    // nothing.
     let end = Instant::now() + Duration::from_millis(300);
     while Instant::now() < end {
         assert!(a.next().expect("next a").is_none());
         assert!(b.next().expect("next b").is_none());
         std::thread::sleep(Duration::from_micros(200));
     }
-    assert_eq!(a.unacked(), 0, "the message's credit came back whole");
+    assert_eq!(
+        b.credit_frames_sent(),
+        0,
+        "a polling end sent a credit frame"
+    );
+    assert!(
+        a.unacked() >= 100,
+        "the credit came back while the receiver polled ({} bytes unacknowledged)",
+        a.unacked()
+    );
+    // About to sleep, the receiver returns it, once; the credit frame itself is not counted,
+    // so it must not be answered: before that rule the two ends bounced credit frames to each
+    // other for as long as they waited.
+    let deadline = Instant::now() + LIMIT;
+    while a.unacked() != 0 {
+        b.wait(Duration::from_millis(1)).expect("wait b");
+        assert!(a.next().expect("next a").is_none());
+        assert!(
+            Instant::now() < deadline,
+            "the sleeping receiver returned no credit"
+        );
+    }
+    for _ in 0..50 {
+        a.wait(Duration::from_millis(1)).expect("wait a");
+        b.wait(Duration::from_millis(1)).expect("wait b");
+        assert!(a.next().expect("next a").is_none());
+        assert!(b.next().expect("next b").is_none());
+    }
     assert_eq!(
         b.credit_frames_sent(),
         1,
@@ -106,6 +132,8 @@ fn replies_earn_no_credit_so_the_window_keeps_counting_unconsumed_messages() {
     assert_eq!(recv_one(&mut a, &mut b), MSG);
     let deadline = Instant::now() + LIMIT;
     while a.unacked() != 0 {
+        // b goes to sleep, so it returns the credit it holds back while polling.
+        b.wait(Duration::from_millis(1)).expect("wait b");
         assert!(b.next().expect("next b").is_none());
         assert!(a.next().expect("next a").is_none());
         assert!(

@@ -139,8 +139,6 @@ pub struct Endpoint {
     window: usize,
     unacked: usize,
     freed: usize,
-    /// When `freed` last went from 0 to more (for the idle credit of `next`).
-    freed_since: Option<Instant>,
     queue: VecDeque<OutFrame>,
     in_flight: bool,
     zc_first: HashMap<u64, i32>,
@@ -243,7 +241,6 @@ impl Endpoint {
             window,
             unacked: 0,
             freed: 0,
-            freed_since: None,
             queue: VecDeque::new(),
             in_flight: false,
             zc_first: HashMap::new(),
@@ -855,7 +852,6 @@ impl Endpoint {
         if header.kind.carries_credit() {
             header.offset = self.freed as u64;
             self.freed = 0;
-            self.freed_since = None;
         }
         header.seq = self.send_seq;
         self.send_seq = self.send_seq.wrapping_add(1);
@@ -1179,7 +1175,7 @@ impl Endpoint {
         }
         self.maybe_keepalive(Instant::now());
         // Credit held back while polling goes out before this end sleeps.
-        self.credit_when_idle(false);
+        self.credit_when_idle();
         self.flush_quietly();
         if self.ready() {
             return Ok(None);
@@ -1241,7 +1237,7 @@ impl Endpoint {
             }
             // A sleeping end stays alive to its peer: wake for each keepalive that falls due.
             self.maybe_keepalive(now);
-            self.credit_when_idle(false);
+            self.credit_when_idle();
             self.flush_quietly();
             let mut slice = deadline - now;
             if let Some(k) = self.config.keepalive {

@@ -70,9 +70,10 @@
 //! receive buffers) is unacknowledged, so at most the window plus one frame is in flight. The receiver returns
 //! credit as it consumes: in the `offset` of the frames it sends anyway (messages, replies), in
 //! a credit frame once an eighth of the window is freed, and in a credit frame when it has
-//! consumed everything received and nothing else is going out, either before it sleeps or,
-//! while it polls, once the credit has waited 2 ms (so that a receiver polling between
-//! closely spaced messages does not answer each with a frame). A receiver that does not consume
+//! consumed everything received and nothing else is going out and it is about to sleep. A
+//! receiver that polls holds the rest (less than an eighth of the window, which the sender
+//! never waits for) back, so that it does not wake a sleeping peer thread with credit frames
+//! of their own. A receiver that does not consume
 //! stops the sender with [`Posted::NoResources`]: memory stays bounded on both sides.
 //!
 //! # Emulated one-sided operations
