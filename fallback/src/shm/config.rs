@@ -40,7 +40,9 @@ pub struct Config {
     /// helps.
     pub split_copy: bool,
     /// Most spin iterations `wait` spends polling before it sleeps on the futex; the count adapts
-    /// between 1/16 of this and this. 0 sleeps at once.
+    /// between 1/16 of this and this: it doubles when a spin finds work, halves when it does
+    /// not, and quadruples when the sleep after it ends with work within 100 us (the peer
+    /// answered about as soon as a sleep and a wake take). 0 sleeps at once.
     pub spin: u32,
     /// How often a waiting or idle endpoint checks that the peer is alive: a dead or closed peer
     /// is noticed, and every outstanding descriptor completed with an error, within about this.

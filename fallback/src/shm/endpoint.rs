@@ -64,6 +64,10 @@ enum Inbound {
 /// Most buffers [`Endpoint::post_send`] keeps for its long messages.
 const LONG_POOL: usize = 4;
 
+/// A sleep in `wait` that ends with work within this long counts as a quick wake (the spin
+/// before it was too short): a futex sleep and wake cost 10-20 us here.
+const QUICK_WAKE: Duration = Duration::from_micros(100);
+
 struct ChunkedSend {
     id: u64,
     tag: u64,
@@ -990,6 +994,12 @@ impl Endpoint {
             // Asleep or not, this side's progress engine runs: the peer must see it alive.
             self.beat();
             if self.has_work() {
+                if now.elapsed() < QUICK_WAKE {
+                    // The peer answered about as soon as a sleep and a wake take: the spin was
+                    // shorter than the sleep it tried to spare. Spin longer next time (undoing
+                    // the halving above twice over), up to `config.spin`.
+                    self.spin_now = self.spin_now.saturating_mul(4).min(self.config.spin);
+                }
                 return Ok(());
             }
             if self.last_check.elapsed() >= self.config.liveness_interval {
