@@ -142,6 +142,59 @@ fn sends_then_finalize(agent: Agent) {
     }
 }
 
+/// An eager `isend` that the method takes at once is complete when it returns (no progress
+/// call in between); a synchronous or rendezvous one waits for its receiver. A stream of such
+/// sends, some of them queued when the method runs out of room, all arrive, in order.
+fn isends_complete_as_they_leave(agent: Agent) {
+    const N: u32 = 3000;
+    if agent.rank() == 0 {
+        let first = agent.isend(1, 1, &msg(0, 24)).unwrap();
+        assert!(
+            first.is_complete(),
+            "an eager isend the method took is complete at return"
+        );
+        let sync = agent.issend(1, 2, &msg(1, 24)).unwrap();
+        let long = agent.isend(1, 3, &msg(2, 100_000)).unwrap();
+        assert!(
+            !sync.is_complete(),
+            "a synchronous isend completed before its match"
+        );
+        assert!(
+            !long.is_complete(),
+            "a rendezvous isend completed before its match"
+        );
+        let mut reqs = vec![first, sync, long];
+        for i in 1..N {
+            reqs.push(agent.isend(1, 1, &msg(i, 24)).unwrap());
+        }
+        wait_all(&mut reqs, None).unwrap();
+    } else {
+        // The first message waits in the method until the receives below: the synchronous
+        // and rendezvous sends cannot complete before them.
+        std::thread::sleep(Duration::from_millis(100));
+        let mut b = [0u8; 24];
+        agent
+            .recv(&mut b, Source::Rank(0), TagMatch::Tag(1))
+            .unwrap();
+        assert_eq!(b.to_vec(), msg(0, 24));
+        agent
+            .recv(&mut b, Source::Rank(0), TagMatch::Tag(2))
+            .unwrap();
+        assert_eq!(b.to_vec(), msg(1, 24));
+        let mut long = vec![0u8; 100_000];
+        agent
+            .recv(&mut long, Source::Rank(0), TagMatch::Tag(3))
+            .unwrap();
+        assert_eq!(long, msg(2, 100_000));
+        for i in 1..N {
+            agent
+                .recv(&mut b, Source::Rank(0), TagMatch::Tag(1))
+                .unwrap();
+            assert_eq!(b.to_vec(), msg(i, 24), "message {i}");
+        }
+    }
+}
+
 /// Three ranks: any-source blocking receives get every message of both senders, each
 /// sender's in order.
 fn any_source_order(agent: Agent) {
@@ -306,5 +359,12 @@ fn a_stream_of_fast_sends_arrives_whole_and_in_order() {
 fn any_source_blocking_receives_keep_each_senders_order() {
     for m in METHODS {
         job(3, config(m), any_source_order);
+    }
+}
+
+#[test]
+fn an_eager_isend_the_method_takes_is_complete_when_it_returns() {
+    for m in METHODS {
+        job(2, config(m), isends_complete_as_they_leave);
     }
 }
