@@ -144,3 +144,62 @@ fn replies_earn_no_credit_so_the_window_keeps_counting_unconsumed_messages() {
         std::thread::sleep(Duration::from_micros(100));
     }
 }
+
+/// A receiver that only ever polls (it never sleeps, so it never returns its held-back credit)
+/// still keeps a sender of four windows' worth of messages going: the credit it holds back is
+/// less than an eighth of the window, and the rest comes back in credit frames.
+#[test]
+fn a_receiver_that_only_polls_never_stalls_the_sender() {
+    let config = Config {
+        recv_buffers: 4,
+        recv_buffer_bytes: 16 << 10,
+        ..Config::default()
+    };
+    let window = config.window();
+    let (mut a, mut b) = tcp::pair(config).expect("pair");
+    const LEN: usize = 1000;
+    let total = 4 * window / LEN + 1;
+    let (mut sent, mut got, mut completed) = (0usize, 0usize, 0usize);
+    let deadline = Instant::now() + LIMIT;
+    while got < total {
+        assert!(
+            Instant::now() < deadline,
+            "stalled: {sent} sent, {got} received, {} bytes unacknowledged of a {window}-byte window",
+            a.unacked()
+        );
+        if sent < total {
+            let msg = [(sent % 251) as u8; LEN];
+            if a.post_send(sent as u64, 3, &msg).expect("post").is_posted() {
+                sent += 1;
+            }
+        }
+        while let Some(c) = a.poll() {
+            c.result.expect("send");
+            completed += 1;
+        }
+        assert!(
+            a.unacked() <= window + LEN + 64,
+            "{} bytes in flight beyond the window",
+            a.unacked()
+        );
+        if let Some(m) = b.next().expect("next") {
+            assert!(
+                m.data.iter().all(|&x| x == (got % 251) as u8),
+                "message {got}"
+            );
+            b.consume(LEN).expect("consume");
+            got += 1;
+        }
+    }
+    assert!(
+        b.credit_frames_sent() > 0,
+        "no credit came back while polling"
+    );
+    while completed < total {
+        assert!(Instant::now() < deadline, "sends never completed");
+        if let Some(c) = a.poll() {
+            c.result.expect("send");
+            completed += 1;
+        }
+    }
+}
