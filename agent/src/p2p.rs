@@ -547,7 +547,7 @@ impl Agent {
     /// (eager: into the method; rendezvous: into pieces the agent owns until sent), so `data`
     /// may be reused as soon as this returns; the request completes when the message has left.
     /// An eager message that the method takes at once leaves as this returns: its request is
-    /// complete then (see [`crate::fast`]).
+    /// complete then, as MPICH completes its small eager sends.
     ///
     /// ```
     /// # use viaduct_agent::prelude::*;
