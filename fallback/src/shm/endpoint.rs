@@ -20,6 +20,7 @@ use super::region::{RegionKey, Regions};
 use super::ring::{Consumer, Producer, RECORD_HEADER, Record};
 use super::segment::{Segment, SideLine};
 use super::sleeper::Sleeper;
+use super::spin::{self, Outcome};
 
 mod receive;
 
@@ -63,10 +64,6 @@ enum Inbound {
 
 /// Most buffers [`Endpoint::post_send`] keeps for its long messages.
 const LONG_POOL: usize = 4;
-
-/// A sleep in `wait` that ends with work within this long counts as a quick wake (the spin
-/// before it was too short): a futex sleep and wake cost 10-20 us here.
-const QUICK_WAKE: Duration = Duration::from_micros(100);
 
 struct ChunkedSend {
     id: u64,
@@ -962,11 +959,11 @@ impl Endpoint {
         for _ in 0..self.spin_now {
             std::hint::spin_loop();
             if self.rx.ready() || self.has_work() {
-                self.spin_now = (self.spin_now.saturating_mul(2)).min(self.config.spin);
+                self.spin_now = spin::next(self.spin_now, self.config.spin, Outcome::Found);
                 return Ok(());
             }
         }
-        self.spin_now = (self.spin_now / 2).max(self.config.spin / 16);
+        self.spin_now = spin::next(self.spin_now, self.config.spin, Outcome::Missed);
         loop {
             let me = self.side_line(self.side);
             me.sleeping.fetch_add(1, Ordering::SeqCst);
@@ -994,11 +991,8 @@ impl Endpoint {
             // Asleep or not, this side's progress engine runs: the peer must see it alive.
             self.beat();
             if self.has_work() {
-                if now.elapsed() < QUICK_WAKE {
-                    // The peer answered about as soon as a sleep and a wake take: the spin was
-                    // shorter than the sleep it tried to spare. Spin longer next time (undoing
-                    // the halving above twice over), up to `config.spin`.
-                    self.spin_now = self.spin_now.saturating_mul(4).min(self.config.spin);
+                if now.elapsed() < spin::QUICK_WAKE {
+                    self.spin_now = spin::next(self.spin_now, self.config.spin, Outcome::QuickWake);
                 }
                 return Ok(());
             }

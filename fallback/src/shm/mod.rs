@@ -90,6 +90,7 @@ mod ring;
 mod segment;
 mod setup;
 mod sleeper;
+mod spin;
 
 pub use completion::{Completion, Op, Posted};
 pub use config::Config;
