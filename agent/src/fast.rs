@@ -96,12 +96,7 @@ impl Agent {
         if st.finalized || data.len() > st.book.eager_limit {
             return false;
         }
-        let id = DescId::fast(st.book.id()).raw();
-        if st.post_eager(id, dest, self.context, tag, data) {
-            st.book.fast_send_posted(dest);
-            return true;
-        }
-        false
+        st.fast_send(dest, self.context, tag, data)
     }
 
     /// Receives into `buf` without a request when the message comes soon and simply; `None`
@@ -160,14 +155,24 @@ impl State {
         data: &[u8],
         counter: CarCounter,
     ) -> Result<(), CarCounter> {
-        let id = DescId::fast(self.book.id()).raw();
-        if !self.post_eager(id, dest, context, tag, data) {
+        if !self.fast_send(dest, context, tag, data) {
             return Err(counter);
         }
-        self.book.fast_send_posted(dest);
         // The method holds the copy: the request is complete (see the module documentation).
         self.book.done.note(counter.complete_car(data.len() as u64));
         Ok(())
+    }
+
+    /// Posts an eager message to `dest` as a fast send (a [`DescId::fast`] id, counted off
+    /// when the method's completion comes) when the method takes it now; `false` when the
+    /// general path must take it.
+    fn fast_send(&mut self, dest: u32, context: u32, tag: u32, data: &[u8]) -> bool {
+        let id = DescId::fast(self.book.id()).raw();
+        if !self.post_eager(id, dest, context, tag, data) {
+            return false;
+        }
+        self.book.fast_send_posted(dest);
+        true
     }
 
     /// Posts eager message `id` to `dest` straight to the method when its VC has nothing

@@ -73,8 +73,8 @@
 //! consumed everything received and nothing else is going out and it is about to sleep. A
 //! receiver that polls holds the rest (less than an eighth of the window, which the sender
 //! never waits for) back, so that it does not wake a sleeping peer thread with credit frames
-//! of their own. A receiver that does not consume
-//! stops the sender with [`Posted::NoResources`]: memory stays bounded on both sides.
+//! of their own. A receiver that does not consume stops the sender with
+//! [`Posted::NoResources`]: memory stays bounded on both sides.
 //!
 //! # Emulated one-sided operations
 //!
