@@ -1,9 +1,10 @@
 //! Benchmark `io`: file I/O through viaduct's io_uring file engine, the same workloads as fio.
 //!
-//! Keeps `--depth` operations in flight on one file, reaps completions in batches of `--batch`
-//! (one `io_uring_enter` submits the refills and waits for the next batch, as fio's
-//! `--iodepth_batch_submit`/`--iodepth_batch_complete_min` do), and reissues each finished
-//! operation with the same (registered) buffer. `scripts/bench-io` runs fio on the same file in
+//! Keeps `--depth` operations in flight on one file, waits for completions in batches of
+//! `--batch` and reissues each finished operation with the same (registered) buffer, submitting
+//! the refills each time `--batch` of them are queued, as fio's `--iodepth_batch_submit` and
+//! `--iodepth_batch_complete_min` do. (Submitting all refills at the next wait instead left an
+//! O_DIRECT device idle while the whole batch was prepared: 0.92x fio, against 0.97-0.98x.) `scripts/bench-io` runs fio on the same file in
 //! the same run and prints the ratio.
 
 use std::fs::{File, OpenOptions};
@@ -54,7 +55,7 @@ pub struct Args {
     /// Operations kept in flight.
     #[arg(long, default_value_t = 32)]
     pub depth: usize,
-    /// Completions reaped per wait (and refills submitted per `io_uring_enter`).
+    /// Completions waited for per wait, and refills submitted per `io_uring_enter`.
     #[arg(long, default_value_t = 16)]
     pub batch: usize,
     /// Open the file with O_DIRECT (bypass the page cache).
@@ -259,6 +260,7 @@ fn drive(args: &Args, file: &Arc<File>) -> Result<Outcome, Box<dyn std::error::E
     let start = Instant::now();
     let cpu_start = process_cpu();
     let mut stopping = false;
+    let mut queued = 0;
     while in_flight > 0 {
         let want = if stopping { 1 } else { batch };
         io.wait_for(want, Some(Duration::from_secs(10)))?;
@@ -279,7 +281,15 @@ fn drive(args: &Args, file: &Arc<File>) -> Result<Outcome, Box<dyn std::error::E
                         in_flight -= 1;
                         continue;
                     }
-                    issue(&mut io, buf, offsets.next())
+                    let op = issue(&mut io, buf, offsets.next());
+                    // Submitted in batches as they fill, as fio's `iodepth_batch_submit`
+                    // does: the device starts on the first batch while the next is prepared.
+                    queued += 1;
+                    if queued == batch {
+                        io.submit()?;
+                        queued = 0;
+                    }
+                    op
                 }
                 Err(op) => op,
             };
