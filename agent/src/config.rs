@@ -234,7 +234,9 @@ pub struct Config {
     /// Largest payload sent eagerly (copied at once, buffered by the receiver if unexpected);
     /// longer messages wait for a matching receive (rendezvous).
     pub eager_limit: usize,
-    /// Bytes of each piece of a rendezvous transfer (pieces are pipelined).
+    /// Bytes of each piece of a rendezvous transfer (pieces are pipelined). Over shared
+    /// memory a message up to `shm_ring_copy_max` bytes goes in pieces of one ring record
+    /// (16 KiB) instead, read straight from the ring into the receive buffer.
     pub rendezvous_chunk: usize,
     /// A dead or silent peer fails every request on its VC within about this long.
     pub peer_timeout: Duration,

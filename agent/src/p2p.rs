@@ -12,7 +12,9 @@
 //! - **Rendezvous** (longer messages, and every synchronous send to a peer): the sender
 //!   announces the message (`RTS`), the receiver answers once a receive matches (`CTS`), and
 //!   the data follows in pieces of `Config::rendezvous_chunk` bytes, pipelined by the method
-//!   (shared memory: each piece read once straight out of the sender's buffer where
+//!   (shared memory: pieces of one ring record up to the method's ring-copy limit, each
+//!   copied into the ring by the sender and out of it straight into the receive buffer by
+//!   the receiver; longer messages read once straight out of the sender's buffer where
 //!   `process_vm_readv` is permitted; TCP: gathered `sendmsg` of the owned pieces). The send
 //!   request counts one CAR per piece. The pieces are copies of the caller's data, owned by
 //!   the agent, except for a send from shared memory ([`Agent::isend_shared`]) and a
@@ -37,6 +39,7 @@
 //! cancelled with `Request::cancel` (its status then reports the cancellation); a send cannot
 //! (its status never reports one).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use viaduct_fallback::sendbuf::SharedBytes;
@@ -48,6 +51,7 @@ use crate::error::AgentError;
 use crate::matching::{Envelope, Pattern, Source, TagMatch};
 use crate::recv_buffer::RecvBuffer;
 use crate::request::{Request, Status};
+use crate::vc::Link;
 
 /// What a probe found: the envelope and length of the oldest matching message not received yet.
 ///
@@ -348,8 +352,8 @@ impl Payload<'_> {
     }
 
     /// The data in pieces of at most `chunk` bytes (one empty piece for an empty message),
-    /// copied into kept buffers where the data is borrowed; pieces of shared data refer to
-    /// it (no copy).
+    /// copied into kept buffers where the data is borrowed; pieces of shared or owned data
+    /// refer to it (no copy).
     fn into_chunks(self, chunk: usize, spare: &mut crate::spare::Spare) -> Vec<SendBuf> {
         let copy = |piece: &[u8], spare: &mut crate::spare::Spare| {
             let mut v = spare.take(piece.len());
@@ -358,7 +362,8 @@ impl Payload<'_> {
         };
         match self {
             Payload::Owned(v) if v.len() <= chunk => vec![SendBuf::Owned(v)],
-            Payload::Owned(v) => v.chunks(chunk).map(|p| copy(p, spare)).collect(),
+            // Pieces of the one buffer, not copies of them.
+            Payload::Owned(v) => Payload::Shared(Arc::new(v)).into_chunks(chunk, spare),
             Payload::Borrowed(b) if b.len() <= chunk => vec![copy(b, spare)],
             Payload::Borrowed(b) => b.chunks(chunk).map(|p| copy(p, spare)).collect(),
             Payload::Shared(s) => {
@@ -427,7 +432,10 @@ impl Agent {
             st.book
                 .eager_send(dest, self.context, tag, data.as_slice(), counter)
         } else {
-            let chunk = st.book.chunk;
+            let chunk = match &st.vcs[dest as usize].link {
+                Link::Remote(m) => m.rendezvous_piece(len, st.book.chunk),
+                _ => st.book.chunk,
+            };
             let chunks = data.into_chunks(chunk, &mut st.book.spare);
             st.book
                 .rendezvous_send(dest, self.context, tag, chunks, counter)

@@ -5,6 +5,8 @@
 //! buffer truncates, a receive cancelled or detached before its message writes nothing, and
 //! the agent holds no reference to the sender's memory once the send completed. And the
 //! broadcast in place (`Comm::bcast_in_place`) on two and three ranks, on each of its paths.
+//! And every kind of send on both sides of the shared-memory ring-copy limit, where the
+//! rendezvous pieces change size.
 
 #[macro_use]
 mod agent_common;
@@ -253,8 +255,67 @@ fn bcast_in_place(method: MethodKind, ranks: u32) {
     });
 }
 
+/// Every kind of send (borrowed, owned, shared, blocking) arrives whole on both sides of the
+/// shared-memory ring-copy limit: up to it a rendezvous message goes in pieces of one ring
+/// record, past it in `rendezvous_chunk` pieces; owned data goes in pieces of the one buffer.
+fn every_send_kind_across_the_ring_copy_limit(method: MethodKind) {
+    const LIMIT: usize = 1 << 20;
+    let c = Config {
+        shm_ring_copy_max: LIMIT,
+        rendezvous_chunk: 256 << 10,
+        ..config(method)
+    };
+    job(2, c, |agent| {
+        let eager = agent.config().eager_limit;
+        let sizes = [
+            eager + 1,
+            5 * (16 << 10) - 1,
+            5 * (16 << 10) + 1,
+            LIMIT,
+            LIMIT + 1,
+            3 * LIMIT + 17,
+        ];
+        for (i, &len) in sizes.iter().enumerate() {
+            for kind in 0..4u32 {
+                let tag = 4 * i as u32 + kind;
+                if agent.rank() == 0 {
+                    let data = msg(tag, len);
+                    match kind {
+                        0 => agent.isend(1, tag, &data).unwrap().wait().unwrap(),
+                        1 => agent.isend_owned(1, tag, data).unwrap().wait().unwrap(),
+                        2 => {
+                            let shared: SharedBytes = Arc::new(data);
+                            agent.isend_shared(1, tag, shared).unwrap().wait().unwrap()
+                        }
+                        _ => {
+                            agent.send(1, tag, &data).unwrap();
+                            continue;
+                        }
+                    };
+                } else {
+                    let mut got = vec![FILL; len + GUARD];
+                    let st = agent
+                        .recv(&mut got, Source::Rank(0), TagMatch::Tag(tag))
+                        .unwrap();
+                    assert_eq!(st.count(), len as u64, "{len} bytes, send kind {kind}");
+                    assert!(
+                        got[..len] == msg(tag, len)[..],
+                        "{len} bytes, send kind {kind}: the data differs"
+                    );
+                    assert_eq!(got[len..], vec![FILL; GUARD][..], "past {len} bytes");
+                }
+            }
+        }
+    });
+}
+
 mod shm {
     use super::*;
+
+    #[test]
+    fn every_send_kind_arrives_whole_across_the_ring_copy_limit() {
+        every_send_kind_across_the_ring_copy_limit(MethodKind::Shm);
+    }
 
     #[test]
     fn a_shared_send_lands_in_the_callers_memory() {
@@ -280,6 +341,11 @@ mod shm {
 
 mod tcp {
     use super::*;
+
+    #[test]
+    fn every_send_kind_arrives_whole_across_the_ring_copy_limit() {
+        every_send_kind_across_the_ring_copy_limit(MethodKind::Tcp);
+    }
 
     #[test]
     fn a_shared_send_lands_in_the_callers_memory() {
