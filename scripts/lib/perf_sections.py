@@ -31,13 +31,8 @@ def lines():
             continue
         rows = []
         for l in text:
-            if l.startswith("|") or l.startswith("![") or l.startswith("### "):
-                # Tables, plots, and the sub-headings that name a second table.
-                if l.startswith("### ") and rows and rows[-1] != "":
-                    rows.append("")
+            if l.startswith("|") or l.startswith("!["):
                 rows.append(l)
-                if l.startswith("### "):
-                    rows.append("")
             elif rows and rows[-1] != "":
                 rows.append("")  # tables stay apart
         while rows and rows[-1] == "":
