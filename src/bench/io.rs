@@ -4,8 +4,8 @@
 //! `--batch` and reissues each finished operation with the same (registered) buffer, submitting
 //! the refills each time `--batch` of them are queued, as fio's `--iodepth_batch_submit` and
 //! `--iodepth_batch_complete_min` do. (Submitting all refills at the next wait instead left an
-//! O_DIRECT device idle while the whole batch was prepared: 0.92x fio, against 0.97-0.98x.) `scripts/bench-io` runs fio on the same file in
-//! the same run and prints the ratio.
+//! O_DIRECT device idle while the whole batch was prepared: 0.92x fio, against 0.97-0.98x.)
+//! `scripts/bench-io` runs fio on the same file in the same run and prints the ratio.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -260,10 +260,11 @@ fn drive(args: &Args, file: &Arc<File>) -> Result<Outcome, Box<dyn std::error::E
     let start = Instant::now();
     let cpu_start = process_cpu();
     let mut stopping = false;
-    let mut queued = 0;
     while in_flight > 0 {
         let want = if stopping { 1 } else { batch };
         io.wait_for(want, Some(Duration::from_secs(10)))?;
+        // Refills queued since the wait submitted what was queued before it.
+        let mut queued = 0;
         if !stopping && start.elapsed() >= limit {
             stopping = true;
         }
