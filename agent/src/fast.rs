@@ -207,10 +207,11 @@ impl Agent {
     /// Keeps the memory of a finished blocking receive for the next large message (see
     /// [`crate::spare`]), once its bytes were copied out.
     pub(crate) fn recycle(&self, data: &crate::recv_buffer::RecvBuffer) {
-        if data.capacity() >= crate::spare::MIN_BYTES && !data.is_caller_owned() {
-            let v = data.take();
-            if v.capacity() >= crate::spare::MIN_BYTES {
-                self.shared.lock().book.spare.put(v);
+        if data.capacity() >= crate::spare::MIN_BYTES {
+            if let Some(v) = data.take_memory() {
+                if v.capacity() >= crate::spare::MIN_BYTES {
+                    self.shared.lock().book.spare.put(v);
+                }
             }
         }
     }

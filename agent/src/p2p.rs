@@ -436,10 +436,40 @@ impl Agent {
                 Link::Remote(m) => m.rendezvous_piece(len, st.book.chunk),
                 _ => st.book.chunk,
             };
+            // Over verbs, borrowed bytes go straight into the registered buffer the receiver
+            // reads (one copy, not two). (A send bound to a marker is posted as it is queued,
+            // without the read protocol's announcement, so it keeps the usual pieces.)
+            #[cfg(feature = "rdma")]
+            let registered = match &data {
+                Payload::Borrowed(b) if marker.is_none() => {
+                    crate::engine::read_rndv::register_copy(&mut st, dest, b)
+                }
+                _ => None,
+            };
+            #[cfg(feature = "rdma")]
+            if let Some((piece, region)) = registered {
+                let out = st
+                    .book
+                    .rendezvous_send(dest, self.context, tag, vec![piece], counter);
+                crate::engine::read_rndv::prepared(&mut st, dest, &out, region);
+                return self.write_send(st, dest, out, marker, request);
+            }
             let chunks = data.into_chunks(chunk, &mut st.book.spare);
             st.book
                 .rendezvous_send(dest, self.context, tag, chunks, counter)
         };
+        self.write_send(st, dest, out, marker, request)
+    }
+
+    /// Writes the first message of a send (or binds it to its marker).
+    fn write_send(
+        &self,
+        mut st: std::sync::MutexGuard<'_, crate::engine::State>,
+        dest: u32,
+        out: crate::vc::Outbound,
+        marker: Option<u64>,
+        request: Request,
+    ) -> Result<Request, AgentError> {
         match marker {
             None => st.write(dest, out),
             Some(m) => {

@@ -46,6 +46,11 @@ enum Store {
     Caller { mem: Box<dyn Lent>, len: usize },
     /// The caller took its memory back ([`RecvBuffer::detach`]): bytes go nowhere.
     Detached,
+    /// The agent's memory: a registered buffer an RDMA READ put the whole message in (see
+    /// [`RecvBuffer::land`]); its registration goes back to its cache when the buffer is
+    /// cleared, taken or dropped.
+    #[cfg(feature = "rdma")]
+    Registered(viaduct_verbs::Pooled),
 }
 
 impl Store {
@@ -58,6 +63,17 @@ impl Store {
                 &m[..n]
             }
             Store::Detached => &[],
+            #[cfg(feature = "rdma")]
+            Store::Registered(p) => p,
+        }
+    }
+
+    /// Turns a registered buffer into one of the agent's own memory, keeping its bytes (one
+    /// copy), so that more bytes can be appended.
+    fn own(&mut self) {
+        #[cfg(feature = "rdma")]
+        if let Store::Registered(p) = self {
+            *self = Store::Owned(p.to_vec());
         }
     }
 }
@@ -104,7 +120,9 @@ impl std::fmt::Debug for RecvBuffer {
 
 impl RecvBuffer {
     /// An empty buffer that accepts up to `capacity` bytes. Memory is allocated as bytes
-    /// arrive.
+    /// arrive. Over verbs, a rendezvous message is read by RDMA into a registered buffer of
+    /// the agent's, which this buffer then keeps, with no copy; the registration goes back to
+    /// the agent when the buffer is cleared, taken or dropped.
     ///
     /// ```
     /// use viaduct_agent::RecvBuffer;
@@ -265,6 +283,8 @@ impl RecvBuffer {
             Store::Owned(v) => v.len(),
             Store::Caller { len, .. } => *len,
             Store::Detached => 0,
+            #[cfg(feature = "rdma")]
+            Store::Registered(p) => p.len(),
         }
     }
 
@@ -299,6 +319,12 @@ impl RecvBuffer {
         match &mut *d {
             Store::Owned(v) => std::mem::take(v),
             Store::Detached => Vec::new(),
+            #[cfg(feature = "rdma")]
+            Store::Registered(p) => {
+                let out = p.to_vec();
+                *d = Store::Owned(Vec::new());
+                out
+            }
             Store::Caller { .. } => {
                 let out = d.received().to_vec();
                 if let Store::Caller { len, .. } = &mut *d {
@@ -329,10 +355,14 @@ impl RecvBuffer {
     /// # }
     /// ```
     pub fn clear(&self) {
-        match &mut *self.lock() {
+        let mut d = self.lock();
+        match &mut *d {
             Store::Owned(v) => v.clear(),
             Store::Caller { len, .. } => *len = 0,
             Store::Detached => {}
+            // The registration goes back to its cache, where the next read takes it again.
+            #[cfg(feature = "rdma")]
+            Store::Registered(_) => *d = Store::Owned(Vec::new()),
         }
     }
 
@@ -379,6 +409,7 @@ impl RecvBuffer {
     /// Appends `bytes`, up to the capacity; returns how many were kept.
     pub(crate) fn fill(&self, bytes: &[u8]) -> usize {
         let mut d = self.lock();
+        d.own();
         match &mut *d {
             Store::Owned(d) => {
                 let room = self.capacity - d.len().min(self.capacity);
@@ -398,6 +429,45 @@ impl RecvBuffer {
                 n
             }
             Store::Detached => 0,
+            #[cfg(feature = "rdma")]
+            Store::Registered(_) => 0,
+        }
+    }
+
+    /// The agent's memory of this buffer, for reuse (the buffer is then empty): `None` for the
+    /// caller's memory and for a registered buffer (whose registration goes back to its
+    /// cache instead).
+    pub(crate) fn take_memory(&self) -> Option<Vec<u8>> {
+        let mut d = self.lock();
+        match &mut *d {
+            Store::Owned(v) => Some(std::mem::take(v)),
+            #[cfg(feature = "rdma")]
+            Store::Registered(_) => {
+                *d = Store::Owned(Vec::new());
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Takes the whole message that an RDMA READ put in the registered buffer `data`, without
+    /// a copy: a buffer of the agent's own memory with nothing received yet keeps `data` (its
+    /// first [`RecvBuffer::capacity`] bytes); any other buffer gets `data` back, to be copied
+    /// in with [`RecvBuffer::fill`]. Returns how many bytes were kept.
+    #[cfg(feature = "rdma")]
+    pub(crate) fn land(
+        &self,
+        mut data: viaduct_verbs::Pooled,
+    ) -> Result<usize, viaduct_verbs::Pooled> {
+        let mut d = self.lock();
+        match &*d {
+            Store::Owned(v) if v.is_empty() => {
+                let n = data.len().min(self.capacity);
+                data.set_len(n);
+                *d = Store::Registered(data);
+                Ok(n)
+            }
+            _ => Err(data),
         }
     }
 
@@ -405,6 +475,7 @@ impl RecvBuffer {
     /// buffer has none yet (nothing to do for the caller's memory).
     pub(crate) fn expect_in(&self, want: usize, spare: &mut crate::spare::Spare) {
         let mut d = self.lock();
+        d.own();
         let Store::Owned(d) = &mut *d else {
             return;
         };

@@ -20,6 +20,7 @@ use viaduct_agent::agent::Agent;
 use viaduct_agent::bootstrap::Bootstrap;
 use viaduct_agent::config::{Config, MethodKind};
 use viaduct_agent::matching::{Source, TagMatch};
+use viaduct_agent::recv_buffer::RecvBuffer;
 use viaduct_agent::request::{Request, wait_all};
 
 fn verbs() -> Config {
@@ -123,6 +124,102 @@ fn truncated(agent: Agent) {
         );
         assert!(e.to_string().contains(&sizes), "{e}");
         assert_eq!(buf.take(), data[..10].to_vec());
+    }
+}
+
+/// Zero-copy ends: a borrowed `isend` copies the caller's bytes into the registered buffer at
+/// once (the caller may change them as soon as it returns), and a receive into the agent's own
+/// memory keeps the registered buffer the data was read into (it counts as in use until the
+/// buffer is cleared, taken or dropped); reused, cleared buffers register nothing new.
+fn in_place(agent: Agent) {
+    let me = agent.rank();
+    let peer = 1 - me;
+    let len = (1 << 20) + 5;
+    // The sender changes its bytes right after posting: the receiver gets the old ones.
+    if me == 0 {
+        let mut data = pattern(len, 7);
+        let mut r = agent.isend(peer, 1, &data).unwrap();
+        data.fill(0xEE);
+        r.wait().unwrap();
+    } else {
+        let (mut r, buf) = agent.irecv(len, Source::Rank(0), TagMatch::Tag(1)).unwrap();
+        r.wait().unwrap();
+        let held = agent.verbs_cache_stats(peer).unwrap().in_use;
+        assert!(held >= 1, "the received message holds no registered buffer");
+        buf.with(|b| assert!(b == pattern(len, 7).as_slice(), "message differs"));
+        assert_eq!(buf.take(), pattern(len, 7));
+        assert!(buf.is_empty());
+        let after = agent.verbs_cache_stats(peer).unwrap().in_use;
+        assert_eq!(after, held - 1, "take() kept the registration");
+    }
+    // A window of receive buffers reused round after round, cleared in between (as a
+    // bandwidth loop does): exact every round, no registration after the first round.
+    let window = 4;
+    let bufs: Vec<RecvBuffer> = (0..window).map(|_| RecvBuffer::new(len)).collect();
+    let mut before = None;
+    for round in 0..4u32 {
+        if round == 1 {
+            before = agent.verbs_cache_stats(peer);
+        }
+        let mut reqs = Vec::new();
+        for (k, b) in bufs.iter().enumerate() {
+            let tag = 10 + k as u32;
+            if me == 0 {
+                reqs.push(
+                    agent
+                        .isend(peer, tag, &pattern(len, round * 8 + k as u32))
+                        .unwrap(),
+                );
+            } else {
+                b.clear();
+                reqs.push(
+                    agent
+                        .irecv_into(b.clone(), Source::Rank(0), TagMatch::Tag(tag))
+                        .unwrap(),
+                );
+            }
+        }
+        wait_all(&mut reqs, None).unwrap();
+        if me == 1 {
+            for (k, b) in bufs.iter().enumerate() {
+                let want = pattern(len, round * 8 + k as u32);
+                b.with(|got| assert!(got == want.as_slice(), "round {round} buffer {k} differs"));
+            }
+        }
+    }
+    let (before, after) = (before.unwrap(), agent.verbs_cache_stats(peer).unwrap());
+    println!("rank {me}: window rounds: cache before {before:?}, after {after:?}");
+    assert_eq!(
+        after.registrations, before.registrations,
+        "rank {me} registered again for reused buffers"
+    );
+    drop(bufs);
+    // A short receive buffer keeps the first bytes and reports the truncation.
+    if me == 0 {
+        agent.send(peer, 30, &pattern(len, 9)).unwrap();
+    } else {
+        let buf = RecvBuffer::new(1000);
+        let e = agent
+            .irecv_into(buf.clone(), Source::Rank(0), TagMatch::Tag(30))
+            .unwrap()
+            .wait()
+            .unwrap_err();
+        assert!(e.is_truncated(), "{e:?}");
+        assert_eq!(buf.take(), pattern(len, 9)[..1000].to_vec());
+    }
+    if me == 1 {
+        assert_eq!(
+            agent.verbs_cache_stats(peer).unwrap().in_use,
+            0,
+            "a registered buffer stayed in use after every receive buffer went"
+        );
+    }
+}
+
+#[test]
+fn rendezvous_reads_land_in_place_and_borrowed_sends_copy_once() {
+    if have_rdma() {
+        job(2, verbs(), in_place);
     }
 }
 

@@ -357,6 +357,12 @@ impl std::ops::Deref for Pooled {
     }
 }
 
+impl AsRef<[u8]> for Pooled {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
 impl std::ops::DerefMut for Pooled {
     fn deref_mut(&mut self) -> &mut [u8] {
         let len = self.len;

@@ -11,7 +11,8 @@
 //! 1. **Sender** (`announce`, when the `RTS` of a rendezvous send is written on a verbs VC,
 //!    whatever its length: synchronous sends of small messages too): takes a registered
 //!    buffer from the VC's registration cache (one per connection, so the remote key goes to
-//!    that peer only, see [`viaduct_verbs::regcache`]), copies the data into it, and sends
+//!    that peer only, see [`viaduct_verbs::regcache`]), copies the data into it (borrowed
+//!    bytes were copied into it when the send was posted, see "Copies" below), and sends
 //!    `RTS_READ` naming it. The buffer stays with the send until `FIN`.
 //!    When no registered buffer can be had (e.g. the memory-lock limit), the `RTS` goes
 //!    unchanged and the message takes the piecewise protocol.
@@ -19,18 +20,26 @@
 //!    queue). Once a receive matches, a registered buffer of the receiver's cache is taken
 //!    and an RDMA READ of the sender's region posted on the VC's endpoint (in pieces bounded
 //!    by the device's largest message, see [`viaduct_verbs::msg::Endpoint::post_read`]).
-//! 3. When the read completes, its bytes are copied into the [`RecvBuffer`], the receive
-//!    completes, the buffer goes back to the cache, and `FIN` goes to the sender, which
+//! 3. When the read completes, the [`RecvBuffer`] takes the registered buffer (or a copy of
+//!    its bytes, see "Copies"), the receive completes, and `FIN` goes to the sender, which
 //!    completes the send and gives its buffer back to its cache.
 //!
-//! Copies: the sender copies the data the send kept (the caller's bytes, copied by `isend`
-//! unless handed over owned) into the registered buffer, and the receiver copies the
-//! registered buffer into the `RecvBuffer` (whose memory belongs to the caller and cannot be
-//! registered safely: a registration must never outlive the memory it maps). The bytes cross
-//! the wire by the NIC, with no copy through send slots or a reassembly buffer (the piecewise
-//! protocol copies into send slots, into the reassembly buffer, then into the `RecvBuffer`).
-//! Buffers are registered once per size class and connection: repeated messages of one size
-//! register nothing
+//! Copies: one on the sender, none or one on the receiver.
+//! - Sender: a send of borrowed bytes ([`Agent::isend`](crate::agent::Agent::isend), blocking
+//!   `send`) copies them straight into a registered buffer of the VC's cache when it is posted
+//!   ([`register_copy`]), and that buffer is the send's only piece; the `RTS_READ` names it.
+//!   A send of owned or shared data (`isend_owned`, `isend_shared`) keeps the caller's memory
+//!   until its `RTS` is written, which then copies it into a registered buffer. (The caller's
+//!   own memory is never registered: a registration must never outlive the memory it maps.)
+//! - Receiver: a receive into the agent's own memory ([`RecvBuffer::new`], `irecv`) keeps the
+//!   registered buffer the data was read into, with no copy ([`RecvBuffer::land`]); its
+//!   registration goes back to the cache when the caller clears, takes or drops the buffer. A
+//!   receive into the caller's memory (`recv`, [`RecvBuffer::caller`]) gets one copy.
+//!
+//! The bytes cross the wire by the NIC, with no copy through send slots or a reassembly buffer
+//! (the piecewise protocol copies into send slots, into the reassembly buffer, then into the
+//! `RecvBuffer`). Buffers are registered once per size class and connection: repeated
+//! messages of one size register nothing
 //! ([`Agent::verbs_cache_stats`](crate::agent::Agent::verbs_cache_stats) counts).
 //!
 //! Failure: a failed read fails its receive and the VC; a failed VC fails the sends waiting
@@ -73,6 +82,16 @@ impl Region {
     }
 
     #[cfg(feature = "rdma")]
+    fn of(buf: &viaduct_verbs::Pooled) -> Region {
+        let r = buf.remote();
+        Region {
+            addr: r.addr,
+            len: r.len,
+            rkey: r.rkey,
+        }
+    }
+
+    #[cfg(feature = "rdma")]
     fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.addr.to_le_bytes());
         out.extend_from_slice(&self.len.to_le_bytes());
@@ -88,7 +107,20 @@ struct ReadSend {
     len: u64,
     /// Kept until `FIN` (the peer's NIC reads it), then given back to the cache.
     #[cfg(feature = "rdma")]
-    _buf: viaduct_verbs::Pooled,
+    _buf: Kept,
+}
+
+/// The registered buffer a [`ReadSend`] keeps (held only, never read: the peer's NIC reads
+/// it).
+#[cfg(feature = "rdma")]
+#[derive(Debug)]
+#[allow(dead_code)]
+enum Kept {
+    /// A copy of the send's pieces, made when its `RTS` was written.
+    Copy(viaduct_verbs::Pooled),
+    /// The send's own pieces: one registered buffer the caller's bytes were copied into when
+    /// the send was posted ([`register_copy`]).
+    Pieces(Vec<viaduct_fallback::sendbuf::SendBuf>),
 }
 
 /// A matched receive reading its data.
@@ -109,6 +141,9 @@ pub(crate) struct ReadRndv {
     sends: HashMap<u64, ReadSend>,
     /// Regions of `RTS_READ`s not matched yet, by (peer, sender's id).
     announced: HashMap<(u32, u64), Region>,
+    /// Sends whose data is registered already ([`register_copy`]), by sender's id: their peer
+    /// and region, until their `RTS` is written.
+    prepared: HashMap<u64, (u32, Region)>,
     /// Matched receives, by read descriptor id.
     recvs: HashMap<u64, ReadRecv>,
     /// Receives whose read is to be posted.
@@ -235,6 +270,7 @@ impl ReadRndv {
     /// Fails what depends on `peer`.
     pub(crate) fn peer_failed(&mut self, peer: u32, failure: &Failure) {
         self.announced.retain(|(p, _), _| *p != peer);
+        self.prepared.retain(|_, (p, _)| *p != peer);
         let gone: Vec<u64> = self
             .sends
             .iter()
@@ -262,6 +298,7 @@ impl ReadRndv {
     /// Fails everything still open (at finalize).
     pub(crate) fn fail_all(&mut self) {
         self.announced.clear();
+        self.prepared.clear();
         for (_, s) in self.sends.drain() {
             self.done.note(s.counter.fail_car(AgentError::Finalized));
         }
@@ -293,26 +330,31 @@ pub(crate) fn announce(st: &mut State, peer: u32, out: Outbound) -> Outbound {
         let Link::Remote(crate::method::Method::Verbs(ep)) = &mut vc.link else {
             return out;
         };
-        let Some(chunks) = book.rndv_chunks(sid) else {
-            return out;
-        };
-        let len: usize = chunks.iter().map(|c| c.len()).sum();
-        let Ok(mut buf) = ep.cache().get(len) else {
-            return out;
-        };
-        let mut at = 0;
-        for c in chunks {
-            buf[at..at + c.len()].copy_from_slice(c);
-            at += c.len();
-        }
-        let Some((_, counter)) = book.take_rndv_send(sid) else {
-            return out;
-        };
-        let r = buf.remote();
-        let region = Region {
-            addr: r.addr,
-            len: r.len,
-            rkey: r.rkey,
+        let (region, len, counter, buf) = match book.rdma.prepared.remove(&sid) {
+            Some((_, region)) => {
+                let Some((pieces, counter)) = book.take_rndv_send(sid) else {
+                    return out;
+                };
+                (region, region.len as usize, counter, Kept::Pieces(pieces))
+            }
+            None => {
+                let Some(chunks) = book.rndv_chunks(sid) else {
+                    return out;
+                };
+                let len: usize = chunks.iter().map(|c| c.len()).sum();
+                let Ok(mut buf) = ep.cache().get(len) else {
+                    return out;
+                };
+                let mut at = 0;
+                for c in chunks {
+                    buf[at..at + c.len()].copy_from_slice(c);
+                    at += c.len();
+                }
+                let Some((_, counter)) = book.take_rndv_send(sid) else {
+                    return out;
+                };
+                (Region::of(&buf), len, counter, Kept::Copy(buf))
+            }
         };
         book.rdma.sends.insert(
             sid,
@@ -335,6 +377,43 @@ pub(crate) fn announce(st: &mut State, peer: u32, out: Outbound) -> Outbound {
     {
         let _ = (st, peer);
         out
+    }
+}
+
+/// The one piece of a rendezvous send of the caller's borrowed bytes `data` to `peer` over a
+/// verbs VC: a registered buffer of the VC's cache the bytes are copied into (the one copy
+/// such a send makes, where it would otherwise copy them into the agent's memory now and into
+/// a registered buffer when its `RTS` is written). `None` (the bytes then go the usual way)
+/// for another VC or when no registered buffer can be had. Name the send with
+/// [`prepared`] once its `RTS` exists.
+#[cfg(feature = "rdma")]
+pub(crate) fn register_copy(
+    st: &mut State,
+    peer: u32,
+    data: &[u8],
+) -> Option<(viaduct_fallback::sendbuf::SendBuf, Region)> {
+    use viaduct_fallback::sendbuf::{SendBuf, SharedPiece};
+
+    let vc = st.vcs.get_mut(peer as usize)?;
+    if vc.failed.is_some() {
+        return None;
+    }
+    let Link::Remote(crate::method::Method::Verbs(ep)) = &mut vc.link else {
+        return None;
+    };
+    let mut buf = ep.cache().get(data.len()).ok()?;
+    buf.copy_from_slice(data);
+    let region = Region::of(&buf);
+    let piece = SharedPiece::whole(std::sync::Arc::new(buf));
+    Some((SendBuf::Shared(piece), region))
+}
+
+/// Names the rendezvous send whose `RTS` is `rts` as one whose piece is the registered buffer
+/// of `region` ([`register_copy`]): its `RTS_READ` names that buffer, with no further copy.
+#[cfg(feature = "rdma")]
+pub(crate) fn prepared(st: &mut State, peer: u32, rts: &Outbound, region: Region) {
+    if let (Ok(Kind::Rts), sid) = wire::split_tag(rts.tag) {
+        st.book.rdma.prepared.insert(sid, (peer, region));
     }
 }
 
@@ -410,8 +489,11 @@ pub(crate) fn drive(st: &mut State) -> usize {
             };
             match data {
                 Some(data) => {
-                    r.buf.fill(&data);
-                    drop(data);
+                    // No copy into a buffer of the agent's own memory: it keeps the
+                    // registered buffer the data was read into.
+                    if let Err(data) = r.buf.land(data) {
+                        r.buf.fill(&data);
+                    }
                     rdma.done.finish_recv(&r.counter, &r.buf, r.len);
                     fins.push((r.peer, r.sender_id));
                 }

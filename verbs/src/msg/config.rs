@@ -123,16 +123,23 @@ impl Config {
     }
 
     /// Queue pair reliability settings: 7 retries of an ACK timeout of 4.096 us * 2^t, an
-    /// eighth of `peer_timeout` but at most 2^15 (134 ms), so a lost packet is sent again
-    /// soon (soft-RoCE on a busy host loses some) and a silent peer shows as retry exceeded
-    /// within `peer_timeout`.
+    /// eighth of `peer_timeout` but at most 2^14 (67 ms, perftest's), so a lost packet is sent
+    /// again soon and a silent peer shows as retry exceeded within `peer_timeout`.
+    ///
+    /// The cap is what a lossy link needs: soft-RoCE sends a lost packet again only when this
+    /// timeout expires where nothing after it arrives (the tail of an RDMA READ's burst of
+    /// responses, dropped by a full receive backlog of the kernel). Between two soft-RoCE
+    /// devices joined by a veth pair, 4 MiB reads streamed at 5.7 MB/s with 2^15 (134 ms),
+    /// 8.9 MB/s with 2^14, where `ib_read_bw` gave 8.2 (`docs/perf/cluster.md`). The
+    /// process's own liveness is the agent's heartbeat's matter, not this timeout's: a
+    /// stopped process's NIC still acknowledges.
     pub fn connect_options(&self) -> ConnectOptions {
         let retries = 7u32;
         let per_try = self.peer_timeout.as_secs_f64() / f64::from(retries + 1);
         let t = (per_try / 4.096e-6).log2().floor();
         let t = if t.is_finite() { t as i64 } else { 14 };
         ConnectOptions {
-            timeout: t.clamp(8, 15) as u8,
+            timeout: t.clamp(8, 14) as u8,
             retry_count: retries as u8,
             // Credits keep the peer's receive queue from running dry, so receiver-not-ready
             // never lasts; a finite count makes a flow-control fault visible instead of a hang.
