@@ -143,8 +143,10 @@ pub(super) trait Link {
     fn send_buf(&mut self, tag: u64, buf: Vec<u8>) -> Result<Option<Vec<u8>>, BoxError>;
     /// Reaps completions, keeping returned buffers in `spare`.
     fn reap(&mut self, spare: &mut Vec<Vec<u8>>) -> Result<(), BoxError>;
-    /// Hands the next inbound message to `f` and consumes it; false when none is ready.
-    fn recv(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> Result<bool, BoxError>;
+    /// Hands the next inbound message to `f` and consumes it; false when none is ready. `f`'s
+    /// third argument tells whether the bytes lie in memory the receiving side wrote itself
+    /// (see [`Note::sender_memory`]).
+    fn recv(&mut self, f: &mut dyn FnMut(u64, &[u8], bool)) -> Result<bool, BoxError>;
     /// Sleeps until something may be ready.
     fn wait(&mut self) -> Result<(), BoxError>;
     /// Extra facts for the report.
@@ -155,6 +157,16 @@ pub(super) trait Link {
 pub(super) trait Note {
     /// Extra facts for the report.
     fn note(&self) -> String;
+    /// The addresses where a message that `next` shows still lies in memory the *sender*
+    /// wrote (a shared-memory ring): a receive that reads it there leaves its cache lines with
+    /// the sender, so the benchmark copies such a message out, as a library's receive into a
+    /// user buffer does. Outside this range the receiving side has already copied the bytes
+    /// into its own memory (the reassembly buffer of a long shared-memory message, TCP's and
+    /// verbs' receive buffers), and the benchmark reads them there, as the method's contract
+    /// delivers them, with no second copy. Empty by default.
+    fn sender_memory(&self) -> std::ops::Range<usize> {
+        0..0
+    }
 }
 
 /// `Link` for every method endpoint, through the method contract
@@ -178,10 +190,11 @@ impl<E: viaduct_method::Endpoint + Note> Link for E {
         }
         Ok(())
     }
-    fn recv(&mut self, f: &mut dyn FnMut(u64, &[u8])) -> Result<bool, BoxError> {
+    fn recv(&mut self, f: &mut dyn FnMut(u64, &[u8], bool)) -> Result<bool, BoxError> {
+        let sender = Note::sender_memory(self);
         let n = match viaduct_method::Endpoint::next(self)? {
             Some(m) => {
-                f(m.tag, m.data);
+                f(m.tag, m.data, !sender.contains(&(m.data.as_ptr() as usize)));
                 m.data.len()
             }
             None => return Ok(false),
@@ -210,6 +223,9 @@ impl Note for shm::Endpoint {
             shm::LongMessages::SingleCopy => "long messages by process_vm_readv alone".to_string(),
             shm::LongMessages::RingChunks => "long messages in ring chunks".to_string(),
         }
+    }
+    fn sender_memory(&self) -> std::ops::Range<usize> {
+        self.segment_range()
     }
 }
 
@@ -327,7 +343,7 @@ const HOT_POLLS: u32 = 64;
 pub(super) fn recv_one(
     l: &mut dyn Link,
     mode: Mode,
-    f: &mut dyn FnMut(u64, &[u8]),
+    f: &mut dyn FnMut(u64, &[u8], bool),
 ) -> Result<(), BoxError> {
     let mut deadline = None;
     let mut n = 0u32;
@@ -348,8 +364,19 @@ pub(super) fn recv_one(
     Ok(())
 }
 
+/// Takes a received message as a receive into the application's buffer would: copies it into
+/// `into` where it still lies in the sender's memory, reads it in place where the receiving
+/// side already copied it into its own (`landed`, see [`Note::sender_memory`]).
+fn take(into: &mut [u8], d: &[u8], landed: bool) {
+    if landed {
+        std::hint::black_box(d);
+    } else if let Some(dst) = into.get_mut(..d.len()) {
+        dst.copy_from_slice(d);
+    }
+}
+
 /// One round trip of the client's side of a ping-pong: posts `data` with `tag`, waits for
-/// the echo and copies it into `echo` (which must be as long as `data`).
+/// the reply and takes it into `echo` (which must be as long as `data`; see [`take`]).
 pub(super) fn ping(
     l: &mut dyn Link,
     mode: Mode,
@@ -359,11 +386,9 @@ pub(super) fn ping(
 ) -> Result<(), BoxError> {
     send_copy(l, mode, tag, data)?;
     let mut got = usize::MAX;
-    recv_one(l, mode, &mut |_, d| {
+    recv_one(l, mode, &mut |_, d, landed| {
         got = d.len();
-        if let Some(dst) = echo.get_mut(..d.len()) {
-            dst.copy_from_slice(d);
-        }
+        take(echo, d, landed);
     })?;
     if got != data.len() {
         return Err(format!("echo of {got} bytes for {}", data.len()).into());
@@ -371,26 +396,48 @@ pub(super) fn ping(
     Ok(())
 }
 
-/// The server's side of one round trip: takes a message into `scratch` and sends it back.
-pub(super) fn pong(l: &mut dyn Link, mode: Mode, scratch: &mut Vec<u8>) -> Result<(), BoxError> {
+/// The server's buffers: where it takes a message (as the client does, see [`take`]) and the
+/// reply it sends from, as long as the message (its own send buffer, as `osu_latency`'s and
+/// `ucx_perftest`'s servers send from theirs).
+#[derive(Debug, Default)]
+pub(super) struct Scratch {
+    into: Vec<u8>,
+    reply: Vec<u8>,
+}
+
+impl Scratch {
+    /// Takes message `d`; returns its length.
+    fn take(&mut self, d: &[u8], landed: bool) -> usize {
+        if self.into.len() < d.len() {
+            self.into.resize(d.len(), 0);
+            self.reply.resize(d.len(), 0x5A);
+        }
+        take(&mut self.into, d, landed);
+        d.len()
+    }
+}
+
+/// The server's side of one round trip: takes a message (see [`take`]) and replies with as
+/// many bytes of its own.
+pub(super) fn pong(l: &mut dyn Link, mode: Mode, scratch: &mut Scratch) -> Result<(), BoxError> {
     let mut tag = 0;
-    recv_one(l, mode, &mut |t, d| {
+    let mut len = 0;
+    recv_one(l, mode, &mut |t, d, landed| {
         tag = t;
-        scratch.clear();
-        scratch.extend_from_slice(d);
+        len = scratch.take(d, landed);
     })?;
-    send_copy(l, mode, tag, scratch)
+    send_copy(l, mode, tag, &scratch.reply[..len])
 }
 
 fn serve(l: &mut dyn Link, test: Test, mode: Mode) -> Result<(), BoxError> {
-    let mut scratch = Vec::new();
+    let mut scratch = Scratch::default();
     loop {
         let mut tag = 0;
-        recv_one(l, mode, &mut |t, d| {
+        let mut len = 0;
+        recv_one(l, mode, &mut |t, d, landed| {
             tag = t;
             if test == Test::Latency {
-                scratch.clear();
-                scratch.extend_from_slice(d);
+                len = scratch.take(d, landed);
             }
         })?;
         match (tag, test) {
@@ -399,13 +446,13 @@ fn serve(l: &mut dyn Link, test: Test, mode: Mode) -> Result<(), BoxError> {
                 break;
             }
             (ACK, Test::Bandwidth) => send_copy(l, mode, ACK, &[])?,
-            (_, Test::Latency) => send_copy(l, mode, tag, &scratch)?,
+            (_, Test::Latency) => send_copy(l, mode, tag, &scratch.reply[..len])?,
             _ => {}
         }
     }
     // Let the last acknowledgement reach the client before the connection goes.
     let end = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < end && l.recv(&mut |_, _| {}).is_ok() {
+    while Instant::now() < end && l.recv(&mut |_, _, _| {}).is_ok() {
         std::thread::sleep(Duration::from_millis(1));
     }
     Ok(())
@@ -420,9 +467,11 @@ struct Report {
 
 fn latency(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Report, BoxError> {
     let data = vec![0xA5u8; size];
-    // The echo is taken into the application's buffer, as the server takes the message (and
-    // as a receive of the agent, MPI or UCX delivers it): a client that only looked at the
-    // length would leave the payload's cache lines with the peer and time less than a receive.
+    // The reply is taken into the application's buffer where it still lies in the sender's
+    // memory, as the server takes the message (and as a receive of the agent, MPI or UCX
+    // delivers it): a client that only looked at the length would leave the payload's cache
+    // lines with the peer and time less than a receive. Where the receiving side already
+    // copied it into its own memory it is read there (see `take`).
     let mut echo = vec![0u8; size];
     let budget = Duration::from_secs_f64(a.seconds);
     let mut tag = 0u64;
@@ -492,7 +541,7 @@ fn bandwidth(l: &mut dyn Link, mode: Mode, size: usize, a: &Args) -> Result<Repo
             }
         }
         send_copy(l, mode, ACK, &[])?;
-        recv_one(l, mode, &mut |_, _| {})?;
+        recv_one(l, mode, &mut |_, _, _| {})?;
         let secs = start.elapsed().as_secs_f64();
         result = Some(Report {
             size,
@@ -545,7 +594,7 @@ fn client(l: &mut dyn Link, a: &Args, transport: &str) -> Result<(), BoxError> {
         }
     }
     send_copy(l, a.mode, STOP, &[])?;
-    recv_one(l, a.mode, &mut |_, _| {})
+    recv_one(l, a.mode, &mut |_, _, _| {})
 }
 
 fn connect_retry<T, E: std::fmt::Display>(

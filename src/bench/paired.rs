@@ -25,7 +25,7 @@ use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_fallback::{shm, tcp};
 
 use super::clock::{self, TickRate, ticks};
-use super::method::{Link, Mode, ping, pong};
+use super::method::{Link, Mode, Scratch, ping, pong};
 
 type BoxError = Box<dyn Error>;
 
@@ -192,6 +192,7 @@ struct Pair<'a> {
     buf: Vec<u8>,
     echo: Vec<u8>,
     scratch: Vec<u8>,
+    raw_scratch: Scratch,
     tag: u64,
 }
 
@@ -213,14 +214,17 @@ impl Pair<'_> {
                     )?;
                     self.tag += 1;
                 }
-                (Variant::Raw, false) => pong(self.raw.as_mut(), Mode::Busy, &mut self.scratch)?,
+                (Variant::Raw, false) => {
+                    pong(self.raw.as_mut(), Mode::Busy, &mut self.raw_scratch)?
+                }
                 (Variant::Agent, true) => {
                     self.agent.send(self.peer, TAG, &self.buf)?;
                     self.agent.recv(&mut self.echo, from.0, from.1)?;
                 }
                 (Variant::Agent, false) => {
+                    // Replies from its own buffer, as the raw server does.
                     self.agent.recv(&mut self.scratch, from.0, from.1)?;
-                    self.agent.send(self.peer, TAG, &self.scratch)?;
+                    self.agent.send(self.peer, TAG, &self.buf)?;
                 }
             }
             let now = ticks();
@@ -245,6 +249,7 @@ pub fn run(agent: &Agent, sizes: &[usize], iters: u32) -> Result<Vec<Paired>, Bo
         buf: Vec::new(),
         echo: Vec::new(),
         scratch: Vec::new(),
+        raw_scratch: Scratch::default(),
         tag: 0,
     };
     let per_block = (iters / BLOCKS).max(clock::BATCH as u32);
