@@ -129,8 +129,8 @@ impl Config {
     /// The cap is what a lossy link needs: soft-RoCE sends a lost packet again only when this
     /// timeout expires where nothing after it arrives (the tail of an RDMA READ's burst of
     /// responses, dropped by a full receive backlog of the kernel). Between two soft-RoCE
-    /// devices joined by a veth pair, 4 MiB reads streamed at 5.7 MB/s with 2^15 (134 ms),
-    /// 8.9 MB/s with 2^14, where `ib_read_bw` gave 8.2 (`docs/perf/cluster.md`). The
+    /// devices joined by a veth pair, the agent's 4 MiB reads streamed at 5.7 MB/s with 2^15
+    /// (134 ms), 8.9 MB/s with 2^14, where `ib_read_bw` gave 8.2 (`docs/perf/cluster.md`). The
     /// process's own liveness is the agent's heartbeat's matter, not this timeout's: a
     /// stopped process's NIC still acknowledges.
     pub fn connect_options(&self) -> ConnectOptions {
