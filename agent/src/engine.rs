@@ -352,14 +352,16 @@ impl Book {
         r: PostedRecv,
     ) {
         r.counter.set_envelope(r.source_of(env.source), env.tag);
-        let want = len.min(r.buf.capacity() as u64) as usize;
-        r.buf.expect_in(want, &mut self.spare);
         if self.rdma.is_announced(env.source, sender_id) {
+            // No memory prepared: the read lands in a registered buffer, which a buffer of
+            // the agent's own memory keeps (`RecvBuffer::land`).
             let rid = self.id();
             self.rdma
                 .start_recv(rid, env.source, sender_id, len, r.buf, r.counter);
             return;
         }
+        let want = len.min(r.buf.capacity() as u64) as usize;
+        r.buf.expect_in(want, &mut self.spare);
         let rid = self.id();
         self.rndv.recv(rid, env.source, r.buf, r.counter, len);
         let id = self.id();
