@@ -307,7 +307,8 @@ impl Agent {
 #[cfg(feature = "rdma")]
 impl Agent {
     /// The counters of the registration cache of the verbs connection to `peer` (registered
-    /// buffers for rendezvous by RDMA READ); `None` when `peer` is not reached over verbs.
+    /// buffers for rendezvous by RDMA READ or WRITE); `None` when `peer` is not reached over
+    /// verbs.
     ///
     /// ```
     /// # use viaduct_agent::prelude::*;
@@ -326,4 +327,33 @@ impl Agent {
             _ => None,
         }
     }
+
+    /// How many rendezvous messages this rank received over verbs since it started, by the
+    /// direction their data moved: read by this rank (RDMA READ) or written by the sender
+    /// (RDMA WRITE); see `VIADUCT_VERBS_WRITE_MIN` in [`crate::config`].
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let agent = Agent::singleton()?;
+    /// let counts = agent.verbs_rendezvous_counts();
+    /// assert_eq!((counts.read, counts.written), (0, 0));
+    /// # agent.finalize()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn verbs_rendezvous_counts(&self) -> RendezvousCounts {
+        self.shared.lock().book.rdma.counts()
+    }
+}
+
+/// Rendezvous messages received over verbs, by direction
+/// ([`Agent::verbs_rendezvous_counts`]).
+#[cfg(feature = "rdma")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RendezvousCounts {
+    /// Messages this rank read from the sender's registered buffer.
+    pub read: u64,
+    /// Messages the sender wrote into this rank's registered buffer.
+    pub written: u64,
 }

@@ -13,6 +13,7 @@
 //! | `VIADUCT_TCP_IFACE` | the network interface (e.g. `eth0`, `ib0`) whose IPv4 address the TCP listener and the liveness socket bind and publish; an unknown interface or one without an IPv4 address is an error naming it | the interface of the route to other nodes (the default route; with none, the only non-loopback interface with an IPv4 address); loopback when every TCP peer is on this node |
 //! | `VIADUCT_MAX_UNEXPECTED_BYTES` | once unexpected eager messages and pieces of collectives this rank has not started hold this many bytes, the agent stops reading from remote VCs until receives take some (back-pressure on the senders; 64 KiB to 1 TiB) | 268435456 (256 MiB) |
 //! | `VIADUCT_RDMA_DEVICE` | the RDMA device the verbs method uses (e.g. `mlx5_0`, `rxe0`) | the first device with an active port |
+//! | `VIADUCT_VERBS_WRITE_MIN` | verbs: a rendezvous message from this many bytes is written by the sender (RDMA WRITE into the buffer the receiver names) instead of read by the receiver (RDMA READ); 0 reads every one. Chosen by the receiver, so it need not agree across ranks (see `crate::engine::read_rndv`, measurement in `docs/perf/cluster.md`: between two soft-RoCE devices reads stream at a third of the writes' rate from 1 MiB, as fast at 256 KiB, and save a round trip) | 524288 |
 //! | `VIADUCT_SPIN_MIN`, `VIADUCT_SPIN_MAX` | fewest and most progress polls a blocking call spins before it sleeps | 16, 4096 |
 //! | `VIADUCT_PROGRESS` | how a blocking call waits for work: `spin` (poll adaptively between the spin counts, then sleep in the methods' waits), `yield` (at most 4 polls, giving the CPU away with `sched_yield` between them, then sleep), `block` (sleep in the methods' waits at once), `auto` (`yield` when this node's ranks outnumber the CPUs they may run on, else `spin`; see [`crate::progress`], "Oversubscription") | `auto` |
 //! | `VIADUCT_SHM_RING_COPY_MAX` | shared memory: long messages up to this many bytes are copied through the ring in pipelined chunks (sender and receiver copying at once), longer ones by single copy (`process_vm_readv`) where permitted; 0 turns the ring copy off (measurement behind the default: `docs/perf/shm-sweep.md`) | 4194304 |
@@ -96,6 +97,9 @@ pub const RDMA_DEVICE_VAR: &str = "VIADUCT_RDMA_DEVICE";
 /// Environment variable with the buffers of the verbs method's shared receive pool (0: a
 /// receive ring per peer instead).
 pub const VERBS_RECV_POOL_VAR: &str = "VIADUCT_VERBS_RECV_POOL";
+/// Environment variable with the length from which a verbs rendezvous message is written by
+/// its sender instead of read by its receiver (0: always read).
+pub const VERBS_WRITE_MIN_VAR: &str = "VIADUCT_VERBS_WRITE_MIN";
 /// Environment variable naming the network interface whose address TCP listens on.
 pub const TCP_IFACE_VAR: &str = "VIADUCT_TCP_IFACE";
 /// Environment variable with the fewest progress polls a blocking call spins before it sleeps.
@@ -263,6 +267,10 @@ pub struct Config {
     /// 0 gives every peer a ring of 32 buffers of its own instead. See
     /// `viaduct_verbs::msg::ReceivePool`.
     pub verbs_recv_pool: u32,
+    /// Verbs: rendezvous messages from this many bytes are written by the sender (RDMA WRITE)
+    /// rather than read by the receiver (RDMA READ); 0: always read
+    /// (`VIADUCT_VERBS_WRITE_MIN`). The receiver's setting decides.
+    pub verbs_write_min: usize,
     /// The network interface whose IPv4 address the TCP listener and the liveness socket bind
     /// (`VIADUCT_TCP_IFACE`); `None` takes the interface of the route to other nodes.
     pub tcp_iface: Option<String>,
@@ -301,6 +309,8 @@ impl Default for Config {
             progress: ProgressMode::Auto,
             rdma_device: None,
             verbs_recv_pool: 64,
+            // From 512 KiB: see `VERBS_WRITE_MIN_VAR`'s row in the module doc.
+            verbs_write_min: 512 << 10,
             tcp_iface: None,
             // 16 KiB less the 24-byte piece header: a piece then fits the shared-memory
             // method's eager limit and goes through its ring in one copy. Measured against
@@ -475,6 +485,7 @@ impl Config {
                         )
                     })?;
                 }
+                VERBS_WRITE_MIN_VAR => c.verbs_write_min = bytes(VERBS_WRITE_MIN_VAR, v)?,
                 TCP_IFACE_VAR => {
                     let name = v.trim();
                     c.tcp_iface = (!name.is_empty()).then(|| name.to_owned());
@@ -814,6 +825,11 @@ mod tests {
         assert_eq!((c.shm_ring_copy_max, c.shm_ring_copy_chunk), (0, 8192));
         let shm = crate::method::shm_config(&c);
         assert_eq!((shm.ring_copy_max, shm.ring_copy_chunk), (0, 8192));
+        assert_eq!(Config::default().verbs_write_min, 512 << 10);
+        let c = Config::from_vars([(VERBS_WRITE_MIN_VAR, "0")]).unwrap();
+        assert_eq!(c.verbs_write_min, 0);
+        let e = Config::from_vars([(VERBS_WRITE_MIN_VAR, "1M")]).unwrap_err();
+        assert!(e.to_string().contains(VERBS_WRITE_MIN_VAR), "{e}");
         assert_eq!(Config::default().malloc_keep, 32 << 20);
         assert_eq!(
             Config::from_vars([(MALLOC_KEEP_VAR, "0")])

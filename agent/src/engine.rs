@@ -154,6 +154,7 @@ impl Book {
         chunk: usize,
         max_unexpected: usize,
         xfer_chunk: usize,
+        verbs_write_min: u64,
         done: Completions,
     ) -> Book {
         Book {
@@ -170,7 +171,7 @@ impl Book {
             xfer: XferEngine::new(xfer_chunk, done.clone()),
             fast_sends: Vec::new(),
             spare: Default::default(),
-            rdma: read_rndv::ReadRndv::new(done.clone()),
+            rdma: read_rndv::ReadRndv::new(done.clone(), verbs_write_min),
             done,
             in_place: None,
         }
@@ -451,6 +452,8 @@ impl Book {
             Kind::Data => self.rndv.data(peer, id, data)?,
             Kind::Xfer => self.xfer.inbound(peer, data)?,
             Kind::Fin => self.rdma.fin(peer, id)?,
+            Kind::CtsWrite => self.rdma.cts_write(peer, id, data)?,
+            Kind::FinWrite => self.rdma.fin_write(peer, id)?,
             Kind::Handshake => {} // the last handshake bytes, if any
             // Stream bytes stop the progress pass before they get here (they are read in
             // place); one that comes anyway has no place in the protocol.
@@ -940,7 +943,15 @@ mod tests {
     use crate::request::Request;
 
     fn book() -> Book {
-        Book::new(0, 1024, 1 << 20, 1 << 20, 1 << 16, Completions::default())
+        Book::new(
+            0,
+            1024,
+            1 << 20,
+            1 << 20,
+            1 << 16,
+            0,
+            Completions::default(),
+        )
     }
 
     /// A receive from rank 1 (context 3, tag 4) of up to `capacity` bytes, matched by an RTS
@@ -1097,7 +1108,7 @@ mod tests {
 
     #[test]
     fn early_xfer_pieces_count_against_the_unexpected_limit() {
-        let mut b = Book::new(0, 1024, 1 << 20, 1000, 1 << 16, Completions::default());
+        let mut b = Book::new(0, 1024, 1 << 20, 1000, 1 << 16, 0, Completions::default());
         assert!(b.reading());
         // Pieces of a collective this rank has not started (context 3, tag 4).
         for seq in 0..3 {

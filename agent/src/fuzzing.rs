@@ -73,6 +73,7 @@ impl Inbound {
                 c.rendezvous_chunk,
                 c.max_unexpected_bytes,
                 c.xfer_chunk,
+                c.verbs_write_min as u64,
                 Completions::default(),
             ),
             recvs: Vec::new(),

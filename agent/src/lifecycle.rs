@@ -86,6 +86,7 @@ impl Agent {
             config.rendezvous_chunk,
             config.max_unexpected_bytes,
             config.xfer_chunk,
+            config.verbs_write_min as u64,
             Completions::default(),
         );
         let completions = book.done.clone();

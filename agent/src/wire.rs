@@ -13,8 +13,8 @@
 //! | `STREAM` | 0 | bytes of the VC's byte stream (`Agent::write` / `Agent::next`) |
 //! | `XFER` | 0 | context u32, tag u32, block sequence u32, 0 u32, message length u64, then a piece of the message |
 //!
-//! The kinds are the values of [`Kind`] (one byte each; the RDMA-read rendezvous adds
-//! `RTS_READ` and `FIN`, see [`crate::engine::read_rndv`]).
+//! The kinds are the values of [`Kind`] (one byte each; the verbs rendezvous adds
+//! `RTS_READ`, `FIN`, `CTS_WRITE` and `FIN_WRITE`, see [`crate::engine::read_rndv`]).
 //!
 //! Rendezvous: the sender keeps the data and sends `RTS`; the receiver matches it like any
 //! message and answers `CTS` naming where the data goes; the sender then sends the data in

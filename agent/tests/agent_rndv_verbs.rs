@@ -1,4 +1,6 @@
-//! Rendezvous by RDMA READ over the verbs method: ranks that are threads (or, for the killed
+//! Rendezvous by RDMA READ and by RDMA WRITE over the verbs method (each test runs both
+//! directions where it matters: `VIADUCT_VERBS_WRITE_MIN` 0 reads every message, 1 writes
+//! every one, the default writes from 512 KiB): ranks that are threads (or, for the killed
 //! rank, a child process) of this process, each with its own agent, connected through a real
 //! PMI-1 exchange and real queue pairs on one RDMA device (soft-RoCE `rxe0` in the VM of
 //! `scripts/rxe-vm`).
@@ -16,7 +18,7 @@ use agent_common::bodies::pattern;
 use agent_common::child::ChildJob;
 use agent_common::method::have_rdma;
 use agent_common::{LIMIT, config, job};
-use viaduct_agent::agent::Agent;
+use viaduct_agent::agent::{Agent, RendezvousCounts};
 use viaduct_agent::bootstrap::Bootstrap;
 use viaduct_agent::config::{Config, MethodKind};
 use viaduct_agent::matching::{Source, TagMatch};
@@ -27,10 +29,26 @@ fn verbs() -> Config {
     config(MethodKind::Verbs)
 }
 
+/// Every rendezvous message read by its receiver.
+fn reads() -> Config {
+    Config {
+        verbs_write_min: 0,
+        ..verbs()
+    }
+}
+
+/// Every rendezvous message written by its sender.
+fn writes() -> Config {
+    Config {
+        verbs_write_min: 1,
+        ..verbs()
+    }
+}
+
 /// Messages of rendezvous sizes (one longer than the rendezvous piece; synchronous ones tiny
 /// and empty) arrive byte-exact, posted first and unexpected; then repeated messages of one
-/// size register nothing on either side.
-fn exact_and_reused(agent: Agent) {
+/// size register nothing on either side. Returns the rank's rendezvous counts.
+fn exact_and_reused(agent: Agent) -> RendezvousCounts {
     let me = agent.rank();
     let peer = 1 - me;
     assert_eq!(agent.method_of(peer), Some("verbs"));
@@ -106,6 +124,22 @@ fn exact_and_reused(agent: Agent) {
         "rank {me} registered again for a size it had used"
     );
     assert!(after.hits >= before.hits + 5, "rank {me}: {after:?}");
+    agent.verbs_rendezvous_counts()
+}
+
+/// Runs [`exact_and_reused`] with `config`: rank 1 receives its 14 rendezvous messages (the
+/// 16 KiB one goes eagerly), `read` of them read and the rest written; rank 0 receives none.
+fn exact_and_reused_with(config: Config, read: u64) {
+    let counts = job(2, config, exact_and_reused);
+    assert_eq!(counts[0], RendezvousCounts::default(), "rank 0 received");
+    assert_eq!(
+        counts[1],
+        RendezvousCounts {
+            read,
+            written: 14 - read
+        },
+        "rank 1's receives by direction"
+    );
 }
 
 /// A receive shorter than the message: truncated, its buffer holds the first bytes, the send
@@ -219,30 +253,64 @@ fn in_place(agent: Agent) {
 #[test]
 fn rendezvous_reads_land_in_place_and_borrowed_sends_copy_once() {
     if have_rdma() {
-        job(2, verbs(), in_place);
+        job(2, reads(), in_place);
+    }
+}
+
+#[test]
+fn rendezvous_writes_land_in_place_and_borrowed_sends_copy_once() {
+    if have_rdma() {
+        job(2, writes(), in_place);
     }
 }
 
 #[test]
 fn rendezvous_reads_are_exact_and_reuse_registrations() {
     if have_rdma() {
-        job(2, verbs(), exact_and_reused);
+        exact_and_reused_with(reads(), 14);
+    }
+}
+
+#[test]
+fn rendezvous_writes_are_exact_and_reuse_registrations() {
+    if have_rdma() {
+        // The empty synchronous message is shorter than 1 byte: read.
+        exact_and_reused_with(writes(), 1);
+    }
+}
+
+/// The default: reads below 512 KiB (4 of the messages), writes from it (the 1 MiB, 4 MiB,
+/// three 600,000-byte and five repeated 1 MiB messages), in one job.
+#[test]
+fn rendezvous_reads_and_writes_mix_by_length() {
+    if have_rdma() {
+        assert_eq!(verbs().verbs_write_min, 512 << 10);
+        exact_and_reused_with(verbs(), 4);
     }
 }
 
 #[test]
 fn rendezvous_read_into_a_short_receive_truncates() {
     if have_rdma() {
-        job(2, verbs(), truncated);
+        job(2, reads(), truncated);
+    }
+}
+
+#[test]
+fn rendezvous_write_into_a_short_receive_truncates() {
+    if have_rdma() {
+        job(2, writes(), truncated);
     }
 }
 
 const CHILD_VAR: &str = "VIADUCT_TEST_RNDV_CHILD";
 
-fn failure_config() -> Config {
+/// The killed-rank tests' settings; `read` reads every rendezvous message, else every one is
+/// written.
+fn failure_config(read: bool) -> Config {
     Config {
         peer_timeout: Duration::from_secs(2),
-        ..verbs()
+        ..if read { reads() } else { writes() }
     }
 }
 
@@ -252,11 +320,11 @@ fn failure_config() -> Config {
 #[test]
 #[ignore = "child process of the killed-rank test"]
 fn rndv_child_rank() {
-    if std::env::var(CHILD_VAR).is_err() {
+    let Ok(how) = std::env::var(CHILD_VAR) else {
         return;
-    }
+    };
     let boot = Bootstrap::from_env().unwrap();
-    let agent = Agent::with_bootstrap(boot, failure_config()).unwrap();
+    let agent = Agent::with_bootstrap(boot, failure_config(how == "read")).unwrap();
     let mut b = [0u8; 4];
     agent
         .recv(&mut b, Source::Rank(0), TagMatch::Tag(1))
@@ -267,17 +335,33 @@ fn rndv_child_rank() {
     std::thread::sleep(Duration::from_secs(120));
 }
 
-/// A rank killed with rendezvous messages in both directions: the send waiting for its `FIN`
-/// and the receive whose read goes to the dead rank each fail once, with the peer's failure;
-/// nothing hangs.
+/// A rank killed with rendezvous messages in both directions, read: the send waiting for its
+/// `FIN` and the receive whose read goes to the dead rank each fail once, with the peer's
+/// failure; nothing hangs.
 #[test]
-fn a_killed_rank_fails_rendezvous_in_both_directions_once() {
-    if !have_rdma() {
-        return;
+fn a_killed_rank_fails_read_rendezvous_in_both_directions_once() {
+    if have_rdma() {
+        killed_rank(true);
     }
-    let mut job = ChildJob::spawn("rndv_child_rank", CHILD_VAR, "1");
+}
+
+/// The same, written: the send waiting for its `CTS_WRITE` and the receive waiting for the
+/// dead rank's write (its `CTS_WRITE` went to the dead rank) each fail once.
+#[test]
+fn a_killed_rank_fails_write_rendezvous_in_both_directions_once() {
+    if have_rdma() {
+        killed_rank(false);
+    }
+}
+
+fn killed_rank(read: bool) {
+    let mut job = ChildJob::spawn(
+        "rndv_child_rank",
+        CHILD_VAR,
+        if read { "read" } else { "write" },
+    );
     let boot = job.bootstrap();
-    let agent = Agent::with_bootstrap(boot, failure_config()).unwrap();
+    let agent = Agent::with_bootstrap(boot, failure_config(read)).unwrap();
     assert_eq!(agent.method_of(1), Some("verbs"));
     agent.send(1, 1, b"ping").unwrap();
     job.wait_ready();

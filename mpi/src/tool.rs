@@ -84,6 +84,7 @@ const NAMES: &[&str] = &[
     "VIADUCT_SPIN_MAX",
     "VIADUCT_PROGRESS",
     "VIADUCT_RDMA_DEVICE",
+    "VIADUCT_VERBS_WRITE_MIN",
     "VIADUCT_TCP_IFACE",
     "VIADUCT_XFER_CHUNK",
     "VIADUCT_SHM_RING_COPY_MAX",
@@ -138,6 +139,10 @@ fn cvars() -> Vec<Cvar> {
         (
             "RDMA device of the verbs method (empty: the first active)",
             text(&c.rdma_device),
+        ),
+        (
+            "verbs: rendezvous written by the sender from (bytes; 0: always read)",
+            size(c.verbs_write_min),
         ),
         (
             "network interface of TCP (empty: chosen at init)",

@@ -1,28 +1,45 @@
-//! Rendezvous by RDMA READ on verbs VCs.
+//! Rendezvous by RDMA READ or RDMA WRITE on verbs VCs.
 //!
 //! Over shared memory and TCP a rendezvous message travels as `RTS`, `CTS`, then `DATA` pieces
-//! (see [`crate::wire`]). Over a verbs VC the receiver fetches the data itself:
+//! (see [`crate::wire`]). Over a verbs VC the NIC moves the data, one-sided:
 //!
 //! | kind | method tag id | payload |
 //! | --- | --- | --- |
 //! | `RTS_READ` (7) | sender's id | context u32, tag u32, length u64, then the sender's region: address u64, length u64, remote key u32 |
 //! | `FIN` (8) | sender's id | empty: the receiver has read the data |
+//! | `CTS_WRITE` (10) | sender's id | the receiver's region: address u64, length u64, remote key u32 |
+//! | `FIN_WRITE` (11) | sender's id | empty: the sender has written the data |
 //!
 //! 1. **Sender** (`announce`, when the `RTS` of a rendezvous send is written on a verbs VC,
 //!    whatever its length: synchronous sends of small messages too): takes a registered
 //!    buffer from the VC's registration cache (one per connection, so the remote key goes to
 //!    that peer only, see [`viaduct_verbs::regcache`]), copies the data into it (borrowed
 //!    bytes were copied into it when the send was posted, see "Copies" below), and sends
-//!    `RTS_READ` naming it. The buffer stays with the send until `FIN`.
+//!    `RTS_READ` naming it. The buffer stays with the send until the data has moved.
 //!    When no registered buffer can be had (e.g. the memory-lock limit), the `RTS` goes
 //!    unchanged and the message takes the piecewise protocol.
 //! 2. **Receiver**: `RTS_READ` is matched like any `RTS` (posted receive or unexpected
-//!    queue). Once a receive matches, a registered buffer of the receiver's cache is taken
-//!    and an RDMA READ of the sender's region posted on the VC's endpoint (in pieces bounded
-//!    by the device's largest message, see [`viaduct_verbs::msg::Endpoint::post_read`]).
-//! 3. When the read completes, the [`RecvBuffer`] takes the registered buffer (or a copy of
-//!    its bytes, see "Copies"), the receive completes, and `FIN` goes to the sender, which
-//!    completes the send and gives its buffer back to its cache.
+//!    queue). Once a receive matches, a registered buffer of the receiver's cache is taken,
+//!    and the receiver chooses the direction by the message's length:
+//!    - **read** (shorter than `VIADUCT_VERBS_WRITE_MIN`): an RDMA READ of the sender's region
+//!      is posted on the VC's endpoint (in pieces bounded by the device's largest message, see
+//!      [`viaduct_verbs::msg::Endpoint::post_read`]). When it completes, the receive completes
+//!      and `FIN` goes to the sender, which completes the send and gives its buffer back.
+//!    - **write** (from `VIADUCT_VERBS_WRITE_MIN` bytes): `CTS_WRITE` names the receiver's
+//!      buffer; the sender posts an RDMA WRITE of its buffer into it. When the write completed
+//!      at the sender (the receiver's NIC acknowledged every piece, so the bytes are in the
+//!      receiver's memory), the send completes, its buffer goes back, and `FIN_WRITE` goes to
+//!      the receiver, whose receive then completes.
+//!
+//!    A read costs one round trip less than a write (no `CTS_WRITE`), so it is the faster
+//!    for short messages. Writes stream better where the NIC recovers lost packets of a read
+//!    response slowly: soft-RoCE resends the lost tail of a READ response only when the
+//!    queue pair's ACK timeout expires, while a lost WRITE packet is answered by a NAK at
+//!    once (between two soft-RoCE devices, 4 MiB: `ib_read_bw` 8.9 MB/s, `ib_write_bw` 26.4,
+//!    `docs/perf/cluster.md`). The sender follows whichever the receiver asks for, so the
+//!    setting may differ between ranks.
+//! 3. Delivery: the [`RecvBuffer`] takes the registered buffer (or a copy of its bytes, see
+//!    "Copies").
 //!
 //! Copies: one on the sender, none or one on the receiver.
 //! - Sender: a send of borrowed bytes ([`Agent::isend`](crate::agent::Agent::isend), blocking
@@ -32,7 +49,7 @@
 //!   until its `RTS` is written, which then copies it into a registered buffer. (The caller's
 //!   own memory is never registered: a registration must never outlive the memory it maps.)
 //! - Receiver: a receive into the agent's own memory ([`RecvBuffer::new`], `irecv`) keeps the
-//!   registered buffer the data was read into, with no copy ([`RecvBuffer::land`]); its
+//!   registered buffer the data landed in, with no copy ([`RecvBuffer::land`]); its
 //!   registration goes back to the cache when the caller clears, takes or drops the buffer. A
 //!   receive into the caller's memory (`recv`, [`RecvBuffer::caller`]) gets one copy.
 //!
@@ -42,9 +59,11 @@
 //! messages of one size register nothing
 //! ([`Agent::verbs_cache_stats`](crate::agent::Agent::verbs_cache_stats) counts).
 //!
-//! Failure: a failed read fails its receive and the VC; a failed VC fails the sends waiting
-//! for `FIN` and the reads in flight (the endpoint completes each once), so both requests
-//! complete once, with the peer failure.
+//! Failure: a failed read or write fails its request and the VC; a failed VC fails the sends
+//! waiting for `FIN` or for their write, the reads in flight and the receives waiting for
+//! `FIN_WRITE` (the endpoint completes each operation once), so both requests complete once,
+//! with the peer failure. A receive's buffer a peer may still write goes back to the cache
+//! only with the VC failed: its queue pair then takes no more writes.
 
 use std::collections::HashMap;
 
@@ -105,23 +124,17 @@ struct ReadSend {
     peer: u32,
     counter: CarCounter,
     len: u64,
-    /// Kept until `FIN` (the peer's NIC reads it), then given back to the cache.
+    /// The registered buffer with the data: kept until `FIN` (the peer's NIC reads it), or
+    /// handed to the endpoint for the write a `CTS_WRITE` asks for (`None` from then on).
     #[cfg(feature = "rdma")]
-    _buf: Kept,
+    buf: Option<viaduct_verbs::Pooled>,
 }
 
-/// The registered buffer a [`ReadSend`] keeps (held only, never read: the peer's NIC reads
-/// it).
+/// A registered buffer of a send prepared at post ([`register_copy`]).
 #[cfg(feature = "rdma")]
-#[derive(Debug)]
-#[allow(dead_code)]
-enum Kept {
-    /// A copy of the send's pieces, made when its `RTS` was written.
-    Copy(viaduct_verbs::Pooled),
-    /// The send's own pieces: one registered buffer the caller's bytes were copied into when
-    /// the send was posted ([`register_copy`]).
-    Pieces(Vec<viaduct_fallback::sendbuf::SendBuf>),
-}
+type PreparedBuf = std::sync::Arc<viaduct_verbs::Pooled>;
+#[cfg(not(feature = "rdma"))]
+type PreparedBuf = ();
 
 /// A matched receive reading its data.
 #[derive(Debug)]
@@ -133,19 +146,37 @@ struct ReadRecv {
     buf: RecvBuffer,
     counter: CarCounter,
     len: u64,
+    /// Write: the registered buffer the sender writes into, named by `CTS_WRITE`.
+    #[cfg(feature = "rdma")]
+    target: Option<viaduct_verbs::Pooled>,
 }
 
-/// Rendezvous-by-read bookkeeping of an agent.
+/// Rendezvous-by-read-or-write bookkeeping of an agent.
 #[derive(Debug, Default)]
 pub(crate) struct ReadRndv {
     sends: HashMap<u64, ReadSend>,
     /// Regions of `RTS_READ`s not matched yet, by (peer, sender's id).
     announced: HashMap<(u32, u64), Region>,
     /// Sends whose data is registered already ([`register_copy`]), by sender's id: their peer
-    /// and region, until their `RTS` is written.
-    prepared: HashMap<u64, (u32, Region)>,
+    /// and buffer, until their `RTS` is written.
+    prepared: HashMap<u64, (u32, PreparedBuf)>,
     /// Matched receives, by read descriptor id.
     recvs: HashMap<u64, ReadRecv>,
+    /// Receives waiting for `FIN_WRITE`: their read descriptor id by (peer, sender's id).
+    written_by: HashMap<(u32, u64), u64>,
+    /// Sends a `CTS_WRITE` asked to write: sender's id and the receiver's region.
+    to_write: Vec<(u64, Region)>,
+    /// Writes posted: the sender's id by write descriptor id.
+    writes: HashMap<u64, u64>,
+    /// `FIN_WRITE`s to send: peer and sender's id.
+    fin_writes: Vec<(u32, u64)>,
+    /// Messages from this many bytes are written by the sender rather than read by the
+    /// receiver (`VIADUCT_VERBS_WRITE_MIN`; 0: never).
+    #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+    write_min: u64,
+    /// Receives completed, by direction.
+    #[cfg(feature = "rdma")]
+    counts: crate::agent::RendezvousCounts,
     /// Receives whose read is to be posted.
     to_post: Vec<u64>,
     /// Reads completed, their data to be delivered.
@@ -155,17 +186,25 @@ pub(crate) struct ReadRndv {
 }
 
 impl ReadRndv {
-    /// No read yet; completions count in `done`.
-    pub(crate) fn new(done: Completions) -> ReadRndv {
+    /// No read yet; completions count in `done`. Receives of messages from `write_min` bytes
+    /// ask the sender to write (0: never).
+    pub(crate) fn new(done: Completions, write_min: u64) -> ReadRndv {
         ReadRndv {
             done,
+            write_min,
             ..Default::default()
         }
     }
 
-    /// Whether sends wait for a `FIN`.
+    /// Receives completed, by direction.
+    #[cfg(feature = "rdma")]
+    pub(crate) fn counts(&self) -> crate::agent::RendezvousCounts {
+        self.counts
+    }
+
+    /// Whether sends wait for a `FIN` or their write, or a `FIN_WRITE` is still to go.
     pub(crate) fn sends_pending(&self) -> bool {
-        !self.sends.is_empty()
+        !self.sends.is_empty() || !self.fin_writes.is_empty()
     }
 
     /// Records the region of an `RTS_READ` (its envelope is matched by the caller).
@@ -219,37 +258,107 @@ impl ReadRndv {
                 buf,
                 counter,
                 len,
+                #[cfg(feature = "rdma")]
+                target: None,
             },
         );
         self.to_post.push(rid);
     }
 
-    /// `FIN` for send `sender_id`: the send completes and its buffer goes back.
-    pub(crate) fn fin(&mut self, peer: u32, sender_id: u64) -> Result<(), ProtocolError> {
-        match self.sends.remove(&sender_id) {
-            Some(s) if s.peer == peer => {
-                self.done.note(s.counter.complete_car(s.len));
+    /// `CTS_WRITE` for send `sender_id`: its data is to be written into the receiver's region
+    /// `b`.
+    pub(crate) fn cts_write(
+        &mut self,
+        peer: u32,
+        sender_id: u64,
+        b: &[u8],
+    ) -> Result<(), ProtocolError> {
+        let region = Region::read(b).ok_or(ProtocolError::MalformedRegion)?;
+        match self.sends.get(&sender_id) {
+            Some(s) if s.peer == peer && s.len == region.len && self.is_unwritten(sender_id) => {
+                self.to_write.push((sender_id, region));
                 Ok(())
             }
-            Some(s) => {
-                let other = s.peer;
-                self.sends.insert(sender_id, s);
-                Err(ProtocolError::FinWrongPeer {
-                    id: sender_id,
-                    to: other,
-                })
+            Some(s) if s.peer == peer && s.len != region.len => Err(ProtocolError::RegionLength {
+                id: sender_id,
+                len: s.len,
+                region: region.len,
+            }),
+            _ => Err(ProtocolError::CtsWriteUnknownSend { id: sender_id }),
+        }
+    }
+
+    /// Whether send `sender_id` still holds its buffer (no `CTS_WRITE` took it).
+    fn is_unwritten(&self, sender_id: u64) -> bool {
+        #[cfg(feature = "rdma")]
+        {
+            self.sends.get(&sender_id).is_some_and(|s| s.buf.is_some())
+                && !self.to_write.iter().any(|(id, _)| *id == sender_id)
+        }
+        #[cfg(not(feature = "rdma"))]
+        {
+            let _ = sender_id;
+            true
+        }
+    }
+
+    /// `FIN_WRITE` for rendezvous message `sender_id` of `peer`: its data is in the receive's
+    /// buffer, which completes.
+    pub(crate) fn fin_write(&mut self, peer: u32, sender_id: u64) -> Result<(), ProtocolError> {
+        let rid = self
+            .written_by
+            .remove(&(peer, sender_id))
+            .ok_or(ProtocolError::FinWriteUnknownRecv { id: sender_id })?;
+        let Some(r) = self.recvs.remove(&rid) else {
+            return Err(ProtocolError::FinWriteUnknownRecv { id: sender_id });
+        };
+        #[cfg(feature = "rdma")]
+        if let Some(data) = r.target {
+            if let Err(data) = r.buf.land(data) {
+                r.buf.fill(&data);
+            }
+            self.done.finish_recv(&r.counter, &r.buf, r.len);
+            self.counts.written += 1;
+            return Ok(());
+        }
+        self.done.note(r.counter.fail_car(peer_failed(
+            peer,
+            "protocol error: FIN_WRITE for a receive with no buffer to write",
+        )));
+        Ok(())
+    }
+
+    /// `FIN` for send `sender_id`: the send completes and its buffer goes back.
+    pub(crate) fn fin(&mut self, peer: u32, sender_id: u64) -> Result<(), ProtocolError> {
+        match self.sends.get(&sender_id) {
+            Some(s) if s.peer != peer => Err(ProtocolError::FinWrongPeer {
+                id: sender_id,
+                to: s.peer,
+            }),
+            // A send being written was not read: its FIN has no place.
+            Some(_) if !self.is_unwritten(sender_id) => {
+                Err(ProtocolError::FinUnknownSend { id: sender_id })
+            }
+            Some(_) => {
+                if let Some(s) = self.sends.remove(&sender_id) {
+                    self.done.note(s.counter.complete_car(s.len));
+                }
+                Ok(())
             }
             None => Err(ProtocolError::FinUnknownSend { id: sender_id }),
         }
     }
 
-    /// A read descriptor completed; the reason when it failed (the VC fails).
+    /// A read or write descriptor completed; the reason when it failed (the VC fails).
     pub(crate) fn read_completed(
         &mut self,
         peer: u32,
         id: u64,
         result: Result<usize, crate::method::MethodError>,
     ) -> Option<Failure> {
+        if let Some(sid) = self.writes.remove(&id) {
+            return self.write_completed(peer, sid, result);
+        }
         match result {
             Ok(_) => {
                 if self.recvs.contains_key(&id) {
@@ -267,10 +376,42 @@ impl ReadRndv {
         }
     }
 
+    /// The write of send `sender_id` completed: the send completes (`FIN_WRITE` goes to the
+    /// receiver) or fails.
+    fn write_completed(
+        &mut self,
+        peer: u32,
+        sender_id: u64,
+        result: Result<usize, crate::method::MethodError>,
+    ) -> Option<Failure> {
+        let send = self.sends.remove(&sender_id);
+        match result {
+            Ok(_) => {
+                if let Some(s) = send {
+                    self.done.note(s.counter.complete_car(s.len));
+                    self.fin_writes.push((peer, sender_id));
+                }
+                None
+            }
+            Err(e) => {
+                let failure = Failure::of(e);
+                if let Some(s) = send {
+                    self.done.note(s.counter.fail_car(failure.error(peer)));
+                }
+                Some(failure)
+            }
+        }
+    }
+
     /// Fails what depends on `peer`.
     pub(crate) fn peer_failed(&mut self, peer: u32, failure: &Failure) {
         self.announced.retain(|(p, _), _| *p != peer);
         self.prepared.retain(|_, (p, _)| *p != peer);
+        self.written_by.retain(|(p, _), _| *p != peer);
+        self.fin_writes.retain(|(p, _)| *p != peer);
+        let sends = &self.sends;
+        self.to_write
+            .retain(|(id, _)| sends.get(id).is_some_and(|s| s.peer != peer));
         let gone: Vec<u64> = self
             .sends
             .iter()
@@ -299,6 +440,10 @@ impl ReadRndv {
     pub(crate) fn fail_all(&mut self) {
         self.announced.clear();
         self.prepared.clear();
+        self.written_by.clear();
+        self.to_write.clear();
+        self.writes.clear();
+        self.fin_writes.clear();
         for (_, s) in self.sends.drain() {
             self.done.note(s.counter.fail_car(AgentError::Finalized));
         }
@@ -331,11 +476,24 @@ pub(crate) fn announce(st: &mut State, peer: u32, out: Outbound) -> Outbound {
             return out;
         };
         let (region, len, counter, buf) = match book.rdma.prepared.remove(&sid) {
-            Some((_, region)) => {
+            Some((_, shared)) => {
                 let Some((pieces, counter)) = book.take_rndv_send(sid) else {
                     return out;
                 };
-                (region, region.len as usize, counter, Kept::Pieces(pieces))
+                // The pieces hold the other reference to the buffer: with them gone, the
+                // send holds it alone.
+                drop(pieces);
+                let buf = match std::sync::Arc::try_unwrap(shared) {
+                    Ok(b) => b,
+                    Err(shared) => {
+                        let Ok(mut b) = ep.cache().get(shared.len()) else {
+                            return out;
+                        };
+                        b.copy_from_slice(&shared);
+                        b
+                    }
+                };
+                (Region::of(&buf), buf.len(), counter, buf)
             }
             None => {
                 let Some(chunks) = book.rndv_chunks(sid) else {
@@ -353,7 +511,7 @@ pub(crate) fn announce(st: &mut State, peer: u32, out: Outbound) -> Outbound {
                 let Some((_, counter)) = book.take_rndv_send(sid) else {
                     return out;
                 };
-                (Region::of(&buf), len, counter, Kept::Copy(buf))
+                (Region::of(&buf), len, counter, buf)
             }
         };
         book.rdma.sends.insert(
@@ -362,7 +520,7 @@ pub(crate) fn announce(st: &mut State, peer: u32, out: Outbound) -> Outbound {
                 peer,
                 counter,
                 len: len as u64,
-                _buf: buf,
+                buf: Some(buf),
             },
         );
         let mut payload = out.buf.to_vec();
@@ -391,7 +549,7 @@ pub(crate) fn register_copy(
     st: &mut State,
     peer: u32,
     data: &[u8],
-) -> Option<(viaduct_fallback::sendbuf::SendBuf, Region)> {
+) -> Option<(viaduct_fallback::sendbuf::SendBuf, PreparedBuf)> {
     use viaduct_fallback::sendbuf::{SendBuf, SharedPiece};
 
     let vc = st.vcs.get_mut(peer as usize)?;
@@ -403,24 +561,29 @@ pub(crate) fn register_copy(
     };
     let mut buf = ep.cache().get(data.len()).ok()?;
     buf.copy_from_slice(data);
-    let region = Region::of(&buf);
-    let piece = SharedPiece::whole(std::sync::Arc::new(buf));
-    Some((SendBuf::Shared(piece), region))
+    let buf = std::sync::Arc::new(buf);
+    let piece = SharedPiece::whole(buf.clone());
+    Some((SendBuf::Shared(piece), buf))
 }
 
 /// Names the rendezvous send whose `RTS` is `rts` as one whose piece is the registered buffer
-/// of `region` ([`register_copy`]): its `RTS_READ` names that buffer, with no further copy.
+/// `buf` ([`register_copy`]): its `RTS_READ` names that buffer, with no further copy.
 #[cfg(feature = "rdma")]
-pub(crate) fn prepared(st: &mut State, peer: u32, rts: &Outbound, region: Region) {
+pub(crate) fn prepared(st: &mut State, peer: u32, rts: &Outbound, buf: PreparedBuf) {
     if let (Ok(Kind::Rts), sid) = wire::split_tag(rts.tag) {
-        st.book.rdma.prepared.insert(sid, (peer, region));
+        st.book.rdma.prepared.insert(sid, (peer, buf));
     }
 }
 
 /// Posts the reads of matched receives and delivers the reads that completed (data into the
 /// receive buffer, `FIN` to the sender). Returns the work done.
 pub(crate) fn drive(st: &mut State) -> usize {
-    if st.book.rdma.to_post.is_empty() && st.book.rdma.landed.is_empty() {
+    let rdma = &st.book.rdma;
+    if rdma.to_post.is_empty()
+        && rdma.landed.is_empty()
+        && rdma.to_write.is_empty()
+        && rdma.fin_writes.is_empty()
+    {
         return 0;
     }
     let mut work = 0;
@@ -428,15 +591,20 @@ pub(crate) fn drive(st: &mut State) -> usize {
     let mut failures: Vec<(u32, Failure)> = Vec::new();
     #[cfg_attr(not(feature = "rdma"), allow(unused_mut))]
     let mut fins: Vec<(u32, u64)> = Vec::new();
+    #[cfg_attr(not(feature = "rdma"), allow(unused_mut))]
+    let mut cts_writes: Vec<(u32, u64, Vec<u8>)> = Vec::new();
     #[cfg(feature = "rdma")]
     {
         use viaduct_verbs::RemoteRegion;
         use viaduct_verbs::msg::Posted;
 
         let State { vcs, book, .. } = &mut *st;
+        // Descriptor ids of the writes to post (taken before `rdma` borrows the book).
+        let mut write_ids: Vec<u64> = (0..book.rdma.to_write.len()).map(|_| book.id()).collect();
         let rdma = &mut book.rdma;
         for rid in std::mem::take(&mut rdma.to_post) {
-            let Some(r) = rdma.recvs.get(&rid) else {
+            let write_min = rdma.write_min;
+            let Some(r) = rdma.recvs.get_mut(&rid) else {
                 continue;
             };
             let peer = r.peer;
@@ -467,6 +635,16 @@ pub(crate) fn drive(st: &mut State) -> usize {
                     continue;
                 }
             };
+            if write_min > 0 && r.len >= write_min {
+                // The sender writes into `buf` (see the module doc: the direction).
+                let mut payload = Vec::with_capacity(REGION_LEN);
+                Region::of(&buf).write(&mut payload);
+                r.target = Some(buf);
+                rdma.written_by.insert((peer, r.sender_id), rid);
+                cts_writes.push((peer, r.sender_id, payload));
+                work += 1;
+                continue;
+            }
             let remote = RemoteRegion {
                 addr: r.region.addr,
                 len: r.region.len,
@@ -475,6 +653,46 @@ pub(crate) fn drive(st: &mut State) -> usize {
             match ep.post_read(rid, buf, remote) {
                 Ok(Posted::InProgress) => work += 1,
                 Ok(Posted::NoResources(_)) => rdma.to_post.push(rid),
+                Err(e) => failures.push((peer, Failure::of(e))),
+            }
+        }
+        for (sid, region) in std::mem::take(&mut rdma.to_write) {
+            let Some(s) = rdma.sends.get_mut(&sid) else {
+                continue;
+            };
+            let peer = s.peer;
+            let Some(vc) = vcs.get_mut(peer as usize) else {
+                continue;
+            };
+            if vc.failed.is_some() {
+                continue;
+            }
+            let Link::Remote(crate::method::Method::Verbs(ep)) = &mut vc.link else {
+                failures.push((peer, "a CTS_WRITE arrived on a VC without verbs".into()));
+                continue;
+            };
+            let Some(buf) = s.buf.take() else {
+                continue;
+            };
+            let remote = RemoteRegion {
+                addr: region.addr,
+                len: region.len,
+                rkey: region.rkey,
+            };
+            let Some(wid) = write_ids.pop() else {
+                rdma.to_write.push((sid, region));
+                continue;
+            };
+            let wid = crate::proto::DescId::read(wid).raw();
+            match ep.post_write(wid, buf, remote) {
+                Ok(Posted::InProgress) => {
+                    rdma.writes.insert(wid, sid);
+                    work += 1;
+                }
+                Ok(Posted::NoResources(buf)) => {
+                    s.buf = Some(buf);
+                    rdma.to_write.push((sid, region));
+                }
                 Err(e) => failures.push((peer, Failure::of(e))),
             }
         }
@@ -495,6 +713,7 @@ pub(crate) fn drive(st: &mut State) -> usize {
                         r.buf.fill(&data);
                     }
                     rdma.done.finish_recv(&r.counter, &r.buf, r.len);
+                    rdma.counts.read += 1;
                     fins.push((r.peer, r.sender_id));
                 }
                 None => {
@@ -505,14 +724,29 @@ pub(crate) fn drive(st: &mut State) -> usize {
             }
         }
     }
-    for (peer, sender_id) in fins {
+    let fin_writes = std::mem::take(&mut st.book.rdma.fin_writes);
+    work += fin_writes.len();
+    let controls = fins
+        .into_iter()
+        .map(|(peer, sid)| (peer, Kind::Fin, sid, Vec::new()))
+        .chain(
+            fin_writes
+                .into_iter()
+                .map(|(peer, sid)| (peer, Kind::FinWrite, sid, Vec::new())),
+        )
+        .chain(
+            cts_writes
+                .into_iter()
+                .map(|(peer, sid, region)| (peer, Kind::CtsWrite, sid, region)),
+        );
+    for (peer, kind, sender_id, payload) in controls.collect::<Vec<_>>() {
         let id = st.book.id();
         st.write(
             peer,
             Outbound {
                 id,
-                tag: wire::method_tag(Kind::Fin, sender_id),
-                buf: Vec::new().into(),
+                tag: wire::method_tag(kind, sender_id),
+                buf: payload.into(),
             },
         );
     }
@@ -547,6 +781,20 @@ mod tests {
         r.announce(1, 5, &b).unwrap();
         assert!(r.is_announced(1, 5) && !r.is_announced(2, 5));
         assert!(r.fin(1, 5).is_err(), "no send 5 waits for a FIN");
+        assert_eq!(
+            r.cts_write(1, 5, &b),
+            Err(ProtocolError::CtsWriteUnknownSend { id: 5 }),
+            "no send 5 waits to be written"
+        );
+        assert_eq!(
+            r.cts_write(1, 5, &b[..3]),
+            Err(ProtocolError::MalformedRegion)
+        );
+        assert_eq!(
+            r.fin_write(1, 5),
+            Err(ProtocolError::FinWriteUnknownRecv { id: 5 }),
+            "no receive waits for a write of message 5"
+        );
         r.peer_failed(1, &"gone".into());
         assert!(!r.is_announced(1, 5));
         assert!(!r.sends_pending());

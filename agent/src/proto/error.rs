@@ -22,8 +22,8 @@ pub(crate) enum ProtocolError {
     /// An `RTS` whose payload is not the announcement's 16 bytes.
     #[error("malformed RTS")]
     MalformedRts,
-    /// An `RTS_READ` whose region is not address, length and key.
-    #[error("malformed region in RTS_READ")]
+    /// An `RTS_READ` or `CTS_WRITE` whose region is not address, length and key.
+    #[error("malformed region in RTS_READ or CTS_WRITE")]
     MalformedRegion,
     /// A `CTS` without the receiver's id.
     #[error("malformed CTS")]
@@ -86,6 +86,28 @@ pub(crate) enum ProtocolError {
     /// A `FIN` for no send waiting for one.
     #[error("FIN for unknown send {id}")]
     FinUnknownSend {
+        /// The sender's id it names.
+        id: u64,
+    },
+    /// A `CTS_WRITE` for no send waiting to be read or written.
+    #[error("CTS_WRITE for unknown send {id}")]
+    CtsWriteUnknownSend {
+        /// The sender's id it names.
+        id: u64,
+    },
+    /// A `CTS_WRITE` whose region's length is not the message's.
+    #[error("CTS_WRITE for send {id} of {len} bytes names a region of {region} bytes")]
+    RegionLength {
+        /// The sender's id it names.
+        id: u64,
+        /// The send's length.
+        len: u64,
+        /// The region's length.
+        region: u64,
+    },
+    /// A `FIN_WRITE` for no receive waiting for one.
+    #[error("FIN_WRITE for unknown message {id}")]
+    FinWriteUnknownRecv {
         /// The sender's id it names.
         id: u64,
     },

@@ -29,6 +29,11 @@ pub(crate) enum Kind {
     Fin = 8,
     /// A whole small message whose envelope rides in the method tag (`EAGER_PACKED`).
     EagerPacked = 9,
+    /// The receiver's region for an RDMA WRITE of a message announced by `RTS_READ`
+    /// (`CTS_WRITE`).
+    CtsWrite = 10,
+    /// The sender wrote the data of a rendezvous message (`FIN_WRITE`).
+    FinWrite = 11,
     /// The last bytes of the connection handshake, if any reach the agent.
     Handshake = 0xff,
 }
@@ -36,7 +41,7 @@ pub(crate) enum Kind {
 impl Kind {
     /// Every kind, in wire order.
     #[cfg(any(test, feature = "fuzzing"))]
-    pub(crate) const ALL: [Kind; 10] = [
+    pub(crate) const ALL: [Kind; 12] = [
         Kind::Eager,
         Kind::Rts,
         Kind::Cts,
@@ -46,6 +51,8 @@ impl Kind {
         Kind::RtsRead,
         Kind::Fin,
         Kind::EagerPacked,
+        Kind::CtsWrite,
+        Kind::FinWrite,
         Kind::Handshake,
     ];
 
@@ -67,6 +74,8 @@ impl Kind {
             Kind::RtsRead => "RTS_READ",
             Kind::Fin => "FIN",
             Kind::EagerPacked => "EAGER_PACKED",
+            Kind::CtsWrite => "CTS_WRITE",
+            Kind::FinWrite => "FIN_WRITE",
             Kind::Handshake => "HANDSHAKE",
         }
     }
@@ -99,6 +108,8 @@ impl TryFrom<u8> for Kind {
             7 => Kind::RtsRead,
             8 => Kind::Fin,
             9 => Kind::EagerPacked,
+            10 => Kind::CtsWrite,
+            11 => Kind::FinWrite,
             0xff => Kind::Handshake,
             other => return Err(UnknownKind(other)),
         })
@@ -122,12 +133,12 @@ mod tests {
         }
         // The wire values are fixed.
         let bytes: Vec<u8> = Kind::ALL.iter().map(|k| k.byte()).collect();
-        assert_eq!(bytes, [1, 2, 3, 4, 5, 6, 7, 8, 9, 0xff]);
+        assert_eq!(bytes, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0xff]);
     }
 
     #[test]
     fn an_unknown_kind_byte_is_a_typed_error() {
-        for b in (0..=u8::MAX).filter(|b| !matches!(b, 1..=9 | 0xff)) {
+        for b in (0..=u8::MAX).filter(|b| !matches!(b, 1..=11 | 0xff)) {
             assert_eq!(Kind::try_from(b), Err(UnknownKind(b)));
         }
         assert_eq!(UnknownKind(42).to_string(), "unknown message kind 42");

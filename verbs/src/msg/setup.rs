@@ -201,9 +201,12 @@ impl Prepared {
             .connect(&peer.qp, &options)
             .map_err(Error::verbs("connecting the queue pair"))?;
         let frag = (self.config.buffer_bytes.min(peer.buffer_bytes) as usize) - HEADER_LEN;
+        // Remote read for buffers the peer reads, remote write for buffers it writes into
+        // (the agent's rendezvous); the cache is this connection's, so only this peer gets the
+        // keys (a buffer goes back to the cache once the operation on it is over).
         let cache = RegCache::new(
             &self.pd,
-            Access::LOCAL_WRITE | Access::REMOTE_READ,
+            Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE,
             self.config.cache_bytes,
         );
         Ok(Endpoint {

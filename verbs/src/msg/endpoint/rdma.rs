@@ -63,8 +63,9 @@ pub(crate) struct Rdma {
 }
 
 impl Endpoint {
-    /// The endpoint's registration cache (buffers with local-write and remote-read access in
-    /// this endpoint's protection domain, reused by size class).
+    /// The endpoint's registration cache (buffers with local-write, remote-read and
+    /// remote-write access in this endpoint's protection domain, reused by size class; the
+    /// cache is this connection's, so only its peer can be given their keys).
     pub fn cache(&self) -> &RegCache {
         &self.cache
     }
