@@ -66,7 +66,7 @@ pub struct Common {
     /// Print one JSON object per result line instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Latency over shm or tcp: interleave, between the same two ranks, blocks of the raw
+    /// Latency over shm, tcp or verbs: interleave, between the same two ranks, blocks of the raw
     /// method's ping-pong and the agent's, and print both with their ratio (see
     /// `bench::paired`).
     #[arg(long)]
