@@ -347,13 +347,5 @@ impl Agent {
     }
 }
 
-/// Rendezvous messages received over verbs, by direction
-/// ([`Agent::verbs_rendezvous_counts`]).
 #[cfg(feature = "rdma")]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RendezvousCounts {
-    /// Messages this rank read from the sender's registered buffer.
-    pub read: u64,
-    /// Messages the sender wrote into this rank's registered buffer.
-    pub written: u64,
-}
+pub use crate::engine::read_rndv::RendezvousCounts;

@@ -118,6 +118,17 @@ impl Region {
     }
 }
 
+/// Rendezvous messages received over verbs, by direction
+/// ([`Agent::verbs_rendezvous_counts`](crate::agent::Agent::verbs_rendezvous_counts)).
+#[cfg(feature = "rdma")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RendezvousCounts {
+    /// Messages this rank read from the sender's registered buffer.
+    pub read: u64,
+    /// Messages the sender wrote into this rank's registered buffer.
+    pub written: u64,
+}
+
 /// A send whose data waits in a registered buffer for the receiver's read.
 #[derive(Debug)]
 struct ReadSend {
@@ -176,7 +187,7 @@ pub(crate) struct ReadRndv {
     write_min: u64,
     /// Receives completed, by direction.
     #[cfg(feature = "rdma")]
-    counts: crate::agent::RendezvousCounts,
+    counts: RendezvousCounts,
     /// Receives whose read is to be posted.
     to_post: Vec<u64>,
     /// Reads completed, their data to be delivered.
@@ -198,7 +209,7 @@ impl ReadRndv {
 
     /// Receives completed, by direction.
     #[cfg(feature = "rdma")]
-    pub(crate) fn counts(&self) -> crate::agent::RendezvousCounts {
+    pub(crate) fn counts(&self) -> RendezvousCounts {
         self.counts
     }
 
