@@ -263,9 +263,10 @@ pub struct Config {
     /// The RDMA device of the verbs method; `None` takes the first device with an active port.
     pub rdma_device: Option<String>,
     /// Receive buffers of the verbs method, shared by all of the rank's peers through one shared
-    /// receive queue (`VIADUCT_VERBS_RECV_POOL`; at most the peers' windows of 32 together);
-    /// 0 gives every peer a ring of 32 buffers of its own instead. See
-    /// `viaduct_verbs::msg::ReceivePool`.
+    /// receive queue (`VIADUCT_VERBS_RECV_POOL`), made only where the peers' windows of 32
+    /// together are more (with the default 64: from 3 peers; fewer peers get a ring each,
+    /// which holds no more and is faster); 0 gives every peer a ring of 32 buffers of its own
+    /// always. See `viaduct_verbs::msg::ReceivePool`.
     pub verbs_recv_pool: u32,
     /// Verbs: rendezvous messages from this many bytes are written by the sender (RDMA WRITE)
     /// rather than read by the receiver (RDMA READ); 0: always read

@@ -669,7 +669,8 @@ in_place_tests!(tcp, MethodKind::Tcp, stopped_peer_test!(MethodKind::Tcp););
 in_place_tests!(
     verbs,
     MethodKind::Verbs,
-    /// With a receive ring per peer instead of the shared pool.
+    /// With a receive ring per peer always (two ranks get rings by default too: a pool of 64
+    /// would hold more than the one peer's window).
     #[test]
     fn more_messages_than_the_window_in_place_in_order_over_rings() {
         if !available(MethodKind::Verbs) {
@@ -678,6 +679,21 @@ in_place_tests!(
         beyond_the_window(
             Config {
                 verbs_recv_pool: 0,
+                ..settings(MethodKind::Verbs)
+            },
+            None,
+        );
+    },
+    /// With a shared pool of 16 buffers, fewer than the one peer's window of 32, so two ranks
+    /// get one: flooded, it runs low and lends copies of some messages.
+    #[test]
+    fn more_messages_than_the_window_in_place_in_order_over_a_small_shared_pool() {
+        if !available(MethodKind::Verbs) {
+            return;
+        }
+        beyond_the_window(
+            Config {
+                verbs_recv_pool: 16,
                 ..settings(MethodKind::Verbs)
             },
             None,
