@@ -111,6 +111,15 @@ impl Region {
     }
 
     #[cfg(feature = "rdma")]
+    fn remote(&self) -> viaduct_verbs::RemoteRegion {
+        viaduct_verbs::RemoteRegion {
+            addr: self.addr,
+            len: self.len,
+            rkey: self.rkey,
+        }
+    }
+
+    #[cfg(feature = "rdma")]
     fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.addr.to_le_bytes());
         out.extend_from_slice(&self.len.to_le_bytes());
@@ -586,6 +595,28 @@ pub(crate) fn prepared(st: &mut State, peer: u32, rts: &Outbound, buf: PreparedB
     }
 }
 
+/// The verbs endpoint of `peer`'s VC for a step of the verbs rendezvous; `None` for a missing
+/// or failed VC, and for a VC without verbs, which then fails with `why`.
+#[cfg(feature = "rdma")]
+fn verbs_endpoint<'a>(
+    vcs: &'a mut [crate::vc::Vc],
+    peer: u32,
+    why: &str,
+    failures: &mut Vec<(u32, Failure)>,
+) -> Option<&'a mut viaduct_verbs::msg::Endpoint> {
+    let vc = vcs.get_mut(peer as usize)?;
+    if vc.failed.is_some() {
+        return None;
+    }
+    match &mut vc.link {
+        Link::Remote(crate::method::Method::Verbs(ep)) => Some(ep),
+        _ => {
+            failures.push((peer, why.into()));
+            None
+        }
+    }
+}
+
 /// Posts the reads of matched receives and delivers the reads that completed (data into the
 /// receive buffer, `FIN` to the sender). Returns the work done.
 pub(crate) fn drive(st: &mut State) -> usize {
@@ -606,7 +637,6 @@ pub(crate) fn drive(st: &mut State) -> usize {
     let mut cts_writes: Vec<(u32, u64, Vec<u8>)> = Vec::new();
     #[cfg(feature = "rdma")]
     {
-        use viaduct_verbs::RemoteRegion;
         use viaduct_verbs::msg::Posted;
 
         let State { vcs, book, .. } = &mut *st;
@@ -619,14 +649,8 @@ pub(crate) fn drive(st: &mut State) -> usize {
                 continue;
             };
             let peer = r.peer;
-            let Some(vc) = vcs.get_mut(peer as usize) else {
-                continue;
-            };
-            if vc.failed.is_some() {
-                continue;
-            }
-            let Link::Remote(crate::method::Method::Verbs(ep)) = &mut vc.link else {
-                failures.push((peer, "an RTS_READ arrived on a VC without verbs".into()));
+            let why = "an RTS_READ arrived on a VC without verbs";
+            let Some(ep) = verbs_endpoint(vcs, peer, why, &mut failures) else {
                 continue;
             };
             let buf = match ep.cache().get(r.len as usize) {
@@ -656,12 +680,7 @@ pub(crate) fn drive(st: &mut State) -> usize {
                 work += 1;
                 continue;
             }
-            let remote = RemoteRegion {
-                addr: r.region.addr,
-                len: r.region.len,
-                rkey: r.region.rkey,
-            };
-            match ep.post_read(rid, buf, remote) {
+            match ep.post_read(rid, buf, r.region.remote()) {
                 Ok(Posted::InProgress) => work += 1,
                 Ok(Posted::NoResources(_)) => rdma.to_post.push(rid),
                 Err(e) => failures.push((peer, Failure::of(e))),
@@ -672,30 +691,19 @@ pub(crate) fn drive(st: &mut State) -> usize {
                 continue;
             };
             let peer = s.peer;
-            let Some(vc) = vcs.get_mut(peer as usize) else {
+            let why = "a CTS_WRITE arrived on a VC without verbs";
+            let Some(ep) = verbs_endpoint(vcs, peer, why, &mut failures) else {
                 continue;
-            };
-            if vc.failed.is_some() {
-                continue;
-            }
-            let Link::Remote(crate::method::Method::Verbs(ep)) = &mut vc.link else {
-                failures.push((peer, "a CTS_WRITE arrived on a VC without verbs".into()));
-                continue;
-            };
-            let Some(buf) = s.buf.take() else {
-                continue;
-            };
-            let remote = RemoteRegion {
-                addr: region.addr,
-                len: region.len,
-                rkey: region.rkey,
             };
             let Some(wid) = write_ids.pop() else {
                 rdma.to_write.push((sid, region));
                 continue;
             };
+            let Some(buf) = s.buf.take() else {
+                continue;
+            };
             let wid = crate::proto::DescId::read(wid).raw();
-            match ep.post_write(wid, buf, remote) {
+            match ep.post_write(wid, buf, region.remote()) {
                 Ok(Posted::InProgress) => {
                     rdma.writes.insert(wid, sid);
                     work += 1;
