@@ -60,6 +60,11 @@ fn collective() -> std::path::PathBuf {
 /// `viaduct launch -n N -- taskset -c CPUS collective` with `VIADUCT_PROGRESS=mode` (unset for
 /// `None`) and the methods report.
 fn collective_on(cpus: &str, n: u32, mode: Option<&str>) -> Run {
+    collective_with(cpus, n, mode, &[])
+}
+
+/// [`collective_on`] with more variables in the ranks' environment.
+fn collective_with(cpus: &str, n: u32, mode: Option<&str>, vars: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_viaduct"));
     cmd.args(["launch", "-n", &n.to_string(), "--timeout", "90", "--"])
         .args(["taskset", "-c", cpus])
@@ -69,6 +74,7 @@ fn collective_on(cpus: &str, n: u32, mode: Option<&str>) -> Run {
     if let Some(m) = mode {
         cmd.env("VIADUCT_PROGRESS", m);
     }
+    cmd.envs(vars.iter().copied());
     common::run_limited(&mut cmd, LIMIT)
 }
 
@@ -116,6 +122,38 @@ fn every_mode_finishes_four_ranks_on_one_cpu() {
         let want = if mode == "auto" { "yield" } else { mode };
         assert_job(&r, 4, want);
     }
+}
+
+#[test]
+fn yield_mode_finishes_at_the_edges_of_its_poll_count() {
+    if !have_taskset() {
+        return;
+    }
+    // 0 polls: every wait sleeps at once; 1: one pass, no yield, then the sleep; a count far
+    // above the default: the yields alone carry the job.
+    for polls in ["0", "1", "100000"] {
+        let r = collective_with("0", 4, Some("yield"), &[("VIADUCT_YIELD_POLLS", polls)]);
+        assert_job(&r, 4, "yield");
+    }
+}
+
+#[test]
+fn a_bad_yield_poll_count_is_refused_naming_the_variable() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_viaduct"));
+    cmd.args(["launch", "-n", "2", "--timeout", "60", "--"])
+        .arg(collective())
+        .env("VIADUCT_YIELD_POLLS", "some");
+    let r = common::run_limited(&mut cmd, LIMIT);
+    assert_ne!(
+        r.code,
+        Some(0),
+        "a job with VIADUCT_YIELD_POLLS=some succeeded"
+    );
+    let all = format!("{}\n{}", r.stdout, r.stderr);
+    assert!(
+        all.contains("VIADUCT_YIELD_POLLS") && all.contains("some"),
+        "the error does not name the variable and its value:\n{all}"
+    );
 }
 
 #[test]

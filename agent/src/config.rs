@@ -15,7 +15,8 @@
 //! | `VIADUCT_RDMA_DEVICE` | the RDMA device the verbs method uses (e.g. `mlx5_0`, `rxe0`) | the first device with an active port |
 //! | `VIADUCT_VERBS_WRITE_MIN` | verbs: a rendezvous message from this many bytes is written by the sender (RDMA WRITE into the buffer the receiver names) instead of read by the receiver (RDMA READ); 0 reads every one. Chosen by the receiver, so it need not agree across ranks (see `crate::engine::read_rndv`, measurement in `docs/perf/cluster.md`: between two soft-RoCE devices reads stream at a third of the writes' rate from 1 MiB, as fast at 256 KiB, and save a round trip) | 524288 |
 //! | `VIADUCT_SPIN_MIN`, `VIADUCT_SPIN_MAX` | fewest and most progress polls a blocking call spins before it sleeps | 16, 4096 |
-//! | `VIADUCT_PROGRESS` | how a blocking call waits for work: `spin` (poll adaptively between the spin counts, then sleep in the methods' waits), `yield` (at most 4 polls, giving the CPU away with `sched_yield` between them, then sleep), `block` (sleep in the methods' waits at once), `auto` (`yield` when this node's ranks outnumber the CPUs they may run on, else `spin`; see [`crate::progress`], "Oversubscription") | `auto` |
+//! | `VIADUCT_PROGRESS` | how a blocking call waits for work: `spin` (poll adaptively between the spin counts, then sleep in the methods' waits), `yield` (at most `VIADUCT_YIELD_POLLS` polls, giving the CPU away with `sched_yield` between them, then sleep), `block` (sleep in the methods' waits at once), `auto` (`yield` when this node's ranks outnumber the CPUs they may run on, else `spin`; see [`crate::progress`], "Oversubscription") | `auto` |
+//! | `VIADUCT_YIELD_POLLS` | progress mode `yield`: most polls, with `sched_yield` between them, before a blocking call sleeps in the methods' waits (0 sleeps at once, as `block`). Measured with 4 ranks on this 2-CPU machine: 64 against the earlier 4 takes the OSU-procedure 8 B bcast from 3.49 to 2.68 us, allreduce from 13.5 to 7.7, reduce from 7.4 to 5.4, allgather from 10.0 to 7.4 (`-bind-to core`, medians of 5 rounds; see `docs/perf/collectives-osu.md`) | 64 |
 //! | `VIADUCT_SHM_RING_COPY_MAX` | shared memory: long messages up to this many bytes are copied through the ring in pipelined chunks (sender and receiver copying at once), longer ones by single copy (`process_vm_readv`) where permitted; 0 turns the ring copy off (measurement behind the default: `docs/perf/shm-sweep.md`) | 4194304 |
 //! | `VIADUCT_SHM_RING_COPY_CHUNK` | shared memory: chunk size of that ring copy (4 KiB to 256 KiB) | 16384 |
 //! | `VIADUCT_MALLOC_KEEP` | glibc's allocator serves blocks up to this many bytes from the heap and keeps freed ones (`mallopt` `M_MMAP_THRESHOLD`, `M_TRIM_THRESHOLD` at twice it), instead of a fresh `mmap` per large block, whose pages every message would fault in again (`viaduct_fallback::memory`); process-wide, set by the first agent; 0, or glibc's own `MALLOC_MMAP_THRESHOLD_`/`MALLOC_TRIM_THRESHOLD_` in the environment, leaves the allocator alone | 33554432 |
@@ -106,6 +107,9 @@ pub const TCP_IFACE_VAR: &str = "VIADUCT_TCP_IFACE";
 pub const SPIN_MIN_VAR: &str = "VIADUCT_SPIN_MIN";
 /// Environment variable with the most progress polls a blocking call spins before it sleeps.
 pub const SPIN_MAX_VAR: &str = "VIADUCT_SPIN_MAX";
+/// Environment variable with the most progress polls a blocking call makes in `yield` mode,
+/// with `sched_yield` between them, before it sleeps.
+pub const YIELD_POLLS_VAR: &str = "VIADUCT_YIELD_POLLS";
 
 /// Environment variable choosing how blocking progress waits (`spin`, `yield`, `block`, `auto`).
 pub const PROGRESS_VAR: &str = "VIADUCT_PROGRESS";
@@ -254,6 +258,9 @@ pub struct Config {
     pub spin_min: u32,
     /// Most progress polls a blocking progress call spins before it sleeps.
     pub spin_max: u32,
+    /// Most progress polls a blocking call makes in [`ProgressMode::Yield`], with
+    /// `sched_yield` between them, before it sleeps in the methods' waits (0: at once).
+    pub yield_polls: u32,
     /// How a blocking progress call waits for work; [`ProgressMode::Auto`] is resolved at start
     /// (see [`Agent::progress_mode`](crate::agent::Agent::progress_mode)).
     pub progress: ProgressMode,
@@ -307,6 +314,8 @@ impl Default for Config {
             spin_min: 16,
             spin_max: 4096,
             spin_increment: 64,
+            // See `YIELD_POLLS_VAR`'s row in the module doc for the measurement.
+            yield_polls: 64,
             progress: ProgressMode::Auto,
             rdma_device: None,
             verbs_recv_pool: 64,
@@ -493,6 +502,7 @@ impl Config {
                 }
                 SPIN_MIN_VAR => c.spin_min = polls(SPIN_MIN_VAR, v)?,
                 SPIN_MAX_VAR => c.spin_max = polls(SPIN_MAX_VAR, v)?,
+                YIELD_POLLS_VAR => c.yield_polls = polls(YIELD_POLLS_VAR, v)?,
                 PROGRESS_VAR => c.progress = ProgressMode::parse(v)?,
                 SHM_RING_COPY_MAX_VAR => {
                     c.shm_ring_copy_max = bytes(SHM_RING_COPY_MAX_VAR, v)?;
@@ -818,6 +828,15 @@ mod tests {
         let e = Config::from_vars([(SPIN_MIN_VAR, "5000")]).unwrap_err();
         assert!(e.to_string().contains("VIADUCT_SPIN_MIN"), "{e}");
         assert!(Config::from_vars([(SPIN_MAX_VAR, "many")]).is_err());
+        assert_eq!(Config::default().yield_polls, 64);
+        assert_eq!(
+            Config::from_vars([(YIELD_POLLS_VAR, "0")])
+                .unwrap()
+                .yield_polls,
+            0
+        );
+        let e = Config::from_vars([(YIELD_POLLS_VAR, "-4")]).unwrap_err();
+        assert!(e.to_string().contains("VIADUCT_YIELD_POLLS"), "{e}");
         let c = Config::from_vars([
             (SHM_RING_COPY_MAX_VAR, "0"),
             (SHM_RING_COPY_CHUNK_VAR, "8192"),

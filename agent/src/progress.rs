@@ -84,8 +84,12 @@
 //! ([`ProgressMode`]) chooses how a blocking call waits:
 //!
 //! - `spin`: the adaptive polling above.
-//! - `yield`: at most [`YIELD_POLLS`] passes, with `sched_yield` (`std::thread::yield_now`)
-//!   between them, then the sleep in the methods' waits; the spin count does not adapt.
+//! - `yield`: at most `Config::yield_polls` passes (`VIADUCT_YIELD_POLLS`, default 64), with
+//!   `sched_yield` (`std::thread::yield_now`) between them, then the sleep in the methods'
+//!   waits; the spin count does not adapt. A yield hands the CPU to a rank sharing it (perhaps
+//!   the peer awaited) and returns at once when none is runnable; a sleep instead needs the
+//!   peer's wake and the scheduler's placement of the woken rank, which with ranks bound two
+//!   to a core cost more than the yields (the measurement is in the `config` module table).
 //! - `block`: the sleep in the methods' waits at once (it starts with a pass of its own).
 //! - `auto` (the default): `yield` when this node is *oversubscribed*, else `spin`. Decided
 //!   once, in [`Agent::with_bootstrap`](crate::agent::Agent::with_bootstrap): every rank of a
@@ -120,9 +124,6 @@ const QUICK_WAKE: Duration = Duration::from_millis(1);
 /// Longest sleep of a blocking call with no VC to sleep on (its requests complete on other
 /// threads).
 const MAX_TURN: Duration = Duration::from_micros(500);
-
-/// Most passes a blocking call makes in `yield` mode before it sleeps in the methods' waits.
-pub const YIELD_POLLS: u32 = 4;
 
 /// Key under which rank `r` puts the CPUs it may run on.
 fn cpus_key(r: u32) -> String {
@@ -378,7 +379,7 @@ impl Shared {
         match self.progress {
             ProgressMode::Yield => {
                 let mut total = 0;
-                for _ in 0..YIELD_POLLS {
+                for _ in 0..self.config.yield_polls {
                     let work = self.make_progress();
                     total += work;
                     if ends(work, work) {

@@ -83,6 +83,7 @@ const NAMES: &[&str] = &[
     "VIADUCT_SPIN_MIN",
     "VIADUCT_SPIN_MAX",
     "VIADUCT_PROGRESS",
+    "VIADUCT_YIELD_POLLS",
     "VIADUCT_RDMA_DEVICE",
     "VIADUCT_VERBS_WRITE_MIN",
     "VIADUCT_TCP_IFACE",
@@ -135,6 +136,10 @@ fn cvars() -> Vec<Cvar> {
         (
             "how a blocking wait waits",
             Value::Text(format!("{:?}", c.progress).to_lowercase()),
+        ),
+        (
+            "most polls, yielding the CPU, before sleeping (progress mode yield)",
+            Value::Unsigned(c.yield_polls),
         ),
         (
             "RDMA device of the verbs method (empty: the first active)",
