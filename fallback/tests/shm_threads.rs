@@ -531,3 +531,70 @@ fn borrowed_ring_copy_larger_than_the_ring_fails_when_the_peer_goes() {
     let e = result.expect_err("a send the peer never took completed successfully");
     assert!(e.to_string().contains("peer"), "{e}");
 }
+
+#[test]
+fn single_copies_land_at_the_senders_offset_within_a_cache_line_byte_exact() {
+    // Long messages by single copy (ring copy off), with and without the sender's help: each
+    // lands in the receiver's memory at the same offset within a 64-byte line as the sender's
+    // buffer (the copy then moves whole lines), whatever the two allocations' offsets, and
+    // arrives byte-exact through `next` and through a lease. (Large blocks from the heap,
+    // where the small allocations between the messages shift where each begins; a fresh
+    // mapping per block would put every one at the same offset.)
+    viaduct_fallback::memory::keep_large_blocks(64 << 20);
+    for split_copy in [false, true] {
+        let config = Config {
+            ring_copy_max: 0,
+            split_copy,
+            ..Config::default()
+        };
+        let (mut a, mut b) = shm::pair(config).expect("pair");
+        if a.long_messages() != shm::LongMessages::SingleCopy {
+            println!("SKIPPED: single copy is not permitted here (process_vm_readv)");
+            return;
+        }
+        const COUNT: usize = 24;
+        let sizes: Vec<usize> = (0..COUNT).map(|i| 300_000 + 4099 * i + i % 7).collect();
+        let expect = sizes.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sender = thread::spawn(move || {
+            // Allocations of differing sizes between the messages shift where each begins.
+            let mut keep = Vec::new();
+            for (i, len) in sizes.iter().enumerate() {
+                keep.push(vec![0u8; 16 * (i % 5) + 1]);
+                let data = pattern(*len, i as u64);
+                tx.send(data.as_ptr() as usize % 64).expect("offset");
+                send(&mut a, i as u64, i as u64, data);
+                reap(&mut a, 1);
+            }
+        });
+        let mut offsets = std::collections::BTreeSet::new();
+        for (i, len) in expect.iter().enumerate() {
+            let from = rx.recv().expect("sender's offset");
+            let deadline = Instant::now() + LIMIT;
+            let at = loop {
+                if let Some(m) = b.next().expect("next") {
+                    assert_eq!(m.tag, i as u64);
+                    assert!(m.data == pattern(*len, i as u64), "message {i} differs");
+                    break m.data.as_ptr() as usize % 64;
+                }
+                assert!(Instant::now() < deadline, "message {i} did not arrive");
+                b.wait(Duration::from_millis(50)).expect("wait");
+            };
+            assert_eq!(
+                at, from,
+                "message {i} of {len} B: receiver at {at}, sender at {from}"
+            );
+            offsets.insert(from);
+            if i % 2 == 0 {
+                b.consume(*len).expect("consume");
+            } else {
+                let lease = b.lend().expect("lend").expect("a current message");
+                assert!(*lease == pattern(*len, i as u64)[..], "lease {i} differs");
+                assert_eq!(lease.as_ptr() as usize % 64, from);
+                b.give_back(lease).expect("give back");
+            }
+        }
+        sender.join().expect("sender thread");
+        println!("split copy {split_copy}: senders' offsets within a line {offsets:?}");
+    }
+}

@@ -18,7 +18,7 @@ use super::futex;
 use super::heartbeat::Heartbeat;
 use super::region::{RegionKey, Regions};
 use super::ring::{Consumer, Producer, RECORD_HEADER, Record};
-use super::segment::{Segment, SideLine};
+use super::segment::{LINE, Segment, SideLine};
 use super::sleeper::Sleeper;
 use super::spin::{self, Outcome};
 
@@ -122,6 +122,10 @@ pub struct Endpoint {
     regions: Regions,
     inbound: Inbound,
     assembly: Vec<u8>,
+    /// Where the current long message begins in `assembly`: at the same offset within a
+    /// cache line as the bytes it is copied from (the sender's buffer for a single copy, the
+    /// first chunk's payload in the ring for chunks; see `receive::ALIGN`).
+    assembly_start: usize,
     /// Rendezvous received so far (numbers the one published for a split copy).
     rendezvous_seen: u32,
     /// Whether this end copies chunks of its long sends into the peer (split single copy).
@@ -242,6 +246,7 @@ impl Endpoint {
             owed: VecDeque::new(),
             inbound: Inbound::Idle,
             assembly: Vec::new(),
+            assembly_start: 0,
             lent: None,
             rendezvous_seen: 0,
             helps_copy,
@@ -440,9 +445,17 @@ impl Endpoint {
     /// which the receiver, woken before that copy, overlaps by draining the chunks already in.
     fn post_ring_copy_parts(&mut self, id: u64, tag: u64, parts: &[&[u8]], len: usize) -> Posted {
         let chunk = self.ring_copy_chunk();
+        let from = parts
+            .iter()
+            .find(|p| !p.is_empty())
+            .map_or(0, |p| p.as_ptr() as usize);
         let mut sent = 0;
         while sent < len {
-            let n = (len - sent).min(chunk);
+            let n = if sent == 0 {
+                first_chunk(from, chunk, len, self.chunk_room())
+            } else {
+                (len - sent).min(chunk)
+            };
             let Some(mut r) = self.tx.reserve(n) else {
                 break;
             };
@@ -485,10 +498,14 @@ impl Endpoint {
         Posted::InProgress
     }
 
-    /// Chunk size of the ring copy: `ring_copy_chunk`, at most a quarter of the ring.
+    /// Chunk size of the ring copy: `ring_copy_chunk`, at most [`Endpoint::chunk_room`].
     fn ring_copy_chunk(&self) -> usize {
-        let quarter = self.seg.ring_bytes() / 4 - RECORD_HEADER;
-        self.config.ring_copy_chunk.min(quarter)
+        self.config.ring_copy_chunk.min(self.chunk_room())
+    }
+
+    /// The longest chunk of a message a record carries: a quarter of the ring.
+    fn chunk_room(&self) -> usize {
+        self.seg.ring_bytes() / 4 - RECORD_HEADER
     }
 
     /// `parts` (`len` bytes in all) copied into a buffer of the long-message pool: a free one
@@ -614,7 +631,16 @@ impl Endpoint {
     fn push_chunks(&mut self) {
         while let Some(mut c) = self.chunked_out.pop_front() {
             while c.sent < c.buf.len() {
-                let n = (c.buf.len() - c.sent).min(c.chunk);
+                let n = if c.prefix + c.sent == 0 {
+                    first_chunk(
+                        c.buf.as_ptr() as usize,
+                        c.chunk,
+                        c.buf.len(),
+                        self.chunk_room(),
+                    )
+                } else {
+                    (c.buf.len() - c.sent).min(c.chunk)
+                };
                 let mut h = Header::new(Kind::Fragment, 0);
                 h.tag = c.tag;
                 if c.prefix + c.sent == 0 {
@@ -1055,4 +1081,47 @@ fn rest_of<'a>(parts: &[&'a [u8]], mut from: usize) -> Vec<&'a [u8]> {
         }
     }
     rest
+}
+
+/// The length of the first chunk of a `len`-byte message copied from address `src` into ring
+/// records in chunks of `chunk` bytes, where a record may carry up to `room`: `chunk`, made
+/// longer (or, without the room, shorter) by less than a line so that every later chunk's
+/// source lies at the same offset within a cache line as the record payload it is copied into
+/// (records start on lines, so every payload lies at `RECORD_HEADER` within one). Copies of
+/// whole lines run faster (see `receive::ALIGN`); the receiver places the message to match
+/// (`Endpoint::on_fragment`). Longer rather than shorter, so that a message of whole chunks
+/// takes no more records. A chunk that is not a whole number of lines keeps its length (the
+/// offsets would drift anyway).
+fn first_chunk(src: usize, chunk: usize, len: usize, room: usize) -> usize {
+    if chunk <= LINE || chunk % LINE != 0 {
+        return chunk.min(len);
+    }
+    let off = src.wrapping_sub(RECORD_HEADER) % LINE;
+    let longer = chunk + (LINE - off) % LINE;
+    let n = if longer <= room { longer } else { chunk - off };
+    n.min(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{LINE, RECORD_HEADER, first_chunk};
+
+    #[test]
+    fn first_chunks_line_up_the_later_ones_with_the_record_payloads() {
+        let chunk = 16384;
+        for off in 0..LINE {
+            let src = 0x7f00_0000_0000 + off;
+            for room in [chunk, chunk + LINE, 1 << 20] {
+                let n = first_chunk(src, chunk, 1 << 20, room);
+                assert!(
+                    n <= room && n + LINE > chunk && n < chunk + LINE,
+                    "{off} {room}: {n}"
+                );
+                assert_eq!((src + n) % LINE, RECORD_HEADER % LINE, "{off} {room}: {n}");
+            }
+            // Never more than the message; chunks that are not whole lines are left alone.
+            assert_eq!(first_chunk(src, chunk, 100, 1 << 20), 100);
+            assert_eq!(first_chunk(src, 5000, 1 << 20, 1 << 20), 5000);
+        }
+    }
 }

@@ -12,7 +12,7 @@ use super::super::completion::Completion;
 use super::super::error::{AccessError, Error};
 use super::super::region::RegionKey;
 use super::super::ring::{Peek, Record};
-use super::super::segment::Segment;
+use super::super::segment::{LINE, Segment};
 use super::{Endpoint, Inbound, Message, OwedReply, u64_le};
 
 impl Endpoint {
@@ -148,7 +148,7 @@ impl Endpoint {
             return Err(self.protocol_error(format!("rendezvous of {len} bytes is too long")));
         }
         let len = len as usize;
-        self.assembly.resize(len, 0);
+        self.assembly_start = place_like(&mut self.assembly, addr, len);
         self.copy_long(addr, len)?;
         let tag = rec.header.tag;
         self.rx.release(rec);
@@ -175,7 +175,18 @@ impl Endpoint {
                 return Err(self
                     .protocol_error(format!("chunked message of {} bytes is too long", h.offset)));
             }
-            self.assembly.resize(h.offset as usize, 0);
+            // Every chunk's payload lies at the same offset within a line (records start on
+            // lines). The sender sized its first chunk so that the later ones start at that
+            // offset in its buffer too (`first_chunk` in the endpoint module); placed so that
+            // they land at it as well, the copies out of the ring move whole lines. (A message
+            // of one chunk is placed like that chunk.)
+            let first = Self::payload(rec).as_ptr() as u64;
+            let like = if (h.len as u64) < h.offset {
+                first.wrapping_sub(u64::from(h.len))
+            } else {
+                first
+            };
+            self.assembly_start = place_like(&mut self.assembly, like, h.offset as usize);
             self.inbound = Inbound::Assembling {
                 tag: h.tag,
                 total: h.offset as usize,
@@ -189,7 +200,8 @@ impl Endpoint {
         if filled + n > total {
             return Err(self.protocol_error("chunks overrun their message".into()));
         }
-        self.assembly[filled..filled + n].copy_from_slice(Self::payload(rec));
+        let at = self.assembly_start + filled;
+        self.assembly[at..at + n].copy_from_slice(Self::payload(rec));
         self.release(rec);
         let filled = filled + n;
         self.inbound = if filled == total {
@@ -268,7 +280,7 @@ impl Endpoint {
             },
             Inbound::Assembled { tag, len, consumed } => Message {
                 tag: *tag,
-                data: &self.assembly[*consumed..*len],
+                data: &self.assembly[self.assembly_start + consumed..self.assembly_start + len],
             },
             _ => return Ok(None),
         }))
@@ -296,7 +308,7 @@ impl Endpoint {
             Inbound::Assembled { tag, len, consumed } => (
                 Message {
                     tag: *tag,
-                    data: &this.assembly[*consumed..*len],
+                    data: &this.assembly[this.assembly_start + consumed..this.assembly_start + len],
                 },
                 this.rx.position(),
             ),
@@ -460,7 +472,7 @@ impl Endpoint {
                 }
             }
             Inbound::Assembled { len, consumed, .. } => {
-                let range = *consumed..*len;
+                let range = self.assembly_start + consumed..self.assembly_start + len;
                 Lent::Assembly(std::mem::take(&mut self.assembly), range)
             }
             _ => return Ok(None),
@@ -494,5 +506,44 @@ impl Endpoint {
     /// Whether a message is out on a lease ([`Endpoint::lend`]).
     pub fn is_lent(&self) -> bool {
         self.lent.is_some()
+    }
+}
+
+/// The cache-line size that a copy's source and destination should agree on: `rep movsb` and
+/// the kernel's `copy_to_user` (which `process_vm_readv` runs) copy whole lines when both
+/// addresses sit at the same offset within a line, and split every line in two when they do
+/// not. Measured here with `process_vm_readv` of 4 MiB between two processes, 100 copies, best
+/// of 5: 11.2-13.1 GB/s with the two addresses at the same offset (both page-aligned, both at
+/// 16, or 64 and 2048), 9.3-10.1 GB/s with one at 0 and the other at 16. (`malloc` returns
+/// 16-byte aligned blocks, so two buffers of a program disagree more often than not.)
+pub(super) const ALIGN: usize = LINE;
+
+/// Sizes `buf` to hold `len` bytes starting at an offset below [`ALIGN`] at which they lie at
+/// the same offset within a cache line as the peer's address `src`; returns that offset.
+/// Reuses the buffer's memory when it is large enough (no allocation or clearing per message).
+fn place_like(buf: &mut Vec<u8>, src: u64, len: usize) -> usize {
+    buf.resize(len + ALIGN - 1, 0);
+    let start = (src as usize).wrapping_sub(buf.as_ptr() as usize) % ALIGN;
+    buf.truncate(start + len);
+    start
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ALIGN, place_like};
+
+    #[test]
+    fn a_placed_message_shares_the_sources_offset_within_a_line() {
+        let mut buf = Vec::new();
+        for len in [0, 1, 63, 64, 65, 4096, 100_003] {
+            for off in 0..ALIGN as u64 {
+                let src = 0x7f00_0000_1000 + off;
+                let start = place_like(&mut buf, src, len);
+                assert!(start < ALIGN, "start {start}");
+                assert_eq!(buf.len(), start + len);
+                let at = buf[start..].as_ptr() as u64;
+                assert_eq!(at % ALIGN as u64, off, "len {len}, source offset {off}");
+            }
+        }
     }
 }

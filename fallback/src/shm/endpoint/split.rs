@@ -83,8 +83,8 @@ impl Endpoint {
         {
             let line = self.split_line(1 - self.side);
             line.chunk.store(chunk as u64, Ordering::Relaxed);
-            line.dest
-                .store(self.assembly.as_ptr() as u64, Ordering::Relaxed);
+            let dest = self.assembly[self.assembly_start..].as_ptr();
+            line.dest.store(dest as u64, Ordering::Relaxed);
             line.done.store(0, Ordering::Relaxed);
             line.handback.store(0, Ordering::Relaxed);
             line.claim.store(pack(number, 0), Ordering::Release);
@@ -132,10 +132,11 @@ impl Endpoint {
     /// Receiver: reads bytes `[at, at + n)` of the peer's message at `addr` into the assembly
     /// buffer. The sender writes other chunks of the same buffer meanwhile, never these.
     fn read_long(&mut self, addr: u64, at: usize, n: usize) -> Result<(), Error> {
+        let start = self.assembly_start + at;
         let Err(source) = cma::read_from(
             self.peer_pid,
             addr + at as u64,
-            &mut self.assembly[at..at + n],
+            &mut self.assembly[start..start + n],
         ) else {
             return Ok(());
         };
@@ -145,7 +146,7 @@ impl Endpoint {
         }
         self.fail("single-copy read from the peer failed");
         Err(Error::SingleCopy {
-            len: self.assembly.len(),
+            len: self.assembly.len() - self.assembly_start,
             source,
         })
     }
