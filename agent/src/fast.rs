@@ -56,6 +56,7 @@ use crate::request::CarCounter;
 use crate::request::Status;
 use crate::vc::Link;
 use crate::wire::{self, Kind};
+use viaduct_fallback::copy::copy;
 
 /// A full progress pass over every VC runs every this many turns of a fast receive.
 const FULL_PASS_EVERY: u32 = 64;
@@ -250,7 +251,7 @@ fn from_unexpected(st: &mut State, pattern: &Pattern, buf: &mut [u8]) -> Option<
         return Some(Turn::Fallback);
     };
     st.book.unexpected_bytes -= data.len();
-    buf[..data.len()].copy_from_slice(&data);
+    copy(&mut buf[..data.len()], &data);
     if let Some(s) = sync {
         st.book.done.note(s.complete_car(data.len() as u64));
     }
@@ -319,7 +320,7 @@ fn in_place(st: &mut State, i: usize, pattern: &Pattern, buf: &mut [u8], reap: b
                         && pattern.accepts(&env)
                         && !book.queues.any_posted(|p, _| p.accepts(&env)) =>
                 {
-                    buf[..body.len()].copy_from_slice(body);
+                    copy(&mut buf[..body.len()], body);
                     Some(Head::Taken(env, body.len(), data.len()))
                 }
                 _ => Some(Head::Other),

@@ -2,6 +2,7 @@
 
 use std::any::{Any, TypeId};
 use std::sync::{Arc, Mutex, MutexGuard};
+use viaduct_fallback::copy::copy;
 
 /// Memory of the caller's that a receive writes into in place (see [`RecvBuffer::caller`]).
 pub type CallerMemory = Box<dyn AsMut<[u8]> + Send>;
@@ -384,7 +385,7 @@ impl RecvBuffer {
         let mut d = self.lock();
         let d = d.received();
         let n = d.len().min(out.len());
-        out[..n].copy_from_slice(&d[..n]);
+        copy(&mut out[..n], &d[..n]);
         n
     }
 
@@ -424,7 +425,7 @@ impl RecvBuffer {
                 let m = mem.bytes();
                 let at = (*len).min(m.len());
                 let n = (m.len() - at).min(bytes.len());
-                m[at..at + n].copy_from_slice(&bytes[..n]);
+                copy(&mut m[at..at + n], &bytes[..n]);
                 *len = at + n;
                 n
             }

@@ -77,6 +77,7 @@
 #![deny(missing_docs)]
 
 pub mod affinity;
+pub mod copy;
 pub mod cputime;
 pub mod fd;
 pub mod file;

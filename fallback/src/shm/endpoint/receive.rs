@@ -6,6 +6,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::copy::copy;
 use crate::frame::{FLAG_FIRST, Header, Kind};
 
 use super::super::completion::Completion;
@@ -96,7 +97,7 @@ impl Endpoint {
                             .range_mut(RegionKey(h.key), h.offset, data.len())
                         {
                             Ok(dst) => {
-                                dst.copy_from_slice(data);
+                                copy(dst, data);
                                 0
                             }
                             Err(e) => e.code(),
@@ -201,7 +202,7 @@ impl Endpoint {
             return Err(self.protocol_error("chunks overrun their message".into()));
         }
         let at = self.assembly_start + filled;
-        self.assembly[at..at + n].copy_from_slice(Self::payload(rec));
+        copy(&mut self.assembly[at..at + n], Self::payload(rec));
         self.release(rec);
         let filled = filled + n;
         self.inbound = if filled == total {
@@ -230,7 +231,7 @@ impl Endpoint {
                 let data = Self::payload(rec);
                 match op.buf.as_mut() {
                     Some(b) if b.len() == data.len() => {
-                        b.copy_from_slice(data);
+                        copy(b, data);
                         Ok(data.len())
                     }
                     _ => return Err(self.protocol_error("read reply of the wrong length".into())),
