@@ -24,9 +24,10 @@
 //! **Where it is used: copies out of shared memory, not into it.** A message's receiver copies
 //! out of the ring (or its reassembly buffer) into its own memory with [`copy`]: the agent's
 //! receive into the caller's buffer, a ring chunk into the reassembly buffer. The sender's copy
-//! into a ring record stays with `copy_from_slice`: the record's lines were last read by the
-//! other CPU, and `rep movsb` writes whole lines without first fetching them, where vector
-//! stores fetch each line from the other CPU. Measured with the agent's ping-pong over shared
+//! into a ring record stays with `copy_from_slice`, which measured faster there: the record's
+//! lines were last read by the other CPU, and most likely `rep movsb` writes whole lines
+//! without first fetching them, where vector stores fetch each line from the other CPU.
+//! Measured with the agent's ping-pong over shared
 //! memory (`viaduct launch -n 2 --bind-to core -- viaduct bench latency --transport shm`, 8
 //! alternating rounds in the machine's fast phase, half round trip in us):
 //!
