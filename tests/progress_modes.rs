@@ -139,21 +139,7 @@ fn yield_mode_finishes_at_the_edges_of_its_poll_count() {
 
 #[test]
 fn a_bad_yield_poll_count_is_refused_naming_the_variable() {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_viaduct"));
-    cmd.args(["launch", "-n", "2", "--timeout", "60", "--"])
-        .arg(collective())
-        .env("VIADUCT_YIELD_POLLS", "some");
-    let r = common::run_limited(&mut cmd, LIMIT);
-    assert_ne!(
-        r.code,
-        Some(0),
-        "a job with VIADUCT_YIELD_POLLS=some succeeded"
-    );
-    let all = format!("{}\n{}", r.stdout, r.stderr);
-    assert!(
-        all.contains("VIADUCT_YIELD_POLLS") && all.contains("some"),
-        "the error does not name the variable and its value:\n{all}"
-    );
+    assert_refused(("VIADUCT_YIELD_POLLS", "some"));
 }
 
 #[test]
@@ -172,19 +158,20 @@ fn auto_spins_for_two_ranks_on_two_cpus() {
 
 #[test]
 fn an_unknown_mode_is_refused_naming_the_variable() {
+    assert_refused(("VIADUCT_PROGRESS", "busy"));
+}
+
+/// Asserts a 2-rank job with `var` set to `value` fails with an error naming both.
+fn assert_refused((var, value): (&str, &str)) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_viaduct"));
     cmd.args(["launch", "-n", "2", "--timeout", "60", "--"])
         .arg(collective())
-        .env("VIADUCT_PROGRESS", "busy");
+        .env(var, value);
     let r = common::run_limited(&mut cmd, LIMIT);
-    assert_ne!(
-        r.code,
-        Some(0),
-        "a job with VIADUCT_PROGRESS=busy succeeded"
-    );
+    assert_ne!(r.code, Some(0), "a job with {var}={value} succeeded");
     let all = format!("{}\n{}", r.stdout, r.stderr);
     assert!(
-        all.contains("VIADUCT_PROGRESS") && all.contains("busy"),
+        all.contains(var) && all.contains(value),
         "the error does not name the variable and its value:\n{all}"
     );
 }
