@@ -136,6 +136,47 @@ fn complete_all(ep: &mut Endpoint, want: &HashMap<u64, usize>) {
 }
 
 #[test]
+fn a_copying_post_with_nothing_queued_leaves_at_once_from_its_parts() {
+    let (mut ep, mut peer) = endpoint_and_plain_peer(Config::default());
+    let (a, b, c) = (message(1, 5), message(2, 0), message(3, 300));
+    let mut want = HashMap::new();
+    let mut seqs = Vec::new();
+    for (id, parts) in [
+        (1u64, vec![&a[..], &b[..], &c[..]]),
+        (2, vec![&c[..]]),
+        (3, vec![]),
+    ] {
+        assert!(
+            ep.post_send_parts(id, 40 + id, &parts)
+                .expect("post")
+                .is_posted()
+        );
+        let whole: Vec<u8> = parts.concat();
+        want.insert(id, whole.len());
+        // Sent by the post itself, before any progress call: the peer reads the frame now.
+        let (h, data) = read_frame(&mut peer);
+        assert_eq!(
+            (h.kind, h.tag, h.len as usize),
+            (Kind::Send, 40 + id, whole.len())
+        );
+        assert_eq!(data, whole, "message {id}: the parts in order");
+        seqs.push(h.seq);
+    }
+    assert_eq!(
+        seqs,
+        [seqs[0], seqs[0] + 1, seqs[0] + 2],
+        "consecutive sequence numbers"
+    );
+    let p = ep.send_paths();
+    assert_eq!(
+        (p.immediate, p.partial, p.would_block, p.ring),
+        (3, 0, 0, 0),
+        "{p:?}"
+    );
+    complete_all(&mut ep, &want);
+}
+
+#[test]
 fn a_send_the_socket_takes_in_part_goes_on_in_order_with_the_sends_queued_behind_it() {
     // Small batches: when the ring's send is done, the frames queued behind it leave in
     // several batches, each tried with a plain send first, so that a batch cut short has

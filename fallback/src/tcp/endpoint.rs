@@ -18,6 +18,7 @@ use super::error::Error;
 use super::send::{OutFrame, SendBatch};
 use super::sleeper::{Sleeper, WakeFds};
 
+mod direct;
 mod receive;
 
 pub use receive::Lease;
@@ -381,6 +382,13 @@ impl Endpoint {
     /// found queued complete with the failure instead (none should be: the failure drains the
     /// queue and posts are refused; this keeps the exactly-once rule whatever the path).
     fn flush(&mut self) -> Result<(), Error> {
+        self.flush_with(true)
+    }
+
+    /// [`Endpoint::flush`]; `plain`: whether the first batch may try a plain send first
+    /// ([`Config::immediate_io`]); not right after the socket took part of a frame (it has no
+    /// room now, the ring waits for it).
+    pub(super) fn flush_with(&mut self, plain: bool) -> Result<(), Error> {
         if let Some(why) = self.failed {
             if !self.queue.is_empty() || !self.rma_out.is_empty() {
                 self.fail(why);
@@ -396,7 +404,11 @@ impl Endpoint {
             self.config.max_batch,
             self.config.zero_copy_threshold,
         );
-        while self.config.immediate_io && !batch.zero_copy && batch.bytes <= IMMEDIATE_SEND_BYTES {
+        while plain
+            && self.config.immediate_io
+            && !batch.zero_copy
+            && batch.bytes <= IMMEDIATE_SEND_BYTES
+        {
             match self.send_now(batch) {
                 Some(rest) => batch = rest,
                 // Sent whole (or the connection failed): the next batch, if any.
@@ -523,7 +535,7 @@ impl Endpoint {
     /// Non-blocking receives into the endpoint's own receive buffers until the socket has
     /// nothing more or every buffer holds data not consumed yet ([`Config::immediate_io`]).
     /// End of stream and socket errors fail the connection, as they do for the ring's receive.
-    fn recv_now(&mut self) {
+    pub(super) fn recv_now(&mut self) {
         let fd = self.stream.as_raw_fd();
         let size = self.config.recv_buffer_bytes as usize;
         while self.failed.is_none() {
@@ -921,18 +933,23 @@ impl Endpoint {
         Ok(None)
     }
 
-    /// Posts a send of `data` with `tag`. The bytes are copied into a buffer of the endpoint
-    /// (use [`Endpoint::post_send_buf`] to send without copying).
+    /// Posts a send of `data` with `tag`. When nothing else is going out, the bytes go to the
+    /// socket from `data` at once (one non-blocking `sendmsg`, [`Config::immediate_io`]);
+    /// otherwise, and for what the socket does not take, they are copied into a buffer of the
+    /// endpoint (use [`Endpoint::post_send_buf`] to hand over a buffer instead). Either way
+    /// `data` is free when the call returns.
     pub fn post_send(&mut self, id: u64, tag: u64, data: &[u8]) -> Result<Posted, Error> {
         self.post_send_parts(id, tag, &[data])
     }
 
-    /// Like [`Endpoint::post_send`] for a message given in parts (say a header and a payload),
-    /// gathered into the one buffer the send owns: one copy of each byte.
+    /// Like [`Endpoint::post_send`] for a message given in parts (say a header and a payload):
+    /// sent straight from the parts (up to four) when nothing else is going out, else gathered
+    /// into the one buffer the send owns: at most one copy of each byte.
     pub fn post_send_parts(&mut self, id: u64, tag: u64, parts: &[&[u8]]) -> Result<Posted, Error> {
         self.check_issuer()?;
         self.check_open()?;
-        self.check_len(parts.iter().map(|p| p.len()).sum())?;
+        let len = parts.iter().map(|p| p.len()).sum();
+        self.check_len(len)?;
         if !self.credit_for() {
             self.progress();
             // A failure found by that pass wins over the full window (as in `post_counted`).
@@ -943,6 +960,9 @@ impl Endpoint {
         }
         let mut h = Header::new(Kind::Send, 0);
         h.tag = tag;
+        if let Some(posted) = self.send_direct(id, h, parts, len) {
+            return Ok(posted);
+        }
         // Room for the header first: the frame's bytes are contiguous (see `OutFrame`).
         let mut payload = self.spare_payloads.pop().unwrap_or_default();
         payload.resize(HEADER_LEN, 0);
@@ -1088,7 +1108,9 @@ impl Endpoint {
             // Nothing may enter the ring from here; `wait` and the posts say why.
             return None;
         }
-        self.maybe_keepalive(Instant::now());
+        if self.config.keepalive.is_some() {
+            self.maybe_keepalive(Instant::now());
+        }
         // With plain receives, the call that ends a loop draining completions (the one right
         // after a completion was returned) leaves the socket alone unless a completion may hang
         // on the connection moving (a send in the ring, a write or read waiting for its

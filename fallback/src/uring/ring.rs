@@ -313,6 +313,12 @@ impl<P> Ring<P> {
         self.slots.busy()
     }
 
+    /// Whether nothing of the caller's can complete: no operation in flight and no completion
+    /// held back for the next [`Ring::reap`] (which would then find nothing to hand out).
+    pub fn idle(&self) -> bool {
+        self.slots.busy() == 0 && self.backlog.is_empty()
+    }
+
     /// A duplicate of the ring's descriptor: readable (`poll`) while its completion queue
     /// holds completions. It keeps the ring's kernel side alive while it is open.
     pub fn dup_fd(&self) -> std::io::Result<std::os::fd::OwnedFd> {
@@ -422,7 +428,9 @@ impl<P> Ring<P> {
     /// Collects completions without blocking; returns how many were appended to `out`.
     pub fn reap(&mut self, out: &mut Vec<Completion<P>>) -> Result<usize, UringError> {
         let before = out.len();
-        out.extend(self.backlog.drain(..));
+        if !self.backlog.is_empty() {
+            out.extend(self.backlog.drain(..));
+        }
         loop {
             self.drain_cq(out);
             let (overflow, taskrun) = {

@@ -284,7 +284,14 @@ impl Endpoint {
             self.current,
             Current::InPlace { .. } | Current::Assembled { .. }
         ) {
-            self.progress();
+            if self.quiet() {
+                // Nothing in the ring and nothing to send: a full progress pass would only
+                // receive (one poll of a busy receiver costs the `recv` alone, as in a plain
+                // socket loop).
+                self.recv_now();
+            } else {
+                self.progress();
+            }
             if let Some(e) = self.pending_error.take() {
                 return Err(e);
             }
@@ -362,6 +369,15 @@ impl Endpoint {
             at = start + h.len as usize;
         }
         Ok(out)
+    }
+
+    /// Whether a progress pass would only receive ([`super::Config::immediate_io`], nothing
+    /// in the ring or queued, the connection up): then `next` receives alone.
+    fn quiet(&self) -> bool {
+        self.config.immediate_io
+            && self.failed.is_none()
+            && self.queue.is_empty()
+            && self.ring.idle()
     }
 
     pub(super) fn flush_quietly(&mut self) {
