@@ -254,6 +254,26 @@ fn heartbeat_threads() -> usize {
         .count()
 }
 
+/// The descriptors (by number) of each heartbeat thread's table.
+fn heartbeat_tables() -> Vec<Vec<i32>> {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .filter_map(|t| t.ok())
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|name| name.trim_end() == "viaduct-heartbe")
+        })
+        .map(|t| {
+            std::fs::read_dir(t.path().join("fd"))
+                .map(|d| {
+                    d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
 /// The process of [`heartbeat_threads_end_with_their_agents`]: jobs of two ranks (threads of
 /// this process) over shared memory and TCP, finalized or dropped; each agent runs a heartbeat
 /// thread while it lives and none is left after.
@@ -265,7 +285,7 @@ fn threads_child() {
     }
     assert_eq!(heartbeat_threads(), 0);
     for method in [Method::Shm, Method::Tcp] {
-        let during = job(2, method.config(), |agent| {
+        let during = job(2, method.config(), move |agent| {
             // Both agents live until both bodies are done (finalize fences).
             let world = Comm::world(&agent);
             world.barrier().unwrap();
@@ -275,6 +295,26 @@ fn threads_child() {
             while agent.rank() == 0 && n < 2 && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
                 n = heartbeat_threads();
+            }
+            if agent.rank() == 0 {
+                // Each heartbeat thread has a table of its own with only the standard
+                // streams, its liveness socket and its segments: a file this thread opens
+                // now is not in it (in a shared table it would be).
+                let file = std::fs::File::open("/proc/self/status").unwrap();
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+                // A thread that just took its name may not have dropped the shared table yet.
+                let deadline = Instant::now() + Duration::from_secs(20);
+                let mut tables = heartbeat_tables();
+                while tables.iter().any(|t| t.contains(&fd)) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                    tables = heartbeat_tables();
+                }
+                for t in &tables {
+                    assert!(
+                        !t.contains(&fd) && t.len() <= 3 + 2,
+                        "{method:?}: {t:?} ({fd})"
+                    );
+                }
             }
             world.barrier().unwrap();
             n

@@ -6,7 +6,8 @@
 //! `unsafe`.
 //!
 //! It also holds [`wait_readable`], one `poll` over several descriptors (the agent's sleep on
-//! the descriptors of all its TCP and verbs connections at once).
+//! the descriptors of all its TCP and verbs connections at once), and [`own_table_keeping`],
+//! which gives a helper thread a descriptor table of its own.
 
 use std::io;
 use std::os::fd::{FromRawFd, RawFd};
@@ -111,6 +112,89 @@ pub fn wait_readable(
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
             return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Gives the calling thread a descriptor table of its own that holds only `keep` and the
+/// standard streams (0, 1, 2): `unshare(CLONE_FILES)` copies the process's table for this
+/// thread, then every other descriptor of the copy is closed (`close_range`, or one `close`
+/// per entry of `/proc/thread-self/fd` on kernels without it). The other threads' table is
+/// untouched, and no longer shared with this thread.
+///
+/// For a helper thread of a process whose other threads make many system calls on
+/// descriptors: while two threads share a table, every such call takes and drops a reference
+/// on its file (two atomic operations; the kernel skips them for a table with one user).
+/// Measured on this project's 64-byte TCP ping-pong: one idle extra thread made it 4-5 %
+/// slower. The thread must use only the descriptors in `keep` afterwards (and open its own);
+/// a descriptor that something it owns closes later must be in `keep`, or that close fails.
+///
+/// # Errors
+/// The error of `unshare` (the table stays shared, nothing was closed) or of the closing
+/// (some descriptors of the copy may stay open: harmless but for the files they hold).
+///
+/// ```
+/// use std::os::fd::AsRawFd;
+/// use viaduct_fallback::fd::own_table_keeping;
+/// let (a, _b) = std::os::unix::net::UnixStream::pair()?;
+/// let kept = std::fs::File::open("/proc/self/status")?;
+/// let (fa, fk) = (a.as_raw_fd(), kept.as_raw_fd());
+/// let open = |fd| std::path::Path::new(&format!("/proc/thread-self/fd/{fd}")).exists();
+/// std::thread::spawn(move || -> std::io::Result<()> {
+///     own_table_keeping(&[fk])?;
+///     assert!(open(fk) && !open(fa)); // closed here only
+///     Ok(())
+/// })
+/// .join()
+/// .expect("thread")?;
+/// assert!(open(fa) && open(fk)); // the spawning thread's table is as it was
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn own_table_keeping(keep: &[RawFd]) -> io::Result<()> {
+    // SAFETY: unshare with CLONE_FILES only gives this thread a private copy of the table; it
+    // touches no memory of ours.
+    if unsafe { libc::unshare(libc::CLONE_FILES) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut kept: Vec<u32> = keep
+        .iter()
+        .filter_map(|&fd| u32::try_from(fd).ok())
+        .chain([0, 1, 2])
+        .collect();
+    kept.sort_unstable();
+    kept.dedup();
+    let mut from = 0u32;
+    for &k in kept.iter().chain([&u32::MAX]) {
+        if k > from {
+            let to = if k == u32::MAX { u32::MAX } else { k - 1 };
+            // SAFETY: close_range closes descriptors of this thread's private table only
+            // (unshared above), none of which the code after it uses (see the contract).
+            let rc = unsafe { libc::close_range(from, to, 0) };
+            if rc != 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::ENOSYS) {
+                    return close_listed(&kept);
+                }
+                return Err(e);
+            }
+        }
+        from = k.saturating_add(1);
+    }
+    Ok(())
+}
+
+/// [`own_table_keeping`]'s closing on kernels without `close_range`: every descriptor listed
+/// in `/proc/thread-self/fd` that is not in `kept`.
+fn close_listed(kept: &[u32]) -> io::Result<()> {
+    let fds: Vec<u32> = std::fs::read_dir("/proc/thread-self/fd")?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    for fd in fds.into_iter().filter(|fd| !kept.contains(fd)) {
+        // SAFETY: closes a descriptor of this thread's private table (see the contract); the
+        // one of the directory listing above is already closed, and this fails harmlessly.
+        unsafe {
+            libc::close(fd as RawFd);
         }
     }
     Ok(())

@@ -26,6 +26,14 @@ impl Heartbeat {
         Heartbeat { seg, side }
     }
 
+    /// The descriptor of the segment this handle keeps mapped (and closes when it drops the
+    /// segment last): a thread that gives itself a descriptor table of its own
+    /// ([`crate::fd::own_table_keeping`]) keeps it open there.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.seg.fd().as_fd()
+    }
+
     /// Bumps this side's background heartbeat (never blocks).
     pub fn beat(&self) {
         self.seg.control().beats[self.side]
