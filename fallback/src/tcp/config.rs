@@ -51,8 +51,8 @@ pub struct Config {
     /// Moves bytes with plain non-blocking socket calls where the data or the room is already
     /// there, and uses the ring only for what has to wait (the default). A batch of frames
     /// (not zero-copy, at most 64 KiB) first tries one `send`/`sendmsg` with `MSG_DONTWAIT`
-    /// (a copying post with nothing queued before it tries it from the caller's bytes, before
-    /// any copy); what the socket does not take goes on through the ring in order. Receives are
+    /// (a copying post with nothing queued before it, at once, without queue or batch); what
+    /// the socket does not take goes on through the ring in order. Receives are
     /// `recv(MSG_DONTWAIT)` calls into the endpoint's own receive buffers made by `next`,
     /// `poll` and `wait`; `wait` arms a one-shot readiness poll in the ring before it sleeps.
     /// A receive that waits for the ring's task work costs an interrupt of the receiving thread

@@ -860,16 +860,34 @@ impl Endpoint {
         joined: bool,
         owner: Option<(u64, Op, bool)>,
     ) {
-        header.len = (payload.len() - if joined { HEADER_LEN } else { 0 }) as u32;
-        if header.kind.carries_credit() {
-            header.offset = self.freed as u64;
-            self.freed = 0;
-        }
-        header.seq = self.send_seq;
-        self.send_seq = self.send_seq.wrapping_add(1);
-        self.frames_sent += 1;
+        self.stamp(
+            &mut header,
+            payload.len() - if joined { HEADER_LEN } else { 0 },
+        );
+        self.commit_frame(&header);
         self.queue
             .push_back(OutFrame::new(&header, payload, joined, owner));
+    }
+
+    /// Fills in the fields this end gives its next frame: the data length `len`, the sequence
+    /// number, and the freed credit where the kind carries it. Changes nothing of the endpoint
+    /// ([`Endpoint::commit_frame`] does, once the frame is this end's next in the stream).
+    fn stamp(&self, header: &mut Header, len: usize) {
+        header.len = len as u32;
+        if header.kind.carries_credit() {
+            header.offset = self.freed as u64;
+        }
+        header.seq = self.send_seq;
+    }
+
+    /// Counts a stamped frame as sent into the stream: its credit is given, its sequence
+    /// number taken.
+    fn commit_frame(&mut self, header: &Header) {
+        if header.kind.carries_credit() {
+            self.freed = 0;
+        }
+        self.send_seq = self.send_seq.wrapping_add(1);
+        self.frames_sent += 1;
     }
 
     /// Whether `bytes` more may be sent now under the peer's window: a frame may start while
@@ -933,23 +951,20 @@ impl Endpoint {
         Ok(None)
     }
 
-    /// Posts a send of `data` with `tag`. When nothing else is going out, the bytes go to the
-    /// socket from `data` at once (one non-blocking `sendmsg`, [`Config::immediate_io`]);
-    /// otherwise, and for what the socket does not take, they are copied into a buffer of the
-    /// endpoint (use [`Endpoint::post_send_buf`] to hand over a buffer instead). Either way
-    /// `data` is free when the call returns.
+    /// Posts a send of `data` with `tag`. The bytes are copied into a buffer of the endpoint
+    /// (use [`Endpoint::post_send_buf`] to send without copying); when nothing else is going
+    /// out, that buffer goes to the socket at once with one non-blocking `send`
+    /// ([`Config::immediate_io`]), what the socket does not take through the ring.
     pub fn post_send(&mut self, id: u64, tag: u64, data: &[u8]) -> Result<Posted, Error> {
         self.post_send_parts(id, tag, &[data])
     }
 
-    /// Like [`Endpoint::post_send`] for a message given in parts (say a header and a payload):
-    /// sent straight from the parts (up to four) when nothing else is going out, else gathered
-    /// into the one buffer the send owns: at most one copy of each byte.
+    /// Like [`Endpoint::post_send`] for a message given in parts (say a header and a payload),
+    /// gathered into the one buffer the send owns: one copy of each byte.
     pub fn post_send_parts(&mut self, id: u64, tag: u64, parts: &[&[u8]]) -> Result<Posted, Error> {
         self.check_issuer()?;
         self.check_open()?;
-        let len = parts.iter().map(|p| p.len()).sum();
-        self.check_len(len)?;
+        self.check_len(parts.iter().map(|p| p.len()).sum())?;
         if !self.credit_for() {
             self.progress();
             // A failure found by that pass wins over the full window (as in `post_counted`).
@@ -960,15 +975,16 @@ impl Endpoint {
         }
         let mut h = Header::new(Kind::Send, 0);
         h.tag = tag;
-        if let Some(posted) = self.send_direct(id, h, parts, len) {
-            return Ok(posted);
-        }
         // Room for the header first: the frame's bytes are contiguous (see `OutFrame`).
         let mut payload = self.spare_payloads.pop().unwrap_or_default();
         payload.resize(HEADER_LEN, 0);
         for p in parts {
             payload.extend_from_slice(p);
         }
+        let payload = match self.send_direct(id, h, payload) {
+            Ok(posted) => return Ok(posted),
+            Err(payload) => payload,
+        };
         Ok(
             match self.post_counted(h, payload, true, (id, Op::Send, false), None)? {
                 None => Posted::InProgress,
