@@ -607,24 +607,28 @@ impl Book {
 /// method-buffer owner or to the kept buffers, each completion to [`Book::completed`]. Returns
 /// the completions reaped and the first failure they reported.
 pub(crate) fn reap(vc: &mut Vc, book: &mut Book) -> (usize, Option<Failure>) {
-    reap_with(vc, book, Method::poll_returning)
+    reap_with(vc, book, Method::poll_returning, Method::poll_rest)
 }
 
 /// [`reap`] right after the method's `next` made a pass (see [`Method::poll_after_next`]).
 pub(crate) fn reap_after_next(vc: &mut Vc, book: &mut Book) -> (usize, Option<Failure>) {
-    reap_with(vc, book, Method::poll_after_next)
+    reap_with(vc, book, Method::poll_after_next, Method::poll_after_next)
 }
 
+/// Reaps with `first`, then with `rest` after each completion (the drain ends at the first
+/// `None`).
 fn reap_with(
     vc: &mut Vc,
     book: &mut Book,
-    mut poll: impl FnMut(&mut Method) -> Option<crate::method::Returned>,
+    first: impl FnOnce(&mut Method) -> Option<crate::method::Returned>,
+    mut rest: impl FnMut(&mut Method) -> Option<crate::method::Returned>,
 ) -> (usize, Option<Failure>) {
     let Link::Remote(m) = &mut vc.link else {
         return (0, None);
     };
     let (peer, mut n, mut failed) = (vc.peer, 0, None);
-    while let Some((id, result, buffer)) = poll(m) {
+    let mut next = first(m);
+    while let Some((id, result, buffer)) = next {
         n += 1;
         if let Some(spare) = buffer.and_then(|b| vc.buffers.returned(id, b)) {
             book.spare.put(spare);
@@ -632,6 +636,7 @@ fn reap_with(
         if let Some(reason) = book.completed(peer, id, result) {
             failed.get_or_insert(reason);
         }
+        next = rest(m);
     }
     (n, failed)
 }

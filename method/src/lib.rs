@@ -427,6 +427,31 @@ pub trait Endpoint {
     /// ```
     fn poll(&mut self) -> Option<Completion<Self::Error>>;
 
+    /// Like [`Endpoint::poll`] right after a `poll` that returned a completion, while the
+    /// caller drains them: a method whose `poll` makes its pass before it returns anything
+    /// (so that pass found all there was) hands out the rest without another pass, and the
+    /// drain ends without a pass that finds nothing. The default polls.
+    ///
+    /// ```
+    /// # use viaduct_method::{Endpoint, loopback};
+    /// # let (mut a, mut b) = loopback::pair(loopback::Config::default())?;
+    /// for id in [1, 2] {
+    ///     let _ = a.post_copy(id, 0, b"abc")?;
+    /// #   b.next()?;
+    /// #   b.consume(3)?;
+    /// }
+    /// let mut ids = vec![Endpoint::poll(&mut a).expect("one").id];
+    /// while let Some(c) = a.poll_rest() {
+    ///     ids.push(c.id);
+    /// }
+    /// assert_eq!(ids, [1, 2]);
+    /// # Ok::<(), loopback::Error>(())
+    /// ```
+    #[inline]
+    fn poll_rest(&mut self) -> Option<Completion<Self::Error>> {
+        self.poll()
+    }
+
     /// Like [`Endpoint::poll`] right after a `next`: a method whose `next` already looked for
     /// completions ([`Endpoint::NEXT_FINDS_COMPLETIONS`]) hands them out without another pass.
     ///

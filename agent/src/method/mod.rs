@@ -260,6 +260,13 @@ impl Method {
         each_method!(self, |ep| Endpoint::poll(ep).map(returned))
     }
 
+    /// The rest of the completions after a [`Method::poll_returning`] that returned one (see
+    /// `viaduct_method::Endpoint::poll_rest`: shared memory takes them without another pass).
+    #[inline]
+    pub(crate) fn poll_rest(&mut self) -> Option<Returned> {
+        each_method!(self, |ep| ep.poll_rest().map(returned))
+    }
+
     /// Whether the completions that `next`'s pass found can be taken without another pass
     /// ([`Method::poll_after_next`]): true for verbs, whose pass polls the completion queue.
     #[inline]

@@ -899,6 +899,14 @@ impl Endpoint {
         }
     }
 
+    /// The next completion an earlier pass found, without making one: after a [`Endpoint::poll`]
+    /// that returned a completion (its pass comes before it returns anything), the rest of
+    /// what that pass found.
+    #[inline]
+    pub fn poll_found(&mut self) -> Option<Completion> {
+        self.completions.pop_front()
+    }
+
     /// Makes progress and returns the next completion, if any. Never blocks.
     pub fn poll(&mut self) -> Option<Completion> {
         self.beat();

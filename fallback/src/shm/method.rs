@@ -76,6 +76,11 @@ impl viaduct_method::Endpoint for Endpoint {
     }
 
     #[inline]
+    fn poll_rest(&mut self) -> Option<Completion> {
+        Endpoint::poll_found(self)
+    }
+
+    #[inline]
     fn next(&mut self) -> Result<Option<Message<'_>>, Error> {
         Endpoint::next(self)
     }
