@@ -535,48 +535,62 @@ impl Endpoint {
     /// Non-blocking receives into the endpoint's own receive buffers until the socket has
     /// nothing more or every buffer holds data not consumed yet ([`Config::immediate_io`]).
     /// End of stream and socket errors fail the connection, as they do for the ring's receive.
-    pub(super) fn recv_now(&mut self) {
+    /// Returns whether bytes arrived.
+    ///
+    /// A call that finds nothing leaves the free buffers as they were (the receive goes into
+    /// the last one, which is taken only once bytes landed in it) and reads `errno` directly:
+    /// a busy receiver makes this call in a loop, so its cost beside the `recv` is the gap
+    /// between two looks at the socket.
+    pub(super) fn recv_now(&mut self) -> bool {
         let fd = self.stream.as_raw_fd();
         let size = self.config.recv_buffer_bytes as usize;
+        let mut got = false;
         while self.failed.is_none() {
-            let mut mem = match self.own_free.pop() {
-                Some(m) => m,
-                None if self.own_ranges.len() < self.config.recv_buffers as usize => {
-                    let m = vec![0u8; size].into_boxed_slice();
-                    let at = m.as_ptr() as usize;
-                    self.own_ranges.push(at..at + size);
-                    m
+            if self.own_free.is_empty() {
+                if self.own_ranges.len() >= self.config.recv_buffers as usize {
+                    // The peer's window keeps it from sending more than these hold.
+                    return got;
                 }
-                // The peer's window keeps it from sending more than these hold.
-                None => return,
+                let m = vec![0u8; size].into_boxed_slice();
+                let at = m.as_ptr() as usize;
+                self.own_ranges.push(at..at + size);
+                self.own_free.push(m);
+            }
+            let Some(mem) = self.own_free.last_mut() else {
+                return got;
             };
             // SAFETY: `recv` writes at most `mem.len()` bytes into the owned buffer.
             let r =
                 unsafe { libc::recv(fd, mem.as_mut_ptr().cast(), mem.len(), libc::MSG_DONTWAIT) };
             if r > 0 {
                 let n = r as usize;
+                got = true;
                 self.received += 1;
-                self.rx.push_back(Chunk {
-                    buf: RxBuf::Own { mem, len: n },
-                    off: 0,
-                });
+                if let Some(mem) = self.own_free.pop() {
+                    self.rx.push_back(Chunk {
+                        buf: RxBuf::Own { mem, len: n },
+                        off: 0,
+                    });
+                }
                 if n < size {
                     // The socket had no more (a further call would most likely find none).
-                    return;
+                    return got;
                 }
                 continue;
             }
-            let errno = std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO);
-            self.own_free.push(mem);
             if r == 0 {
                 self.fail("the peer closed the connection");
-            } else if !matches!(errno, libc::EAGAIN | libc::EINTR) {
+                return got;
+            }
+            // SAFETY: `__errno_location` returns this thread's `errno`, always valid to read;
+            // it still holds the failed `recv`'s code (nothing ran in between).
+            let errno = unsafe { *libc::__errno_location() };
+            if !matches!(errno, libc::EAGAIN | libc::EINTR) {
                 self.fail_with_errno(errno);
             }
-            return;
+            return got;
         }
+        got
     }
 
     /// Gives a chunk's buffer back once nothing in it is needed: to the provided-buffer ring

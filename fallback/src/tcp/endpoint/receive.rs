@@ -287,8 +287,15 @@ impl Endpoint {
             if self.quiet() {
                 // Nothing in the ring and nothing to send: a full progress pass would only
                 // receive (one poll of a busy receiver costs the `recv` alone, as in a plain
-                // socket loop).
-                self.recv_now();
+                // socket loop). Nothing arrived and nothing lies in the receive buffers: no
+                // frame to parse and nothing to flush (the queue is empty).
+                if !self.recv_now()
+                    && self.rx.is_empty()
+                    && self.failed.is_none()
+                    && self.pending_error.is_none()
+                {
+                    return Ok(None);
+                }
             } else {
                 self.progress();
             }
