@@ -2,7 +2,8 @@
 //! socket takes in part or not at all goes on through the ring in stream order, frames queued
 //! behind it keep their order, every descriptor completes exactly once, a peer that closes in
 //! the middle of a message fails the connection without delivering a piece of it, and a
-//! blocking `wait` still sleeps and still wakes for data. The far end is a plain socket of this
+//! blocking `wait` still sleeps and still wakes for data, and a quiet endpoint's empty polls
+//! (which end after the `recv`) miss nothing. The far end is a plain socket of this
 //! test (so its reading is under the test's control) or another endpoint.
 
 use std::collections::HashMap;
@@ -394,6 +395,69 @@ fn a_peer_that_closes_in_the_middle_of_a_message_fails_the_connection() {
             Err(Error::PeerFailed(_))
         ));
     }
+}
+
+/// Polls `next` until it returns a message or an error (at most `LIMIT`).
+fn next_event(ep: &mut Endpoint) -> Result<(u64, Vec<u8>), Error> {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        assert!(Instant::now() < deadline, "nothing came");
+        if let Some(m) = ep.next()? {
+            return Ok((m.tag, m.data.to_vec()));
+        }
+    }
+}
+
+#[test]
+fn a_quiet_endpoint_polled_empty_still_takes_a_frame_in_pieces_and_the_end_of_the_stream() {
+    // A quiet endpoint's empty poll ends right after its `recv`; a frame that arrives in
+    // pieces (half a header, then the rest of it and part of the data, then the rest) is
+    // still taken whole, a frame left in the receive buffer behind another is still shown,
+    // and the end of the stream still fails the connection.
+    let (mut ep, mut peer) = endpoint_and_plain_peer(Config::default());
+    for _ in 0..1000 {
+        assert!(ep.next().expect("next").is_none(), "nothing was sent");
+    }
+    let mut h = Header::new(Kind::Send, 8);
+    h.tag = 5;
+    let frame = [h.encode().to_vec(), b"12345678".to_vec()].concat();
+    for piece in [
+        &frame[..HEADER_LEN / 2],
+        &frame[HEADER_LEN / 2..HEADER_LEN + 3],
+    ] {
+        peer.write_all(piece).expect("piece");
+        for _ in 0..1000 {
+            assert!(ep.next().expect("next").is_none(), "no whole message yet");
+        }
+    }
+    peer.write_all(&frame[HEADER_LEN + 3..]).expect("the rest");
+    assert_eq!(
+        next_event(&mut ep).expect("message"),
+        (5, b"12345678".to_vec())
+    );
+    ep.consume(8).expect("consume");
+    // Two frames in one write: the second lies in the receive buffer when the socket has
+    // nothing more, and the poll after the first is consumed still shows it.
+    let two: Vec<u8> = [(6u64, 1u32), (7, 2)]
+        .iter()
+        .flat_map(|&(tag, seq)| {
+            let mut h = Header::new(Kind::Send, 1);
+            h.tag = tag;
+            h.seq = seq;
+            [h.encode().to_vec(), vec![tag as u8]].concat()
+        })
+        .collect();
+    peer.write_all(&two).expect("two frames");
+    for tag in [6u64, 7] {
+        assert_eq!(
+            next_event(&mut ep).expect("message"),
+            (tag, vec![tag as u8])
+        );
+        ep.consume(1).expect("consume");
+    }
+    drop(peer);
+    let err = next_event(&mut ep).expect_err("the end of the stream");
+    assert!(matches!(err, Error::PeerFailed(_)), "{err:?}");
 }
 
 /// CPU time this thread has used.
