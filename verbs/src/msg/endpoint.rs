@@ -19,6 +19,7 @@ use crate::pd::ProtectionDomain;
 use crate::qp::QueuePair;
 use crate::regcache::RegCache;
 use crate::wc::{self, Status};
+use crate::wr::Segment;
 
 mod rdma;
 mod receive;
@@ -126,6 +127,9 @@ pub struct Endpoint {
     pub(crate) assembly: Vec<u8>,
     pub(crate) completions: VecDeque<Completion>,
     pub(crate) polled: Completions,
+    /// Emptied one-segment vectors of completed requests, reused by the next posts (a send
+    /// and a receive re-posted per message would otherwise allocate one each).
+    pub(crate) spare_segments: Vec<Vec<Segment>>,
     pub(crate) failed: Option<String>,
     pub(crate) peer_closed: bool,
     pub(crate) keepalive_to: RemoteRegion,
@@ -356,7 +360,7 @@ impl Endpoint {
         }
         if c.id & RECV_BASE != 0 {
             let idx = (c.id & 0xffff_ffff) as u32;
-            let region = c.take_region();
+            let region = self.take_region(&mut c);
             if !c.status.is_success() {
                 // A pool's buffer goes back to the pool (the other endpoints still use it).
                 if let (Some(pool), Some(region)) = (&self.pool, region) {
@@ -373,7 +377,7 @@ impl Endpoint {
         }
         let idx = c.id as u32;
         self.send_completed();
-        if let Some(region) = c.take_region() {
+        if let Some(region) = self.take_region(&mut c) {
             self.free_slots.push((idx, region));
         }
         let owner = self.slot_owner.get_mut(idx as usize).and_then(Option::take);
@@ -399,6 +403,30 @@ impl Endpoint {
                     });
                 }
             }
+        }
+    }
+
+    /// The region of a completed one-segment request, its emptied vector kept for a later
+    /// post.
+    #[inline]
+    fn take_region(&mut self, c: &mut wc::Completion) -> Option<MemoryRegion> {
+        let region = c.segments.pop().map(Segment::into_region);
+        if c.segments.is_empty() && c.segments.capacity() != 0 && self.spare_segments.len() < 64 {
+            self.spare_segments.push(std::mem::take(&mut c.segments));
+        }
+        region
+    }
+
+    /// A vector holding `segment` alone: a kept one (see [`Endpoint::take_region`]) when
+    /// there is one.
+    #[inline]
+    pub(crate) fn one_segment(&mut self, segment: Segment) -> Vec<Segment> {
+        match self.spare_segments.pop() {
+            Some(mut v) => {
+                v.push(segment);
+                v
+            }
+            None => vec![segment],
         }
     }
 

@@ -229,6 +229,7 @@ impl Prepared {
             assembly: Vec::new(),
             completions: VecDeque::new(),
             polled: Completions::with_batch(32),
+            spare_segments: Vec::new(),
             failed: None,
             peer_closed: false,
             keepalive_to: peer.keepalive,

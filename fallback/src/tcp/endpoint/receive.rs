@@ -97,12 +97,19 @@ impl Endpoint {
                     r?;
                 }
                 Current::Idle => {
-                    if !self.read_header() {
-                        return Ok(false);
-                    }
-                    let raw = self.header_bytes;
-                    self.header_have = 0;
-                    let header = match Header::decode(&raw, self.config.max_frame) {
+                    let decoded = match self.header_in_place() {
+                        // The usual case: the whole header lies in the front buffer.
+                        Some(decoded) => decoded,
+                        None => {
+                            if !self.read_header() {
+                                return Ok(false);
+                            }
+                            let raw = self.header_bytes;
+                            self.header_have = 0;
+                            Header::decode(&raw, self.config.max_frame)
+                        }
+                    };
+                    let header = match decoded {
                         Ok(h) => h,
                         Err(e) => return Err(self.protocol_error(Error::Frame(e))),
                     };
@@ -147,6 +154,21 @@ impl Endpoint {
                 }
             }
         }
+    }
+
+    /// Decodes the next header where it lies when no part of it was collected yet and the
+    /// front receive buffer holds all of it (no copy); `None` otherwise (see
+    /// [`Endpoint::read_header`]).
+    #[inline]
+    fn header_in_place(&mut self) -> Option<Result<Header, crate::frame::FrameError>> {
+        if self.header_have != 0 {
+            return None;
+        }
+        let front = self.rx.front_mut()?;
+        let bytes = front.buf.get(front.off..front.off + HEADER_LEN)?;
+        let decoded = Header::decode(bytes, self.config.max_frame);
+        front.off += HEADER_LEN;
+        Some(decoded)
     }
 
     /// Collects header bytes from the receive buffers; true once all 32 are there.

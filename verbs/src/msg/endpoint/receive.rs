@@ -8,7 +8,7 @@ use super::super::header::{
 use super::super::lease::Lease;
 use super::{Current, Endpoint, RECV_BASE, RxBuf};
 use crate::mr::MemoryRegion;
-use crate::wr::RecvRequest;
+use crate::wr::{RecvRequest, Segment};
 
 impl Endpoint {
     pub(super) fn on_receive(
@@ -110,10 +110,11 @@ impl Endpoint {
         if self.failed.is_some() {
             return;
         }
-        match self
-            .qp
-            .post_recv([RecvRequest::new(RECV_BASE | u64::from(idx), region)])
-        {
+        let segments = self.one_segment(Segment::whole(region));
+        match self.qp.post_recv([RecvRequest::with_segments(
+            RECV_BASE | u64::from(idx),
+            segments,
+        )]) {
             Ok(()) => self.to_return += 1,
             Err(e) => self.fail(format!("re-posting a receive buffer failed: {}", e.error)),
         }

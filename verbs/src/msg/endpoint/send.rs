@@ -10,7 +10,7 @@ use super::super::header::{
 use super::super::setup::KEEPALIVE_LEN;
 use super::{Endpoint, KEEPALIVE_ID, OutMsg};
 use crate::mr::{MemoryRegion, RemoteRegion};
-use crate::wr::{Segment, SendRequest};
+use crate::wr::{Segment, SendOp, SendRequest};
 
 impl Endpoint {
     /// Whether a new message can be accepted: nothing accepted waits for credits or slots, and
@@ -31,10 +31,11 @@ impl Endpoint {
         imm: Option<u32>,
     ) -> Result<(), String> {
         let seg = Segment::new(region, at, len).map_err(|e| e.to_string())?;
-        let req = match imm {
-            Some(imm) => SendRequest::send_with_imm(u64::from(idx), seg, imm),
-            None => SendRequest::send(u64::from(idx), seg),
+        let op = match imm {
+            Some(imm) => SendOp::SendWithImm(imm),
+            None => SendOp::Send,
         };
+        let req = SendRequest::new(u64::from(idx), op, self.one_segment(seg));
         match self.qp.post_send([req]) {
             Ok(()) => {
                 self.posted_send();
