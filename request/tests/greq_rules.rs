@@ -399,7 +399,16 @@ fn cancel_callback_completes_its_own_request_without_a_handle_in_the_state() {
         let status = req.wait().unwrap();
         assert!(status.test_cancelled(), "later: {later}");
         assert!(operation.is_complete());
-        assert!(matches!(*completion.lock().unwrap(), Some(Ok(()))));
+        // The thread of `later` records what `complete` returned only after it returned,
+        // which is when `wait` may already have woken: give it a moment (bounded).
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while completion.lock().unwrap().is_none() && std::time::Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert!(
+            matches!(*completion.lock().unwrap(), Some(Ok(()))),
+            "later: {later}"
+        );
         // A cancel on a complete request: the handle it gets says so.
         let (ops2, dropped2, completion2) = stops_on_cancel(false);
         let (mut done, h2) = Request::generalized(ops2);
