@@ -31,6 +31,8 @@ pub(crate) use rdma::Rdma;
 pub(crate) const RECV_BASE: u64 = 1 << 32;
 /// Work-request id of the keepalive write.
 const KEEPALIVE_ID: u64 = u64::MAX;
+/// Most emptied segment vectors kept for reuse (see [`Endpoint::one_segment`]).
+const SPARE_SEGMENTS: usize = 64;
 
 /// The inbound message being shown.
 #[derive(Debug, Clone, Copy)]
@@ -411,7 +413,10 @@ impl Endpoint {
     #[inline]
     fn take_region(&mut self, c: &mut wc::Completion) -> Option<MemoryRegion> {
         let region = c.segments.pop().map(Segment::into_region);
-        if c.segments.is_empty() && c.segments.capacity() != 0 && self.spare_segments.len() < 64 {
+        if c.segments.is_empty()
+            && c.segments.capacity() != 0
+            && self.spare_segments.len() < SPARE_SEGMENTS
+        {
             self.spare_segments.push(std::mem::take(&mut c.segments));
         }
         region

@@ -4,7 +4,7 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::frame::{HEADER_LEN, Header, Kind};
+use crate::frame::{FrameError, HEADER_LEN, Header, Kind};
 use crate::shm::AccessError;
 use crate::shm::region::RegionKey;
 
@@ -160,7 +160,7 @@ impl Endpoint {
     /// front receive buffer holds all of it (no copy); `None` otherwise (see
     /// [`Endpoint::read_header`]).
     #[inline]
-    fn header_in_place(&mut self) -> Option<Result<Header, crate::frame::FrameError>> {
+    fn header_in_place(&mut self) -> Option<Result<Header, FrameError>> {
         if self.header_have != 0 {
             return None;
         }
