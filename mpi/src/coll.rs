@@ -64,6 +64,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Bcast`.
     MPI_Bcast / PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle) on comm => {
+        // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holes::bcast(buffer, count, datatype, root, comm, None) } {
+            return done;
+        }
         let c = rt()?.comm_any(comm)?;
         if let Some(ic) = &c.inter {
             let len = bytes(count, datatype)?;
@@ -204,6 +209,11 @@ fn folding(red: Reduction, len: usize) -> Post {
 mpi_fn! {
     /// `MPI_Gather` (`MPI_IN_PLACE` as `sendbuf` at the root).
     MPI_Gather / PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holes::gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, None) } {
+            return done;
+        }
         let c = rt()?.comm_any(comm)?;
         if let Some(ic) = &c.inter {
             return match crate::inter::role(ic, root)? {
@@ -251,6 +261,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Scatter` (`MPI_IN_PLACE` as `recvbuf` at the root).
     MPI_Scatter / PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holes::scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, None) } {
+            return done;
+        }
         let c = rt()?.comm_any(comm)?;
         if let Some(ic) = &c.inter {
             return match crate::inter::role(ic, root)? {
@@ -298,6 +313,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Allgather` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Allgather / PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
+        // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holes::allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, None) } {
+            return done;
+        }
         let c = rt()?.comm_any(comm)?;
         if let Some(ic) = &c.inter {
             crate::inter::not_in_place(sendbuf)?;
@@ -329,6 +349,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Alltoall` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Alltoall / PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
+        // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holes::alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, None) } {
+            return done;
+        }
         let c = rt()?.comm_any(comm)?;
         if let Some(ic) = &c.inter {
             crate::inter::not_in_place(sendbuf)?;
@@ -415,6 +440,7 @@ pub(crate) unsafe fn give_with(
         dst: dst as usize,
         len: if dst.is_null() { 0 } else { len },
         post,
+        unpack: None,
     };
     let h = rt.add_request(ReqEntry::new(req, meta));
     // SAFETY: the caller's handle.
@@ -434,6 +460,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Ibcast`.
     MPI_Ibcast / PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holes::bcast(buffer, count, datatype, root, comm, Some(request)) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         let root = root_of(&c, root)?;
         let len = bytes(count, datatype)?;
@@ -491,6 +522,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Igather` (`MPI_IN_PLACE` as `sendbuf` at the root).
     MPI_Igather / PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holes::gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, Some(request)) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         let root = root_of(&c, root)?;
         let n = c.comm.size() as usize;
@@ -522,6 +558,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iscatter` (`MPI_IN_PLACE` as `recvbuf` at the root).
     MPI_Iscatter / PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holes::scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, Some(request)) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         let root = root_of(&c, root)?;
         let n = c.comm.size() as usize;
@@ -547,6 +588,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iallgather` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Iallgather / PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holes::allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, Some(request)) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         let n = c.comm.size() as usize;
         let me = c.comm.rank() as usize;
@@ -568,6 +614,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Ialltoall` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Ialltoall / PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holes::alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, Some(request)) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         let n = c.comm.size() as usize;
         let part = bytes(recvcount, recvtype)?;

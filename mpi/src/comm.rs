@@ -138,6 +138,7 @@ unsafe fn idup(
         dst: 0,
         len: 0,
         post: None,
+        unpack: None,
     };
     let r = rt.add_request(crate::state::ReqEntry::new(
         viaduct_agent::request::Request::null(),

@@ -86,6 +86,7 @@ mod fileptr;
 mod fortran;
 mod greq;
 mod group;
+mod holes;
 mod inter;
 mod large;
 mod misc;

@@ -184,7 +184,8 @@ unsafe fn start_mrecv(
         Data::Bytes(len) => (len, None),
         Data::Packed(l, n, packed) => (packed, Some((l, n))),
     };
-    if cap > 0 && buf.is_null() {
+    // A null buffer with a datatype that unpacks is MPI_BOTTOM (absolute addresses).
+    if cap > 0 && buf.is_null() && unpack.is_none() {
         return Err(MpiError::new(err::BUFFER, "the receive buffer is NULL"));
     }
     let m = table().remove(*h).ok_or_else(|| {
@@ -445,9 +446,7 @@ mpi_fn! {
             // SAFETY: the caller's buffer of `count` elements of `datatype`.
             Data::Bytes(len) => unsafe { crate::datatype::input(buf, len) }?.to_vec(),
             Data::Packed(l, n, packed) => {
-                if packed > 0 && buf.is_null() {
-                    return Err(MpiError::new(err::BUFFER, "the buffer is NULL"));
-                }
+                // A null buffer is MPI_BOTTOM: the datatype holds absolute addresses.
                 let mut v = Vec::with_capacity(packed);
                 // SAFETY: the caller's buffer of `count` elements of the datatype.
                 unsafe { l.pack(buf.cast(), n, &mut v) };

@@ -255,9 +255,7 @@ pub(crate) unsafe fn start_send(
     let len = match data {
         Data::Bytes(len) => len,
         Data::Packed(l, n, packed) => {
-            if packed > 0 && buf.is_null() {
-                return Err(MpiError::new(err::BUFFER, "the send buffer is NULL"));
-            }
+            // A null buffer is MPI_BOTTOM: the datatype holds absolute addresses.
             let mut v = Vec::with_capacity(packed);
             // SAFETY: the caller's buffer of `count` elements of the datatype.
             unsafe { l.pack(buf.cast(), n, &mut v) };
@@ -470,7 +468,7 @@ unsafe fn recv_fast(
                 };
                 s.set_count(st.count() as i64);
                 // SAFETY: the caller's status, neither MPI_STATUS_IGNORE nor NULL.
-                unsafe { status.write(s) };
+                unsafe { write_status(status, s) };
             }
             Some(Ok(()))
         }
@@ -612,7 +610,8 @@ pub(crate) unsafe fn post_recv(
     let Some(source) = source_rank(&c, source)? else {
         return Ok((Request::null(), Meta::ProcNull { comm }));
     };
-    if cap > 0 && buf.is_null() {
+    // A null buffer with a datatype that unpacks is MPI_BOTTOM (absolute addresses).
+    if cap > 0 && buf.is_null() && unpack.is_none() {
         return Err(MpiError::new(err::BUFFER, "the receive buffer is NULL"));
     }
     let (req, rbuf, map) = if unpack.is_none() && cap > 0 {
@@ -733,6 +732,8 @@ pub struct Persist {
     buf: usize,
     count: c_int,
     datatype: Handle,
+    /// The datatype, held for the request's life (the caller may free its handle first).
+    held: Option<Arc<crate::types::HeldType>>,
     peer: c_int,
     tag: c_int,
     comm: Handle,
@@ -797,6 +798,7 @@ impl Persist {
             buf: 0,
             count: 0,
             datatype: abi::DATATYPE_NULL,
+            held: None,
             peer: 0,
             tag: 0,
             comm,
@@ -809,10 +811,13 @@ impl Persist {
 /// # Safety
 ///
 /// `request` is the caller's writable handle.
-unsafe fn persistent(p: Persist, request: *mut Handle) -> Result<(), MpiError> {
+unsafe fn persistent(mut p: Persist, request: *mut Handle) -> Result<(), MpiError> {
     let rt = rt()?;
     let c = rt.comm_any(p.comm)?;
-    bytes(p.count, p.datatype)?;
+    data_of(p.count, p.datatype)?;
+    let held = crate::types::HeldType::new(p.datatype)?;
+    p.datatype = held.handle();
+    p.held = Some(held);
     if p.send.is_some() {
         send_tag(p.tag)?;
         dest_rank(&c, p.peer)?;
@@ -834,7 +839,7 @@ unsafe fn persistent(p: Persist, request: *mut Handle) -> Result<(), MpiError> {
 mpi_fn! {
     /// `MPI_Send_init`.
     MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let p = Persist { coll: None, send: Some(Mode::Standard), buf: buf as usize, count, datatype, peer: dest, tag, comm };
+        let p = Persist { coll: None, send: Some(Mode::Standard), buf: buf as usize, count, datatype, held: None, peer: dest, tag, comm };
         // SAFETY: the caller's handle.
         unsafe { persistent(p, request) }
     }
@@ -843,7 +848,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Ssend_init`.
     MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let p = Persist { coll: None, send: Some(Mode::Sync), buf: buf as usize, count, datatype, peer: dest, tag, comm };
+        let p = Persist { coll: None, send: Some(Mode::Sync), buf: buf as usize, count, datatype, held: None, peer: dest, tag, comm };
         // SAFETY: the caller's handle.
         unsafe { persistent(p, request) }
     }
@@ -852,7 +857,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Rsend_init` (as `MPI_Send_init`).
     MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let p = Persist { coll: None, send: Some(Mode::Standard), buf: buf as usize, count, datatype, peer: dest, tag, comm };
+        let p = Persist { coll: None, send: Some(Mode::Standard), buf: buf as usize, count, datatype, held: None, peer: dest, tag, comm };
         // SAFETY: the caller's handle.
         unsafe { persistent(p, request) }
     }
@@ -861,7 +866,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Bsend_init` (as `MPI_Send_init`: the data is copied).
     MPI_Bsend_init / PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let p = Persist { coll: None, send: Some(Mode::Buffered), buf: buf as usize, count, datatype, peer: dest, tag, comm };
+        let p = Persist { coll: None, send: Some(Mode::Buffered), buf: buf as usize, count, datatype, held: None, peer: dest, tag, comm };
         // SAFETY: the caller's handle.
         unsafe { persistent(p, request) }
     }
@@ -870,7 +875,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Recv_init`.
     MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm => {
-        let p = Persist { coll: None, send: None, buf: buf as usize, count, datatype, peer: source, tag, comm };
+        let p = Persist { coll: None, send: None, buf: buf as usize, count, datatype, held: None, peer: source, tag, comm };
         // SAFETY: the caller's handle.
         unsafe { persistent(p, request) }
     }

@@ -244,7 +244,8 @@ impl Part {
             Data::Bytes(len) => (len, None),
             Data::Packed(l, n, packed) => (packed, Some((l, n))),
         };
-        if cap > 0 && self.buf == 0 {
+        // A null buffer with a datatype that unpacks is MPI_BOTTOM (absolute addresses).
+        if cap > 0 && self.buf == 0 && unpack.is_none() {
             return Err(MpiError::new(err::BUFFER, "the receive buffer is NULL"));
         }
         let rbuf = if unpack.is_none() && cap > 0 {
@@ -288,9 +289,7 @@ impl Part {
                 }
             }
             Data::Packed(l, n, packed) => {
-                if packed > 0 && self.buf == 0 {
-                    return Err(MpiError::new(err::BUFFER, "the send buffer is NULL"));
-                }
+                // A null buffer is MPI_BOTTOM: the datatype holds absolute addresses.
                 data.reserve(packed);
                 // SAFETY: as above, `n` elements of the layout at the caller's buffer.
                 unsafe { l.pack((self.buf as *const c_void).cast(), n, &mut data) };

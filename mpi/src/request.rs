@@ -62,6 +62,9 @@ pub enum Meta {
         /// What turns the agent's result into the caller's (the rank-order fold of gathered
         /// contributions for a non-commutative operation); `None`: the result as it is.
         post: Option<Post>,
+        /// For a receive datatype with holes: its layout and the elements at `dst` the
+        /// (packed) result is unpacked into; `None`: the result is copied as it is.
+        unpack: Option<(Arc<crate::types::Layout>, usize)>,
     },
     /// A collective built of xfer blocks (the nonblocking `v` collectives and scans): when
     /// `req` completes, the other blocks' requests are waited for and `post` writes the
@@ -141,6 +144,7 @@ impl Meta {
                 dst,
                 len,
                 post,
+                unpack,
                 ..
             } if *len > 0 => {
                 let taken = out.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -149,7 +153,11 @@ impl Meta {
                     (Some(v), Some(p)) => Some(p(&v)),
                     (v, _) => v,
                 };
-                if let Some(v) = taken {
+                if let (Some(v), Some((l, n))) = (&taken, unpack) {
+                    // SAFETY: `dst` is the caller's result buffer of `n` elements of the layout
+                    // given to the collective; MPI leaves it to the library until completion.
+                    unsafe { l.unpack(v, *dst as *mut u8, *n) };
+                } else if let Some(v) = taken {
                     let n = v.len().min(*len);
                     // SAFETY: `dst` is the caller's result buffer of `len` bytes given to the
                     // collective; MPI leaves it to the library until the request completes.
@@ -229,15 +237,25 @@ impl Meta {
     }
 }
 
-/// Writes `s` to the caller's status unless it is `MPI_STATUS_IGNORE` (or NULL).
+/// Writes `s`, all but its `MPI_ERROR`, to the caller's status unless it is
+/// `MPI_STATUS_IGNORE` (or NULL).
 ///
 /// # Safety
 ///
 /// `out` is `MPI_STATUS_IGNORE`, NULL or a writable `MPI_Status`.
 pub unsafe fn write_status(out: *mut MpiStatus, s: MpiStatus) {
     if out as usize != abi::STATUS_IGNORE && !out.is_null() {
-        // SAFETY: the caller guarantees `out` is a writable status.
-        unsafe { out.write(s) };
+        // The caller's `MPI_ERROR` stays as it was: a call that completes one request reports
+        // its error by its return value, and only the calls that fill an array of statuses
+        // (`MPI_ERR_IN_STATUS`) write that field, as MPICH does.
+        // SAFETY: the caller guarantees `out` is a writable status; each field is written
+        // through its own place, none is read.
+        unsafe {
+            std::ptr::addr_of_mut!((*out).count_lo).write(s.count_lo);
+            std::ptr::addr_of_mut!((*out).count_hi_and_cancelled).write(s.count_hi_and_cancelled);
+            std::ptr::addr_of_mut!((*out).source).write(s.source);
+            std::ptr::addr_of_mut!((*out).tag).write(s.tag);
+        }
     }
 }
 

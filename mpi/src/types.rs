@@ -41,6 +41,18 @@ pub struct Layout {
     pub elements: usize,
 }
 
+/// The address `off` bytes from `base`. A null `base` is `MPI_BOTTOM` (MPICH's ABI defines it
+/// as a null pointer): `off` is then an absolute address, taken from `MPI_Get_address` (which
+/// exposes it), so the pointer is rebuilt from it with that exposed provenance.
+#[inline]
+fn element(base: *const u8, off: isize) -> *const u8 {
+    if base.is_null() {
+        std::ptr::with_exposed_provenance(off as usize)
+    } else {
+        base.wrapping_offset(off)
+    }
+}
+
 impl Layout {
     /// Whether elements are plain bytes `[0, extent)` (no holes, no reordering).
     pub fn contiguous(&self) -> bool {
@@ -60,7 +72,8 @@ impl Layout {
         (lo, hi)
     }
 
-    /// Copies `count` elements at `src` into `out` (their runs' bytes in order).
+    /// Copies `count` elements at `src` into `out` (their runs' bytes in order). A null `src`
+    /// is `MPI_BOTTOM`: the runs' displacements are then absolute addresses.
     ///
     /// # Safety
     ///
@@ -71,14 +84,15 @@ impl Layout {
             let base = i as isize * self.extent;
             for &(off, len) in &self.runs {
                 // SAFETY: the caller guarantees the element's runs are readable.
-                let piece = unsafe { std::slice::from_raw_parts(src.offset(base + off), len) };
+                let piece = unsafe { std::slice::from_raw_parts(element(src, base + off), len) };
                 out.extend_from_slice(piece);
             }
         }
     }
 
     /// Copies packed data into elements at `dst`; returns the bytes used (stops at the end of
-    /// `data`, mid-element if the data ends there).
+    /// `data`, mid-element if the data ends there). A null `dst` is `MPI_BOTTOM`, as for
+    /// [`Layout::pack`].
     ///
     /// # Safety
     ///
@@ -95,7 +109,11 @@ impl Layout {
                 // SAFETY: the caller guarantees the element's runs are writable; `n` bytes of
                 // `data` remain.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(data.as_ptr().add(at), dst.offset(base + off), n)
+                    std::ptr::copy_nonoverlapping(
+                        data.as_ptr().add(at),
+                        element(dst, base + off).cast_mut(),
+                        n,
+                    )
                 };
                 at += n;
             }
@@ -193,6 +211,45 @@ pub fn register_copy(h: Handle, l: &Layout) -> Handle {
     let n = add(l.clone());
     crate::types2::copy_recipe(h, n);
     n
+}
+
+/// A private handle to a derived datatype, kept for an operation that outlives the caller's
+/// handle (a persistent request may be started after `MPI_Type_free`: MPI lets operations that
+/// use a freed datatype go on). The handle goes when the last clone of this goes; a predefined
+/// datatype is held as it is.
+#[derive(Debug)]
+pub struct HeldType(Handle);
+
+impl HeldType {
+    /// Holds datatype `t` (`MPI_ERR_TYPE` when it is no datatype).
+    pub fn new(t: Handle) -> Result<Arc<HeldType>, MpiError> {
+        if !is_derived(t) {
+            return Ok(Arc::new(HeldType(t)));
+        }
+        let l = derived(t)?;
+        let h = NEXT.fetch_add(1, Ordering::Relaxed);
+        table()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(h, l);
+        Ok(Arc::new(HeldType(h)))
+    }
+
+    /// The handle to use in the caller's place.
+    pub fn handle(&self) -> Handle {
+        self.0
+    }
+}
+
+impl Drop for HeldType {
+    fn drop(&mut self) {
+        if is_derived(self.0) {
+            table()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&self.0);
+        }
+    }
 }
 
 fn add(l: Layout) -> Handle {

@@ -581,18 +581,11 @@ mpi_fn! {
 }
 
 mpi_raw! {
-    /// `MPI_Get_elements_x`: as `MPI_Get_elements`, into an `MPI_Count`.
+    /// `MPI_Get_elements_x`: `MPI_Get_elements` into an `MPI_Count`, in 64 bits (a status
+    /// holds a byte count of 63 bits), as `MPI_Get_elements_c`.
     MPI_Get_elements_x / PMPI_Get_elements_x(status: *const MpiStatus, datatype: Handle, count: *mut MpiCount) -> c_int => {
-        let mut n: c_int = 0;
-        // SAFETY: the caller's status; an int of this frame.
-        let rc = unsafe { crate::p2p::PMPI_Get_elements(status, datatype, &mut n) };
-        if rc == abi::SUCCESS {
-            // SAFETY: the caller's MPI_Count (NULL is refused).
-            if let Err(e) = unsafe { put(count, MpiCount::from(n), "count") } {
-                return crate::error::finish("MPI_Get_elements_x", abi::COMM_WORLD, Err(e));
-            }
-        }
-        rc
+        // SAFETY: the caller's status and MPI_Count, passed on as they came.
+        unsafe { crate::large::PMPI_Get_elements_c(status, datatype, count) }
     }
 }
 

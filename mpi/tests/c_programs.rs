@@ -74,6 +74,7 @@ const PROGRAMS: &[&str] = &[
     "errdel",
     "interfg",
     "ulfm",
+    "conform",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -538,6 +539,11 @@ fn sessions_program() {
             );
         }
     }
+}
+
+#[test]
+fn conform_program() {
+    program("conform");
 }
 
 #[test]

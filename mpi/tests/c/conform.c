@@ -1,0 +1,236 @@
+/* Points of the standard that programs written for other MPI libraries rely on:
+   - a call that completes one request (MPI_Recv, MPI_Wait, MPI_Test, MPI_Mprobe, MPI_Mrecv,
+     MPI_Sendrecv) leaves the MPI_ERROR field of its status as it was (the error is the
+     return value), as MPICH does;
+   - MPI_Get_elements_x and MPI_Get_count_c read the whole 63-bit count of a status;
+   - MPI_BOTTOM with a datatype of absolute addresses (MPI_Get_address) sends and receives;
+   - a persistent request keeps its datatype after MPI_Type_free, also a datatype with holes;
+   - broadcast, gather, scatter, allgather and alltoall (and their nonblocking forms) take
+     datatypes with holes on either side.
+   Runs on any number of ranks; ranks 0 and 1 exchange, the others only check local calls. */
+#include "common.h"
+
+#define KEEP 12345
+
+static int rank, n;
+
+static void error_field_kept(void) {
+    int v = rank, got = -1, flag = 0;
+    MPI_Status st;
+    MPI_Request r;
+    MPI_Message m;
+    if (rank > 1 || n < 2) return;
+    int peer = 1 - rank;
+    /* Blocking receive and probe. */
+    CHECK(MPI_Send(&v, 1, MPI_INT, peer, 1, MPI_COMM_WORLD) == MPI_SUCCESS);
+    CHECK(MPI_Probe(peer, 1, MPI_COMM_WORLD, &st) == MPI_SUCCESS && st.MPI_TAG == 1);
+    st.MPI_ERROR = KEEP;
+    CHECK(MPI_Recv(&got, 1, MPI_INT, peer, 1, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
+    CHECK(got == peer && st.MPI_SOURCE == peer && st.MPI_TAG == 1 && st.MPI_ERROR == KEEP);
+    /* Nonblocking, completed by MPI_Wait and by MPI_Test. */
+    CHECK(MPI_Isend(&v, 1, MPI_INT, peer, 2, MPI_COMM_WORLD, &r) == MPI_SUCCESS);
+    st.MPI_ERROR = KEEP;
+    CHECK(MPI_Wait(&r, &st) == MPI_SUCCESS && st.MPI_ERROR == KEEP);
+    CHECK(MPI_Irecv(&got, 1, MPI_INT, peer, 2, MPI_COMM_WORLD, &r) == MPI_SUCCESS);
+    while (!flag) {
+        st.MPI_ERROR = KEEP;
+        CHECK(MPI_Test(&r, &flag, &st) == MPI_SUCCESS && st.MPI_ERROR == KEEP);
+    }
+    /* Matched probe and receive. */
+    CHECK(MPI_Send(&v, 1, MPI_INT, peer, 3, MPI_COMM_WORLD) == MPI_SUCCESS);
+    st.MPI_ERROR = KEEP;
+    CHECK(MPI_Mprobe(peer, 3, MPI_COMM_WORLD, &m, &st) == MPI_SUCCESS && st.MPI_ERROR == KEEP);
+    st.MPI_ERROR = KEEP;
+    CHECK(MPI_Mrecv(&got, 1, MPI_INT, &m, &st) == MPI_SUCCESS && st.MPI_ERROR == KEEP);
+    /* Send-receive. */
+    st.MPI_ERROR = KEEP;
+    CHECK(MPI_Sendrecv(&v, 1, MPI_INT, peer, 4, &got, 1, MPI_INT, peer, 4, MPI_COMM_WORLD, &st) ==
+          MPI_SUCCESS);
+    CHECK(got == peer && st.MPI_ERROR == KEEP);
+    OK(rank, "MPI_ERROR of single-request statuses kept");
+}
+
+static void big_counts(void) {
+    const MPI_Count counts[] = {60, 0x3654321f71234567LL, 0x7654321ff1234567LL};
+    for (int i = 0; i < 3; i++) {
+        MPI_Status st;
+        MPI_Count got = -1;
+        int cancelled = 1;
+        CHECK(MPI_Status_set_cancelled(&st, 0) == MPI_SUCCESS);
+        CHECK(MPI_Status_set_elements_x(&st, MPI_BYTE, counts[i]) == MPI_SUCCESS);
+        CHECK(MPI_Get_elements_x(&st, MPI_BYTE, &got) == MPI_SUCCESS && got == counts[i]);
+        got = -1;
+        CHECK(MPI_Get_count_c(&st, MPI_BYTE, &got) == MPI_SUCCESS && got == counts[i]);
+        CHECK(MPI_Test_cancelled(&st, &cancelled) == MPI_SUCCESS && cancelled == 0);
+    }
+    OK(rank, "63-bit status counts read back whole");
+}
+
+static void bottom(void) {
+    int a = -1, b = -1;
+    MPI_Aint disp[2];
+    int lens[2] = {1, 1};
+    MPI_Datatype types[2] = {MPI_INT, MPI_INT}, t;
+    if (rank > 1 || n < 2) return;
+    CHECK(MPI_Get_address(&a, &disp[0]) == MPI_SUCCESS);
+    CHECK(MPI_Get_address(&b, &disp[1]) == MPI_SUCCESS);
+    CHECK(MPI_Type_create_struct(2, lens, disp, types, &t) == MPI_SUCCESS);
+    CHECK(MPI_Type_commit(&t) == MPI_SUCCESS);
+    if (rank == 0) {
+        a = 7;
+        b = 11;
+        CHECK(MPI_Send(MPI_BOTTOM, 1, t, 1, 5, MPI_COMM_WORLD) == MPI_SUCCESS);
+        CHECK(MPI_Recv(MPI_BOTTOM, 1, t, 1, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE) ==
+              MPI_SUCCESS);
+        CHECK(a == 8 && b == 12);
+    } else {
+        MPI_Request r;
+        CHECK(MPI_Irecv(MPI_BOTTOM, 1, t, 0, 5, MPI_COMM_WORLD, &r) == MPI_SUCCESS);
+        CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        CHECK(a == 7 && b == 11);
+        a++;
+        b++;
+        CHECK(MPI_Send(MPI_BOTTOM, 1, t, 0, 6, MPI_COMM_WORLD) == MPI_SUCCESS);
+    }
+    CHECK(MPI_Type_free(&t) == MPI_SUCCESS);
+    OK(rank, "MPI_BOTTOM with absolute addresses");
+}
+
+static void persistent_after_free(void) {
+    int buf[6] = {0, 0, 0, 0, 0, 0};
+    MPI_Datatype every_other, dup;
+    MPI_Request r[2];
+    MPI_Status sts[2];
+    if (rank > 1 || n < 2) return;
+    CHECK(MPI_Type_vector(3, 1, 2, MPI_INT, &every_other) == MPI_SUCCESS);
+    CHECK(MPI_Type_commit(&every_other) == MPI_SUCCESS);
+    CHECK(MPI_Type_dup(MPI_INT, &dup) == MPI_SUCCESS);
+    CHECK(MPI_Type_commit(&dup) == MPI_SUCCESS);
+    if (rank == 0) {
+        CHECK(MPI_Send_init(buf, 1, every_other, 1, 7, MPI_COMM_WORLD, &r[0]) == MPI_SUCCESS);
+        CHECK(MPI_Send_init(&buf[5], 1, dup, 1, 8, MPI_COMM_WORLD, &r[1]) == MPI_SUCCESS);
+    } else {
+        CHECK(MPI_Recv_init(buf, 1, every_other, 0, 7, MPI_COMM_WORLD, &r[0]) == MPI_SUCCESS);
+        CHECK(MPI_Recv_init(&buf[5], 1, dup, 0, 8, MPI_COMM_WORLD, &r[1]) == MPI_SUCCESS);
+    }
+    CHECK(MPI_Type_free(&every_other) == MPI_SUCCESS && every_other == MPI_DATATYPE_NULL);
+    CHECK(MPI_Type_free(&dup) == MPI_SUCCESS);
+    for (int round = 1; round <= 3; round++) {
+        if (rank == 0)
+            for (int i = 0; i < 6; i++) buf[i] = round * 10 + i;
+        CHECK(MPI_Startall(2, r) == MPI_SUCCESS);
+        CHECK(MPI_Waitall(2, r, sts) == MPI_SUCCESS);
+        if (rank == 1) {
+            CHECK(buf[0] == round * 10 && buf[2] == round * 10 + 2 && buf[4] == round * 10 + 4);
+            CHECK(buf[1] == 0 && buf[3] == 0 && buf[5] == round * 10 + 5);
+        }
+    }
+    CHECK(MPI_Request_free(&r[0]) == MPI_SUCCESS && MPI_Request_free(&r[1]) == MPI_SUCCESS);
+    OK(rank, "persistent requests keep freed datatypes");
+}
+
+/* Element i of a vector of 3 ints at stride 2 (extent 5 ints) holds base + i*3 + j in its
+   j-th int; the ints between stay as they were. */
+static void fill_vec(int *b, int elems, int base) {
+    for (int i = 0; i < elems; i++)
+        for (int j = 0; j < 3; j++) b[i * 5 + j * 2] = base + i * 3 + j;
+}
+
+static int vec_ok(const int *b, int elems, int base, int hole) {
+    for (int i = 0; i < elems; i++)
+        for (int k = 0; k < 5; k++) {
+            int want = k % 2 == 0 ? base + i * 3 + k / 2 : hole;
+            if (b[i * 5 + k] != want) return 0;
+        }
+    return 1;
+}
+
+static void holey_collectives(void) {
+    MPI_Datatype v;
+    MPI_Request r;
+    /* Room for n elements, and for the two of the broadcast. */
+    int *a = malloc(5 * (n + 2) * sizeof(int)), *b = malloc(5 * (n + 2) * sizeof(int));
+    int *flat = malloc(3 * n * sizeof(int));
+    CHECK(MPI_Type_vector(3, 1, 2, MPI_INT, &v) == MPI_SUCCESS && MPI_Type_commit(&v) == MPI_SUCCESS);
+    for (int nb = 0; nb < 2; nb++) {
+        /* Broadcast of two elements from rank 1 % n. */
+        int root = 1 % n;
+        for (int i = 0; i < 10; i++) a[i] = -1;
+        if (rank == root) fill_vec(a, 2, 100);
+        if (nb) {
+            CHECK(MPI_Ibcast(a, 2, v, root, MPI_COMM_WORLD, &r) == MPI_SUCCESS);
+            CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        } else {
+            CHECK(MPI_Bcast(a, 2, v, root, MPI_COMM_WORLD) == MPI_SUCCESS);
+        }
+        CHECK(vec_ok(a, 2, 100, -1));
+        /* Gather: one element from each rank, into elements at the root. */
+        for (int i = 0; i < 5 * n; i++) a[i] = b[i] = -2;
+        fill_vec(a, 1, rank * 3);
+        if (nb) {
+            CHECK(MPI_Igather(a, 1, v, b, 1, v, 0, MPI_COMM_WORLD, &r) == MPI_SUCCESS);
+            CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        } else {
+            CHECK(MPI_Gather(a, 1, v, b, 1, v, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
+        }
+        if (rank == 0) CHECK(vec_ok(b, n, 0, -2));
+        /* Scatter: elements at the root, three plain ints at each rank. */
+        for (int i = 0; i < 5 * n; i++) a[i] = -3;
+        if (rank == 0) fill_vec(a, n, 0);
+        for (int i = 0; i < 3; i++) flat[i] = -3;
+        if (nb) {
+            CHECK(MPI_Iscatter(a, 1, v, flat, 3, MPI_INT, 0, MPI_COMM_WORLD, &r) == MPI_SUCCESS);
+            CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        } else {
+            CHECK(MPI_Scatter(a, 1, v, flat, 3, MPI_INT, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
+        }
+        CHECK(flat[0] == rank * 3 && flat[1] == rank * 3 + 1 && flat[2] == rank * 3 + 2);
+        /* Allgather: three plain ints from each rank, into elements everywhere. */
+        for (int i = 0; i < 5 * n; i++) b[i] = -4;
+        if (nb) {
+            CHECK(MPI_Iallgather(flat, 3, MPI_INT, b, 1, v, MPI_COMM_WORLD, &r) == MPI_SUCCESS);
+            CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        } else {
+            CHECK(MPI_Allgather(flat, 3, MPI_INT, b, 1, v, MPI_COMM_WORLD) == MPI_SUCCESS);
+        }
+        CHECK(vec_ok(b, n, 0, -4));
+        /* Alltoall: element k of each rank goes to rank k, elements on both sides. */
+        for (int i = 0; i < 5 * n; i++) a[i] = b[i] = -5;
+        for (int k = 0; k < n; k++)
+            for (int j = 0; j < 3; j++) a[k * 5 + j * 2] = rank * 1000 + k * 3 + j;
+        if (nb) {
+            CHECK(MPI_Ialltoall(a, 1, v, b, 1, v, MPI_COMM_WORLD, &r) == MPI_SUCCESS);
+            CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        } else {
+            CHECK(MPI_Alltoall(a, 1, v, b, 1, v, MPI_COMM_WORLD) == MPI_SUCCESS);
+        }
+        for (int k = 0; k < n; k++)
+            for (int kk = 0; kk < 5; kk++)
+                CHECK(b[k * 5 + kk] == (kk % 2 ? -5 : k * 1000 + rank * 3 + kk / 2));
+    }
+    /* Allgather in place on elements. */
+    for (int i = 0; i < 5 * n; i++) b[i] = -6;
+    fill_vec(b + 5 * rank, 1, rank * 3);
+    CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b, 1, v, MPI_COMM_WORLD) == MPI_SUCCESS);
+    CHECK(vec_ok(b, n, 0, -6));
+    CHECK(MPI_Type_free(&v) == MPI_SUCCESS);
+    free(a);
+    free(b);
+    free(flat);
+    OK(rank, "collectives on a datatype with holes");
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    error_field_kept();
+    big_counts();
+    bottom();
+    persistent_after_free();
+    holey_collectives();
+    MPI_Barrier(MPI_COMM_WORLD);
+    OK(rank, "done");
+    MPI_Finalize();
+    return 0;
+}
