@@ -321,10 +321,11 @@ mpi_fn! {
         let c = rt()?.comm_any(comm)?;
         if let Some(ic) = &c.inter {
             crate::inter::not_in_place(sendbuf)?;
+            // The two groups' parts may differ: each side's `sendcount` meets the other's
+            // `recvcount` (the remote part's length is checked as it arrives).
             let part = bytes(recvcount, recvtype)?;
-            same("MPI_Allgather", bytes(sendcount, sendtype)?, part)?;
             // SAFETY: the caller's send buffer, copied before the receive buffer is written.
-            let mine = unsafe { input(sendbuf, part) }?.to_vec();
+            let mine = unsafe { input(sendbuf, bytes(sendcount, sendtype)?) }?.to_vec();
             // SAFETY: the caller's receive buffer of remote size * `recvcount` elements.
             let out = unsafe { output(recvbuf, part * ic.remote.size() as usize) }?;
             return crate::inter::allgather(ic, &mine, out);
@@ -358,13 +359,14 @@ mpi_fn! {
         if let Some(ic) = &c.inter {
             crate::inter::not_in_place(sendbuf)?;
             let n = ic.remote.size() as usize;
+            // The two groups' parts may differ (as for `MPI_Allgather`).
             let part = bytes(recvcount, recvtype)?;
-            same("MPI_Alltoall", bytes(sendcount, sendtype)?, part)?;
+            let sent = bytes(sendcount, sendtype)?;
             // SAFETY: the caller's send buffer, copied before the receive buffer is written.
-            let send = unsafe { input(sendbuf, part * n) }?.to_vec();
+            let send = unsafe { input(sendbuf, sent * n) }?.to_vec();
             // SAFETY: the caller's receive buffer of remote size * `recvcount` elements.
             let out = unsafe { output(recvbuf, part * n) }?;
-            return crate::inter::alltoall(ic, &send, out, part);
+            return crate::inter::alltoall(ic, &send, out, sent, part);
         }
         let n = c.comm.size() as usize;
         let part = bytes(recvcount, recvtype)?;

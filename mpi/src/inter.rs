@@ -444,9 +444,15 @@ pub fn allgather(ic: &Intercomm, mine: &[u8], out: &mut [u8]) -> Result<(), MpiE
     swap_and_spread(ic, &all, out)
 }
 
-/// `MPI_Alltoall` on an intercommunicator: block `j` of `send` goes to remote rank `j`, block
-/// `j` of `recv` comes from remote rank `j` (`len` bytes each).
-pub fn alltoall(ic: &Intercomm, send: &[u8], recv: &mut [u8], len: usize) -> Result<(), MpiError> {
+/// `MPI_Alltoall` on an intercommunicator: block `j` of `send` (`sent` bytes) goes to remote
+/// rank `j`, block `j` of `recv` (`len` bytes) comes from remote rank `j`.
+pub fn alltoall(
+    ic: &Intercomm,
+    send: &[u8],
+    recv: &mut [u8],
+    sent: usize,
+    len: usize,
+) -> Result<(), MpiError> {
     let n = ic.remote.size() as usize;
     let mut reqs = Vec::new();
     let mut bufs = Vec::new();
@@ -458,7 +464,7 @@ pub fn alltoall(ic: &Intercomm, send: &[u8], recv: &mut [u8], len: usize) -> Res
     for r in 0..n {
         reqs.push(
             ic.coll
-                .isend(r as u32, TAG, &send[r * len..(r + 1) * len])?,
+                .isend(r as u32, TAG, &send[r * sent..(r + 1) * sent])?,
         );
     }
     wait_all(&mut reqs, None)?;

@@ -6,7 +6,9 @@
    - MPI_BOTTOM with a datatype of absolute addresses (MPI_Get_address) sends and receives;
    - a persistent request keeps its datatype after MPI_Type_free, also a datatype with holes;
    - broadcast, gather, scatter, allgather and alltoall (and their nonblocking forms) take
-     datatypes with holes on either side.
+     datatypes with holes on either side;
+   - on an intercommunicator, allgather and alltoall take different counts in the two groups
+     (one group sending only, the other receiving only).
    Runs on any number of ranks; ranks 0 and 1 exchange, the others only check local calls. */
 #include "common.h"
 
@@ -220,6 +222,42 @@ static void holey_collectives(void) {
     OK(rank, "collectives on a datatype with holes");
 }
 
+static void inter_one_way(void) {
+    MPI_Comm half, ic;
+    if (n < 2) return;
+    int left = rank % 2 == 0, rsize;
+    CHECK(MPI_Comm_split(MPI_COMM_WORLD, left, rank, &half) == MPI_SUCCESS);
+    CHECK(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, left ? 1 : 0, 9, &ic) == MPI_SUCCESS);
+    CHECK(MPI_Comm_remote_size(ic, &rsize) == MPI_SUCCESS);
+    int hrank;
+    CHECK(MPI_Comm_rank(half, &hrank) == MPI_SUCCESS);
+    int *send = malloc(2 * rsize * sizeof(int)), *recv = malloc(2 * rsize * sizeof(int));
+    for (int i = 0; i < 2 * rsize; i++) {
+        send[i] = hrank * 100 + i;
+        recv[i] = -1;
+    }
+    /* Alltoall: the left group sends two ints to each remote rank and receives nothing. */
+    if (left)
+        CHECK(MPI_Alltoall(send, 2, MPI_INT, recv, 0, MPI_INT, ic) == MPI_SUCCESS);
+    else
+        CHECK(MPI_Alltoall(send, 0, MPI_INT, recv, 2, MPI_INT, ic) == MPI_SUCCESS);
+    if (!left)
+        for (int j = 0; j < rsize; j++)
+            CHECK(recv[2 * j] == j * 100 + 2 * hrank && recv[2 * j + 1] == j * 100 + 2 * hrank + 1);
+    /* Allgather: the right group gives one int each, the left group gathers them. */
+    for (int i = 0; i < 2 * rsize; i++) recv[i] = -1;
+    if (left)
+        CHECK(MPI_Allgather(send, 0, MPI_INT, recv, 1, MPI_INT, ic) == MPI_SUCCESS);
+    else
+        CHECK(MPI_Allgather(send, 1, MPI_INT, recv, 0, MPI_INT, ic) == MPI_SUCCESS);
+    if (left)
+        for (int j = 0; j < rsize; j++) CHECK(recv[j] == j * 100);
+    free(send);
+    free(recv);
+    CHECK(MPI_Comm_free(&ic) == MPI_SUCCESS && MPI_Comm_free(&half) == MPI_SUCCESS);
+    OK(rank, "intercommunicator alltoall and allgather one way");
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -229,6 +267,7 @@ int main(int argc, char **argv) {
     bottom();
     persistent_after_free();
     holey_collectives();
+    inter_one_way();
     MPI_Barrier(MPI_COMM_WORLD);
     OK(rank, "done");
     MPI_Finalize();
