@@ -172,7 +172,7 @@ mpi_fn! {
     /// `MPI_Comm_split` (collective): `MPI_UNDEFINED` as color gives `MPI_COMM_NULL`.
     MPI_Comm_split / PMPI_Comm_split(comm: Handle, color: c_int, key: c_int, newcomm: *mut Handle) on comm => {
         let rt = rt()?;
-        let c = rt.comm(comm)?;
+        let c = rt.comm_any(comm)?;
         if newcomm.is_null() {
             return Err(MpiError::new(err::ARG, "newcomm is NULL"));
         }
@@ -183,9 +183,18 @@ mpi_fn! {
         } else {
             Some(color as u32)
         };
-        let h = match c.comm.split(color, key)? {
-            None => abi::COMM_NULL,
-            Some(n) => rt.add_comm(CommEntry::new(n, c.errhandler.load(Ordering::Relaxed), rt.agent.size())),
+        let handler = c.errhandler.load(Ordering::Relaxed);
+        let h = if let Some(ic) = &c.inter {
+            // An intercommunicator splits into intercommunicators (see `crate::inter::split`).
+            match crate::inter::split(ic, color, key)? {
+                None => abi::COMM_NULL,
+                Some(n) => rt.add_comm(CommEntry::new_inter(n, handler, rt.agent.size())),
+            }
+        } else {
+            match c.comm.split(color, key)? {
+                None => abi::COMM_NULL,
+                Some(n) => rt.add_comm(CommEntry::new(n, handler, rt.agent.size())),
+            }
         };
         // SAFETY: the caller's handle, checked not NULL.
         unsafe { put(newcomm, h, "newcomm") }

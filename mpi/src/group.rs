@@ -134,10 +134,30 @@ mpi_fn! {
     /// members of `group` get a communicator in the group's order, the others `MPI_COMM_NULL`.
     MPI_Comm_create / PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) on comm => {
         let rt = rt()?;
-        let c = rt.comm(comm)?;
+        let c = rt.comm_any(comm)?;
         let g = rt.group(group)?;
         if newcomm.is_null() {
             return Err(MpiError::new(err::ARG, "newcomm is NULL"));
+        }
+        if let Some(ic) = &c.inter {
+            // On an intercommunicator each side gives a subgroup of its own group: the new
+            // intercommunicator joins the two (`MPI_COMM_NULL` where either is empty), in
+            // group order, as an intercommunicator's split (`crate::inter::split`).
+            let local = ic.local.world_ranks();
+            if let Some(w) = g.iter().find(|w| !local.contains(w)) {
+                return Err(MpiError::new(
+                    err::GROUP,
+                    format!("world rank {w} of the group is not in the local group"),
+                ));
+            }
+            let me = rt.agent.rank();
+            let pos = g.iter().position(|&w| w == me);
+            let h = match crate::inter::split(ic, pos.map(|_| 0), pos.unwrap_or(0) as i32)? {
+                None => abi::COMM_NULL,
+                Some(n) => rt.add_comm(CommEntry::new_inter(n, c.errhandler.load(Ordering::Relaxed), rt.agent.size())),
+            };
+            // SAFETY: the caller's handle, checked not NULL.
+            return unsafe { put(newcomm, h, "newcomm") };
         }
         if let Some(w) = g.iter().find(|&&w| c.rank_of_world(w).is_none()) {
             return Err(MpiError::new(

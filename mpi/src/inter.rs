@@ -474,3 +474,56 @@ pub fn alltoall(
     }
     Ok(())
 }
+
+/// `MPI_Comm_split` on an intercommunicator (collective over both groups): the members of
+/// each group with one color form the new local group, those of the other group with the
+/// same color its remote group, each ordered by `key`, then by rank. A process with
+/// `MPI_UNDEFINED` (`color` `None`), or whose color no process of the other group gave, gets
+/// `None` (`MPI_COMM_NULL`).
+///
+/// The two groups are merged into one communicator of their own (the group whose leader has
+/// the lower world rank first), over which every member's color and key go to all; it is
+/// split by group and color, and each new local group meets its remote one through it, as
+/// `MPI_Intercomm_create` over a peer communicator.
+pub(crate) fn split(
+    ic: &Intercomm,
+    color: Option<u32>,
+    key: i32,
+) -> Result<Option<Intercomm>, MpiError> {
+    let both = ic.merge(false)?;
+    let (n, me) = (both.size() as usize, both.rank() as usize);
+    let mut all = vec![0u8; 8 * n];
+    let mine = color.map_or(-1i64, i64::from) as i32;
+    all[me * 8..me * 8 + 4].copy_from_slice(&mine.to_le_bytes());
+    all[me * 8 + 4..me * 8 + 8].copy_from_slice(&key.to_le_bytes());
+    both.allgather_in_place(&mut all)?;
+    let at = |r: usize, i: usize| {
+        i32::from_le_bytes(all[r * 8 + i..r * 8 + i + 4].try_into().unwrap_or([0; 4]))
+    };
+    // The merged ranks of this group and of the other (merge's order with both `high` false).
+    let (lsize, rsize) = (ic.local.size() as usize, ic.remote.size() as usize);
+    let local_first = ic.local.world_ranks()[0] < ic.remote.world_ranks()[0];
+    let (side, remote) = if local_first {
+        (0, lsize..lsize + rsize)
+    } else {
+        (1, 0..rsize)
+    };
+    // Colors told apart by group: `2 * color + side` (a color is below 2^31).
+    let part = both.split(color.map(|c| 2 * c + side), key)?;
+    let (Some(part), Some(c)) = (part, color) else {
+        return Ok(None);
+    };
+    // The remote leader: the other group's first member of this color, by key then rank.
+    let Some(leader) = remote
+        .filter(|&r| at(r, 0) == c as i32)
+        .min_by_key(|&r| (at(r, 4), r))
+    else {
+        return Ok(None);
+    };
+    Ok(Some(part.intercomm_create(
+        0,
+        Some(&both),
+        leader as u32,
+        0,
+    )?))
+}

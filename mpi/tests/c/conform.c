@@ -8,7 +8,8 @@
    - broadcast, gather, scatter, allgather and alltoall (and their nonblocking forms) take
      datatypes with holes on either side;
    - on an intercommunicator, allgather and alltoall take different counts in the two groups
-     (one group sending only, the other receiving only).
+     (one group sending only, the other receiving only), and MPI_Comm_split and
+     MPI_Comm_create give intercommunicators.
    Runs on any number of ranks; ranks 0 and 1 exchange, the others only check local calls. */
 #include "common.h"
 
@@ -254,8 +255,44 @@ static void inter_one_way(void) {
         for (int j = 0; j < rsize; j++) CHECK(recv[j] == j * 100);
     free(send);
     free(recv);
+    /* Split by color: rank 0 of each group alone (color 0), the others together (color 1). */
+    MPI_Comm sub;
+    int color = hrank == 0 ? 0 : 1, subremote = -1, v = -1;
+    CHECK(MPI_Comm_split(ic, color, -hrank, &sub) == MPI_SUCCESS);
+    int lsize;
+    CHECK(MPI_Comm_size(half, &lsize) == MPI_SUCCESS);
+    int others = color == 0 ? 1 : rsize - 1;
+    if ((color == 1 && (lsize < 2 || rsize < 2))) {
+        CHECK(sub == MPI_COMM_NULL);
+    } else {
+        CHECK(sub != MPI_COMM_NULL);
+        int srank;
+        CHECK(MPI_Comm_remote_size(sub, &subremote) == MPI_SUCCESS && subremote == others);
+        CHECK(MPI_Comm_rank(sub, &srank) == MPI_SUCCESS);
+        /* Ordered by key (-hrank): the highest rank of the color first. */
+        if (color == 0) CHECK(srank == 0);
+        else CHECK(srank == lsize - 1 - hrank);
+        /* Rank 0 of each side sends its group rank to rank 0 of the other. */
+        if (srank == 0) {
+            CHECK(MPI_Sendrecv(&hrank, 1, MPI_INT, 0, 3, &v, 1, MPI_INT, 0, 3, sub, MPI_STATUS_IGNORE) ==
+                  MPI_SUCCESS);
+            CHECK(v == (color == 0 ? 0 : rsize - 1));
+        }
+        CHECK(MPI_Comm_free(&sub) == MPI_SUCCESS);
+    }
+    /* MPI_Comm_create from each side's group rank 0 alone. */
+    MPI_Group g, g0;
+    int zero = 0;
+    CHECK(MPI_Comm_group(half, &g) == MPI_SUCCESS && MPI_Group_incl(g, 1, &zero, &g0) == MPI_SUCCESS);
+    CHECK(MPI_Comm_create(ic, g0, &sub) == MPI_SUCCESS);
+    CHECK((sub != MPI_COMM_NULL) == (hrank == 0));
+    if (sub != MPI_COMM_NULL) {
+        CHECK(MPI_Comm_remote_size(sub, &subremote) == MPI_SUCCESS && subremote == 1);
+        CHECK(MPI_Comm_free(&sub) == MPI_SUCCESS);
+    }
+    CHECK(MPI_Group_free(&g0) == MPI_SUCCESS && MPI_Group_free(&g) == MPI_SUCCESS);
     CHECK(MPI_Comm_free(&ic) == MPI_SUCCESS && MPI_Comm_free(&half) == MPI_SUCCESS);
-    OK(rank, "intercommunicator alltoall and allgather one way");
+    OK(rank, "intercommunicator alltoall and allgather one way, split and create");
 }
 
 int main(int argc, char **argv) {

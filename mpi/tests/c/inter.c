@@ -195,7 +195,8 @@ int main(int argc, char **argv) {
         CHECK_RC(MPI_Allgatherv(&wrank, 0, MPI_INT, &s, cnt, dsp, MPI_INT, inter),
                  MPI_ERR_UNSUPPORTED_OPERATION);
         MPI_Comm sc;
-        CHECK_RC(MPI_Comm_split(inter, 0, 0, &sc), MPI_ERR_UNSUPPORTED_OPERATION);
+        CHECK_RC(MPI_Comm_split_type(inter, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &sc),
+                 MPI_ERR_UNSUPPORTED_OPERATION);
         /* A bad remote leader fails at the local leader, whose group is released with an
            error too (no hang); the two groups do it in turn, so the remote leader waits on
            nobody. */
