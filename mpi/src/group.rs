@@ -167,7 +167,10 @@ mpi_fn! {
         }
         let me = rt.agent.rank();
         let pos = g.iter().position(|&w| w == me);
-        let h = match c.comm.split(pos.map(|_| 0), pos.unwrap_or(0) as i32)? {
+        // Processes may give different, disjoint groups (MPI-2.2): each group's lowest world
+        // rank names it, so each becomes a communicator of its own.
+        let color = pos.and_then(|_| g.iter().min().copied());
+        let h = match c.comm.split(color, pos.unwrap_or(0) as i32)? {
             None => abi::COMM_NULL,
             Some(n) => rt.add_comm(CommEntry::new(n, c.errhandler.load(Ordering::Relaxed), rt.agent.size())),
         };

@@ -9,7 +9,8 @@
      datatypes with holes on either side;
    - on an intercommunicator, allgather and alltoall take different counts in the two groups
      (one group sending only, the other receiving only), and MPI_Comm_split and
-     MPI_Comm_create give intercommunicators.
+     MPI_Comm_create give intercommunicators;
+   - MPI_Comm_create takes different, disjoint groups from different processes (MPI-2.2).
    Runs on any number of ranks; ranks 0 and 1 exchange, the others only check local calls. */
 #include "common.h"
 
@@ -295,6 +296,28 @@ static void inter_one_way(void) {
     OK(rank, "intercommunicator alltoall and allgather one way, split and create");
 }
 
+static void create_disjoint(void) {
+    MPI_Group world, mine;
+    MPI_Comm c;
+    int first = rank % 2, count = (n - first + 1) / 2, size = -1, crank = -1;
+    int *ranks = malloc((n + 1) * sizeof(int));
+    for (int i = 0; i < count; i++) ranks[i] = first + 2 * i;
+    CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world) == MPI_SUCCESS);
+    CHECK(MPI_Group_incl(world, count, ranks, &mine) == MPI_SUCCESS);
+    CHECK(MPI_Comm_create(MPI_COMM_WORLD, mine, &c) == MPI_SUCCESS && c != MPI_COMM_NULL);
+    CHECK(MPI_Comm_size(c, &size) == MPI_SUCCESS && size == count);
+    CHECK(MPI_Comm_rank(c, &crank) == MPI_SUCCESS && crank == rank / 2);
+    int sum = 0;
+    CHECK(MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, c) == MPI_SUCCESS);
+    int want = 0;
+    for (int i = 0; i < count; i++) want += ranks[i];
+    CHECK(sum == want);
+    CHECK(MPI_Comm_free(&c) == MPI_SUCCESS);
+    CHECK(MPI_Group_free(&mine) == MPI_SUCCESS && MPI_Group_free(&world) == MPI_SUCCESS);
+    free(ranks);
+    OK(rank, "MPI_Comm_create with disjoint groups");
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -305,6 +328,7 @@ int main(int argc, char **argv) {
     persistent_after_free();
     holey_collectives();
     inter_one_way();
+    create_disjoint();
     MPI_Barrier(MPI_COMM_WORLD);
     OK(rank, "done");
     MPI_Finalize();
