@@ -121,6 +121,7 @@ enum Kind {
     Bool,
     Byte,
     Pair,
+    Complex,
     Other,
 }
 
@@ -168,6 +169,14 @@ fn kind(t: Handle) -> Kind {
         | dt::TWO_INTEGER
         | dt::TWO_REAL
         | dt::TWO_DOUBLE_PRECISION => Kind::Pair,
+        dt::C_FLOAT_COMPLEX
+        | dt::COMPLEX
+        | dt::COMPLEX8
+        | dt::CXX_FLOAT_COMPLEX
+        | dt::C_DOUBLE_COMPLEX
+        | dt::DOUBLE_COMPLEX
+        | dt::COMPLEX16
+        | dt::CXX_DOUBLE_COMPLEX => Kind::Complex,
         _ => Kind::Other,
     }
 }
@@ -238,6 +247,36 @@ macro_rules! float_op {
                     let x = <$ty>::from_ne_bytes(i.try_into().unwrap_or([0; N]));
                     let y = <$ty>::from_ne_bytes((&*a).try_into().unwrap_or([0; N]));
                     a.copy_from_slice(&f(x, y).to_ne_bytes());
+                }
+            })
+        })
+    }};
+}
+
+/// `MPI_SUM` and `MPI_PROD` on complex numbers of two `$ty` parts (real, imaginary), the only
+/// predefined operations the standard defines on complex types.
+macro_rules! complex_op {
+    ($ty:ty, $op:expr) => {{
+        const N: usize = std::mem::size_of::<$ty>();
+        let prod = match $op {
+            op::SUM => Some(false),
+            op::PROD => Some(true),
+            _ => None,
+        };
+        prod.map(|prod| {
+            Reduction::user(2 * N, move |inc: &[u8], acc: &mut [u8]| {
+                let part = |b: &[u8], i: usize| {
+                    <$ty>::from_ne_bytes(b[i * N..(i + 1) * N].try_into().unwrap_or([0; N]))
+                };
+                for (x, a) in inc.chunks_exact(2 * N).zip(acc.chunks_exact_mut(2 * N)) {
+                    let (xr, xi, ar, ai) = (part(x, 0), part(x, 1), part(a, 0), part(a, 1));
+                    let (r, i) = if prod {
+                        (xr * ar - xi * ai, xr * ai + xi * ar)
+                    } else {
+                        (xr + ar, xi + ai)
+                    };
+                    a[..N].copy_from_slice(&r.to_ne_bytes());
+                    a[N..].copy_from_slice(&i.to_ne_bytes());
                 }
             })
         })
@@ -342,6 +381,8 @@ pub fn reduction(t: Handle, o: Handle) -> Result<Reduction, MpiError> {
         (Kind::Bool, 1, _) if matches!(o, op::LAND | op::LOR | op::LXOR) => int_op!(u8, o),
         (Kind::Bool, 4, _) if matches!(o, op::LAND | op::LOR | op::LXOR) => int_op!(u32, o),
         (Kind::Byte, 1, _) if matches!(o, op::BAND | op::BOR | op::BXOR) => int_op!(u8, o),
+        (Kind::Complex, 8, _) => complex_op!(f32, o),
+        (Kind::Complex, 16, _) => complex_op!(f64, o),
         _ => None,
     };
     found.ok_or_else(bad_op)

@@ -10,9 +10,11 @@
    - on an intercommunicator, allgather and alltoall take different counts in the two groups
      (one group sending only, the other receiving only), and MPI_Comm_split and
      MPI_Comm_create give intercommunicators;
-   - MPI_Comm_create takes different, disjoint groups from different processes (MPI-2.2).
+   - MPI_Comm_create takes different, disjoint groups from different processes (MPI-2.2);
+   - MPI_SUM and MPI_PROD reduce the C and Fortran complex types.
    Runs on any number of ranks; ranks 0 and 1 exchange, the others only check local calls. */
 #include "common.h"
+#include <complex.h>
 
 #define KEEP 12345
 
@@ -318,6 +320,21 @@ static void create_disjoint(void) {
     OK(rank, "MPI_Comm_create with disjoint groups");
 }
 
+static void complex_sums(void) {
+    double _Complex d[2] = {(rank + 1) + 1.0 * I, 1.0 + (rank % 2) * I}, dsum[2];
+    float _Complex f = (float)(rank + 1) - 2.0f * I, fsum;
+    CHECK(MPI_Allreduce(d, dsum, 1, MPI_C_DOUBLE_COMPLEX, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS);
+    CHECK(MPI_Allreduce(&d[1], &dsum[1], 1, MPI_DOUBLE_COMPLEX, MPI_PROD, MPI_COMM_WORLD) ==
+          MPI_SUCCESS);
+    CHECK(MPI_Reduce(&f, &fsum, 1, MPI_C_FLOAT_COMPLEX, MPI_SUM, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
+    double _Complex want = 1.0;
+    for (int r = 0; r < n; r++) want *= 1.0 + (r % 2) * I;
+    CHECK(creal(dsum[0]) == n * (n + 1) / 2.0 && cimag(dsum[0]) == n);
+    CHECK(creal(dsum[1]) == creal(want) && cimag(dsum[1]) == cimag(want));
+    if (rank == 0) CHECK(crealf(fsum) == n * (n + 1) / 2.0f && cimagf(fsum) == -2.0f * n);
+    OK(rank, "complex sums and products: (%g, %g)", creal(dsum[1]), cimag(dsum[1]));
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -329,6 +346,7 @@ int main(int argc, char **argv) {
     holey_collectives();
     inter_one_way();
     create_disjoint();
+    complex_sums();
     MPI_Barrier(MPI_COMM_WORLD);
     OK(rank, "done");
     MPI_Finalize();
