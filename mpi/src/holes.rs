@@ -393,39 +393,12 @@ pub(crate) unsafe fn allgather(
     comm: Handle,
     request: Option<*mut Handle>,
 ) -> Option<Result<(), MpiError>> {
-    let sl = holes(sendcount, sendtype).filter(|_| !in_place(sendbuf));
-    let rl = holes(recvcount, recvtype);
-    if sl.is_none() && rl.is_none() {
-        return None;
+    // SAFETY: passed on as given.
+    unsafe {
+        to_all(
+            false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request,
+        )
     }
-    Some((|| {
-        let n = peers(comm)?;
-        let rparts = n * recvcount.max(0) as usize;
-        // SAFETY: the caller's buffers of those many elements.
-        let (send, recv, s, r) = unsafe {
-            both_sides(
-                sendbuf,
-                sendcount.max(0) as usize,
-                sendtype,
-                sl,
-                recvbuf,
-                rparts,
-                rl,
-                recvtype,
-            )
-        }?;
-        let sc = part_count(&send, 1, sendcount)?;
-        let rc = part_count(&recv, n, recvcount)?;
-        // SAFETY: the caller's buffers, or packed copies of this frame.
-        quietly(|| unsafe {
-            match request {
-                None => crate::coll::PMPI_Allgather(s.0, sc, s.1, r.0, rc, r.1, comm),
-                Some(q) => crate::coll::PMPI_Iallgather(s.0, sc, s.1, r.0, rc, r.1, comm, q),
-            }
-        })?;
-        // SAFETY: the caller's receive buffer; the handle just written.
-        unsafe { finish(recv.as_ref(), request, false) }
-    })())
 }
 
 /// `MPI_Alltoall` with a send or receive datatype with holes.
@@ -444,6 +417,33 @@ pub(crate) unsafe fn alltoall(
     comm: Handle,
     request: Option<*mut Handle>,
 ) -> Option<Result<(), MpiError>> {
+    // SAFETY: passed on as given.
+    unsafe {
+        to_all(
+            true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request,
+        )
+    }
+}
+
+/// `MPI_Allgather` (`alltoall` false: one part sent to every rank) or `MPI_Alltoall` (a part
+/// for each rank), blocking or not, with a send or receive datatype with holes; every rank
+/// receives one part from each rank.
+///
+/// # Safety
+///
+/// The caller's arguments to the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn to_all(
+    alltoall: bool,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    comm: Handle,
+    request: Option<*mut Handle>,
+) -> Option<Result<(), MpiError>> {
     let sl = holes(sendcount, sendtype).filter(|_| !in_place(sendbuf));
     let rl = holes(recvcount, recvtype);
     if sl.is_none() && rl.is_none() {
@@ -451,18 +451,22 @@ pub(crate) unsafe fn alltoall(
     }
     Some((|| {
         let n = peers(comm)?;
-        let sparts = n * sendcount.max(0) as usize;
+        let sent_parts = if alltoall { n } else { 1 };
+        let sparts = sent_parts * sendcount.max(0) as usize;
         let rparts = n * recvcount.max(0) as usize;
         // SAFETY: the caller's buffers of those many elements.
         let (send, recv, s, r) =
             unsafe { both_sides(sendbuf, sparts, sendtype, sl, recvbuf, rparts, rl, recvtype) }?;
-        let sc = part_count(&send, n, sendcount)?;
+        let sc = part_count(&send, sent_parts, sendcount)?;
         let rc = part_count(&recv, n, recvcount)?;
         // SAFETY: the caller's buffers, or packed copies of this frame.
         quietly(|| unsafe {
-            match request {
-                None => crate::coll::PMPI_Alltoall(s.0, sc, s.1, r.0, rc, r.1, comm),
-                Some(q) => crate::coll::PMPI_Ialltoall(s.0, sc, s.1, r.0, rc, r.1, comm, q),
+            use crate::coll::{PMPI_Allgather, PMPI_Alltoall, PMPI_Iallgather, PMPI_Ialltoall};
+            match (request, alltoall) {
+                (None, false) => PMPI_Allgather(s.0, sc, s.1, r.0, rc, r.1, comm),
+                (None, true) => PMPI_Alltoall(s.0, sc, s.1, r.0, rc, r.1, comm),
+                (Some(q), false) => PMPI_Iallgather(s.0, sc, s.1, r.0, rc, r.1, comm, q),
+                (Some(q), true) => PMPI_Ialltoall(s.0, sc, s.1, r.0, rc, r.1, comm, q),
             }
         })?;
         // SAFETY: the caller's receive buffer; the handle just written.
