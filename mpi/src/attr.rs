@@ -9,7 +9,7 @@
 //! copy (the attribute is not copied) and no delete action. `MPI_*_DUP_FN` is `MPIR_Dup_fn`
 //! (`crate::symbols`). Callbacks run with no lock held, so they may call MPI themselves.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -63,13 +63,43 @@ struct Keyval {
     delete: Option<DeleteFn>,
     extra: usize,
     freed: bool,
+    /// Delete callbacks of this keyval running now (their attribute is already gone from
+    /// the store but still holds the keyval until the callback returns).
+    deleting: u32,
+}
+
+/// The attributes of one object: keyval and value, in the order they were first set (setting
+/// one again keeps its place). `MPI_Finalize` deletes `MPI_COMM_SELF`'s in the reverse order
+/// (MPI-4.1 section 11.2.4); the others are deleted in that order too.
+#[derive(Default)]
+struct Attrs(Vec<(c_int, usize)>);
+
+impl Attrs {
+    fn get(&self, keyval: &c_int) -> Option<&usize> {
+        self.0.iter().find(|(k, _)| k == keyval).map(|(_, v)| v)
+    }
+
+    fn contains_key(&self, keyval: &c_int) -> bool {
+        self.get(keyval).is_some()
+    }
+
+    fn insert(&mut self, keyval: c_int, value: usize) {
+        match self.0.iter_mut().find(|(k, _)| *k == keyval) {
+            Some((_, v)) => *v = value,
+            None => self.0.push((keyval, value)),
+        }
+    }
+
+    fn remove(&mut self, keyval: &c_int) {
+        self.0.retain(|(k, _)| k != keyval);
+    }
 }
 
 #[derive(Default)]
 struct Store {
     keyvals: HashMap<c_int, Keyval>,
-    /// Attributes by object, keyval -> value, in keyval (creation) order.
-    attrs: HashMap<(Kind, Handle), BTreeMap<c_int, usize>>,
+    /// Attributes by object, in the order they were first set.
+    attrs: HashMap<(Kind, Handle), Attrs>,
     next_comm: c_int,
     next_type: c_int,
     next_win: c_int,
@@ -131,18 +161,25 @@ fn callback_error(code: c_int, what: &str) -> MpiError {
 /// Runs the delete callback of `keyval` for `value` on object `h`.
 fn run_delete(h: Handle, keyval: c_int, value: usize) -> Result<(), MpiError> {
     let (delete, extra) = {
-        let s = store();
-        match s.keyvals.get(&keyval) {
-            Some(k) => (k.delete, k.extra),
+        let mut s = store();
+        match s.keyvals.get_mut(&keyval) {
+            Some(k) => {
+                k.deleting += 1;
+                (k.delete, k.extra)
+            }
             None => return Ok(()),
         }
     };
-    if let Some(f) = delete {
+    let code = match delete {
         // SAFETY: the program's delete function, called as the standard specifies.
-        let code = unsafe { f(h, keyval, value as *mut c_void, extra as *mut c_void) };
-        if code != abi::SUCCESS {
-            return Err(callback_error(code, "attribute delete"));
-        }
+        Some(f) => unsafe { f(h, keyval, value as *mut c_void, extra as *mut c_void) },
+        None => abi::SUCCESS,
+    };
+    if let Some(k) = store().keyvals.get_mut(&keyval) {
+        k.deleting -= 1;
+    }
+    if code != abi::SUCCESS {
+        return Err(callback_error(code, "attribute delete"));
     }
     Ok(())
 }
@@ -175,6 +212,7 @@ fn create_keyval(
                 delete,
                 extra: extra as usize,
                 freed: false,
+                deleting: 0,
             },
         );
         h
@@ -189,7 +227,15 @@ fn free_keyval(kind: Kind, keyval: *mut c_int) -> Result<(), MpiError> {
     let k = unsafe { keyval.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "keyval is NULL"))?;
     {
         let mut s = store();
-        live(&s, kind, *k)?;
+        // A keyval freed already but still held by an attribute is freed again without
+        // effect, as MPICH (whose keyval lives until its last attribute is deleted) does:
+        // MPICH's `keyval_double_free` frees one from its own delete callback, then again.
+        let held =
+            |s: &Store, e: &Keyval| e.deleting > 0 || s.attrs.values().any(|m| m.contains_key(k));
+        match s.keyvals.get(k) {
+            Some(e) if e.kind == kind && e.freed && held(&s, e) => {}
+            _ => live(&s, kind, *k)?,
+        }
         // Attributes still set keep their callbacks; the keyval can no longer be used.
         if let Some(e) = s.keyvals.get_mut(k) {
             e.freed = true;
@@ -267,8 +313,8 @@ pub fn copy_all(kind: Kind, old: Handle, new: Handle) -> Result<(), MpiError> {
         let Some(m) = s.attrs.get(&(kind, old)) else {
             return Ok(());
         };
-        m.iter()
-            .filter_map(|(&k, &v)| s.keyvals.get(&k).map(|kv| (k, v, kv.copy, kv.extra)))
+        m.0.iter()
+            .filter_map(|&(k, v)| s.keyvals.get(&k).map(|kv| (k, v, kv.copy, kv.extra)))
             .collect()
     };
     for (keyval, value, copy, extra) in attrs {
@@ -307,7 +353,7 @@ pub fn copy_all(kind: Kind, old: Handle, new: Handle) -> Result<(), MpiError> {
 pub fn delete_all(kind: Kind, h: Handle) -> Result<(), MpiError> {
     let attrs = store().attrs.remove(&(kind, h)).unwrap_or_default();
     let mut first = Ok(());
-    for (keyval, value) in attrs.into_iter().rev() {
+    for (keyval, value) in attrs.0.into_iter().rev() {
         if let Err(e) = run_delete(h, keyval, value) {
             if first.is_ok() {
                 first = Err(e);

@@ -1,6 +1,6 @@
 //! User error classes and codes: `MPI_Add_error_class`, `MPI_Add_error_code`,
-//! `MPI_Add_error_string`. A user class or code is a number above every predefined one (from
-//! [`FIRST_USER`] on, classes and codes from one counter); `MPI_Error_class` gives a code's
+//! `MPI_Add_error_string`. A user class or code is a number above `MPI_ERR_LASTCODE` (from
+//! [`FIRST_USER`] on, classes and codes from one counter, as MPICH's numbers); `MPI_Error_class` gives a code's
 //! class and `MPI_Error_string` the string the program gave it (empty when none). The
 //! `MPI_LASTUSEDCODE` attribute of `MPI_COMM_WORLD` is the last number given out.
 
@@ -13,8 +13,13 @@ use crate::abi::{self, err};
 use crate::comm::put;
 use crate::error::MpiError;
 
-/// The first user class or code (above the predefined classes and MPICH's codes 101..=105).
-pub const FIRST_USER: c_int = 128;
+/// `MPI_ERR_LASTCODE` of the MPICH ABI: the largest predefined code. `MPI_LASTUSEDCODE` is
+/// never below it (MPI-4.1 section 9.5).
+pub const ERR_LASTCODE: c_int = 0x3fff_ffff;
+
+/// The first user class or code: above `MPI_ERR_LASTCODE`, so that no user number can be
+/// taken for a predefined one.
+pub const FIRST_USER: c_int = ERR_LASTCODE + 1;
 
 /// The last class or code given out: the value of `MPI_LASTUSEDCODE`.
 static LAST_USED: AtomicI32 = AtomicI32::new(FIRST_USER - 1);
@@ -52,9 +57,12 @@ pub fn text_of(code: c_int) -> Option<String> {
 }
 
 /// Gives out the next number for a class or code of class `class` (`None`: a new class).
-fn add(class: Option<c_int>) -> c_int {
+fn add(class: Option<c_int>) -> Result<c_int, MpiError> {
     let mut t = table();
-    let code = LAST_USED.load(Ordering::Relaxed) + 1;
+    let code = LAST_USED
+        .load(Ordering::Relaxed)
+        .checked_add(1)
+        .ok_or_else(|| MpiError::new(err::OTHER, "every error class and code number is used"))?;
     t.insert(
         code,
         UserCode {
@@ -63,7 +71,7 @@ fn add(class: Option<c_int>) -> c_int {
         },
     );
     LAST_USED.store(code, Ordering::Relaxed);
-    code
+    Ok(code)
 }
 
 mpi_fn! {
@@ -73,7 +81,7 @@ mpi_fn! {
             return Err(MpiError::new(err::ARG, "errorclass is NULL"));
         }
         crate::state::rt()?;
-        let c = add(None);
+        let c = add(None)?;
         // SAFETY: the caller's int, checked not NULL.
         unsafe { put(errorclass, c, "errorclass") }
     }
@@ -91,7 +99,7 @@ mpi_fn! {
         if !predefined && class_of(errorclass) != Some(errorclass) {
             return Err(MpiError::new(err::ARG, format!("{errorclass} is not an error class")));
         }
-        let c = add(Some(errorclass));
+        let c = add(Some(errorclass))?;
         // SAFETY: the caller's int, checked not NULL.
         unsafe { put(errorcode, c, "errorcode") }
     }

@@ -11,7 +11,11 @@
      (one group sending only, the other receiving only), and MPI_Comm_split and
      MPI_Comm_create give intercommunicators;
    - MPI_Comm_create takes different, disjoint groups from different processes (MPI-2.2);
-   - MPI_SUM and MPI_PROD reduce the C and Fortran complex types.
+   - MPI_SUM and MPI_PROD reduce the C and Fortran complex types;
+   - MPI_Finalize deletes MPI_COMM_SELF's attributes in the reverse order of their setting
+     (MPI-2.2), and freeing a keyval again while an attribute still holds it does nothing;
+   - user error classes lie above MPI_ERR_LASTCODE, and MPI_LASTUSEDCODE is the last one;
+   - MPI_Dims_create gives MPICH's factorization where several are equally balanced.
    Runs on any number of ranks; ranks 0 and 1 exchange, the others only check local calls. */
 #include "common.h"
 #include <complex.h>
@@ -335,6 +339,64 @@ static void complex_sums(void) {
     OK(rank, "complex sums and products: (%g, %g)", creal(dsum[1]), cimag(dsum[1]));
 }
 
+/* Keyvals deleted from MPI_COMM_SELF, in the order MPI_Finalize deleted them. */
+static int self_keys[4], deleted[4], ndeleted;
+
+static int note_delete(MPI_Comm comm, int keyval, void *value, void *extra) {
+    (void)comm, (void)value, (void)extra;
+    if (ndeleted < 4) deleted[ndeleted++] = keyval;
+    /* Frees the keyval again (the program freed it already, the attribute holds it). */
+    MPI_Comm_free_keyval(&keyval);
+    return MPI_SUCCESS;
+}
+
+static void self_attributes(void) {
+    static int values[4];
+    for (int i = 0; i < 4; i++)
+        CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, note_delete, &self_keys[i], NULL) ==
+              MPI_SUCCESS);
+    const int order[4] = {2, 0, 3, 1};
+    for (int i = 0; i < 4; i++)
+        CHECK(MPI_Comm_set_attr(MPI_COMM_SELF, self_keys[order[i]], &values[i]) == MPI_SUCCESS);
+    /* Setting one again keeps its place. */
+    CHECK(MPI_Comm_set_attr(MPI_COMM_SELF, self_keys[0], &values[1]) == MPI_SUCCESS);
+    for (int i = 0; i < 4; i++) {
+        int k = self_keys[i];
+        CHECK(MPI_Comm_free_keyval(&k) == MPI_SUCCESS && k == MPI_KEYVAL_INVALID);
+    }
+}
+
+/* After MPI_Finalize: which keys were deleted, in which order. */
+static void self_attributes_deleted(void) {
+    char line[64] = "";
+    for (int i = 0; i < ndeleted; i++) {
+        int which = -1;
+        for (int j = 0; j < 4; j++)
+            if (deleted[i] == self_keys[j]) which = j;
+        snprintf(line + strlen(line), sizeof line - strlen(line), " %d", which);
+    }
+    OK(rank, "MPI_COMM_SELF attributes deleted in order%s", line);
+}
+
+static void user_codes(void) {
+    int cls = -1, code = -1, flag = 0, *last = NULL;
+    CHECK(MPI_Add_error_class(&cls) == MPI_SUCCESS && cls > MPI_ERR_LASTCODE);
+    CHECK(MPI_Add_error_code(cls, &code) == MPI_SUCCESS && code > MPI_ERR_LASTCODE);
+    CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_LASTUSEDCODE, &last, &flag) == MPI_SUCCESS);
+    CHECK(flag && *last >= cls);
+    int got = -1;
+    CHECK(MPI_Error_class(code, &got) == MPI_SUCCESS && got == cls);
+    OK(rank, "user error class and code above MPI_ERR_LASTCODE");
+}
+
+static void dims(void) {
+    int d[4] = {0, 0, 0, 0}, e[3] = {0, 4, 0};
+    CHECK(MPI_Dims_create(5616, 4, d) == MPI_SUCCESS);
+    CHECK(MPI_Dims_create(720, 3, e) == MPI_SUCCESS);
+    OK(rank, "dims of 5616: %d x %d x %d x %d; of 720 with 4 fixed: %d x %d x %d", d[0], d[1],
+       d[2], d[3], e[0], e[1], e[2]);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -347,8 +409,12 @@ int main(int argc, char **argv) {
     inter_one_way();
     create_disjoint();
     complex_sums();
+    user_codes();
+    dims();
+    self_attributes();
     MPI_Barrier(MPI_COMM_WORLD);
     OK(rank, "done");
     MPI_Finalize();
+    self_attributes_deleted();
     return 0;
 }
