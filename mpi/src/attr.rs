@@ -70,7 +70,7 @@ struct Keyval {
 
 /// The attributes of one object: keyval and value, in the order they were first set (setting
 /// one again keeps its place). `MPI_Finalize` deletes `MPI_COMM_SELF`'s in the reverse order
-/// (MPI-4.1 section 11.2.4); the others are deleted in that order too.
+/// (as the standard asks since MPI-2.2); the others are deleted in that order too.
 #[derive(Default)]
 struct Attrs(Vec<(c_int, usize)>);
 

@@ -14,7 +14,7 @@ use crate::comm::put;
 use crate::error::MpiError;
 
 /// `MPI_ERR_LASTCODE` of the MPICH ABI: the largest predefined code. `MPI_LASTUSEDCODE` is
-/// never below it (MPI-4.1 section 9.5).
+/// never below it, as the standard asks.
 pub const ERR_LASTCODE: c_int = 0x3fff_ffff;
 
 /// The first user class or code: above `MPI_ERR_LASTCODE`, so that no user number can be

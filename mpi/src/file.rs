@@ -1737,6 +1737,10 @@ mod tests {
             extent,
             base: Some(abi::dt::INT),
             elements: size / 4,
+            align: 4,
+            marked_lb: true,
+            marked_ub: true,
+            sig: Some(vec![(4, size / 4)]),
         })
     }
 

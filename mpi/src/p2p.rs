@@ -1200,16 +1200,8 @@ pub(crate) fn counted(
     let n = s.count();
     Ok(if elements && size > 0 && l.elements > 0 {
         let whole = n / size * l.elements as i64;
-        let rest = n % size;
-        let base = l
-            .base
-            .map(|b| crate::types::layout(b).map_or(0, |x| x.size as i64))
-            .unwrap_or(0);
-        match rest {
-            0 => Some(whole),
-            _ if base > 0 && rest % base == 0 => Some(whole + rest / base),
-            _ => None,
-        }
+        let rest = (n % size) as usize;
+        l.elements_in(rest).map(|part| whole + part as i64)
     } else if size == 0 {
         (n == 0).then_some(0)
     } else if n % size != 0 {

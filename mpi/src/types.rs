@@ -39,6 +39,18 @@ pub struct Layout {
     pub base: Option<Handle>,
     /// Predefined elements per element (`MPI_Get_elements`).
     pub elements: usize,
+    /// The largest alignment of the predefined types in it: `MPI_Type_create_struct` rounds
+    /// its extent up to a multiple of this (the standard's epsilon, as MPICH).
+    pub align: usize,
+    /// Whether `lb` is an explicit lower bound (`MPI_LB`, `MPI_Type_create_resized`, ...),
+    /// which wins over the data's bounds in types built from this one.
+    pub marked_lb: bool,
+    /// Whether `lb + extent` is an explicit upper bound (`MPI_UB`, resized, ...).
+    pub marked_ub: bool,
+    /// The type signature of one element as runs of (predefined element size, how many), for
+    /// counting the predefined elements of a partial element (`MPI_Get_elements`); `None`
+    /// when it would take more than [`MAX_RUNS`] runs.
+    pub sig: Option<Vec<(usize, usize)>>,
 }
 
 /// The address `off` bytes from `base`. A null `base` is `MPI_BOTTOM` (MPICH's ABI defines it
@@ -53,7 +65,43 @@ fn element(base: *const u8, off: isize) -> *const u8 {
     }
 }
 
+/// Appends `count` predefined elements of `size` bytes to signature `sig`, merged with its last
+/// run when of the same size (`false` when that would pass [`MAX_RUNS`] runs).
+fn push_sig(sig: &mut Vec<(usize, usize)>, size: usize, count: usize) -> bool {
+    if count == 0 {
+        return true;
+    }
+    if let Some(last) = sig.last_mut().filter(|l| l.0 == size) {
+        last.1 += count;
+        return true;
+    }
+    if sig.len() >= MAX_RUNS {
+        return false;
+    }
+    sig.push((size, count));
+    true
+}
+
 impl Layout {
+    /// The predefined elements in the first `bytes` bytes of one element's data (`None` when
+    /// they end inside a predefined element, or the signature is unknown).
+    pub fn elements_in(&self, bytes: usize) -> Option<usize> {
+        let mut left = bytes;
+        let mut n = 0;
+        for &(size, count) in self.sig.as_ref()? {
+            if left == 0 {
+                break;
+            }
+            let take = (left / size).min(count);
+            n += take;
+            left -= take * size;
+            if take < count {
+                break;
+            }
+        }
+        (left == 0).then_some(n)
+    }
+
     /// Whether elements are plain bytes `[0, extent)` (no holes, no reordering).
     pub fn contiguous(&self) -> bool {
         self.lb == 0
@@ -189,14 +237,46 @@ pub fn layout(t: Handle) -> Result<Arc<Layout>, MpiError> {
         _ if extent == 0 => Vec::new(),
         _ => vec![(0, extent)],
     };
+    // The pair types are two predefined elements each, as the standard defines them (a value and an index).
+    let sig = match t {
+        dt::FLOAT_INT | dt::TWO_INT | dt::TWO_INTEGER | dt::TWO_REAL => vec![(4, 2)],
+        dt::TWO_DOUBLE_PRECISION => vec![(8, 2)],
+        dt::DOUBLE_INT | dt::LONG_INT => vec![(8, 1), (4, 1)],
+        dt::SHORT_INT => vec![(2, 1), (4, 1)],
+        dt::LONG_DOUBLE_INT => vec![(16, 1), (4, 1)],
+        _ if size == 0 => Vec::new(),
+        _ => vec![(size, 1)],
+    };
     Ok(Arc::new(Layout {
         runs,
         size,
         lb: 0,
         extent: extent as isize,
         base: Some(t),
-        elements: usize::from(extent > 0),
+        elements: sig.iter().map(|s| s.1).sum(),
+        sig: Some(sig),
+        align: align_of(t, extent),
+        marked_lb: t == dt::LB,
+        marked_ub: t == dt::UB,
     }))
+}
+
+/// The alignment of predefined type `t` of `extent` bytes in a C struct on this ABI (x86-64
+/// System V): its size up to 8, 16 for `long double` and its complex types, the largest part's
+/// for the pair types, 0 for `MPI_LB`/`MPI_UB`.
+fn align_of(t: Handle, extent: usize) -> usize {
+    match t {
+        dt::LB | dt::UB => 0,
+        dt::LONG_DOUBLE | dt::C_LONG_DOUBLE_COMPLEX | dt::CXX_LONG_DOUBLE_COMPLEX => 16,
+        dt::LONG_DOUBLE_INT => 16,
+        dt::FLOAT_INT | dt::SHORT_INT => 4,
+        dt::DOUBLE_INT | dt::LONG_INT => 8,
+        dt::TWO_INT | dt::TWO_INTEGER | dt::TWO_REAL => 4,
+        dt::TWO_DOUBLE_PRECISION => 8,
+        dt::C_FLOAT_COMPLEX | dt::COMPLEX | dt::COMPLEX8 | dt::CXX_FLOAT_COMPLEX => 4,
+        dt::C_DOUBLE_COMPLEX | dt::DOUBLE_COMPLEX | dt::COMPLEX16 | dt::CXX_DOUBLE_COMPLEX => 8,
+        _ => extent.clamp(1, 8),
+    }
 }
 
 /// A new datatype handle for layout `l` (a copy of a type given back to the caller, who frees
@@ -244,16 +324,32 @@ impl HeldType {
 impl Drop for HeldType {
     fn drop(&mut self) {
         if is_derived(self.0) {
-            table()
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&self.0);
+            remove(self.0);
         }
     }
 }
 
+/// Handles of freed datatypes, the last freed at the end: a new datatype takes the last freed
+/// handle, as MPICH does (programs written for MPICH have come to rely on it, e.g. by reusing
+/// a variable that held a freed type's handle).
+fn freed() -> &'static Mutex<Vec<Handle>> {
+    static F: OnceLock<Mutex<Vec<Handle>>> = OnceLock::new();
+    F.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Removes datatype `h` from the table, its handle free for reuse (`None`: not a datatype).
+fn remove(h: Handle) -> Option<Arc<Layout>> {
+    let l = table()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&h)?;
+    freed().lock().unwrap_or_else(|e| e.into_inner()).push(h);
+    Some(l)
+}
+
 fn add(l: Layout) -> Handle {
-    let h = NEXT.fetch_add(1, Ordering::Relaxed);
+    let reused = freed().lock().unwrap_or_else(|e| e.into_inner()).pop();
+    let h = reused.unwrap_or_else(|| NEXT.fetch_add(1, Ordering::Relaxed));
     table()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -266,16 +362,38 @@ pub(crate) fn count_arg(n: c_int, what: &str) -> Result<usize, MpiError> {
 }
 
 /// Builds a type from blocks `(displacement in bytes, number of old elements, old type)`.
+///
+/// The bounds follow the standard's typemap rules: block `(d, n, old)` has lower
+/// bounds at `d + old.lb + k * old.extent` and upper bounds at `d + old.ub + k *
+/// old.extent` for `k` in `0..n` (a negative extent puts the last element lowest); the new
+/// lower bound is the lowest of the explicit ones (`MPI_LB`, resized types) if any block has
+/// one, else the lowest of all, and the upper bound likewise. With no data and no explicit
+/// bound, a bound is 0.
 pub(crate) fn build(blocks: &[(isize, usize, Arc<Layout>, Handle)]) -> Result<Layout, MpiError> {
     let mut runs = Vec::new();
     let mut size = 0usize;
     let mut elements = 0usize;
-    let mut lb = isize::MAX;
-    let mut ub = isize::MIN;
+    let mut align = 0usize;
+    // (lowest, highest) over all blocks and over the blocks with explicit bounds.
+    let (mut lb, mut marked_lb): (Option<isize>, Option<isize>) = (None, None);
+    let (mut ub, mut marked_ub): (Option<isize>, Option<isize>) = (None, None);
     let mut base: Option<Option<Handle>> = None;
+    let mut sig = Some(Vec::new());
     for (disp, n, old, _) in blocks {
+        align = align.max(old.align);
         if *n == 0 {
             continue;
+        }
+        if let (Some(s), Some(o)) = (sig.as_mut(), old.sig.as_ref()) {
+            let fits = match o.as_slice() {
+                [(size, count)] => push_sig(s, *size, count.saturating_mul(*n)),
+                _ => (0..*n).all(|_| o.iter().all(|&(size, count)| push_sig(s, size, count))),
+            };
+            if !fits {
+                sig = None;
+            }
+        } else {
+            sig = None;
         }
         for k in 0..*n {
             let at = disp + k as isize * old.extent;
@@ -287,25 +405,42 @@ pub(crate) fn build(blocks: &[(isize, usize, Arc<Layout>, Handle)]) -> Result<La
             .checked_add(old.size.checked_mul(*n).ok_or_else(overflow)?)
             .ok_or_else(overflow)?;
         elements += old.elements * n;
-        lb = lb.min(disp + old.lb);
-        ub = ub.max(disp + old.lb + *n as isize * old.extent);
+        let last = (*n as isize - 1) * old.extent;
+        let lo = disp + old.lb + last.min(0);
+        let hi = disp + old.lb + old.extent + last.max(0);
+        let low = |b: Option<isize>| Some(b.map_or(lo, |b| b.min(lo)));
+        let high = |b: Option<isize>| Some(b.map_or(hi, |b| b.max(hi)));
+        // A type with no data and no explicit bound (an empty one) adds no bounds.
+        let real = !old.runs.is_empty() || old.marked_lb || old.marked_ub || old.extent != 0;
+        if old.marked_lb {
+            marked_lb = low(marked_lb);
+        } else if real && old.base != Some(dt::UB) {
+            lb = low(lb);
+        }
+        if old.marked_ub {
+            marked_ub = high(marked_ub);
+        } else if real && old.base != Some(dt::LB) {
+            ub = high(ub);
+        }
         base = Some(match base {
             None => old.base,
             Some(b) if b == old.base => b,
             Some(_) => None,
         });
     }
-    if lb == isize::MAX {
-        lb = 0;
-        ub = 0;
-    }
+    let lower = marked_lb.or(lb).unwrap_or(0);
+    let upper = marked_ub.or(ub).unwrap_or(0);
     Ok(Layout {
         runs,
         size,
-        lb,
-        extent: ub - lb,
+        lb: lower,
+        extent: upper - lower,
         base: base.flatten(),
         elements,
+        align,
+        marked_lb: marked_lb.is_some(),
+        marked_ub: marked_ub.is_some(),
+        sig,
     })
 }
 
@@ -442,7 +577,16 @@ mpi_fn! {
             blocks.push((*d as isize, count_arg(*b, "blocklength")?, layout(*t)?, *t));
         }
         let ints = [&[count][..], bl].concat();
-        give(build(&blocks)?, newtype, Recipe::new(abi::COMBINER_STRUCT, ints, ds.to_vec(), ts))
+        let mut l = build(&blocks)?;
+        // The standard's epsilon: the extent rounded up to the largest alignment inside, so
+        // that `count` elements of a C struct's type step by `sizeof` (as MPICH).
+        if l.align > 1 && !l.marked_ub {
+            let pad = l.extent.rem_euclid(l.align as isize);
+            if pad != 0 {
+                l.extent += l.align as isize - pad;
+            }
+        }
+        give(l, newtype, Recipe::new(abi::COMBINER_STRUCT, ints, ds.to_vec(), ts))
     }
 }
 
@@ -452,6 +596,7 @@ mpi_fn! {
         let mut l = (*layout(oldtype)?).clone();
         l.lb = lb as isize;
         l.extent = extent as isize;
+        (l.marked_lb, l.marked_ub) = (true, true);
         give(l, newtype, Recipe::new(abi::COMBINER_RESIZED, vec![], vec![lb, extent], &[oldtype]))
     }
 }
@@ -464,7 +609,7 @@ mpi_fn! {
         // SAFETY: `give` wrote the new handle.
         let h = unsafe { *newtype };
         if let Err(e) = crate::attr::copy_all(crate::attr::Kind::Type, oldtype, h) {
-            table().lock().unwrap_or_else(|e| e.into_inner()).remove(&h);
+            remove(h);
             return Err(e);
         }
         Ok(())
@@ -491,9 +636,8 @@ mpi_fn! {
         }
         derived(*h)?;
         crate::attr::delete_all(crate::attr::Kind::Type, *h)?;
-        table().lock().unwrap_or_else(|e| e.into_inner()).remove(h)
-            .ok_or_else(|| MpiError::new(err::TYPE, format!("{:#x} is not a datatype", *h)))?;
         crate::types2::forget(*h);
+        remove(*h).ok_or_else(|| MpiError::new(err::TYPE, format!("{:#x} is not a datatype", *h)))?;
         *h = abi::DATATYPE_NULL;
         Ok(())
     }
@@ -570,7 +714,9 @@ mpi_fn! {
         if need == 0 {
             return Ok(());
         }
-        if inbuf.is_null() || outbuf.is_null() {
+        // A null input is MPI_BOTTOM: the type's displacements are absolute addresses (a
+        // contiguous type from 0 cannot be).
+        if outbuf.is_null() || inbuf.is_null() && l.contiguous() {
             return Err(MpiError::new(err::BUFFER, "a buffer is NULL"));
         }
         let mut v = Vec::with_capacity(need);
@@ -601,7 +747,8 @@ mpi_fn! {
         if need == 0 {
             return Ok(());
         }
-        if inbuf.is_null() || outbuf.is_null() {
+        // A null output is MPI_BOTTOM, as for MPI_Pack's input.
+        if inbuf.is_null() || outbuf.is_null() && l.contiguous() {
             return Err(MpiError::new(err::BUFFER, "a buffer is NULL"));
         }
         // SAFETY: the caller's input of `insize` bytes (`at + need` checked to fit) and output

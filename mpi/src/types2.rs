@@ -162,7 +162,8 @@ fn predefined_name(t: Handle) -> Option<&'static str> {
         dt::UINT32_T => "MPI_UINT32_T",
         dt::UINT64_T => "MPI_UINT64_T",
         dt::C_BOOL => "MPI_C_BOOL",
-        dt::C_FLOAT_COMPLEX => "MPI_C_FLOAT_COMPLEX",
+        // `mpi.h` defines MPI_C_COMPLEX as this type; MPICH names it so.
+        dt::C_FLOAT_COMPLEX => "MPI_C_COMPLEX",
         dt::C_DOUBLE_COMPLEX => "MPI_C_DOUBLE_COMPLEX",
         dt::C_LONG_DOUBLE_COMPLEX => "MPI_C_LONG_DOUBLE_COMPLEX",
         dt::FLOAT16 => "MPIX_C_FLOAT16",
@@ -366,6 +367,7 @@ fn subarray(
     let mut l = build(&blocks)?;
     l.lb = 0;
     l.extent = total;
+    (l.marked_lb, l.marked_ub) = (true, true);
     Ok(l)
 }
 
@@ -515,6 +517,7 @@ mpi_fn! {
         let mut l = build(&blocks)?;
         l.lb = 0;
         l.extent = total;
+        (l.marked_lb, l.marked_ub) = (true, true);
         let ints = [&[size, rank, ndims][..], gs, ds, da, ps, &[order][..]].concat();
         crate::types::give(l, newtype, Recipe::new(abi::COMBINER_DARRAY, ints, vec![], &[oldtype]))
     }

@@ -25,6 +25,7 @@ struct Setup {
 
 const PROGRAMS: &[&str] = &[
     "env",
+    "packbottom",
     "p2p",
     "coll",
     "errors",
@@ -544,6 +545,18 @@ fn sessions_program() {
 #[test]
 fn conform_program() {
     program("conform");
+}
+
+/// `MPI_Pack`/`MPI_Unpack` with `MPI_BOTTOM`, on viaduct only (MPICH 4.0.2 refuses it).
+#[test]
+fn packbottom_program() {
+    let Some(s) = setup() else { return };
+    let got = assert_ok(
+        &job(s, "packbottom", Launch::Viaduct(1), true, &[]),
+        "packbottom on viaduct, viaduct launch -n 1",
+        1,
+    );
+    assert_eq!(got, ["rank 0: MPI_Pack and MPI_Unpack with MPI_BOTTOM"]);
 }
 
 #[test]

@@ -15,10 +15,15 @@
    - MPI_Finalize deletes MPI_COMM_SELF's attributes in the reverse order of their setting
      (MPI-2.2), and freeing a keyval again while an attribute still holds it does nothing;
    - user error classes lie above MPI_ERR_LASTCODE, and MPI_LASTUSEDCODE is the last one;
-   - MPI_Dims_create gives MPICH's factorization where several are equally balanced.
+   - MPI_Dims_create gives MPICH's factorization where several are equally balanced;
+   - datatypes: a struct's extent is rounded up to its largest alignment (so count > 1 steps
+     by sizeof), explicit bounds (resized, MPI_LB) win and may give negative extents,
+     MPI_Get_elements counts a pair type as two elements and counts into a partial element,
+     a new datatype takes the last freed handle, and MPI_C_COMPLEX is named so.
    Runs on any number of ranks; ranks 0 and 1 exchange, the others only check local calls. */
 #include "common.h"
 #include <complex.h>
+#include <stddef.h>
 
 #define KEEP 12345
 
@@ -397,6 +402,92 @@ static void dims(void) {
        d[2], d[3], e[0], e[1], e[2]);
 }
 
+static void type_bounds(void) {
+    struct ic { int i; char c; };
+    struct di { double d; int i; };
+    MPI_Datatype t_ic, t_di, t_ld, four, neg, evil, lbonly, tmp;
+    int one[2] = {1, 1};
+    MPI_Aint d_ic[2] = {0, offsetof(struct ic, c)};
+    MPI_Datatype ty_ic[2] = {MPI_INT, MPI_CHAR}, ty_di[2] = {MPI_DOUBLE, MPI_INT};
+    MPI_Datatype ty_ld[2] = {MPI_CHAR, MPI_LONG_DOUBLE};
+    MPI_Aint d_di[2] = {0, offsetof(struct di, i)}, d_ld[2] = {0, 16};
+    CHECK(MPI_Type_create_struct(2, one, d_ic, ty_ic, &t_ic) == MPI_SUCCESS);
+    CHECK(MPI_Type_create_struct(2, one, d_di, ty_di, &t_di) == MPI_SUCCESS);
+    CHECK(MPI_Type_create_struct(2, one, d_ld, ty_ld, &t_ld) == MPI_SUCCESS);
+    MPI_Aint lb, ext[3];
+    CHECK(MPI_Type_get_extent(t_ic, &lb, &ext[0]) == MPI_SUCCESS);
+    CHECK(MPI_Type_get_extent(t_di, &lb, &ext[1]) == MPI_SUCCESS);
+    CHECK(MPI_Type_get_extent(t_ld, &lb, &ext[2]) == MPI_SUCCESS);
+    CHECK(ext[0] == sizeof(struct ic) && ext[1] == sizeof(struct di));
+    /* Three structs in a row, sent to self as three elements of the type. */
+    struct ic in[3] = {{1, 'a'}, {2, 'b'}, {3, 'c'}}, out[3];
+    memset(out, 0, sizeof out);
+    CHECK(MPI_Type_commit(&t_ic) == MPI_SUCCESS);
+    CHECK(MPI_Sendrecv(in, 3, t_ic, 0, 9, out, 3, t_ic, 0, 9, MPI_COMM_SELF, MPI_STATUS_IGNORE) ==
+          MPI_SUCCESS);
+    CHECK(out[2].i == 3 && out[2].c == 'c');
+    /* Explicit bounds with a negative extent: { (LB,6), 4 bytes at 0, (UB,-3) } three times. */
+    MPI_Aint nlb, next;
+    CHECK(MPI_Type_contiguous(4, MPI_BYTE, &four) == MPI_SUCCESS);
+    CHECK(MPI_Type_create_resized(four, 6, -9, &neg) == MPI_SUCCESS);
+    CHECK(MPI_Type_contiguous(3, neg, &evil) == MPI_SUCCESS);
+    CHECK(MPI_Type_get_extent(evil, &nlb, &next) == MPI_SUCCESS);
+    /* A struct of only a lower bound marker. */
+    MPI_Aint ten = 10, llb, lext;
+    MPI_Datatype lbt = MPI_LB;
+    CHECK(MPI_Type_create_struct(1, one, &ten, &lbt, &lbonly) == MPI_SUCCESS);
+    CHECK(MPI_Type_get_extent(lbonly, &llb, &lext) == MPI_SUCCESS);
+    OK(rank, "struct extents %ld %ld %ld; negative extent: lb %ld extent %ld; LB only: lb %ld "
+       "extent %ld", (long)ext[0], (long)ext[1], (long)ext[2], (long)nlb, (long)next, (long)llb,
+       (long)lext);
+    /* A new type takes the handle freed last. */
+    MPI_Datatype freed = evil;
+    CHECK(MPI_Type_free(&lbonly) == MPI_SUCCESS && MPI_Type_free(&evil) == MPI_SUCCESS);
+    CHECK(MPI_Type_contiguous(2, MPI_INT, &tmp) == MPI_SUCCESS);
+    OK(rank, "a new datatype takes the handle freed last: %s", tmp == freed ? "yes" : "no");
+    CHECK(MPI_Type_free(&tmp) == MPI_SUCCESS);
+    CHECK(MPI_Type_free(&neg) == MPI_SUCCESS && MPI_Type_free(&four) == MPI_SUCCESS);
+    CHECK(MPI_Type_free(&t_ic) == MPI_SUCCESS && MPI_Type_free(&t_di) == MPI_SUCCESS);
+    CHECK(MPI_Type_free(&t_ld) == MPI_SUCCESS);
+}
+
+static void type_elements(void) {
+    struct { double a; int b; double c; int d; } foo = {1.0, 2, 3.0, 4}, bar[2];
+    int blocks[4] = {1, 1, 1, 1}, count = -1, elems = -1;
+    MPI_Aint d[4] = {0, offsetof(__typeof__(foo), b), offsetof(__typeof__(foo), c),
+                     offsetof(__typeof__(foo), d)};
+    MPI_Datatype types[4] = {MPI_DOUBLE, MPI_INT, MPI_DOUBLE, MPI_INT}, s, part;
+    MPI_Status st;
+    CHECK(MPI_Type_create_struct(4, blocks, d, types, &s) == MPI_SUCCESS);
+    CHECK(MPI_Type_commit(&s) == MPI_SUCCESS);
+    CHECK(MPI_Sendrecv(&foo, 1, s, 0, 3, bar, 2, MPI_DOUBLE_INT, 0, 3, MPI_COMM_SELF, &st) ==
+          MPI_SUCCESS);
+    CHECK(MPI_Get_elements(&st, MPI_DOUBLE_INT, &elems) == MPI_SUCCESS);
+    CHECK(MPI_Get_count(&st, MPI_DOUBLE_INT, &count) == MPI_SUCCESS);
+    CHECK(bar[0].c == 3.0 && bar[0].d == 4); /* the second pair lands at offset 16 */
+    /* An int and 5 chars sent, received as up to 2 elements of { int, 9 chars }. */
+    int b2[2] = {1, 9}, b3[2] = {1, 5};
+    MPI_Aint d2[2] = {0, 4};
+    MPI_Datatype t2[2] = {MPI_INT, MPI_CHAR}, sent;
+    char sbuf[16] = {0}, rbuf[64];
+    CHECK(MPI_Type_create_struct(2, b2, d2, t2, &part) == MPI_SUCCESS);
+    CHECK(MPI_Type_create_struct(2, b3, d2, t2, &sent) == MPI_SUCCESS);
+    CHECK(MPI_Type_commit(&part) == MPI_SUCCESS && MPI_Type_commit(&sent) == MPI_SUCCESS);
+    CHECK(MPI_Sendrecv(sbuf, 1, sent, 0, 4, rbuf, 2, part, 0, 4, MPI_COMM_SELF, &st) ==
+          MPI_SUCCESS);
+    int pcount = -2, pelems = -2;
+    CHECK(MPI_Get_count(&st, part, &pcount) == MPI_SUCCESS);
+    CHECK(MPI_Get_elements(&st, part, &pelems) == MPI_SUCCESS);
+    char name[MPI_MAX_OBJECT_NAME];
+    int len = 0;
+    CHECK(MPI_Type_get_name(MPI_C_COMPLEX, name, &len) == MPI_SUCCESS);
+    OK(rank, "MPI_C_COMPLEX is named %s", name);
+    OK(rank, "MPI_DOUBLE_INT: count %d elements %d; a partial struct: count %s elements %d",
+       count, elems, pcount == MPI_UNDEFINED ? "MPI_UNDEFINED" : "defined", pelems);
+    CHECK(MPI_Type_free(&s) == MPI_SUCCESS && MPI_Type_free(&part) == MPI_SUCCESS);
+    CHECK(MPI_Type_free(&sent) == MPI_SUCCESS);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -411,6 +502,8 @@ int main(int argc, char **argv) {
     complex_sums();
     user_codes();
     dims();
+    type_bounds();
+    type_elements();
     self_attributes();
     MPI_Barrier(MPI_COMM_WORLD);
     OK(rank, "done");
