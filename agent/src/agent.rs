@@ -39,6 +39,9 @@ pub(crate) struct Shared {
     pub(crate) progress: ProgressMode,
     /// The lowest context id no communicator of this rank uses yet (see [`crate::comm`]).
     pub(crate) next_context: AtomicU32,
+    /// The world communicator's contexts reserved for duplicates without messages, shared by
+    /// every [`crate::comm::Comm::world`] handle (see [`crate::comm`]).
+    pub(crate) world_dups: crate::reserve::Reserve,
     /// The launcher connection, until finalize or abort takes it.
     pub(crate) boot: Mutex<Option<Bootstrap>>,
     /// The heartbeat thread (see [`crate::liveness`]); stopped at finalize, or when the last

@@ -9,7 +9,8 @@
 //!
 //! [`Comm::world`] uses contexts 0 (point-to-point, the same as the plain [`Agent`] handle)
 //! and 1 (collective). Every rank keeps the lowest context id its communicators do not use yet,
-//! starting at [`FIRST_CONTEXT`] (ids below it are left to [`Agent::with_context`]). A new
+//! starting past the world's reserved duplicates (see below), which start at
+//! [`FIRST_CONTEXT`] (ids below it are left to [`Agent::with_context`]). A new
 //! communicator ([`Comm::dup`], [`Comm::split`]) takes as its id the maximum of that counter
 //! over every member of the parent, agreed in one exchange over the parent's collective
 //! context; every member then moves its counter past it. Sibling communicators of one split
@@ -19,6 +20,20 @@
 //! communicator's members take part, agreeing on the maximum of their own counters over the
 //! parent's collective context (a tag per call tells concurrent calls apart); a non-member
 //! never receives on that id, and every member's counter moves past it.
+//!
+//! # Duplicates without messages
+//!
+//! Every communicator made by an agreement (and the world) also reserves the
+//! [`RESERVED_DUPS`] context pairs right after its own: every member moves its counter past
+//! them too. [`Comm::idup`] takes the next of them with no message at all, so a nonblocking
+//! duplicate (`MPI_Comm_idup`) completes at once and never waits for a member that is busy
+//! elsewhere; every member takes the same pair because every member calls it the same number
+//! of times in the same order (it is collective). No other communicator of a member can hold
+//! those ids: the ones made before have lower ids, the ones made after higher. A duplicate
+//! made so reserves [`NESTED_DUPS`] of its own (from the same block), theirs none;
+//! [`Intercomm::idup`] does the same with groups of four. A rank that would pass the last
+//! context id fails the creation with [`AgentError::ContextsExhausted`] (ids are never
+//! reused).
 //!
 //! [`Comm::intercomm_create`] makes an [`Intercomm`] of two disjoint groups: each group agrees
 //! the maximum of its members' counters, the two leaders swap theirs (and their groups) over a
@@ -39,6 +54,17 @@ use crate::request::{Request, Status, wait_all};
 
 /// The first context id given to communicators other than the world.
 pub const FIRST_CONTEXT: u32 = 16;
+
+use crate::reserve::Reserve;
+pub use crate::reserve::{NESTED_DUPS, RESERVED_DUPS};
+
+/// The ids every member of a new communicator on contexts from `ctx` moves past: `width` of
+/// its own, then those of its reserved duplicates ([`Reserve::span`]).
+fn past(ctx: u32, width: u32) -> Result<u32, AgentError> {
+    ctx.checked_add(width)
+        .and_then(|c| c.checked_add(Reserve::new(0, width).span()))
+        .ok_or(AgentError::ContextsExhausted)
+}
 
 /// Tag of the agreement messages of `split`/`dup` (on the parent's collective context, which
 /// carries no other point-to-point messages).
@@ -67,6 +93,8 @@ struct Inner {
     world: Vec<u32>,
     /// World rank -> communicator rank (`u32::MAX`: not a member); `None` for the world.
     to_comm: Option<Arc<[u32]>>,
+    /// The contexts reserved for duplicates without messages (`None`: made so itself).
+    reserve: Option<Reserve>,
 }
 
 /// A communicator: an ordered group of ranks with its own point-to-point and collective
@@ -118,6 +146,7 @@ impl Comm {
                 rank: agent.rank(),
                 world: (0..agent.size()).collect(),
                 to_comm: None,
+                reserve: Some(agent.shared.world_dups.clone()),
             }),
         }
     }
@@ -302,7 +331,7 @@ impl Comm {
         let ctx = all.iter().map(|r| r.2).max().unwrap_or(next).max(next);
         shared
             .next_context
-            .fetch_max(ctx.saturating_add(2), Ordering::Relaxed);
+            .fetch_max(past(ctx, 2)?, Ordering::Relaxed);
         let Some(color) = color else {
             return Ok(None);
         };
@@ -320,14 +349,38 @@ impl Comm {
         Ok(Some(self.child(ctx, world)))
     }
 
-    /// The communicator of world ranks `world` (in that order) on contexts `ctx`, `ctx + 1`.
+    /// The communicator of world ranks `world` (in that order) on contexts `ctx`, `ctx + 1`,
+    /// with the pairs after them reserved for its duplicates.
     fn child(&self, ctx: u32, world: Vec<u32>) -> Comm {
-        self.child_on(ctx, ctx + 1, world)
+        self.child_on(ctx, ctx + 1, world, Some(Reserve::new(ctx + 2, 2)))
+    }
+
+    /// A duplicate of this communicator made without messages, on the next context pair
+    /// reserved when it was made (see the module's documentation); `None` when it has none
+    /// left (after [`RESERVED_DUPS`], or [`NESTED_DUPS`] for a duplicate made so, none for a
+    /// duplicate of one): then [`Comm::dup`] agrees new ones. Collective as [`Comm::dup`] is: every member calls it, in the same order with
+    /// respect to the communicator's other duplicates, and gets the same contexts.
+    ///
+    /// ```
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::singleton()?;
+    /// let world = Comm::world(&agent);
+    /// let copy = world.idup().expect("the world reserves duplicates");
+    /// assert_eq!((copy.rank(), copy.size()), (world.rank(), world.size()));
+    /// let again = copy.idup().expect("a duplicate reserves a few of its own");
+    /// assert!(again.idup().is_none()); // theirs reserve none
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn idup(&self) -> Option<Comm> {
+        let (ctx, nested) = self.inner.reserve.as_ref()?.take()?;
+        Some(self.child_on(ctx, ctx + 1, self.inner.world.clone(), nested))
     }
 
     /// The communicator of world ranks `world` (in that order) on contexts `p2p` (its
-    /// point-to-point messages) and `coll`.
-    fn child_on(&self, p2p: u32, coll: u32, world: Vec<u32>) -> Comm {
+    /// point-to-point messages) and `coll`, with contexts `reserve` for its duplicates.
+    fn child_on(&self, p2p: u32, coll: u32, world: Vec<u32>, reserve: Option<Reserve>) -> Comm {
         let shared = &self.inner.p2p.shared;
         let me = shared.rank;
         let rank = world.iter().position(|&w| w == me).unwrap_or(0) as u32;
@@ -343,6 +396,7 @@ impl Comm {
                 rank,
                 world,
                 to_comm: Some(to_comm.into()),
+                reserve,
             }),
         }
     }
@@ -407,7 +461,7 @@ impl Comm {
         }
         shared
             .next_context
-            .fetch_max(ctx.saturating_add(2), Ordering::Relaxed);
+            .fetch_max(past(ctx, 2)?, Ordering::Relaxed);
         Ok(Some(self.child(ctx, world)))
     }
 
@@ -492,7 +546,7 @@ impl Comm {
         })?;
         shared
             .next_context
-            .fetch_max(ctx.saturating_add(4), Ordering::Relaxed);
+            .fetch_max(past(ctx, 4)?, Ordering::Relaxed);
         Ok(self.inter_on(ctx, self.world_ranks().to_vec(), remote.to_vec()))
     }
 
@@ -534,9 +588,10 @@ impl Comm {
     /// `ctx..ctx + 4`.
     fn inter_on(&self, ctx: u32, local: Vec<u32>, remote: Vec<u32>) -> Intercomm {
         Intercomm {
-            remote: self.child_on(ctx, ctx + 1, remote.clone()),
-            coll: self.child_on(ctx + 1, ctx + 1, remote),
-            local: self.child_on(ctx + 2, ctx + 3, local),
+            remote: self.child_on(ctx, ctx + 1, remote.clone(), None),
+            coll: self.child_on(ctx + 1, ctx + 1, remote, None),
+            local: self.child_on(ctx + 2, ctx + 3, local, None),
+            reserve: Some(Reserve::new(ctx + 4, 4)),
         }
     }
 
@@ -780,6 +835,8 @@ pub struct Intercomm {
     pub coll: Comm,
     /// The local group as a communicator of its own (own contexts): this rank and size.
     pub local: Comm,
+    /// The contexts reserved for duplicates without messages (`None`: made so itself).
+    reserve: Option<Reserve>,
 }
 
 impl Intercomm {
@@ -815,6 +872,32 @@ impl Intercomm {
         Ok((next.max(their_next), their_word))
     }
 
+    /// A duplicate made without messages, on the next four contexts reserved when this
+    /// intercommunicator was made (as [`Comm::idup`]; `None` when none are left). Every member of both groups calls it the same number of times.
+    ///
+    /// ```no_run
+    /// # use viaduct_agent::prelude::*;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let agent = Agent::init()?;
+    /// let world = Comm::world(&agent);
+    /// let group = world.split(Some(world.rank() % 2), 0)?.expect("colored");
+    /// let inter = group.intercomm_create(0, Some(&world), 1 - world.rank() % 2, 5)?;
+    /// let copy = inter.idup().expect("reserved");
+    /// assert_eq!(copy.remote.size(), inter.remote.size());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn idup(&self) -> Option<Intercomm> {
+        let (ctx, nested) = self.reserve.as_ref()?.take()?;
+        let mut copy = self.local.inter_on(
+            ctx,
+            self.local.world_ranks().to_vec(),
+            self.remote.world_ranks().to_vec(),
+        );
+        copy.reserve = nested;
+        Some(copy)
+    }
+
     /// A new intercommunicator of the same groups on fresh contexts (`MPI_Comm_dup`).
     ///
     /// ```no_run
@@ -836,7 +919,7 @@ impl Intercomm {
             .p2p
             .shared
             .next_context
-            .fetch_max(ctx.saturating_add(4), Ordering::Relaxed);
+            .fetch_max(past(ctx, 4)?, Ordering::Relaxed);
         Ok(self.local.inter_on(
             ctx,
             self.local.world_ranks().to_vec(),
@@ -868,7 +951,7 @@ impl Intercomm {
             .p2p
             .shared
             .next_context
-            .fetch_max(ctx.saturating_add(2), Ordering::Relaxed);
+            .fetch_max(past(ctx, 2)?, Ordering::Relaxed);
         let mine = self.local.world_ranks();
         let theirs = self.remote.world_ranks();
         let me_first = match (u32::from(high)).cmp(&their_high) {

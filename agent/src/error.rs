@@ -236,6 +236,10 @@ pub enum AgentError {
     /// A color of a communicator split must be below `u32::MAX`.
     #[error("split color {0} is reserved")]
     BadColor(u32),
+    /// A new communicator would pass the last context id of a member (ids are never reused;
+    /// each communicator made by an agreement takes a few hundred).
+    #[error("no context ids are left for a new communicator (each is used once)")]
+    ContextsExhausted,
     /// A collective's buffers do not fit each other or the communicator.
     #[error("collective {what}: {reason}")]
     CollectiveArgs {

@@ -140,6 +140,7 @@ pub mod progress;
 mod proto;
 pub mod recv_buffer;
 pub mod report;
+mod reserve;
 /// Requests, generalized requests, request classes, handlers and CARs: the `viaduct-request`
 /// crate, on which the agent's operations complete.
 pub use viaduct_request as request;

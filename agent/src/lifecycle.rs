@@ -89,6 +89,7 @@ impl Agent {
             config.verbs_write_min as u64,
             Completions::default(),
         );
+        let world_dups = crate::reserve::Reserve::new(crate::comm::FIRST_CONTEXT, 2);
         let completions = book.done.clone();
         let spin = config.spin_min;
         let liveness = crate::engine::Liveness::new(vcs.len(), heart.heard());
@@ -106,7 +107,8 @@ impl Agent {
             spin_now: AtomicU32::new(spin),
             completions,
             progress,
-            next_context: AtomicU32::new(crate::comm::FIRST_CONTEXT),
+            next_context: AtomicU32::new(crate::comm::FIRST_CONTEXT + world_dups.span()),
+            world_dups,
             boot: Mutex::new(Some(boot)),
             heart,
             config,

@@ -45,12 +45,17 @@ mpi_fn! {
 }
 
 /// Duplicates `comm` (collective): same members, new contexts, the same error handler,
-/// topology and hints, and the attributes its copy callbacks copy.
-fn dup(comm: Handle) -> Result<Handle, MpiError> {
+/// topology and hints, and the attributes its copy callbacks copy. With `quick`, on contexts
+/// the communicator reserved for duplicates, without messages, while it has some left
+/// (`MPI_Comm_idup`; see the agent's `Comm::idup`).
+fn dup_as(comm: Handle, quick: bool) -> Result<Handle, MpiError> {
     let rt = rt()?;
     let c = rt.comm_any(comm)?;
     if let Some(ic) = &c.inter {
-        let d = ic.dup()?;
+        let d = match ic.idup().filter(|_| quick) {
+            Some(d) => d,
+            None => ic.dup()?,
+        };
         let h = rt.add_comm(CommEntry::new_inter(
             d,
             c.errhandler.load(Ordering::Relaxed),
@@ -63,7 +68,10 @@ fn dup(comm: Handle) -> Result<Handle, MpiError> {
         crate::misc::copy_hints(comm, h);
         return Ok(h);
     }
-    let d = c.comm.dup()?;
+    let d = match c.comm.idup().filter(|_| quick) {
+        Some(d) => d,
+        None => c.comm.dup()?,
+    };
     let h = rt.add_comm(CommEntry::new(
         d.clone(),
         c.errhandler.load(Ordering::Relaxed),
@@ -78,6 +86,11 @@ fn dup(comm: Handle) -> Result<Handle, MpiError> {
     }
     crate::misc::copy_hints(comm, h);
     Ok(h)
+}
+
+/// Duplicates `comm` by an agreement among its members (`MPI_Comm_dup`).
+fn dup(comm: Handle) -> Result<Handle, MpiError> {
+    dup_as(comm, false)
 }
 
 mpi_fn! {
@@ -110,8 +123,10 @@ mpi_fn! {
     }
 }
 
-/// `MPI_Comm_idup`: the duplicate is made at once (a blocking agreement among the members)
-/// and the request given back is complete.
+/// `MPI_Comm_idup`: the duplicate is made at once on contexts the communicator reserved
+/// (no message, so no member waits for another), and the request given back is complete;
+/// past the communicator's reserved duplicates, or on a duplicate made so, by an agreement
+/// among the members as `MPI_Comm_dup`.
 ///
 /// # Safety
 ///
@@ -123,12 +138,12 @@ unsafe fn idup(
     request: *mut Handle,
 ) -> Result<(), MpiError> {
     let rt = rt()?;
-    rt.comm(comm)?;
+    rt.comm_any(comm)?;
     let hints = hints.map(crate::misc::hints_of).transpose()?;
     if newcomm.is_null() || request.is_null() {
         return Err(MpiError::new(err::ARG, "newcomm or request is NULL"));
     }
-    let h = dup(comm)?;
+    let h = dup_as(comm, true)?;
     if let Some(p) = hints {
         crate::misc::replace_hints(h, p);
     }
@@ -152,8 +167,8 @@ unsafe fn idup(
 }
 
 mpi_fn! {
-    /// `MPI_Comm_idup` (the duplicate is made before the call returns; the request is
-    /// complete).
+    /// `MPI_Comm_idup` (the duplicate is made before the call returns, without messages
+    /// while the communicator has reserved duplicates left; the request is complete).
     MPI_Comm_idup / PMPI_Comm_idup(comm: Handle, newcomm: *mut Handle, request: *mut Handle) on comm => {
         // SAFETY: the caller's handles.
         unsafe { idup(comm, None, newcomm, request) }

@@ -87,6 +87,7 @@ mod fortran;
 mod greq;
 mod group;
 mod holes;
+mod holesv;
 mod inter;
 mod large;
 mod misc;

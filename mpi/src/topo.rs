@@ -84,7 +84,12 @@ pub fn copy(old: Handle, new: Handle, newcomm: &Comm) -> Result<(), MpiError> {
         return Ok(());
     };
     let shape = t.shape.clone();
-    let shadow = newcomm.dup()?;
+    // The new shadow on contexts the old one reserved (no messages, so `MPI_Comm_idup`
+    // stays nonblocking), or agreed when it has none left.
+    let shadow = match t.shadow.idup() {
+        Some(s) => s,
+        None => newcomm.dup()?,
+    };
     table().insert(new, Arc::new(Topo { shape, shadow }));
     Ok(())
 }

@@ -26,6 +26,7 @@ use viaduct_agent::xfer::{BufId, XferBuffers};
 use crate::abi::{self, Handle, err};
 use crate::datatype::{bytes, input, output};
 use crate::error::MpiError;
+use crate::holesv::Types;
 use crate::op::reduction;
 use crate::request::Meta;
 use crate::state::{ReqEntry, rt};
@@ -149,6 +150,17 @@ pub struct Started {
     len: usize,
     post: Option<Deliver>,
     finish: Option<Finish>,
+    staged: Option<Staged>,
+}
+
+/// A packed copy a collective delivers its result into (`dst` points into `bytes`), unpacked
+/// afterwards into `elems` elements of `layout` at the caller's `user` buffer (see
+/// [`crate::holesv`]).
+pub(crate) struct Staged {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) layout: Arc<crate::types::Layout>,
+    pub(crate) elems: usize,
+    pub(crate) user: usize,
 }
 
 impl Started {
@@ -162,6 +174,7 @@ impl Started {
             len: 0,
             post: None,
             finish: None,
+            staged: None,
         }
     }
 
@@ -195,7 +208,19 @@ impl Started {
         } else if let Some(finish) = self.finish.take() {
             finish(out);
         }
+        if let Some(s) = self.staged.take() {
+            // SAFETY: `user` is the caller's result buffer of `elems` elements of the layout,
+            // left to the library until the collective completes.
+            unsafe { s.layout.unpack(&s.bytes, s.user as *mut u8, s.elems) };
+        }
         Ok(())
+    }
+
+    /// This collective with its result delivered into the packed copy `s.bytes` (which the
+    /// blocks were given as the caller's buffer) and unpacked from it into the caller's.
+    pub(crate) fn staged(mut self, s: Staged) -> Self {
+        self.staged = Some(s);
+        self
     }
 
     /// The blocking form: waits for the blocks and delivers.
@@ -246,7 +271,7 @@ fn copy_parts(ps: &[(usize, usize)], skip: usize, got: &[u8], out: &mut [u8]) {
 ///
 /// The arguments follow `MPI_Gatherv`'s contract.
 #[allow(clippy::too_many_arguments)]
-unsafe fn gatherv(
+pub(crate) unsafe fn gatherv(
     c: &Comm,
     sendbuf: *const c_void,
     sendcount: c_int,
@@ -312,6 +337,7 @@ unsafe fn gatherv(
             copy_parts(&ps, me, got, out)
         })),
         finish: None,
+        staged: None,
     })
 }
 
@@ -321,7 +347,7 @@ unsafe fn gatherv(
 ///
 /// The arguments follow `MPI_Scatterv`'s contract.
 #[allow(clippy::too_many_arguments)]
-unsafe fn scatterv(
+pub(crate) unsafe fn scatterv(
     c: &Comm,
     sendbuf: *const c_void,
     sendcounts: *const c_int,
@@ -356,6 +382,7 @@ unsafe fn scatterv(
                 out[..k].copy_from_slice(&got[..k]);
             })),
             finish: None,
+            staged: None,
         });
     }
     // SAFETY: the root's arrays of `size` ints.
@@ -430,6 +457,7 @@ fn exchange(
         len: recv_len,
         post: Some(post),
         finish: None,
+        staged: None,
     })
 }
 
@@ -439,7 +467,7 @@ fn exchange(
 ///
 /// The arguments follow `MPI_Allgatherv`'s contract.
 #[allow(clippy::too_many_arguments)]
-unsafe fn allgatherv(
+pub(crate) unsafe fn allgatherv(
     c: &Comm,
     sendbuf: *const c_void,
     sendcount: c_int,
@@ -579,7 +607,7 @@ fn alltoall_parts(
 ///
 /// The arguments follow `MPI_Alltoallv`'s contract.
 #[allow(clippy::too_many_arguments)]
-unsafe fn alltoallv(
+pub(crate) unsafe fn alltoallv(
     c: &Comm,
     sendbuf: *const c_void,
     sendcounts: *const c_int,
@@ -642,7 +670,7 @@ unsafe fn parts_w(
 ///
 /// The arguments follow `MPI_Alltoallw`'s contract.
 #[allow(clippy::too_many_arguments)]
-unsafe fn alltoallw(
+pub(crate) unsafe fn alltoallw(
     c: &Comm,
     sendbuf: *const c_void,
     sendcounts: *const c_int,
@@ -733,6 +761,7 @@ unsafe fn scan(
             out[..k].copy_from_slice(&got[..k]);
         })),
         finish: None,
+        staged: None,
     })
 }
 
@@ -740,6 +769,10 @@ mpi_fn! {
     /// `MPI_Gatherv` (`MPI_IN_PLACE` as `sendbuf` at the root).
     MPI_Gatherv / PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments.
+        if let Some(h) = unsafe { crate::holesv::gatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root) } {
+            return h?.run();
+        }
         // SAFETY: the caller's arguments.
         unsafe { gatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root) }?.run()
     }
@@ -750,7 +783,12 @@ mpi_fn! {
     MPI_Igatherv / PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
         let c = rt()?.comm(comm)?;
         // SAFETY: the caller's arguments and handle.
-        unsafe { gatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root)?.give(comm, request) }
+        unsafe {
+            if let Some(h) = crate::holesv::gatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root) {
+                return h?.give(comm, request);
+            }
+            gatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root)?.give(comm, request)
+        }
     }
 }
 
@@ -758,6 +796,10 @@ mpi_fn! {
     /// `MPI_Scatterv` (`MPI_IN_PLACE` as `recvbuf` at the root).
     MPI_Scatterv / PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments.
+        if let Some(h) = unsafe { crate::holesv::scatterv(&c.comm, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root) } {
+            return h?.run();
+        }
         // SAFETY: the caller's arguments.
         unsafe { scatterv(&c.comm, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root) }?.run()
     }
@@ -768,7 +810,12 @@ mpi_fn! {
     MPI_Iscatterv / PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
         let c = rt()?.comm(comm)?;
         // SAFETY: the caller's arguments and handle.
-        unsafe { scatterv(&c.comm, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root)?.give(comm, request) }
+        unsafe {
+            if let Some(h) = crate::holesv::scatterv(&c.comm, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root) {
+                return h?.give(comm, request);
+            }
+            scatterv(&c.comm, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root)?.give(comm, request)
+        }
     }
 }
 
@@ -776,6 +823,10 @@ mpi_fn! {
     /// `MPI_Allgatherv` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Allgatherv / PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) on comm => {
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments.
+        if let Some(h) = unsafe { crate::holesv::allgatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype) } {
+            return h?.run();
+        }
         // SAFETY: the caller's arguments.
         if let Some(done) = unsafe { small_allgatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype) } {
             return done;
@@ -790,7 +841,12 @@ mpi_fn! {
     MPI_Iallgatherv / PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
         let c = rt()?.comm(comm)?;
         // SAFETY: the caller's arguments and handle.
-        unsafe { allgatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype)?.give(comm, request) }
+        unsafe {
+            if let Some(h) = crate::holesv::allgatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype) {
+                return h?.give(comm, request);
+            }
+            allgatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype)?.give(comm, request)
+        }
     }
 }
 
@@ -798,6 +854,10 @@ mpi_fn! {
     /// `MPI_Alltoallv` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Alltoallv / PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle) on comm => {
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments.
+        if let Some(h) = unsafe { crate::holesv::alltoall_vw(&c.comm, sendbuf, sendcounts, sdispls, Types::One(sendtype), recvbuf, recvcounts, rdispls, Types::One(recvtype)) } {
+            return h?.run();
+        }
         // SAFETY: the caller's arguments.
         unsafe { alltoallv(&c.comm, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype) }?.run()
     }
@@ -808,7 +868,12 @@ mpi_fn! {
     MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
         let c = rt()?.comm(comm)?;
         // SAFETY: the caller's arguments and handle.
-        unsafe { alltoallv(&c.comm, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype)?.give(comm, request) }
+        unsafe {
+            if let Some(h) = crate::holesv::alltoall_vw(&c.comm, sendbuf, sendcounts, sdispls, Types::One(sendtype), recvbuf, recvcounts, rdispls, Types::One(recvtype)) {
+                return h?.give(comm, request);
+            }
+            alltoallv(&c.comm, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype)?.give(comm, request)
+        }
     }
 }
 
@@ -816,6 +881,10 @@ mpi_fn! {
     /// `MPI_Alltoallw` (`MPI_IN_PLACE` as `sendbuf`): per-rank datatypes, byte displacements.
     MPI_Alltoallw / PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle) on comm => {
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arguments.
+        if let Some(h) = unsafe { crate::holesv::alltoall_vw(&c.comm, sendbuf, sendcounts, sdispls, Types::Each(sendtypes), recvbuf, recvcounts, rdispls, Types::Each(recvtypes)) } {
+            return h?.run();
+        }
         // SAFETY: the caller's arguments.
         unsafe { alltoallw(&c.comm, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes) }?.run()
     }
@@ -826,7 +895,12 @@ mpi_fn! {
     MPI_Ialltoallw / PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle, request: *mut Handle) on comm => {
         let c = rt()?.comm(comm)?;
         // SAFETY: the caller's arguments and handle.
-        unsafe { alltoallw(&c.comm, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes)?.give(comm, request) }
+        unsafe {
+            if let Some(h) = crate::holesv::alltoall_vw(&c.comm, sendbuf, sendcounts, sdispls, Types::Each(sendtypes), recvbuf, recvcounts, rdispls, Types::Each(recvtypes)) {
+                return h?.give(comm, request);
+            }
+            alltoallw(&c.comm, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes)?.give(comm, request)
+        }
     }
 }
 

@@ -6,7 +6,8 @@
    - MPI_BOTTOM with a datatype of absolute addresses (MPI_Get_address) sends and receives;
    - a persistent request keeps its datatype after MPI_Type_free, also a datatype with holes;
    - broadcast, gather, scatter, allgather and alltoall (and their nonblocking forms) take
-     datatypes with holes on either side;
+     datatypes with holes on either side, and so do the v and w forms (a resized column
+     scattered to and gathered from every rank);
    - on an intercommunicator, allgather and alltoall take different counts in the two groups
      (one group sending only, the other receiving only), and MPI_Comm_split and
      MPI_Comm_create give intercommunicators;
@@ -16,6 +17,9 @@
      (MPI-2.2), and freeing a keyval again while an attribute still holds it does nothing;
    - user error classes lie above MPI_ERR_LASTCODE, and MPI_LASTUSEDCODE is the last one;
    - MPI_Dims_create gives MPICH's factorization where several are equally balanced;
+   - MPI_Comm_idup returns without waiting for the other members (one may be waiting for
+     another's message first), also on duplicates in different orders and on an
+     intercommunicator;
    - datatypes: a struct's extent is rounded up to its largest alignment (so count > 1 steps
      by sizeof), explicit bounds (resized, MPI_LB) win and may give negative extents,
      MPI_Get_elements counts a pair type as two elements and counts into a partial element,
@@ -488,6 +492,146 @@ static void type_elements(void) {
     CHECK(MPI_Type_free(&sent) == MPI_SUCCESS);
 }
 
+static int comm_sum(MPI_Comm c) {
+    int one = 1, sum = 0;
+    CHECK(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, c) == MPI_SUCCESS);
+    return sum;
+}
+
+static void idup_nonblocking(void) {
+    MPI_Comm a, b, c1, c2;
+    MPI_Request r[2];
+    int v = rank;
+    /* Rank 0 receives from every other rank before its MPI_Comm_idup; the others call it
+       first, then send synchronously: an agreement inside the call would hang. */
+    if (rank == 0) {
+        for (int i = 1; i < n; i++)
+            CHECK(MPI_Recv(&v, 1, MPI_INT, i, 21, MPI_COMM_WORLD, MPI_STATUS_IGNORE) ==
+                  MPI_SUCCESS);
+        CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &a, &r[0]) == MPI_SUCCESS);
+    } else {
+        CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &a, &r[0]) == MPI_SUCCESS);
+        CHECK(MPI_Ssend(&v, 1, MPI_INT, 0, 21, MPI_COMM_WORLD) == MPI_SUCCESS);
+    }
+    CHECK(MPI_Wait(&r[0], MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &b) == MPI_SUCCESS);
+    /* Duplicates of a duplicate and of another communicator, in opposite orders. */
+    if (rank % 2 == 0) {
+        CHECK(MPI_Comm_idup(a, &c1, &r[0]) == MPI_SUCCESS);
+        CHECK(MPI_Comm_idup(b, &c2, &r[1]) == MPI_SUCCESS);
+    } else {
+        CHECK(MPI_Comm_idup(b, &c2, &r[0]) == MPI_SUCCESS);
+        CHECK(MPI_Comm_idup(a, &c1, &r[1]) == MPI_SUCCESS);
+    }
+    CHECK(MPI_Waitall(2, r, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+    CHECK(comm_sum(c1) == n && comm_sum(c2) == n && comm_sum(a) == n);
+    CHECK(MPI_Comm_free(&c1) == MPI_SUCCESS && MPI_Comm_free(&c2) == MPI_SUCCESS);
+    CHECK(MPI_Comm_free(&a) == MPI_SUCCESS && MPI_Comm_free(&b) == MPI_SUCCESS);
+    if (n >= 2) {
+        MPI_Comm half, inter, copy;
+        CHECK(MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half) == MPI_SUCCESS);
+        CHECK(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, 1 - rank % 2, 22, &inter) ==
+              MPI_SUCCESS);
+        CHECK(MPI_Comm_idup(inter, &copy, &r[0]) == MPI_SUCCESS);
+        CHECK(MPI_Wait(&r[0], MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        int hr = -1, got = -1;
+        CHECK(MPI_Comm_rank(half, &hr) == MPI_SUCCESS);
+        if (hr == 0) {
+            CHECK(MPI_Sendrecv(&rank, 1, MPI_INT, 0, 23, &got, 1, MPI_INT, 0, 23, copy,
+                               MPI_STATUS_IGNORE) == MPI_SUCCESS);
+            CHECK(got == 1 - rank % 2);
+        }
+        CHECK(MPI_Comm_free(&copy) == MPI_SUCCESS && MPI_Comm_free(&inter) == MPI_SUCCESS);
+        CHECK(MPI_Comm_free(&half) == MPI_SUCCESS);
+    }
+    OK(rank, "MPI_Comm_idup without waiting for other members, in different orders");
+}
+
+/* Columns of matrices of ints (row-major) as a vector type resized to one int, so that
+   column i is one element at displacement i: scattered from, gathered to and gathered
+   everywhere, and received from every rank by alltoallw. */
+static void holey_v_collectives(void) {
+    int rows = n, *m = malloc(rows * 3 * sizeof(int)), *back = malloc(rows * 3 * sizeof(int));
+    MPI_Datatype col, col1;
+    CHECK(MPI_Type_vector(rows, 1, 3, MPI_INT, &col) == MPI_SUCCESS);
+    CHECK(MPI_Type_create_resized(col, 0, sizeof(int), &col1) == MPI_SUCCESS);
+    CHECK(MPI_Type_commit(&col1) == MPI_SUCCESS);
+    for (int i = 0; i < rows * 3; i++) m[i] = 100 + i, back[i] = -1;
+    /* Rank i gets column i % 3 (as rows ints). */
+    int *counts = malloc(n * sizeof(int)), *displs = malloc(n * sizeof(int));
+    for (int i = 0; i < n; i++) counts[i] = 1, displs[i] = i % 3;
+    int *mine = malloc(rows * sizeof(int));
+    CHECK(MPI_Scatterv(m, counts, displs, col1, mine, rows, MPI_INT, 0, MPI_COMM_WORLD) ==
+          MPI_SUCCESS);
+    for (int r = 0; r < rows; r++) CHECK(mine[r] == 100 + r * 3 + rank % 3);
+    /* Back into the root's copy: only ranks 0..2 give theirs (columns 0..2). */
+    for (int i = 0; i < n; i++) counts[i] = i < 3 ? 1 : 0;
+    MPI_Request req;
+    CHECK(MPI_Igatherv(mine, rank < 3 ? rows : 0, MPI_INT, back, counts, displs, col1, 0,
+                       MPI_COMM_WORLD, &req) == MPI_SUCCESS);
+    CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    long sum = 0;
+    if (rank == 0)
+        for (int i = 0; i < rows * 3; i++) {
+            int c = i % 3;
+            CHECK(back[i] == (c < n ? m[i] : -1));
+            sum += back[i];
+        }
+    /* Every rank's column of an n-column matrix, gathered everywhere. */
+    MPI_Datatype colN, colN1;
+    int *all = malloc(n * n * sizeof(int));
+    CHECK(MPI_Type_vector(n, 1, n, MPI_INT, &colN) == MPI_SUCCESS);
+    CHECK(MPI_Type_create_resized(colN, 0, sizeof(int), &colN1) == MPI_SUCCESS);
+    CHECK(MPI_Type_commit(&colN1) == MPI_SUCCESS);
+    int *col_of_me = malloc(n * sizeof(int));
+    for (int r = 0; r < n; r++) col_of_me[r] = rank * 10 + r;
+    for (int i = 0; i < n; i++) counts[i] = 1, displs[i] = i;
+    CHECK(MPI_Allgatherv(col_of_me, n, MPI_INT, all, counts, displs, colN1, MPI_COMM_WORLD) ==
+          MPI_SUCCESS);
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < n; c++) CHECK(all[r * n + c] == c * 10 + r);
+    /* Element i of each rank's row goes to rank i. */
+    int *row = malloc(n * sizeof(int)), *got = malloc(n * n * sizeof(int));
+    for (int i = 0; i < n; i++) row[i] = rank * 100 + i;
+    int *ones = malloc(n * sizeof(int)), *zeros = malloc(n * sizeof(int));
+    for (int i = 0; i < n; i++) ones[i] = 1, zeros[i] = 0;
+    for (int i = 0; i < n; i++) displs[i] = i;
+    /* Sent from every other int of a doubled row (a type of one int and a gap). */
+    MPI_Datatype gap, gap1;
+    int *row2 = malloc(2 * n * sizeof(int));
+    for (int i = 0; i < n; i++) row2[2 * i] = row[i], row2[2 * i + 1] = -7;
+    CHECK(MPI_Type_contiguous(1, MPI_INT, &gap) == MPI_SUCCESS);
+    CHECK(MPI_Type_create_resized(gap, 0, 2 * sizeof(int), &gap1) == MPI_SUCCESS);
+    CHECK(MPI_Type_commit(&gap1) == MPI_SUCCESS);
+    CHECK(MPI_Alltoallv(row2, ones, displs, gap1, got, ones, displs, MPI_INT,
+                        MPI_COMM_WORLD) == MPI_SUCCESS);
+    for (int i = 0; i < n; i++) CHECK(got[i] == i * 100 + rank);
+    CHECK(MPI_Type_free(&gap) == MPI_SUCCESS && MPI_Type_free(&gap1) == MPI_SUCCESS);
+    free(row2);
+    MPI_Datatype *itypes = malloc(n * sizeof(MPI_Datatype));
+    int *bdispls = malloc(n * sizeof(int));
+    for (int i = 0; i < n; i++) itypes[i] = MPI_INT, bdispls[i] = i * sizeof(int);
+    int *mat = malloc(n * n * sizeof(int));
+    for (int i = 0; i < n * n; i++) mat[i] = -1;
+    /* Every rank sends its row (n ints) to rank 0 only; rank 0 takes rank i's row as column i
+       of its matrix (byte displacement i ints, the resized column type). */
+    int *sc = malloc(n * sizeof(int)), *rc = malloc(n * sizeof(int));
+    for (int i = 0; i < n; i++) sc[i] = i == 0 ? n : 0, rc[i] = rank == 0 ? 1 : 0;
+    MPI_Datatype *rtypes = malloc(n * sizeof(MPI_Datatype));
+    for (int i = 0; i < n; i++) rtypes[i] = colN1;
+    CHECK(MPI_Alltoallw(row, sc, zeros, itypes, mat, rc, bdispls, rtypes, MPI_COMM_WORLD) ==
+          MPI_SUCCESS);
+    if (rank == 0)
+        for (int r = 0; r < n; r++)
+            for (int c = 0; c < n; c++) CHECK(mat[r * n + c] == c * 100 + r);
+    OK(rank, "v and w collectives on a resized column: gathered sum %ld", sum);
+    CHECK(MPI_Type_free(&col) == MPI_SUCCESS && MPI_Type_free(&col1) == MPI_SUCCESS);
+    CHECK(MPI_Type_free(&colN) == MPI_SUCCESS && MPI_Type_free(&colN1) == MPI_SUCCESS);
+    free(m), free(back), free(counts), free(displs), free(mine), free(all), free(col_of_me);
+    free(row), free(got), free(ones), free(zeros), free(itypes), free(bdispls);
+    free(mat), free(sc), free(rc), free(rtypes);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -502,6 +646,8 @@ int main(int argc, char **argv) {
     complex_sums();
     user_codes();
     dims();
+    idup_nonblocking();
+    holey_v_collectives();
     type_bounds();
     type_elements();
     self_attributes();
