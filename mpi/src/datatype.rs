@@ -332,6 +332,15 @@ pub fn reduction(t: Handle, o: Handle) -> Result<Reduction, MpiError> {
             format!("{o:#x} is not a predefined operation (user operations are not supported)"),
         ));
     }
+    if matches!(
+        t,
+        dt::LONG_DOUBLE
+            | dt::LONG_DOUBLE_INT
+            | dt::C_LONG_DOUBLE_COMPLEX
+            | dt::CXX_LONG_DOUBLE_COMPLEX
+    ) {
+        return crate::longdouble::reduction(t, o).ok_or_else(bad_op);
+    }
     if o == op::MAXLOC || o == op::MINLOC {
         let max = o == op::MAXLOC;
         return match t {

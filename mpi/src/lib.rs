@@ -90,6 +90,7 @@ mod holes;
 mod holesv;
 mod inter;
 mod large;
+mod longdouble;
 mod misc;
 mod mprobe;
 mod op;

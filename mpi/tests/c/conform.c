@@ -13,6 +13,8 @@
      MPI_Comm_create give intercommunicators;
    - MPI_Comm_create takes different, disjoint groups from different processes (MPI-2.2);
    - MPI_SUM and MPI_PROD reduce the C and Fortran complex types;
+   - long double reduces in extended precision (sum, product, min, max, maxloc and minloc
+     on MPI_LONG_DOUBLE_INT, the complex long double sum and product);
    - MPI_Finalize deletes MPI_COMM_SELF's attributes in the reverse order of their setting
      (MPI-2.2), and freeing a keyval again while an attribute still holds it does nothing;
    - user error classes lie above MPI_ERR_LASTCODE, and MPI_LASTUSEDCODE is the last one;
@@ -632,6 +634,29 @@ static void holey_v_collectives(void) {
     free(mat), free(sc), free(rc), free(rtypes);
 }
 
+static void long_doubles(void) {
+    long double x = (rank + 1) + 0x1p-60L, sum = 0, prod = 0, mn = 0, mx = 0;
+    CHECK(MPI_Allreduce(&x, &sum, 1, MPI_LONG_DOUBLE, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS);
+    CHECK(MPI_Allreduce(&x, &prod, 1, MPI_LONG_DOUBLE, MPI_PROD, MPI_COMM_WORLD) == MPI_SUCCESS);
+    CHECK(MPI_Allreduce(&x, &mn, 1, MPI_LONG_DOUBLE, MPI_MIN, MPI_COMM_WORLD) == MPI_SUCCESS);
+    CHECK(MPI_Allreduce(&x, &mx, 1, MPI_LONG_DOUBLE, MPI_MAX, MPI_COMM_WORLD) == MPI_SUCCESS);
+    /* The 2^-60 parts survive the sum: an f64 would drop them. */
+    CHECK(sum == n * (n + 1) / 2 + n * 0x1p-60L && mn == 1 + 0x1p-60L);
+    struct { long double v; int i; } in = {(long double)(rank % 2), rank}, loc_max, loc_min;
+    CHECK(MPI_Allreduce(&in, &loc_max, 1, MPI_LONG_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD) ==
+          MPI_SUCCESS);
+    CHECK(MPI_Allreduce(&in, &loc_min, 1, MPI_LONG_DOUBLE_INT, MPI_MINLOC, MPI_COMM_WORLD) ==
+          MPI_SUCCESS);
+    long double _Complex z = (rank + 1) + 1.0L * I, zp = 0, zs = 0;
+    CHECK(MPI_Allreduce(&z, &zp, 1, MPI_C_LONG_DOUBLE_COMPLEX, MPI_PROD, MPI_COMM_WORLD) ==
+          MPI_SUCCESS);
+    CHECK(MPI_Allreduce(&z, &zs, 1, MPI_C_LONG_DOUBLE_COMPLEX, MPI_SUM, MPI_COMM_WORLD) ==
+          MPI_SUCCESS);
+    OK(rank, "long double: sum %La prod %La min %La max %La; maxloc (%Lg, %d) minloc (%Lg, %d); "
+       "complex product (%Lg, %Lg) sum (%Lg, %Lg)", sum, prod, mn, mx, loc_max.v, loc_max.i,
+       loc_min.v, loc_min.i, creall(zp), cimagl(zp), creall(zs), cimagl(zs));
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -644,6 +669,7 @@ int main(int argc, char **argv) {
     inter_one_way();
     create_disjoint();
     complex_sums();
+    long_doubles();
     user_codes();
     dims();
     idup_nonblocking();
