@@ -52,7 +52,7 @@ fn dup_as(comm: Handle, quick: bool) -> Result<Handle, MpiError> {
     let rt = rt()?;
     let c = rt.comm_any(comm)?;
     if let Some(ic) = &c.inter {
-        let d = match ic.idup().filter(|_| quick) {
+        let d = match quick.then(|| ic.idup()).flatten() {
             Some(d) => d,
             None => ic.dup()?,
         };
@@ -68,7 +68,7 @@ fn dup_as(comm: Handle, quick: bool) -> Result<Handle, MpiError> {
         crate::misc::copy_hints(comm, h);
         return Ok(h);
     }
-    let d = match c.comm.idup().filter(|_| quick) {
+    let d = match quick.then(|| c.comm.idup()).flatten() {
         Some(d) => d,
         None => c.comm.dup()?,
     };
@@ -125,8 +125,8 @@ mpi_fn! {
 
 /// `MPI_Comm_idup`: the duplicate is made at once on contexts the communicator reserved
 /// (no message, so no member waits for another), and the request given back is complete;
-/// past the communicator's reserved duplicates, or on a duplicate made so, by an agreement
-/// among the members as `MPI_Comm_dup`.
+/// past the communicator's reserved duplicates, by an agreement among the members as
+/// `MPI_Comm_dup`.
 ///
 /// # Safety
 ///
