@@ -452,6 +452,10 @@ pub(crate) unsafe fn give_with(
 mpi_fn! {
     /// `MPI_Ibarrier`.
     MPI_Ibarrier / PMPI_Ibarrier(comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::ibarrier_call(comm, request) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         let r = c.comm.ibarrier()?;
         // SAFETY: the caller's handle.
@@ -462,6 +466,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Ibcast`.
     MPI_Ibcast / PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        // On an intercommunicator: messages between the groups (see `crate::internb`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::ibcast_call(buffer, count, datatype, root, comm, request) } {
+            return done;
+        }
         // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::holes::bcast(buffer, count, datatype, root, comm, Some(request)) } {
@@ -481,6 +490,10 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Ireduce` (`MPI_IN_PLACE` as `sendbuf` at the root).
     MPI_Ireduce / PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::ireduce_call(sendbuf, recvbuf, count, datatype, op, root, comm, request) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         let root = root_of(&c, root)?;
         let len = bytes(count, datatype)?;
@@ -504,6 +517,10 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iallreduce` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Iallreduce / PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::iallreduce_call(sendbuf, recvbuf, count, datatype, op, comm, request) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         let len = bytes(count, datatype)?;
         let red = reduction(datatype, op)?;
@@ -524,6 +541,10 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Igather` (`MPI_IN_PLACE` as `sendbuf` at the root).
     MPI_Igather / PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::irooted_call(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) } {
+            return done;
+        }
         // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::holes::gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, Some(request)) } {
@@ -560,6 +581,10 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iscatter` (`MPI_IN_PLACE` as `recvbuf` at the root).
     MPI_Iscatter / PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::irooted_call(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) } {
+            return done;
+        }
         // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::holes::scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, Some(request)) } {
@@ -590,6 +615,10 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iallgather` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Iallgather / PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::ito_all_call(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) } {
+            return done;
+        }
         // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::holes::allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, Some(request)) } {
@@ -616,6 +645,10 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Ialltoall` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Ialltoall / PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::ito_all_call(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) } {
+            return done;
+        }
         // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::holes::alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, Some(request)) } {

@@ -214,6 +214,7 @@ mpi_fn! {
 }
 
 /// The role of this rank in a rooted collective on an intercommunicator.
+#[derive(Clone, Copy, Debug)]
 pub enum Role {
     /// The root (`MPI_ROOT`).
     Root,

@@ -89,6 +89,7 @@ mod group;
 mod holes;
 mod holesv;
 mod inter;
+mod internb;
 mod large;
 mod longdouble;
 mod misc;

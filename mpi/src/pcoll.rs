@@ -79,7 +79,7 @@ pub(crate) unsafe fn make(
         // The standard forbids these on an intercommunicator.
         rt.intra(comm)?;
     }
-    rt.comm(comm)?;
+    rt.comm_any(comm)?;
     // SAFETY: the caller's handle.
     let out =
         unsafe { request.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "request is NULL"))?;

@@ -10,7 +10,8 @@
      scattered to and gathered from every rank);
    - on an intercommunicator, allgather and alltoall take different counts in the two groups
      (one group sending only, the other receiving only), and MPI_Comm_split and
-     MPI_Comm_create give intercommunicators;
+     MPI_Comm_create give intercommunicators; their nonblocking collectives (barrier,
+     broadcast, reduce, allreduce, gather, scatter, allgather, alltoall) complete;
    - MPI_Comm_create takes different, disjoint groups from different processes (MPI-2.2);
    - MPI_SUM and MPI_PROD reduce the C and Fortran complex types;
    - long double reduces in extended precision (sum, product, min, max, maxloc and minloc
@@ -662,6 +663,61 @@ static void long_doubles(void) {
        loc_min.v, loc_min.i, creall(zp), cimagl(zp), creall(zs), cimagl(zs));
 }
 
+static void inter_nonblocking(void) {
+    if (n < 2) return;
+    MPI_Comm half, ic;
+    int side = rank % 2, hr = -1, hn = 0, rn = 0;
+    CHECK(MPI_Comm_split(MPI_COMM_WORLD, side, rank, &half) == MPI_SUCCESS);
+    CHECK(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, 1 - side, 31, &ic) == MPI_SUCCESS);
+    CHECK(MPI_Comm_rank(half, &hr) == MPI_SUCCESS && MPI_Comm_size(half, &hn) == MPI_SUCCESS);
+    CHECK(MPI_Comm_remote_size(ic, &rn) == MPI_SUCCESS);
+    MPI_Request r[8];
+    int root = side == 0 ? (hr == 0 ? MPI_ROOT : MPI_PROC_NULL) : 0;
+    int b = side == 0 ? 77 : -1, mine = rank + 1, all = 0, red = -1;
+    int *gat = calloc(rn + 1, sizeof(int)), *ag = calloc(rn + 1, sizeof(int));
+    int *sc = malloc((rn + 1) * sizeof(int)), *a2a = calloc(rn + 1, sizeof(int));
+    int *out = malloc((rn + 1) * sizeof(int));
+    int got_sc = -1;
+    for (int i = 0; i < rn; i++) sc[i] = 1000 + i, out[i] = rank * 10 + i;
+    CHECK(MPI_Ibarrier(ic, &r[0]) == MPI_SUCCESS);
+    CHECK(MPI_Ibcast(&b, 1, MPI_INT, root, ic, &r[1]) == MPI_SUCCESS);
+    CHECK(MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_SUM, ic, &r[2]) == MPI_SUCCESS);
+    CHECK(MPI_Ireduce(&mine, &red, 1, MPI_INT, MPI_MAX, root, ic, &r[3]) == MPI_SUCCESS);
+    CHECK(MPI_Igather(&mine, 1, MPI_INT, gat, 1, MPI_INT, root, ic, &r[4]) == MPI_SUCCESS);
+    CHECK(MPI_Iscatter(sc, 1, MPI_INT, &got_sc, 1, MPI_INT, root, ic, &r[5]) == MPI_SUCCESS);
+    CHECK(MPI_Iallgather(&mine, 1, MPI_INT, ag, 1, MPI_INT, ic, &r[6]) == MPI_SUCCESS);
+    CHECK(MPI_Ialltoall(out, 1, MPI_INT, a2a, 1, MPI_INT, ic, &r[7]) == MPI_SUCCESS);
+    CHECK(MPI_Waitall(8, r, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+    /* The other group's world ranks are 1 - side, 3 - side, ...: remote rank i is world
+       rank 2 * i + 1 - side. */
+    int want_all = 0, want_max = 0;
+    for (int i = 0; i < rn; i++) want_all += 2 * i + 1 - side + 1;
+    want_max = 2 * (rn - 1) + 1 - side + 1;
+    CHECK(all == want_all);
+    if (side == 1) CHECK(b == 77 && got_sc == 1000 + hr);
+    if (root == MPI_ROOT) {
+        CHECK(red == want_max);
+        for (int i = 0; i < rn; i++) CHECK(gat[i] == 2 * i + 1 - side + 1);
+    }
+    for (int i = 0; i < rn; i++) {
+        CHECK(ag[i] == 2 * i + 1 - side + 1);
+        CHECK(a2a[i] == (2 * i + 1 - side) * 10 + hr);
+    }
+    /* The persistent form, started twice. */
+    MPI_Request p;
+    CHECK(MPI_Allreduce_init(&mine, &all, 1, MPI_INT, MPI_SUM, ic, MPI_INFO_NULL, &p) ==
+          MPI_SUCCESS);
+    for (int k = 0; k < 2; k++) {
+        all = 0;
+        CHECK(MPI_Start(&p) == MPI_SUCCESS && MPI_Wait(&p, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        CHECK(all == want_all);
+    }
+    CHECK(MPI_Request_free(&p) == MPI_SUCCESS);
+    OK(rank, "intercommunicator nonblocking collectives: allreduce %d", all);
+    free(gat), free(ag), free(sc), free(a2a), free(out);
+    CHECK(MPI_Comm_free(&ic) == MPI_SUCCESS && MPI_Comm_free(&half) == MPI_SUCCESS);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -678,6 +734,7 @@ int main(int argc, char **argv) {
     user_codes();
     dims();
     idup_nonblocking();
+    inter_nonblocking();
     holey_v_collectives();
     type_bounds();
     type_elements();

@@ -1,0 +1,475 @@
+//! Nonblocking collectives on intercommunicators: `MPI_Ibarrier`, `MPI_Ibcast`,
+//! `MPI_Ireduce`, `MPI_Iallreduce`, `MPI_Igather`, `MPI_Iscatter`, `MPI_Iallgather`,
+//! `MPI_Ialltoall`. Each is a set of point-to-point messages between the two groups on the
+//! intercommunicator's collective context, started at once (a rank that gives data sends it
+//! to every remote rank that needs it; a rank that gets data posts a receive from each remote
+//! rank that gives it), so no rank waits for any other to call; the request completes when
+//! all of them did, and a receiving rank's result (copied, or folded in remote rank order for
+//! a reduction) reaches its buffer then. Straight messages, not trees: `n * m` of them for the
+//! all-to-all patterns of groups of `n` and `m` ranks.
+//!
+//! Their tag differs from the blocking intercommunicator collectives' ([`crate::inter`]), and
+//! every member starts a communicator's nonblocking collectives in the same order, so the
+//! messages of two of them never match each other's receives.
+
+use std::ffi::{c_int, c_void};
+
+use viaduct_agent::coll::Reduction;
+use viaduct_agent::comm::Intercomm;
+use viaduct_agent::matching::{Source, TagMatch};
+use viaduct_agent::recv_buffer::RecvBuffer;
+use viaduct_agent::request::Request;
+
+use crate::abi::Handle;
+use crate::datatype::{bytes, input, output};
+use crate::error::MpiError;
+use crate::inter::Role;
+use crate::op::{fold, reduction};
+use crate::state::rt;
+use crate::vcoll::{Started, all_of};
+
+/// Tag of the nonblocking collectives' messages (the blocking ones use 1).
+const TAG: u32 = 2;
+
+/// Receives of `len` bytes from each remote rank in `from`, in that order.
+fn receives(
+    ic: &Intercomm,
+    from: impl Iterator<Item = u32>,
+    len: usize,
+    reqs: &mut Vec<Request>,
+) -> Result<Vec<RecvBuffer>, MpiError> {
+    let mut bufs = Vec::new();
+    for r in from {
+        let (q, b) = ic.coll.irecv(len, Source::Rank(r), TagMatch::Tag(TAG))?;
+        reqs.push(q);
+        bufs.push(b);
+    }
+    Ok(bufs)
+}
+
+/// A started collective of `reqs` that writes `bufs`' data, `slot` bytes each in order, into
+/// the caller's buffer at `dst` when they complete.
+fn placed(reqs: Vec<Request>, bufs: Vec<RecvBuffer>, dst: *mut c_void, slot: usize) -> Started {
+    let len = slot * bufs.len();
+    Started::with_finish(
+        all_of(reqs),
+        dst,
+        len,
+        Box::new(move |out: &mut [u8]| {
+            for (i, b) in bufs.into_iter().enumerate() {
+                let got = b.take();
+                let k = got.len().min(slot);
+                out[i * slot..i * slot + k].copy_from_slice(&got[..k]);
+            }
+        }),
+    )
+}
+
+/// A started collective of `reqs` that folds `bufs`' contributions (remote rank order) into
+/// the caller's `len` bytes at `dst` when they complete.
+fn folded(
+    reqs: Vec<Request>,
+    bufs: Vec<RecvBuffer>,
+    dst: *mut c_void,
+    len: usize,
+    red: Reduction,
+) -> Started {
+    Started::with_finish(
+        all_of(reqs),
+        dst,
+        len,
+        Box::new(move |out: &mut [u8]| {
+            let mut all = Vec::with_capacity(len * bufs.len());
+            for b in bufs {
+                let mut got = b.take();
+                got.resize(len, 0);
+                all.extend_from_slice(&got);
+            }
+            fold(&red, &all, out);
+        }),
+    )
+}
+
+/// Nothing to do here (an idle member of the root's group).
+fn nothing() -> Started {
+    Started::with_finish(Request::null(), std::ptr::null_mut(), 0, Box::new(|_| {}))
+}
+
+/// `MPI_Ibarrier`: every rank sends an empty message to each remote rank and waits for one
+/// from each, so none completes before every rank of the other group started it.
+pub fn ibarrier(ic: &Intercomm) -> Result<Started, MpiError> {
+    let mut reqs = Vec::new();
+    let bufs = receives(ic, 0..ic.remote.size(), 0, &mut reqs)?;
+    for r in 0..ic.remote.size() {
+        reqs.push(ic.coll.isend(r, TAG, &[])?);
+    }
+    Ok(placed(reqs, bufs, std::ptr::null_mut(), 0))
+}
+
+/// `MPI_Ibcast`: the root sends `data` to every remote rank; the other group's members
+/// receive it into `buf` (`len` bytes).
+pub fn ibcast(
+    ic: &Intercomm,
+    role: Role,
+    data: &[u8],
+    buf: *mut c_void,
+    len: usize,
+) -> Result<Started, MpiError> {
+    let mut reqs = Vec::new();
+    Ok(match role {
+        Role::Idle => nothing(),
+        Role::Root => {
+            for r in 0..ic.remote.size() {
+                reqs.push(ic.coll.isend(r, TAG, data)?);
+            }
+            placed(reqs, Vec::new(), std::ptr::null_mut(), 0)
+        }
+        Role::Remote(root) => {
+            let bufs = receives(ic, std::iter::once(root), len, &mut reqs)?;
+            placed(reqs, bufs, buf, len)
+        }
+    })
+}
+
+/// `MPI_Ireduce`: every member of the other group sends `mine` to the root, which folds them
+/// in remote rank order into `out` (`len` bytes).
+pub fn ireduce(
+    ic: &Intercomm,
+    role: Role,
+    mine: &[u8],
+    out: *mut c_void,
+    len: usize,
+    red: Reduction,
+) -> Result<Started, MpiError> {
+    let mut reqs = Vec::new();
+    Ok(match role {
+        Role::Idle => nothing(),
+        Role::Root => {
+            let bufs = receives(ic, 0..ic.remote.size(), len, &mut reqs)?;
+            folded(reqs, bufs, out, len, red)
+        }
+        Role::Remote(root) => {
+            reqs.push(ic.coll.isend(root, TAG, mine)?);
+            placed(reqs, Vec::new(), std::ptr::null_mut(), 0)
+        }
+    })
+}
+
+/// `MPI_Iallreduce`: every rank sends `mine` to each remote rank and folds what it receives
+/// from them, in remote rank order, into `out` (`len` bytes).
+pub fn iallreduce(
+    ic: &Intercomm,
+    mine: &[u8],
+    out: *mut c_void,
+    len: usize,
+    red: Reduction,
+) -> Result<Started, MpiError> {
+    let mut reqs = Vec::new();
+    let bufs = receives(ic, 0..ic.remote.size(), len, &mut reqs)?;
+    for r in 0..ic.remote.size() {
+        reqs.push(ic.coll.isend(r, TAG, mine)?);
+    }
+    Ok(folded(reqs, bufs, out, len, red))
+}
+
+/// `MPI_Igather`: every member of the other group sends `mine` to the root, which places
+/// them in remote rank order in `out` (`part` bytes each).
+pub fn igather(
+    ic: &Intercomm,
+    role: Role,
+    mine: &[u8],
+    out: *mut c_void,
+    part: usize,
+) -> Result<Started, MpiError> {
+    let mut reqs = Vec::new();
+    Ok(match role {
+        Role::Idle => nothing(),
+        Role::Root => {
+            let n = ic.remote.size();
+            let bufs = receives(ic, 0..n, part, &mut reqs)?;
+            placed(reqs, bufs, out, part)
+        }
+        Role::Remote(root) => {
+            reqs.push(ic.coll.isend(root, TAG, mine)?);
+            placed(reqs, Vec::new(), std::ptr::null_mut(), 0)
+        }
+    })
+}
+
+/// `MPI_Iscatter`: the root sends part `i` of `send` (`part` bytes each) to remote rank `i`;
+/// the other group's members receive theirs into `out`.
+pub fn iscatter(
+    ic: &Intercomm,
+    role: Role,
+    send: &[u8],
+    out: *mut c_void,
+    part: usize,
+) -> Result<Started, MpiError> {
+    let mut reqs = Vec::new();
+    Ok(match role {
+        Role::Idle => nothing(),
+        Role::Root => {
+            for r in 0..ic.remote.size() {
+                let at = r as usize * part;
+                reqs.push(ic.coll.isend(r, TAG, &send[at..at + part])?);
+            }
+            placed(reqs, Vec::new(), std::ptr::null_mut(), 0)
+        }
+        Role::Remote(root) => {
+            let bufs = receives(ic, std::iter::once(root), part, &mut reqs)?;
+            placed(reqs, bufs, out, part)
+        }
+    })
+}
+
+/// `MPI_Iallgather` (`alltoall` false: `send` goes whole to every remote rank) or
+/// `MPI_Ialltoall` (part `i` of `send`, `sent` bytes each, to remote rank `i`); every rank
+/// places what each remote rank sent (`part` bytes each) in remote rank order in `out`.
+pub fn ito_all(
+    ic: &Intercomm,
+    alltoall: bool,
+    send: &[u8],
+    sent: usize,
+    out: *mut c_void,
+    part: usize,
+) -> Result<Started, MpiError> {
+    let n = ic.remote.size();
+    let mut reqs = Vec::new();
+    let bufs = receives(ic, 0..n, part, &mut reqs)?;
+    for r in 0..n {
+        let piece = if alltoall {
+            &send[r as usize * sent..(r as usize + 1) * sent]
+        } else {
+            send
+        };
+        reqs.push(ic.coll.isend(r, TAG, piece)?);
+    }
+    Ok(placed(reqs, bufs, out, part))
+}
+
+/// The intercommunicator behind `comm` (`None`: an intracommunicator, which the caller's
+/// own path takes).
+fn inter_of(comm: Handle) -> Result<Option<Intercomm>, MpiError> {
+    Ok(rt()?.comm_any(comm)?.inter.clone())
+}
+
+/// Registers `s` as the caller's request.
+///
+/// # Safety
+///
+/// `request` is the caller's writable handle.
+unsafe fn give(
+    s: Result<Started, MpiError>,
+    comm: Handle,
+    request: *mut Handle,
+) -> Result<(), MpiError> {
+    // SAFETY: this function's contract.
+    unsafe { s?.give(comm, request) }
+}
+
+/// `MPI_Ibarrier` on an intercommunicator (`None` on an intracommunicator).
+///
+/// # Safety
+///
+/// The caller's arguments.
+pub(crate) unsafe fn ibarrier_call(
+    comm: Handle,
+    request: *mut Handle,
+) -> Option<Result<(), MpiError>> {
+    let ic = inter_of(comm).transpose()?;
+    // SAFETY: the caller's handle.
+    Some(ic.and_then(|ic| unsafe { give(ibarrier(&ic), comm, request) }))
+}
+
+/// `MPI_Ibcast` on an intercommunicator (`None` on an intracommunicator).
+///
+/// # Safety
+///
+/// The caller's arguments.
+pub(crate) unsafe fn ibcast_call(
+    buffer: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    root: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> Option<Result<(), MpiError>> {
+    let ic = inter_of(comm).transpose()?;
+    Some(ic.and_then(|ic| {
+        let role = crate::inter::role(&ic, root)?;
+        let len = bytes(count, datatype)?;
+        let data = match role {
+            // SAFETY: the root's buffer of `count` elements.
+            Role::Root => unsafe { input(buffer, len) }?.to_vec(),
+            // SAFETY: the receiving buffer (checked now, written at completion).
+            Role::Remote(_) => unsafe { output(buffer, len) }.map(|_| Vec::new())?,
+            Role::Idle => Vec::new(),
+        };
+        // SAFETY: the caller's handle; the buffer stays the caller's until completion.
+        unsafe { give(ibcast(&ic, role, &data, buffer, len), comm, request) }
+    }))
+}
+
+/// `MPI_Ireduce` on an intercommunicator (`None` on an intracommunicator).
+///
+/// # Safety
+///
+/// The caller's arguments.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn ireduce_call(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    root: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> Option<Result<(), MpiError>> {
+    let ic = inter_of(comm).transpose()?;
+    Some(ic.and_then(|ic| {
+        let role = crate::inter::role(&ic, root)?;
+        let len = bytes(count, datatype)?;
+        let red = reduction(datatype, op)?;
+        let mine = match role {
+            Role::Remote(_) => {
+                crate::inter::not_in_place(sendbuf)?;
+                // SAFETY: the caller's send buffer of `count` elements.
+                unsafe { input(sendbuf, len) }?.to_vec()
+            }
+            Role::Root => {
+                // SAFETY: the root's receive buffer (checked now, written at completion).
+                unsafe { output(recvbuf, len) }?;
+                Vec::new()
+            }
+            Role::Idle => Vec::new(),
+        };
+        // SAFETY: the caller's handle; the buffer stays the caller's until completion.
+        unsafe { give(ireduce(&ic, role, &mine, recvbuf, len, red), comm, request) }
+    }))
+}
+
+/// `MPI_Iallreduce` on an intercommunicator (`None` on an intracommunicator).
+///
+/// # Safety
+///
+/// The caller's arguments.
+pub(crate) unsafe fn iallreduce_call(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    comm: Handle,
+    request: *mut Handle,
+) -> Option<Result<(), MpiError>> {
+    let ic = inter_of(comm).transpose()?;
+    Some(ic.and_then(|ic| {
+        crate::inter::not_in_place(sendbuf)?;
+        let len = bytes(count, datatype)?;
+        let red = reduction(datatype, op)?;
+        // SAFETY: the caller's buffers of `count` elements.
+        let mine = unsafe { input(sendbuf, len) }?.to_vec();
+        // SAFETY: as above (checked now, written at completion).
+        unsafe { output(recvbuf, len) }?;
+        // SAFETY: the caller's handle; the buffer stays the caller's until completion.
+        unsafe { give(iallreduce(&ic, &mine, recvbuf, len, red), comm, request) }
+    }))
+}
+
+/// `MPI_Igather` (`gather` true) or `MPI_Iscatter` on an intercommunicator (`None` on an
+/// intracommunicator).
+///
+/// # Safety
+///
+/// The caller's arguments.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn irooted_call(
+    gather: bool,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    root: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> Option<Result<(), MpiError>> {
+    let ic = inter_of(comm).transpose()?;
+    Some(ic.and_then(|ic| {
+        let role = crate::inter::role(&ic, root)?;
+        let n = ic.remote.size() as usize;
+        let started = match (gather, role) {
+            (_, Role::Idle) => Ok(nothing()),
+            (true, Role::Root) => {
+                let part = bytes(recvcount, recvtype)?;
+                // SAFETY: the root's receive buffer (checked now, written at completion).
+                unsafe { output(recvbuf, part * n) }?;
+                igather(&ic, role, &[], recvbuf, part)
+            }
+            (true, Role::Remote(_)) => {
+                crate::inter::not_in_place(sendbuf)?;
+                let len = bytes(sendcount, sendtype)?;
+                // SAFETY: the caller's send buffer.
+                let mine = unsafe { input(sendbuf, len) }?.to_vec();
+                igather(&ic, role, &mine, std::ptr::null_mut(), len)
+            }
+            (false, Role::Root) => {
+                let part = bytes(sendcount, sendtype)?;
+                // SAFETY: the root's send buffer of a part per remote rank.
+                let send = unsafe { input(sendbuf, part * n) }?.to_vec();
+                iscatter(&ic, role, &send, std::ptr::null_mut(), part)
+            }
+            (false, Role::Remote(_)) => {
+                crate::inter::not_in_place(recvbuf)?;
+                let part = bytes(recvcount, recvtype)?;
+                // SAFETY: the caller's receive buffer (checked now, written at completion).
+                unsafe { output(recvbuf, part) }?;
+                iscatter(&ic, role, &[], recvbuf, part)
+            }
+        };
+        // SAFETY: the caller's handle; the buffer stays the caller's until completion.
+        unsafe { give(started, comm, request) }
+    }))
+}
+
+/// `MPI_Iallgather` (`alltoall` false) or `MPI_Ialltoall` on an intercommunicator (`None` on
+/// an intracommunicator).
+///
+/// # Safety
+///
+/// The caller's arguments.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn ito_all_call(
+    alltoall: bool,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    comm: Handle,
+    request: *mut Handle,
+) -> Option<Result<(), MpiError>> {
+    let ic = inter_of(comm).transpose()?;
+    Some(ic.and_then(|ic| {
+        crate::inter::not_in_place(sendbuf)?;
+        let n = ic.remote.size() as usize;
+        let sent = bytes(sendcount, sendtype)?;
+        let parts = if alltoall { n } else { 1 };
+        // SAFETY: the caller's send buffer.
+        let send = unsafe { input(sendbuf, sent * parts) }?.to_vec();
+        let part = bytes(recvcount, recvtype)?;
+        // SAFETY: the caller's receive buffer (checked now, written at completion).
+        unsafe { output(recvbuf, part * n) }?;
+        // SAFETY: the caller's handle; the buffer stays the caller's until completion.
+        unsafe {
+            give(
+                ito_all(&ic, alltoall, &send, sent, recvbuf, part),
+                comm,
+                request,
+            )
+        }
+    }))
+}
