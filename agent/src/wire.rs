@@ -26,8 +26,9 @@ pub(crate) use kind::{Kind, UnknownKind};
 /// Bytes of the `XFER` header.
 pub(crate) const XFER_HEADER: usize = 24;
 
-/// Contexts below this fit an [`Kind::EagerPacked`] tag (24 bits): every context a job makes
-/// in practice. Such a message has no header in the payload, so the data lies where the method
+/// Contexts below this fit an [`Kind::EagerPacked`] tag (24 bits): those of the first 52,000
+/// or so communicators a job makes (each takes some 322 ids with the duplicates it reserves,
+/// see [`crate::comm`]); later ones send with the `EAGER` header. Such a message has no header in the payload, so the data lies where the method
 /// puts a payload (in the shared-memory ring, at the same offset as a raw method message) and a
 /// send posts one part instead of two.
 pub(crate) const PACKED_CONTEXTS: u32 = 1 << 24;
