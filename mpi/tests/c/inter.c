@@ -190,8 +190,9 @@ int main(int argc, char **argv) {
     MPI_Get_library_version(lib, &liblen);
     if (strstr(lib, "viaduct")) {
         MPI_Request q;
-        CHECK_RC(MPI_Ibarrier(inter, &q), MPI_ERR_UNSUPPORTED_OPERATION);
         int cnt[64] = {0}, dsp[64] = {0};
+        CHECK_RC(MPI_Iallgatherv(&wrank, 0, MPI_INT, &s, cnt, dsp, MPI_INT, inter, &q),
+                 MPI_ERR_UNSUPPORTED_OPERATION);
         CHECK_RC(MPI_Allgatherv(&wrank, 0, MPI_INT, &s, cnt, dsp, MPI_INT, inter),
                  MPI_ERR_UNSUPPORTED_OPERATION);
         MPI_Comm sc;
