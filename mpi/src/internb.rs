@@ -1,6 +1,7 @@
 //! Nonblocking collectives on intercommunicators: `MPI_Ibarrier`, `MPI_Ibcast`,
 //! `MPI_Ireduce`, `MPI_Iallreduce`, `MPI_Igather`, `MPI_Iscatter`, `MPI_Iallgather`,
-//! `MPI_Ialltoall`. Each is a set of point-to-point messages between the two groups on the
+//! `MPI_Ialltoall`; and the `v` and `w` forms and the reduce-scatters, blocking (started,
+//! then waited for) or not. Each is a set of point-to-point messages between the two groups on the
 //! intercommunicator's collective context, started at once (a rank that gives data sends it
 //! to every remote rank that needs it; a rank that gets data posts a receive from each remote
 //! rank that gives it), so no rank waits for any other to call; the request completes when
@@ -470,6 +471,348 @@ pub(crate) unsafe fn ito_all_call(
                 comm,
                 request,
             )
+        }
+    }))
+}
+
+/// A started exchange: `sends` (remote rank, bytes) go out, and the message of each of
+/// `recvs` (remote rank, offset, length) lands at its offset of the caller's `span` bytes at
+/// `dst` when all completed.
+fn exchange(
+    ic: &Intercomm,
+    sends: Vec<(u32, Vec<u8>)>,
+    recvs: Vec<(u32, usize, usize)>,
+    dst: *mut c_void,
+    span: usize,
+) -> Result<Started, MpiError> {
+    let mut reqs = Vec::new();
+    let mut got = Vec::new();
+    for &(r, at, len) in &recvs {
+        let (q, b) = ic.coll.irecv(len, Source::Rank(r), TagMatch::Tag(TAG))?;
+        reqs.push(q);
+        got.push((at, len, b));
+    }
+    for (r, data) in sends {
+        reqs.push(ic.coll.isend(r, TAG, &data)?);
+    }
+    Ok(Started::with_finish(
+        all_of(reqs),
+        dst,
+        span,
+        Box::new(move |out: &mut [u8]| {
+            for (at, len, b) in got {
+                let data = b.take();
+                let k = data.len().min(len).min(out.len().saturating_sub(at));
+                out[at..at + k].copy_from_slice(&data[..k]);
+            }
+        }),
+    ))
+}
+
+/// Each of `n` ranks' part (byte offset, byte length): `counts[i]` elements at `displs[i]`
+/// (in extents of `t`, or bytes with `w`) of datatype `types[i]` (or `t`).
+///
+/// # Safety
+///
+/// The arrays hold `n` entries (`types` may be NULL without `w`).
+unsafe fn parts(
+    counts: *const c_int,
+    displs: *const c_int,
+    t: Handle,
+    types: *const Handle,
+    w: bool,
+    n: usize,
+) -> Result<Vec<(usize, usize)>, MpiError> {
+    if counts.is_null() || displs.is_null() || w && types.is_null() {
+        return Err(MpiError::new(
+            crate::abi::err::ARG,
+            "counts, displacements or types are NULL",
+        ));
+    }
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        // SAFETY: the caller's arrays of `n` entries.
+        let (c, d, ty) = unsafe {
+            (
+                *counts.add(i),
+                *displs.add(i),
+                if w { *types.add(i) } else { t },
+            )
+        };
+        if d < 0 {
+            return Err(MpiError::new(
+                crate::abi::err::ARG,
+                format!("displacement {d} is negative"),
+            ));
+        }
+        let unit = if w { 1 } else { bytes(1, ty)? };
+        v.push((d as usize * unit, bytes(c, ty)?));
+    }
+    Ok(v)
+}
+
+fn span(ps: &[(usize, usize)]) -> usize {
+    ps.iter().map(|(o, l)| o + l).max().unwrap_or(0)
+}
+
+/// One of the `v` and `w` collectives on an intercommunicator: which, and its arguments
+/// (the counts, displacements and datatypes of a side indexed by remote rank).
+pub(crate) enum VCall {
+    /// `MPI_Gatherv` / `MPI_Igatherv`.
+    Gatherv {
+        sendbuf: *const c_void,
+        sendcount: c_int,
+        sendtype: Handle,
+        recvbuf: *mut c_void,
+        recvcounts: *const c_int,
+        displs: *const c_int,
+        recvtype: Handle,
+        root: c_int,
+    },
+    /// `MPI_Scatterv` / `MPI_Iscatterv`.
+    Scatterv {
+        sendbuf: *const c_void,
+        sendcounts: *const c_int,
+        displs: *const c_int,
+        sendtype: Handle,
+        recvbuf: *mut c_void,
+        recvcount: c_int,
+        recvtype: Handle,
+        root: c_int,
+    },
+    /// `MPI_Allgatherv` / `MPI_Iallgatherv`.
+    Allgatherv {
+        sendbuf: *const c_void,
+        sendcount: c_int,
+        sendtype: Handle,
+        recvbuf: *mut c_void,
+        recvcounts: *const c_int,
+        displs: *const c_int,
+        recvtype: Handle,
+    },
+    /// `MPI_Alltoallv` / `MPI_Ialltoallv` (`w` false) and `MPI_Alltoallw` / `MPI_Ialltoallw`
+    /// (`w` true: the datatype arrays, byte displacements).
+    Alltoall {
+        w: bool,
+        sendbuf: *const c_void,
+        sendcounts: *const c_int,
+        sdispls: *const c_int,
+        sendtype: Handle,
+        sendtypes: *const Handle,
+        recvbuf: *mut c_void,
+        recvcounts: *const c_int,
+        rdispls: *const c_int,
+        recvtype: Handle,
+        recvtypes: *const Handle,
+    },
+}
+
+/// Runs (`request` `None`) or starts a `v` or `w` collective on an intercommunicator
+/// (`None` on an intracommunicator, which the caller's own path takes).
+///
+/// # Safety
+///
+/// The caller's arguments to the call.
+pub(crate) unsafe fn v_call(
+    call: VCall,
+    comm: Handle,
+    request: Option<*mut Handle>,
+) -> Option<Result<(), MpiError>> {
+    let ic = inter_of(comm).transpose()?;
+    Some(ic.and_then(|ic| {
+        let n = ic.remote.size() as usize;
+        let none = || Ok(nothing());
+        // SAFETY: the caller's arguments (this function's contract).
+        let started = unsafe {
+            match call {
+                VCall::Gatherv {
+                    sendbuf,
+                    sendcount,
+                    sendtype,
+                    recvbuf,
+                    recvcounts,
+                    displs,
+                    recvtype,
+                    root,
+                } => match crate::inter::role(&ic, root)? {
+                    Role::Idle => none(),
+                    Role::Root => {
+                        let ps = parts(recvcounts, displs, recvtype, std::ptr::null(), false, n)?;
+                        output(recvbuf, span(&ps))?;
+                        let recvs = ps
+                            .iter()
+                            .enumerate()
+                            .map(|(i, &(o, l))| (i as u32, o, l))
+                            .collect();
+                        exchange(&ic, Vec::new(), recvs, recvbuf, span(&ps))
+                    }
+                    Role::Remote(r) => {
+                        crate::inter::not_in_place(sendbuf)?;
+                        let data = input(sendbuf, bytes(sendcount, sendtype)?)?.to_vec();
+                        exchange(&ic, vec![(r, data)], Vec::new(), std::ptr::null_mut(), 0)
+                    }
+                },
+                VCall::Scatterv {
+                    sendbuf,
+                    sendcounts,
+                    displs,
+                    sendtype,
+                    recvbuf,
+                    recvcount,
+                    recvtype,
+                    root,
+                } => match crate::inter::role(&ic, root)? {
+                    Role::Idle => none(),
+                    Role::Root => {
+                        let ps = parts(sendcounts, displs, sendtype, std::ptr::null(), false, n)?;
+                        let data = input(sendbuf, span(&ps))?;
+                        let sends = ps
+                            .iter()
+                            .enumerate()
+                            .map(|(i, &(o, l))| (i as u32, data[o..o + l].to_vec()))
+                            .collect();
+                        exchange(&ic, sends, Vec::new(), std::ptr::null_mut(), 0)
+                    }
+                    Role::Remote(r) => {
+                        crate::inter::not_in_place(recvbuf)?;
+                        let len = bytes(recvcount, recvtype)?;
+                        output(recvbuf, len)?;
+                        exchange(&ic, Vec::new(), vec![(r, 0, len)], recvbuf, len)
+                    }
+                },
+                VCall::Allgatherv {
+                    sendbuf,
+                    sendcount,
+                    sendtype,
+                    recvbuf,
+                    recvcounts,
+                    displs,
+                    recvtype,
+                } => {
+                    crate::inter::not_in_place(sendbuf)?;
+                    let data = input(sendbuf, bytes(sendcount, sendtype)?)?.to_vec();
+                    let ps = parts(recvcounts, displs, recvtype, std::ptr::null(), false, n)?;
+                    output(recvbuf, span(&ps))?;
+                    let sends = (0..n as u32).map(|i| (i, data.clone())).collect();
+                    let recvs = ps
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &(o, l))| (i as u32, o, l))
+                        .collect();
+                    exchange(&ic, sends, recvs, recvbuf, span(&ps))
+                }
+                VCall::Alltoall {
+                    w,
+                    sendbuf,
+                    sendcounts,
+                    sdispls,
+                    sendtype,
+                    sendtypes,
+                    recvbuf,
+                    recvcounts,
+                    rdispls,
+                    recvtype,
+                    recvtypes,
+                } => {
+                    crate::inter::not_in_place(sendbuf)?;
+                    let sps = parts(sendcounts, sdispls, sendtype, sendtypes, w, n)?;
+                    let rps = parts(recvcounts, rdispls, recvtype, recvtypes, w, n)?;
+                    let data = input(sendbuf, span(&sps))?;
+                    output(recvbuf, span(&rps))?;
+                    let sends = sps
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &(o, l))| (i as u32, data[o..o + l].to_vec()))
+                        .collect();
+                    let recvs = rps
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &(o, l))| (i as u32, o, l))
+                        .collect();
+                    exchange(&ic, sends, recvs, recvbuf, span(&rps))
+                }
+            }
+        };
+        match request {
+            None => started?.run(),
+            // SAFETY: the caller's handle; the buffers stay the caller's until completion.
+            Some(q) => unsafe { give(started, comm, q) },
+        }
+    }))
+}
+
+/// `MPI_Reduce_scatter` (`counts` of the local group's ranks) or `MPI_Reduce_scatter_block`
+/// (`counts` `None`: `recvcount` each) on an intercommunicator, blocking (`request` `None`)
+/// or not: every rank sends its whole vector to each remote rank, folds what they sent in
+/// remote rank order, and keeps its own block (`None` on an intracommunicator).
+///
+/// # Safety
+///
+/// The caller's arguments to the call.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn reduce_scatter_call(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    counts: Option<*const c_int>,
+    recvcount: c_int,
+    datatype: Handle,
+    op: Handle,
+    comm: Handle,
+    request: Option<*mut Handle>,
+) -> Option<Result<(), MpiError>> {
+    let ic = inter_of(comm).transpose()?;
+    Some(ic.and_then(|ic| {
+        crate::inter::not_in_place(sendbuf)?;
+        let n = ic.local.size() as usize;
+        let me = ic.local.rank() as usize;
+        let elems: Vec<c_int> = match counts {
+            None => vec![recvcount; n],
+            Some(p) if p.is_null() => {
+                return Err(MpiError::new(crate::abi::err::ARG, "recvcounts is NULL"));
+            }
+            // SAFETY: the caller's array of the local group's size.
+            Some(p) => (0..n).map(|i| unsafe { *p.add(i) }).collect(),
+        };
+        let mut at = 0;
+        let mut mine = (0, 0);
+        for (i, &c) in elems.iter().enumerate() {
+            let len = bytes(c, datatype)?;
+            if i == me {
+                mine = (at, len);
+            }
+            at += len;
+        }
+        let total = at;
+        let red = reduction(datatype, op)?;
+        // SAFETY: the caller's send buffer of the whole vector.
+        let data = unsafe { input(sendbuf, total) }?.to_vec();
+        // SAFETY: the caller's receive buffer of this rank's block (written at completion).
+        unsafe { output(recvbuf, mine.1) }?;
+        let mut reqs = Vec::new();
+        let bufs = receives(&ic, 0..ic.remote.size(), total, &mut reqs)?;
+        for r in 0..ic.remote.size() {
+            reqs.push(ic.coll.isend(r, TAG, &data)?);
+        }
+        let started = Started::with_finish(
+            all_of(reqs),
+            recvbuf,
+            mine.1,
+            Box::new(move |out: &mut [u8]| {
+                let mut all = Vec::with_capacity(total * bufs.len());
+                for b in bufs {
+                    let mut got = b.take();
+                    got.resize(total, 0);
+                    all.extend_from_slice(&got);
+                }
+                let mut folded = vec![0u8; total];
+                fold(&red, &all, &mut folded);
+                out.copy_from_slice(&folded[mine.0..mine.0 + mine.1]);
+            }),
+        );
+        match request {
+            None => started.run(),
+            // SAFETY: the caller's handle; the buffer stays the caller's until completion.
+            Some(q) => unsafe { give(Ok(started), comm, q) },
         }
     }))
 }

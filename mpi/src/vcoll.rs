@@ -768,6 +768,11 @@ unsafe fn scan(
 mpi_fn! {
     /// `MPI_Gatherv` (`MPI_IN_PLACE` as `sendbuf` at the root).
     MPI_Gatherv / PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        // On an intercommunicator: messages between the groups (see `crate::internb`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Gatherv { sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root }, comm, None) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         // SAFETY: the caller's arguments.
         if let Some(h) = unsafe { crate::holesv::gatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root) } {
@@ -781,6 +786,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Igatherv`.
     MPI_Igatherv / PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        // On an intercommunicator: messages between the groups (see `crate::internb`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Gatherv { sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root }, comm, Some(request)) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         // SAFETY: the caller's arguments and handle.
         unsafe {
@@ -795,6 +805,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Scatterv` (`MPI_IN_PLACE` as `recvbuf` at the root).
     MPI_Scatterv / PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        // On an intercommunicator: messages between the groups (see `crate::internb`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Scatterv { sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root }, comm, None) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         // SAFETY: the caller's arguments.
         if let Some(h) = unsafe { crate::holesv::scatterv(&c.comm, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root) } {
@@ -808,6 +823,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iscatterv`.
     MPI_Iscatterv / PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        // On an intercommunicator: messages between the groups (see `crate::internb`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Scatterv { sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root }, comm, Some(request)) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         // SAFETY: the caller's arguments and handle.
         unsafe {
@@ -822,6 +842,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Allgatherv` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Allgatherv / PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) on comm => {
+        // On an intercommunicator: messages between the groups (see `crate::internb`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Allgatherv { sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype }, comm, None) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         // SAFETY: the caller's arguments.
         if let Some(h) = unsafe { crate::holesv::allgatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype) } {
@@ -839,6 +864,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iallgatherv`.
     MPI_Iallgatherv / PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // On an intercommunicator: messages between the groups (see `crate::internb`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Allgatherv { sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype }, comm, Some(request)) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         // SAFETY: the caller's arguments and handle.
         unsafe {
@@ -853,6 +883,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Alltoallv` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Alltoallv / PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle) on comm => {
+        // On an intercommunicator: messages between the groups (see `crate::internb`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Alltoall { w: false, sendbuf, sendcounts, sdispls, sendtype, sendtypes: std::ptr::null(), recvbuf, recvcounts, rdispls, recvtype, recvtypes: std::ptr::null() }, comm, None) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         // SAFETY: the caller's arguments.
         if let Some(h) = unsafe { crate::holesv::alltoall_vw(&c.comm, sendbuf, sendcounts, sdispls, Types::One(sendtype), recvbuf, recvcounts, rdispls, Types::One(recvtype)) } {
@@ -866,6 +901,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Ialltoallv`.
     MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // On an intercommunicator: messages between the groups (see `crate::internb`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Alltoall { w: false, sendbuf, sendcounts, sdispls, sendtype, sendtypes: std::ptr::null(), recvbuf, recvcounts, rdispls, recvtype, recvtypes: std::ptr::null() }, comm, Some(request)) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         // SAFETY: the caller's arguments and handle.
         unsafe {
@@ -880,6 +920,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Alltoallw` (`MPI_IN_PLACE` as `sendbuf`): per-rank datatypes, byte displacements.
     MPI_Alltoallw / PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle) on comm => {
+        // On an intercommunicator: messages between the groups (see `crate::internb`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Alltoall { w: true, sendbuf, sendcounts, sdispls, sendtype: abi::DATATYPE_NULL, sendtypes, recvbuf, recvcounts, rdispls, recvtype: abi::DATATYPE_NULL, recvtypes }, comm, None) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         // SAFETY: the caller's arguments.
         if let Some(h) = unsafe { crate::holesv::alltoall_vw(&c.comm, sendbuf, sendcounts, sdispls, Types::Each(sendtypes), recvbuf, recvcounts, rdispls, Types::Each(recvtypes)) } {
@@ -893,6 +938,11 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Ialltoallw`.
     MPI_Ialltoallw / PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle, request: *mut Handle) on comm => {
+        // On an intercommunicator: messages between the groups (see `crate::internb`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Alltoall { w: true, sendbuf, sendcounts, sdispls, sendtype: abi::DATATYPE_NULL, sendtypes, recvbuf, recvcounts, rdispls, recvtype: abi::DATATYPE_NULL, recvtypes }, comm, Some(request)) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         // SAFETY: the caller's arguments and handle.
         unsafe {
@@ -960,6 +1010,10 @@ fn reduce_then_pick(
 mpi_fn! {
     /// `MPI_Reduce_scatter_block` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::reduce_scatter_call(sendbuf, recvbuf, None, recvcount, datatype, op, comm, None) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         let c = &c.comm;
         let (me, n) = (c.rank() as usize, c.size() as usize);
@@ -980,6 +1034,10 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Reduce_scatter` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Reduce_scatter / PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::reduce_scatter_call(sendbuf, recvbuf, Some(recvcounts), 0, datatype, op, comm, None) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         let c = &c.comm;
         let (me, n) = (c.rank() as usize, c.size() as usize);
@@ -1051,6 +1109,10 @@ unsafe fn ireduce_then_pick(
 mpi_fn! {
     /// `MPI_Ireduce_scatter_block` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::reduce_scatter_call(sendbuf, recvbuf, None, recvcount, datatype, op, comm, Some(request)) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         let c = &c.comm;
         let (me, n) = (c.rank() as usize, c.size() as usize);
@@ -1066,6 +1128,10 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Ireduce_scatter` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Ireduce_scatter / PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::internb::reduce_scatter_call(sendbuf, recvbuf, Some(recvcounts), 0, datatype, op, comm, Some(request)) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         let c = &c.comm;
         let (me, n) = (c.rank() as usize, c.size() as usize);

@@ -703,6 +703,39 @@ static void inter_nonblocking(void) {
         CHECK(ag[i] == 2 * i + 1 - side + 1);
         CHECK(a2a[i] == (2 * i + 1 - side) * 10 + hr);
     }
+    /* The v and w forms and the reduce-scatters, blocking and not. */
+    int *cnt = malloc((rn + 1) * sizeof(int)), *dsp = malloc((rn + 1) * sizeof(int));
+    int *bd = malloc((rn + 1) * sizeof(int)), *vout = calloc(2 * rn + 2, sizeof(int));
+    MPI_Datatype *ty = malloc((rn + 1) * sizeof(MPI_Datatype));
+    for (int i = 0; i < rn; i++) cnt[i] = 1, dsp[i] = 2 * i, bd[i] = 2 * i * sizeof(int), ty[i] = MPI_INT;
+    CHECK(MPI_Allgatherv(&mine, 1, MPI_INT, vout, cnt, dsp, MPI_INT, ic) == MPI_SUCCESS);
+    for (int i = 0; i < rn; i++) CHECK(vout[2 * i] == 2 * i + 1 - side + 1);
+    memset(vout, 0, (2 * rn + 2) * sizeof(int));
+    int *sw = malloc(2 * rn * sizeof(int));
+    for (int i = 0; i < rn; i++) sw[2 * i] = rank * 10 + i, sw[2 * i + 1] = -1;
+    CHECK(MPI_Ialltoallw(sw, cnt, bd, ty, vout, cnt, bd, ty, ic, &r[0]) == MPI_SUCCESS);
+    CHECK(MPI_Wait(&r[0], MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    for (int i = 0; i < rn; i++) CHECK(vout[2 * i] == (2 * i + 1 - side) * 10 + hr);
+    free(sw);
+    int vsc = -1, *sc2 = malloc(2 * rn * sizeof(int));
+    for (int i = 0; i < 2 * rn; i++) sc2[i] = 1000 + i;
+    CHECK(MPI_Scatterv(sc2, cnt, dsp, MPI_INT, &vsc, 1, MPI_INT, root, ic) == MPI_SUCCESS);
+    free(sc2);
+    if (side == 1) CHECK(vsc == 1000 + 2 * hr);
+    /* A vector of one int per member of the own group: rank i of a group gets the sum of
+       entry i over the other group. */
+    int *vec = malloc((hn + 1) * sizeof(int)), blk = -1, blk2 = -1;
+    for (int i = 0; i < hn; i++) vec[i] = rank * 100 + i;
+    CHECK(MPI_Reduce_scatter_block(vec, &blk, 1, MPI_INT, MPI_SUM, ic) == MPI_SUCCESS);
+    int *ones = malloc((hn + 1) * sizeof(int));
+    for (int i = 0; i < hn; i++) ones[i] = 1;
+    CHECK(MPI_Ireduce_scatter(vec, &blk2, ones, MPI_INT, MPI_SUM, ic, &r[0]) == MPI_SUCCESS);
+    CHECK(MPI_Wait(&r[0], MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    int want_blk = 0;
+    for (int i = 0; i < rn; i++) want_blk += (2 * i + 1 - side) * 100 + hr;
+    CHECK(blk == want_blk && blk2 == want_blk);
+    OK(rank, "intercommunicator v, w and reduce-scatter collectives: block %d", blk);
+    free(cnt), free(dsp), free(bd), free(vout), free(ty), free(vec), free(ones);
     /* The persistent form, started twice. */
     MPI_Request p;
     CHECK(MPI_Allreduce_init(&mine, &all, 1, MPI_INT, MPI_SUM, ic, MPI_INFO_NULL, &p) ==
