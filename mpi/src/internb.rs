@@ -27,68 +27,92 @@ use crate::error::MpiError;
 use crate::inter::Role;
 use crate::op::{fold, reduction};
 use crate::state::rt;
-use crate::vcoll::{Started, all_of};
+use crate::vcoll::{Started, all_of, parts, parts_w, span};
 
 /// Tag of the nonblocking collectives' messages (the blocking ones use 1).
 const TAG: u32 = 2;
 
-/// Receives of `len` bytes from each remote rank in `from`, in that order.
-fn receives(
+/// Every remote rank with the same `data`.
+fn to_every<'a>(ic: &Intercomm, data: &'a [u8]) -> Vec<(u32, &'a [u8])> {
+    (0..ic.remote.size()).map(|r| (r, data)).collect()
+}
+
+/// A started exchange: `sends` (remote rank, bytes) go out, and the message of each of
+/// `recvs` (remote rank, offset, length) lands at its offset of the caller's `span` bytes at
+/// `dst` when all completed.
+fn exchange(
     ic: &Intercomm,
-    from: impl Iterator<Item = u32>,
-    len: usize,
-    reqs: &mut Vec<Request>,
-) -> Result<Vec<RecvBuffer>, MpiError> {
-    let mut bufs = Vec::new();
-    for r in from {
+    sends: &[(u32, &[u8])],
+    recvs: Vec<(u32, usize, usize)>,
+    dst: *mut c_void,
+    span: usize,
+) -> Result<Started, MpiError> {
+    let mut reqs = Vec::new();
+    let mut got = Vec::new();
+    for &(r, at, len) in &recvs {
         let (q, b) = ic.coll.irecv(len, Source::Rank(r), TagMatch::Tag(TAG))?;
+        reqs.push(q);
+        got.push((at, len, b));
+    }
+    for &(r, data) in sends {
+        reqs.push(ic.coll.isend(r, TAG, data)?);
+    }
+    Ok(Started::with_finish(
+        all_of(reqs),
+        dst,
+        span,
+        Box::new(move |out: &mut [u8]| {
+            for (at, len, b) in got {
+                let data = b.take();
+                let k = data.len().min(len).min(out.len().saturating_sub(at));
+                out[at..at + k].copy_from_slice(&data[..k]);
+            }
+        }),
+    ))
+}
+
+/// Each of `n` remote ranks' slot of `len` bytes, one after the other.
+fn slots(n: u32, len: usize) -> Vec<(u32, usize, usize)> {
+    (0..n).map(|r| (r, r as usize * len, len)).collect()
+}
+
+/// A started reduction: the data of `to` goes to its remote ranks; the vectors of `total`
+/// bytes every remote rank sends are folded in remote rank order, and the `block` (offset,
+/// length) of the result lands in the caller's buffer at `dst`.
+fn reduced(
+    ic: &Intercomm,
+    to: &[(u32, &[u8])],
+    total: usize,
+    red: Reduction,
+    dst: *mut c_void,
+    block: (usize, usize),
+) -> Result<Started, MpiError> {
+    let mut reqs = Vec::new();
+    let mut bufs: Vec<RecvBuffer> = Vec::new();
+    for r in 0..ic.remote.size() {
+        let (q, b) = ic.coll.irecv(total, Source::Rank(r), TagMatch::Tag(TAG))?;
         reqs.push(q);
         bufs.push(b);
     }
-    Ok(bufs)
-}
-
-/// A started collective of `reqs` that writes `bufs`' data, `slot` bytes each in order, into
-/// the caller's buffer at `dst` when they complete.
-fn placed(reqs: Vec<Request>, bufs: Vec<RecvBuffer>, dst: *mut c_void, slot: usize) -> Started {
-    let len = slot * bufs.len();
-    Started::with_finish(
+    for &(r, data) in to {
+        reqs.push(ic.coll.isend(r, TAG, data)?);
+    }
+    Ok(Started::with_finish(
         all_of(reqs),
         dst,
-        len,
+        block.1,
         Box::new(move |out: &mut [u8]| {
-            for (i, b) in bufs.into_iter().enumerate() {
-                let got = b.take();
-                let k = got.len().min(slot);
-                out[i * slot..i * slot + k].copy_from_slice(&got[..k]);
-            }
-        }),
-    )
-}
-
-/// A started collective of `reqs` that folds `bufs`' contributions (remote rank order) into
-/// the caller's `len` bytes at `dst` when they complete.
-fn folded(
-    reqs: Vec<Request>,
-    bufs: Vec<RecvBuffer>,
-    dst: *mut c_void,
-    len: usize,
-    red: Reduction,
-) -> Started {
-    Started::with_finish(
-        all_of(reqs),
-        dst,
-        len,
-        Box::new(move |out: &mut [u8]| {
-            let mut all = Vec::with_capacity(len * bufs.len());
+            let mut all = Vec::with_capacity(total * bufs.len());
             for b in bufs {
                 let mut got = b.take();
-                got.resize(len, 0);
+                got.resize(total, 0);
                 all.extend_from_slice(&got);
             }
-            fold(&red, &all, out);
+            let mut folded = vec![0u8; total];
+            fold(&red, &all, &mut folded);
+            out.copy_from_slice(&folded[block.0..block.0 + block.1]);
         }),
-    )
+    ))
 }
 
 /// Nothing to do here (an idle member of the root's group).
@@ -99,12 +123,8 @@ fn nothing() -> Started {
 /// `MPI_Ibarrier`: every rank sends an empty message to each remote rank and waits for one
 /// from each, so none completes before every rank of the other group started it.
 pub fn ibarrier(ic: &Intercomm) -> Result<Started, MpiError> {
-    let mut reqs = Vec::new();
-    let bufs = receives(ic, 0..ic.remote.size(), 0, &mut reqs)?;
-    for r in 0..ic.remote.size() {
-        reqs.push(ic.coll.isend(r, TAG, &[])?);
-    }
-    Ok(placed(reqs, bufs, std::ptr::null_mut(), 0))
+    let n = ic.remote.size();
+    exchange(ic, &to_every(ic, &[]), slots(n, 0), std::ptr::null_mut(), 0)
 }
 
 /// `MPI_Ibcast`: the root sends `data` to every remote rank; the other group's members
@@ -116,20 +136,11 @@ pub fn ibcast(
     buf: *mut c_void,
     len: usize,
 ) -> Result<Started, MpiError> {
-    let mut reqs = Vec::new();
-    Ok(match role {
-        Role::Idle => nothing(),
-        Role::Root => {
-            for r in 0..ic.remote.size() {
-                reqs.push(ic.coll.isend(r, TAG, data)?);
-            }
-            placed(reqs, Vec::new(), std::ptr::null_mut(), 0)
-        }
-        Role::Remote(root) => {
-            let bufs = receives(ic, std::iter::once(root), len, &mut reqs)?;
-            placed(reqs, bufs, buf, len)
-        }
-    })
+    match role {
+        Role::Idle => Ok(nothing()),
+        Role::Root => exchange(ic, &to_every(ic, data), Vec::new(), std::ptr::null_mut(), 0),
+        Role::Remote(root) => exchange(ic, &[], vec![(root, 0, len)], buf, len),
+    }
 }
 
 /// `MPI_Ireduce`: every member of the other group sends `mine` to the root, which folds them
@@ -142,18 +153,11 @@ pub fn ireduce(
     len: usize,
     red: Reduction,
 ) -> Result<Started, MpiError> {
-    let mut reqs = Vec::new();
-    Ok(match role {
-        Role::Idle => nothing(),
-        Role::Root => {
-            let bufs = receives(ic, 0..ic.remote.size(), len, &mut reqs)?;
-            folded(reqs, bufs, out, len, red)
-        }
-        Role::Remote(root) => {
-            reqs.push(ic.coll.isend(root, TAG, mine)?);
-            placed(reqs, Vec::new(), std::ptr::null_mut(), 0)
-        }
-    })
+    match role {
+        Role::Idle => Ok(nothing()),
+        Role::Root => reduced(ic, &[], len, red, out, (0, len)),
+        Role::Remote(root) => exchange(ic, &[(root, mine)], Vec::new(), std::ptr::null_mut(), 0),
+    }
 }
 
 /// `MPI_Iallreduce`: every rank sends `mine` to each remote rank and folds what it receives
@@ -165,12 +169,7 @@ pub fn iallreduce(
     len: usize,
     red: Reduction,
 ) -> Result<Started, MpiError> {
-    let mut reqs = Vec::new();
-    let bufs = receives(ic, 0..ic.remote.size(), len, &mut reqs)?;
-    for r in 0..ic.remote.size() {
-        reqs.push(ic.coll.isend(r, TAG, mine)?);
-    }
-    Ok(folded(reqs, bufs, out, len, red))
+    reduced(ic, &to_every(ic, mine), len, red, out, (0, len))
 }
 
 /// `MPI_Igather`: every member of the other group sends `mine` to the root, which places
@@ -182,19 +181,12 @@ pub fn igather(
     out: *mut c_void,
     part: usize,
 ) -> Result<Started, MpiError> {
-    let mut reqs = Vec::new();
-    Ok(match role {
-        Role::Idle => nothing(),
-        Role::Root => {
-            let n = ic.remote.size();
-            let bufs = receives(ic, 0..n, part, &mut reqs)?;
-            placed(reqs, bufs, out, part)
-        }
-        Role::Remote(root) => {
-            reqs.push(ic.coll.isend(root, TAG, mine)?);
-            placed(reqs, Vec::new(), std::ptr::null_mut(), 0)
-        }
-    })
+    let n = ic.remote.size();
+    match role {
+        Role::Idle => Ok(nothing()),
+        Role::Root => exchange(ic, &[], slots(n, part), out, part * n as usize),
+        Role::Remote(root) => exchange(ic, &[(root, mine)], Vec::new(), std::ptr::null_mut(), 0),
+    }
 }
 
 /// `MPI_Iscatter`: the root sends part `i` of `send` (`part` bytes each) to remote rank `i`;
@@ -206,21 +198,16 @@ pub fn iscatter(
     out: *mut c_void,
     part: usize,
 ) -> Result<Started, MpiError> {
-    let mut reqs = Vec::new();
-    Ok(match role {
-        Role::Idle => nothing(),
+    match role {
+        Role::Idle => Ok(nothing()),
         Role::Root => {
-            for r in 0..ic.remote.size() {
-                let at = r as usize * part;
-                reqs.push(ic.coll.isend(r, TAG, &send[at..at + part])?);
-            }
-            placed(reqs, Vec::new(), std::ptr::null_mut(), 0)
+            let sends: Vec<_> = (0..ic.remote.size())
+                .map(|r| (r, &send[r as usize * part..(r as usize + 1) * part]))
+                .collect();
+            exchange(ic, &sends, Vec::new(), std::ptr::null_mut(), 0)
         }
-        Role::Remote(root) => {
-            let bufs = receives(ic, std::iter::once(root), part, &mut reqs)?;
-            placed(reqs, bufs, out, part)
-        }
-    })
+        Role::Remote(root) => exchange(ic, &[], vec![(root, 0, part)], out, part),
+    }
 }
 
 /// `MPI_Iallgather` (`alltoall` false: `send` goes whole to every remote rank) or
@@ -235,17 +222,13 @@ pub fn ito_all(
     part: usize,
 ) -> Result<Started, MpiError> {
     let n = ic.remote.size();
-    let mut reqs = Vec::new();
-    let bufs = receives(ic, 0..n, part, &mut reqs)?;
-    for r in 0..n {
-        let piece = if alltoall {
-            &send[r as usize * sent..(r as usize + 1) * sent]
-        } else {
-            send
-        };
-        reqs.push(ic.coll.isend(r, TAG, piece)?);
-    }
-    Ok(placed(reqs, bufs, out, part))
+    let sends: Vec<_> = (0..n)
+        .map(|r| match alltoall {
+            true => (r, &send[r as usize * sent..(r as usize + 1) * sent]),
+            false => (r, send),
+        })
+        .collect();
+    exchange(ic, &sends, slots(n, part), out, part * n as usize)
 }
 
 /// The intercommunicator behind `comm` (`None`: an intracommunicator, which the caller's
@@ -475,84 +458,20 @@ pub(crate) unsafe fn ito_all_call(
     }))
 }
 
-/// A started exchange: `sends` (remote rank, bytes) go out, and the message of each of
-/// `recvs` (remote rank, offset, length) lands at its offset of the caller's `span` bytes at
-/// `dst` when all completed.
-fn exchange(
-    ic: &Intercomm,
-    sends: Vec<(u32, Vec<u8>)>,
-    recvs: Vec<(u32, usize, usize)>,
-    dst: *mut c_void,
-    span: usize,
-) -> Result<Started, MpiError> {
-    let mut reqs = Vec::new();
-    let mut got = Vec::new();
-    for &(r, at, len) in &recvs {
-        let (q, b) = ic.coll.irecv(len, Source::Rank(r), TagMatch::Tag(TAG))?;
-        reqs.push(q);
-        got.push((at, len, b));
-    }
-    for (r, data) in sends {
-        reqs.push(ic.coll.isend(r, TAG, &data)?);
-    }
-    Ok(Started::with_finish(
-        all_of(reqs),
-        dst,
-        span,
-        Box::new(move |out: &mut [u8]| {
-            for (at, len, b) in got {
-                let data = b.take();
-                let k = data.len().min(len).min(out.len().saturating_sub(at));
-                out[at..at + k].copy_from_slice(&data[..k]);
-            }
-        }),
-    ))
+/// Each part `(offset, length)` of `ps` as a receive from the remote rank of its index.
+fn at_parts(ps: &[(usize, usize)]) -> Vec<(u32, usize, usize)> {
+    ps.iter()
+        .enumerate()
+        .map(|(i, &(o, l))| (i as u32, o, l))
+        .collect()
 }
 
-/// Each of `n` ranks' part (byte offset, byte length): `counts[i]` elements at `displs[i]`
-/// (in extents of `t`, or bytes with `w`) of datatype `types[i]` (or `t`).
-///
-/// # Safety
-///
-/// The arrays hold `n` entries (`types` may be NULL without `w`).
-unsafe fn parts(
-    counts: *const c_int,
-    displs: *const c_int,
-    t: Handle,
-    types: *const Handle,
-    w: bool,
-    n: usize,
-) -> Result<Vec<(usize, usize)>, MpiError> {
-    if counts.is_null() || displs.is_null() || w && types.is_null() {
-        return Err(MpiError::new(
-            crate::abi::err::ARG,
-            "counts, displacements or types are NULL",
-        ));
-    }
-    let mut v = Vec::with_capacity(n);
-    for i in 0..n {
-        // SAFETY: the caller's arrays of `n` entries.
-        let (c, d, ty) = unsafe {
-            (
-                *counts.add(i),
-                *displs.add(i),
-                if w { *types.add(i) } else { t },
-            )
-        };
-        if d < 0 {
-            return Err(MpiError::new(
-                crate::abi::err::ARG,
-                format!("displacement {d} is negative"),
-            ));
-        }
-        let unit = if w { 1 } else { bytes(1, ty)? };
-        v.push((d as usize * unit, bytes(c, ty)?));
-    }
-    Ok(v)
-}
-
-fn span(ps: &[(usize, usize)]) -> usize {
-    ps.iter().map(|(o, l)| o + l).max().unwrap_or(0)
+/// Each part `(offset, length)` of `ps` of `data` as a send to the remote rank of its index.
+fn of_parts<'a>(ps: &[(usize, usize)], data: &'a [u8]) -> Vec<(u32, &'a [u8])> {
+    ps.iter()
+        .enumerate()
+        .map(|(i, &(o, l))| (i as u32, &data[o..o + l]))
+        .collect()
 }
 
 /// One of the `v` and `w` collectives on an intercommunicator: which, and its arguments
@@ -637,19 +556,14 @@ pub(crate) unsafe fn v_call(
                 } => match crate::inter::role(&ic, root)? {
                     Role::Idle => none(),
                     Role::Root => {
-                        let ps = parts(recvcounts, displs, recvtype, std::ptr::null(), false, n)?;
+                        let ps = parts(recvcounts, displs, recvtype, n)?;
                         output(recvbuf, span(&ps))?;
-                        let recvs = ps
-                            .iter()
-                            .enumerate()
-                            .map(|(i, &(o, l))| (i as u32, o, l))
-                            .collect();
-                        exchange(&ic, Vec::new(), recvs, recvbuf, span(&ps))
+                        exchange(&ic, &[], at_parts(&ps), recvbuf, span(&ps))
                     }
                     Role::Remote(r) => {
                         crate::inter::not_in_place(sendbuf)?;
-                        let data = input(sendbuf, bytes(sendcount, sendtype)?)?.to_vec();
-                        exchange(&ic, vec![(r, data)], Vec::new(), std::ptr::null_mut(), 0)
+                        let data = input(sendbuf, bytes(sendcount, sendtype)?)?;
+                        exchange(&ic, &[(r, data)], Vec::new(), std::ptr::null_mut(), 0)
                     }
                 },
                 VCall::Scatterv {
@@ -664,20 +578,21 @@ pub(crate) unsafe fn v_call(
                 } => match crate::inter::role(&ic, root)? {
                     Role::Idle => none(),
                     Role::Root => {
-                        let ps = parts(sendcounts, displs, sendtype, std::ptr::null(), false, n)?;
+                        let ps = parts(sendcounts, displs, sendtype, n)?;
                         let data = input(sendbuf, span(&ps))?;
-                        let sends = ps
-                            .iter()
-                            .enumerate()
-                            .map(|(i, &(o, l))| (i as u32, data[o..o + l].to_vec()))
-                            .collect();
-                        exchange(&ic, sends, Vec::new(), std::ptr::null_mut(), 0)
+                        exchange(
+                            &ic,
+                            &of_parts(&ps, data),
+                            Vec::new(),
+                            std::ptr::null_mut(),
+                            0,
+                        )
                     }
                     Role::Remote(r) => {
                         crate::inter::not_in_place(recvbuf)?;
                         let len = bytes(recvcount, recvtype)?;
                         output(recvbuf, len)?;
-                        exchange(&ic, Vec::new(), vec![(r, 0, len)], recvbuf, len)
+                        exchange(&ic, &[], vec![(r, 0, len)], recvbuf, len)
                     }
                 },
                 VCall::Allgatherv {
@@ -690,16 +605,10 @@ pub(crate) unsafe fn v_call(
                     recvtype,
                 } => {
                     crate::inter::not_in_place(sendbuf)?;
-                    let data = input(sendbuf, bytes(sendcount, sendtype)?)?.to_vec();
-                    let ps = parts(recvcounts, displs, recvtype, std::ptr::null(), false, n)?;
+                    let data = input(sendbuf, bytes(sendcount, sendtype)?)?;
+                    let ps = parts(recvcounts, displs, recvtype, n)?;
                     output(recvbuf, span(&ps))?;
-                    let sends = (0..n as u32).map(|i| (i, data.clone())).collect();
-                    let recvs = ps
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &(o, l))| (i as u32, o, l))
-                        .collect();
-                    exchange(&ic, sends, recvs, recvbuf, span(&ps))
+                    exchange(&ic, &to_every(&ic, data), at_parts(&ps), recvbuf, span(&ps))
                 }
                 VCall::Alltoall {
                     w,
@@ -715,21 +624,26 @@ pub(crate) unsafe fn v_call(
                     recvtypes,
                 } => {
                     crate::inter::not_in_place(sendbuf)?;
-                    let sps = parts(sendcounts, sdispls, sendtype, sendtypes, w, n)?;
-                    let rps = parts(recvcounts, rdispls, recvtype, recvtypes, w, n)?;
+                    let (sps, rps) = if w {
+                        (
+                            parts_w(sendcounts, sdispls, sendtypes, n)?,
+                            parts_w(recvcounts, rdispls, recvtypes, n)?,
+                        )
+                    } else {
+                        (
+                            parts(sendcounts, sdispls, sendtype, n)?,
+                            parts(recvcounts, rdispls, recvtype, n)?,
+                        )
+                    };
                     let data = input(sendbuf, span(&sps))?;
                     output(recvbuf, span(&rps))?;
-                    let sends = sps
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &(o, l))| (i as u32, data[o..o + l].to_vec()))
-                        .collect();
-                    let recvs = rps
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &(o, l))| (i as u32, o, l))
-                        .collect();
-                    exchange(&ic, sends, recvs, recvbuf, span(&rps))
+                    exchange(
+                        &ic,
+                        &of_parts(&sps, data),
+                        at_parts(&rps),
+                        recvbuf,
+                        span(&rps),
+                    )
                 }
             }
         };
@@ -785,34 +699,14 @@ pub(crate) unsafe fn reduce_scatter_call(
         let total = at;
         let red = reduction(datatype, op)?;
         // SAFETY: the caller's send buffer of the whole vector.
-        let data = unsafe { input(sendbuf, total) }?.to_vec();
+        let data = unsafe { input(sendbuf, total) }?;
         // SAFETY: the caller's receive buffer of this rank's block (written at completion).
         unsafe { output(recvbuf, mine.1) }?;
-        let mut reqs = Vec::new();
-        let bufs = receives(&ic, 0..ic.remote.size(), total, &mut reqs)?;
-        for r in 0..ic.remote.size() {
-            reqs.push(ic.coll.isend(r, TAG, &data)?);
-        }
-        let started = Started::with_finish(
-            all_of(reqs),
-            recvbuf,
-            mine.1,
-            Box::new(move |out: &mut [u8]| {
-                let mut all = Vec::with_capacity(total * bufs.len());
-                for b in bufs {
-                    let mut got = b.take();
-                    got.resize(total, 0);
-                    all.extend_from_slice(&got);
-                }
-                let mut folded = vec![0u8; total];
-                fold(&red, &all, &mut folded);
-                out.copy_from_slice(&folded[mine.0..mine.0 + mine.1]);
-            }),
-        );
+        let started = reduced(&ic, &to_every(&ic, data), total, red, recvbuf, mine);
         match request {
-            None => started.run(),
+            None => started?.run(),
             // SAFETY: the caller's handle; the buffer stays the caller's until completion.
-            Some(q) => unsafe { give(Ok(started), comm, q) },
+            Some(q) => unsafe { give(started, comm, q) },
         }
     }))
 }

@@ -51,7 +51,7 @@ fn in_place(p: *const c_void) -> bool {
 /// # Safety
 ///
 /// `counts` and `displs` hold `n` ints.
-unsafe fn parts(
+pub(crate) unsafe fn parts(
     counts: *const c_int,
     displs: *const c_int,
     t: Handle,
@@ -77,7 +77,7 @@ unsafe fn parts(
     Ok(v)
 }
 
-fn span(parts: &[(usize, usize)]) -> usize {
+pub(crate) fn span(parts: &[(usize, usize)]) -> usize {
     parts.iter().map(|(o, l)| o + l).max().unwrap_or(0)
 }
 
@@ -636,7 +636,7 @@ pub(crate) unsafe fn alltoallv(
 /// # Safety
 ///
 /// The three arrays hold `n` entries.
-unsafe fn parts_w(
+pub(crate) unsafe fn parts_w(
     counts: *const c_int,
     displs: *const c_int,
     types: *const Handle,
