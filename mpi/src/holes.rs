@@ -30,12 +30,12 @@ fn holes(count: c_int, t: Handle) -> Option<Arc<Layout>> {
     }
 }
 
-fn in_place(p: *const c_void) -> bool {
+pub(crate) fn in_place(p: *const c_void) -> bool {
     p as usize == abi::IN_PLACE
 }
 
 /// A byte count as the `int` of the byte form.
-fn int_len(len: usize) -> Result<c_int, MpiError> {
+pub(crate) fn int_len(len: usize) -> Result<c_int, MpiError> {
     c_int::try_from(len).map_err(|_| {
         MpiError::new(
             err::COUNT,

@@ -12,29 +12,16 @@ use std::sync::Arc;
 
 use viaduct_agent::comm::Comm;
 
-use crate::abi::{self, Handle, dt, err};
+use crate::abi::{Handle, dt, err};
 use crate::error::MpiError;
+use crate::holes::{in_place, int_len};
 use crate::types::{Layout, build, count_arg, layout};
 use crate::vcoll::{Staged, Started};
-
-fn in_place(p: *const c_void) -> bool {
-    p as usize == abi::IN_PLACE
-}
 
 /// Whether the byte form cannot take `t` as it is (a datatype with holes or a lower bound
 /// other than 0: it moves plain bytes).
 fn holey(t: Handle) -> bool {
     layout(t).is_ok_and(|l| !l.contiguous())
-}
-
-/// A byte count as the `int` of the byte form.
-fn int_len(len: usize) -> Result<c_int, MpiError> {
-    c_int::try_from(len).map_err(|_| {
-        MpiError::new(
-            err::COUNT,
-            format!("{len} packed bytes do not fit the 32-bit counts of viaduct's MPI library"),
-        )
-    })
 }
 
 /// One side of a collective in packed form: every rank's part (or this rank's only) as one
