@@ -299,8 +299,11 @@ mpi_fn! {
     /// `MPI_Comm_get_errhandler`.
     MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: Handle, errhandler: *mut Handle) on comm => {
         let c = rt()?.comm_local(comm)?;
+        let h = c.errhandler.load(Ordering::Relaxed);
+        // The caller gets a new handle to free.
+        crate::misc::hold_handler(h);
         // SAFETY: the caller's handle.
-        unsafe { put(errhandler, c.errhandler.load(Ordering::Relaxed), "errhandler") }
+        unsafe { put(errhandler, h, "errhandler") }
     }
 }
 

@@ -1,6 +1,7 @@
 //! User data representations: `MPI_Register_datarep`, `MPI_Register_datarep_c`.
 //!
-//! A registered name keeps its functions for the life of the process. A file view
+//! A registered name keeps its functions for the life of the process. Besides the predefined
+//! `"native"`, `"internal"` (native here) and `"external32"`, a file view
 //! (`MPI_File_set_view`) takes a registered representation whose read and write conversion
 //! functions are both `MPI_CONVERSION_FN_NULL`: the standard's representation without
 //! conversion, the data as in `"native"`. A representation with conversion functions is
@@ -42,10 +43,12 @@ fn table() -> std::sync::MutexGuard<'static, HashMap<String, Datarep>> {
         .unwrap_or_else(|e| e.into_inner())
 }
 
-/// How a view may use representation `name`: `Ok` for `"native"` and a registered
-/// representation without conversion functions, `MPI_ERR_UNSUPPORTED_DATAREP` otherwise.
+/// How a view may use representation `name`: `Ok` for `"native"`, `"internal"`,
+/// `"external32"` and a registered representation without conversion functions, `MPI_ERR_UNSUPPORTED_DATAREP` otherwise.
 pub(crate) fn check_view(name: &str) -> Result<(), MpiError> {
-    if name == "native" {
+    // "internal" is the implementation's choice: here the native representation; "external32"
+    // views convert byte order (file.rs).
+    if matches!(name, "native" | "internal" | "external32") {
         return Ok(());
     }
     match table().get(name) {
@@ -54,13 +57,13 @@ pub(crate) fn check_view(name: &str) -> Result<(), MpiError> {
             crate::file::ferr::UNSUPPORTED_DATAREP,
             format!(
                 "data representation \"{name}\" has conversion functions, which viaduct's MPI \
-                 library does not run (only \"native\" and registered representations without \
-                 conversion)"
+                 library does not run (only \"native\", \"internal\", \"external32\" and registered \
+                 representations without conversion)"
             ),
         )),
         None => Err(MpiError::new(
             crate::file::ferr::UNSUPPORTED_DATAREP,
-            format!("data representation \"{name}\" is neither \"native\" nor registered"),
+            format!("data representation \"{name}\" is neither predefined nor registered"),
         )),
     }
 }

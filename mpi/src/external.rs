@@ -158,6 +158,56 @@ fn from_external(p: &Plan, ext: &[u8], native: &mut [u8]) {
     }
 }
 
+/// The byte-order conversion between native data and external32 data of the same size (the
+/// file views of representation `"external32"`): each predefined component reversed in place.
+pub(crate) struct SameSize(Vec<usize>);
+
+impl SameSize {
+    /// The conversion of datatype `t`'s data; `MPI_ERR_UNSUPPORTED_DATAREP` when a component's
+    /// external32 size differs from its native one (`MPI_LONG`, `MPI_UNSIGNED_LONG`,
+    /// `MPI_WCHAR` and the pairs holding them), when `t` mixes predefined types, or for the
+    /// `long double` types.
+    pub(crate) fn of(t: Handle) -> Result<Self, MpiError> {
+        let refuse = |why: String| {
+            MpiError::new(
+                err::UNSUPPORTED_DATAREP,
+                format!(
+                    "an \"external32\" file view here takes data whose external32 size equals its \
+                     native size, of one predefined type: {why} (see docs/MPI.md)"
+                ),
+            )
+        };
+        let l = layout(t)?;
+        let base = match l.base {
+            Some(b) => b,
+            None if l.size == 0 => dt::BYTE,
+            None => return Err(refuse(format!("{t:#x} mixes predefined types"))),
+        };
+        let parts = parts(base).map_err(|e| refuse(e.message))?;
+        if parts.iter().any(|p| p.0 != p.1) {
+            return Err(refuse(format!(
+                "{t:#x} holds a type whose external32 size differs from its native size"
+            )));
+        }
+        Ok(SameSize(parts.into_iter().map(|p| p.0).collect()))
+    }
+
+    /// Converts packed `data` (whole components from its start; a partial last one is left
+    /// alone) between native and external32 order: the same operation both ways.
+    pub(crate) fn convert(&self, data: &mut [u8]) {
+        let mut at = 0;
+        'all: loop {
+            for &n in &self.0 {
+                if n == 0 || at + n > data.len() {
+                    break 'all;
+                }
+                data[at..at + n].reverse();
+                at += n;
+            }
+        }
+    }
+}
+
 /// Checks the data representation: only `"external32"`.
 ///
 /// # Safety
@@ -296,5 +346,29 @@ mod tests {
             plan(dt::LONG_DOUBLE, 1).err().map(|e| e.class),
             Some(err::TYPE)
         );
+    }
+
+    #[test]
+    fn same_size_conversion_reverses_each_component_and_refuses_size_changes() {
+        let c = SameSize::of(dt::DOUBLE_INT).unwrap();
+        let mut v: Vec<u8> = 1.5f64
+            .to_le_bytes()
+            .into_iter()
+            .chain(7i32.to_le_bytes())
+            .collect();
+        c.convert(&mut v);
+        assert_eq!(&v[..8], &1.5f64.to_be_bytes());
+        assert_eq!(&v[8..], &7i32.to_be_bytes());
+        c.convert(&mut v);
+        assert_eq!(&v[..8], &1.5f64.to_le_bytes());
+        // A partial last component stays as it is.
+        let c = SameSize::of(dt::INT).unwrap();
+        let mut v = vec![1, 2, 3, 4, 5, 6];
+        c.convert(&mut v);
+        assert_eq!(v, vec![4, 3, 2, 1, 5, 6]);
+        for t in [dt::LONG, dt::LONG_DOUBLE] {
+            let e = SameSize::of(t).err().unwrap();
+            assert_eq!(e.class, err::UNSUPPORTED_DATAREP);
+        }
     }
 }

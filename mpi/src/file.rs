@@ -465,37 +465,52 @@ const MAX_PIECES: usize = 1 << 20;
 
 impl View {
     fn default_view() -> Result<Self, MpiError> {
-        Self::new(0, abi::dt::BYTE, abi::dt::BYTE)
+        Self::new(0, abi::dt::BYTE, abi::dt::BYTE, false)
     }
 
     /// Checks `etype` and `filetype` (MPI 4.1 §14.3: non-negative, monotonically non-decreasing
-    /// displacements; the filetype made of whole etypes) and builds the view.
-    fn new(disp: u64, etype: Handle, filetype: Handle) -> Result<Self, MpiError> {
+    /// displacements; no overlapping regions in a file open for writing; the filetype made of
+    /// whole etypes) and builds the view. Bad displacements and overlaps are `MPI_ERR_IO`, as
+    /// ROMIO reports them.
+    fn new(disp: u64, etype: Handle, filetype: Handle, writable: bool) -> Result<Self, MpiError> {
         let el = crate::types::layout(etype)?;
         let fl = crate::types::layout(filetype)?;
         for (what, l) in [("etype", &el), ("filetype", &fl)] {
             let mut last = 0isize;
-            for &(off, _) in &l.runs {
+            let mut end = 0isize;
+            for &(off, n) in &l.runs {
                 if off < 0 || off < last {
                     return Err(MpiError::new(
-                        err::TYPE,
+                        ferr::IO,
                         format!(
                             "the {what}'s displacements are not non-negative and monotonically \
                              non-decreasing (a piece at byte {off})"
                         ),
                     ));
                 }
+                if writable && off < end {
+                    return Err(MpiError::new(
+                        ferr::IO,
+                        format!(
+                            "the {what} has overlapping regions (at byte {off}), which a file \
+                             open for writing does not permit"
+                        ),
+                    ));
+                }
                 last = off;
+                end = end.max(off + n as isize);
             }
         }
         if el.size == 0 {
             return Err(MpiError::new(err::TYPE, "the etype holds no data"));
         }
-        if fl.size == 0 || fl.size % el.size != 0 {
+        // A filetype without data is allowed: the view then holds no data, and only empty
+        // accesses succeed through it.
+        if fl.size % el.size != 0 {
             return Err(MpiError::new(
-                err::TYPE,
+                err::ARG,
                 format!(
-                    "the filetype's {} bytes of data are not a positive number of etypes of {} bytes",
+                    "the filetype's {} bytes of data are not a whole number of etypes of {} bytes",
                     fl.size, el.size
                 ),
             ));
@@ -503,9 +518,9 @@ impl View {
         let runs: Vec<(u64, u64)> = fl.runs.iter().map(|&(o, n)| (o as u64, n as u64)).collect();
         let lo = runs.first().map_or(0, |r| r.0);
         let hi = runs.iter().map(|r| r.0 + r.1).max().unwrap_or(0);
-        if fl.extent <= 0 || hi > fl.extent as u64 + lo {
+        if fl.extent <= 0 || (writable && hi > fl.extent as u64 + lo) {
             return Err(MpiError::new(
-                err::TYPE,
+                ferr::IO,
                 format!(
                     "the filetype's extent {} makes consecutive tiles go backwards (its data spans \
                      bytes {lo} to {hi})",
@@ -537,6 +552,14 @@ impl View {
     fn extents(&self, at: u64, len: u64) -> Result<Vec<(u64, u64)>, MpiError> {
         if len == 0 {
             return Ok(Vec::new());
+        }
+        if self.size == 0 {
+            return Err(MpiError::new(
+                err::IO,
+                format!(
+                    "the view's filetype holds no data: an access of {len} bytes has nowhere to go"
+                ),
+            ));
         }
         if self.contiguous {
             let from = self.disp.checked_add(at).ok_or_else(Self::overflow)?;
@@ -601,6 +624,9 @@ impl View {
         if self.contiguous {
             return rel;
         }
+        if self.size == 0 {
+            return 0;
+        }
         let hi = self.runs.iter().map(|r| r.0 + r.1).max().unwrap_or(0);
         // Tiles before `k0` lie wholly below `end`.
         let k0 = if rel >= hi {
@@ -631,6 +657,8 @@ pub struct Access {
     last: BufferClaim,
     /// A read's destination: the caller's buffer, its datatype's layout and count.
     read: Option<(usize, Arc<Layout>, usize)>,
+    /// The byte-order conversion of a read through an external32 view.
+    external: Option<crate::external::SameSize>,
     /// Bytes the other pieces moved.
     moved: std::sync::atomic::AtomicU64,
     /// The class of the first failed other piece (0: none).
@@ -706,9 +734,15 @@ unsafe fn start(
         // Nothing to move: one empty operation still makes the request.
         extents.push((view.disp, 0));
     }
+    // An external32 view: the data's byte order converts on the way.
+    let external = if view.datarep == "external32" && len > 0 {
+        Some(crate::external::SameSize::of(datatype)?)
+    } else {
+        None
+    };
     let mut pieces = Vec::with_capacity(extents.len());
     if write {
-        let data = if l.contiguous() {
+        let mut data = if l.contiguous() {
             // SAFETY: the caller's buffer of `count` contiguous elements.
             unsafe { input(buf, len) }?.to_vec()
         } else {
@@ -717,6 +751,9 @@ unsafe fn start(
             unsafe { l.pack(buf as *const u8, count as usize, &mut v) };
             v
         };
+        if let Some(c) = &external {
+            c.convert(&mut data);
+        }
         if extents.len() == 1 {
             pieces.push(f.file.iwrite_at(IoBuffer::from(data), extents[0].0));
         } else {
@@ -743,6 +780,7 @@ unsafe fn start(
             rest: Mutex::new(rest),
             last,
             read: (!write && len > 0).then_some((buf as usize, l, count as usize)),
+            external,
             moved: std::sync::atomic::AtomicU64::new(0),
             failed: AtomicI32::new(0),
         }),
@@ -1454,10 +1492,27 @@ mpi_fn! {
         } else {
             disp
         };
-        if disp < 0 {
-            return Err(MpiError::new(err::ARG, format!("displacement {disp} is negative")));
+        let view = if disp < 0 {
+            Err(MpiError::new(err::ARG, format!("displacement {disp} is negative")))
+        } else {
+            View::new(disp as u64, etype, filetype, f.amode & (mode::WRONLY | mode::RDWR) != 0)
+        };
+        // An external32 view converts byte order only: its types keep their native sizes.
+        let view = view.and_then(|v| {
+            if rep == "external32" {
+                crate::external::SameSize::of(etype)?;
+                crate::external::SameSize::of(filetype)?;
+            }
+            Ok(v)
+        });
+        // Collective: a rank whose view is refused makes every rank's call fail alike.
+        let mut worst = view.as_ref().err().map_or(0u32, |e| e.class as u32).to_ne_bytes();
+        f.comm.allreduce(&mut worst, viaduct_agent::xfer::Datatype::U32, viaduct_agent::xfer::ReduceOp::Max)?;
+        let mut view = view?;
+        let worst = u32::from_ne_bytes(worst) as c_int;
+        if worst != 0 {
+            return Err(MpiError::new(worst, "another rank's view was refused"));
         }
-        let mut view = View::new(disp as u64, etype, filetype)?;
         view.datarep = rep.into_owned();
         {
             let mut pos = f.pos.lock().unwrap_or_else(|e| e.into_inner());
@@ -1612,7 +1667,7 @@ mpi_fn! {
 fn check_handler(h: Handle) -> Result<(), MpiError> {
     match h {
         abi::ERRORS_ARE_FATAL | abi::ERRORS_RETURN | abi::ERRORS_ABORT => Ok(()),
-        _ if crate::misc::file_handler(h).is_some() => Ok(()),
+        _ if crate::misc::live_file_handler(h) => Ok(()),
         _ => Err(MpiError::new(
             err::ARG,
             format!("{h:#x} is neither a predefined nor a file error handler"),
@@ -1671,44 +1726,64 @@ mpi_fn! {
         } else {
             file(fh)?.errhandler.load(Ordering::Relaxed)
         };
+        // The caller gets a new handle to free.
+        crate::misc::hold_handler(h);
         // SAFETY: the caller's handle.
         unsafe { put(errhandler, h, "errhandler") }
     }
 }
 
 /// Completes a file access (what [`Meta::File`] does at completion): waits for its other pieces
-/// and, for a read, copies or unpacks the data of all pieces into the caller's buffer.
-pub fn finish(a: &Access) {
+/// and, for a read, copies or unpacks the data of all pieces into the caller's buffer. `last`
+/// is the number of bytes the request's own piece moved (0 when it failed). A read that ends
+/// early (at the end of the file) fills the caller's buffer only as far as the data read; the
+/// rest of the buffer is left as it was.
+pub fn finish(a: &Access, last: u64) {
     let rest = std::mem::take(&mut *a.rest.lock().unwrap_or_else(|e| e.into_inner()));
     let mut data: Vec<u8> = Vec::new();
     let mut moved = 0u64;
-    let one = |claim: &BufferClaim, data: &mut Vec<u8>| {
-        if a.read.is_some() {
-            if let Some(b) = claim.take().and_then(|b| b.into_one()) {
-                if data.is_empty() {
-                    *data = b.into_vec();
-                } else {
-                    data.extend_from_slice(&b);
-                }
-            }
+    // Whether an earlier piece came back short: the data ends there.
+    let mut ended = false;
+    let mut one = |claim: &BufferClaim, got: u64, data: &mut Vec<u8>| {
+        let buf = claim.take().and_then(|b| b.into_one());
+        if a.read.is_none() || ended {
+            return;
+        }
+        let Some(b) = buf else {
+            ended = true;
+            return;
+        };
+        let got = (got as usize).min(b.len());
+        ended = got < b.len();
+        if data.is_empty() {
+            let mut v = b.into_vec();
+            v.truncate(got);
+            *data = v;
+        } else {
+            data.extend_from_slice(&b[..got]);
         }
     };
     for (mut req, claim) in rest {
-        match req.wait() {
-            Ok(st) => moved += st.count(),
+        let got = match req.wait() {
+            Ok(st) => st.count(),
             Err(_) => {
                 let _ =
                     a.failed
                         .compare_exchange(0, ferr::IO, Ordering::Relaxed, Ordering::Relaxed);
+                0
             }
-        }
-        one(&claim, &mut data);
+        };
+        moved += got;
+        one(&claim, got, &mut data);
     }
-    one(&a.last, &mut data);
+    one(&a.last, last, &mut data);
     a.moved.store(moved, Ordering::Relaxed);
     let Some((dst, l, count)) = &a.read else {
         return;
     };
+    if let Some(c) = &a.external {
+        c.convert(&mut data);
+    }
     if l.contiguous() {
         let n = data.len().min(count * l.size);
         // SAFETY: `dst` is the caller's buffer of `count` contiguous elements given to the read;
@@ -1748,7 +1823,7 @@ mod tests {
     fn interleaved_view_maps_to_every_size_th_block() {
         // 3 ints of every 12 (4 ranks), this rank's blocks start at byte 24.
         let t = derived(vec![(0, 12)], 48);
-        let v = View::new(24, abi::dt::INT, t).unwrap();
+        let v = View::new(24, abi::dt::INT, t, true).unwrap();
         assert_eq!(v.extents(0, 24).unwrap(), vec![(24, 12), (72, 12)]);
         // From the second int: the rest of the first block, a whole one, part of the next.
         assert_eq!(v.extents(4, 28).unwrap(), vec![(28, 8), (72, 12), (120, 8)]);
@@ -1765,11 +1840,18 @@ mod tests {
     fn adjacent_pieces_merge_and_contiguous_views_are_one_extent() {
         // Two runs that touch across tiles: the tiling is one stream.
         let t = derived(vec![(0, 4), (8, 4)], 8);
-        let v = View::new(0, abi::dt::INT, t);
+        let v = View::new(0, abi::dt::INT, t, true);
         // The second run reaches past the extent plus the first run's start: tiles overlap.
-        assert_eq!(v.err().map(|e| e.class), Some(err::TYPE));
+        assert_eq!(v.err().map(|e| e.class), Some(ferr::IO));
+        // Read-only files may overlap tiles.
+        let t = derived(vec![(0, 4), (8, 4)], 8);
+        let v = View::new(0, abi::dt::INT, t, false).unwrap();
+        assert_eq!(
+            v.extents(0, 16).unwrap(),
+            vec![(0, 4), (8, 4), (8, 4), (16, 4)]
+        );
         let t = derived(vec![(0, 4), (4, 4)], 8);
-        let v = View::new(100, abi::dt::BYTE, t).unwrap();
+        let v = View::new(100, abi::dt::BYTE, t, true).unwrap();
         assert_eq!(v.extents(2, 20).unwrap(), vec![(102, 20)]);
         let v = View::default_view().unwrap();
         assert!(v.contiguous);
@@ -1780,21 +1862,42 @@ mod tests {
     #[test]
     fn bad_types_are_refused() {
         let backwards = derived(vec![(4, 4), (0, 4)], 8);
-        let e = View::new(0, abi::dt::INT, backwards).err().unwrap();
-        assert_eq!(e.class, err::TYPE);
+        let e = View::new(0, abi::dt::INT, backwards, false).err().unwrap();
+        assert_eq!(e.class, ferr::IO);
         let negative = derived(vec![(-4, 4)], 8);
         assert_eq!(
-            View::new(0, abi::dt::INT, negative).err().unwrap().class,
-            err::TYPE
+            View::new(0, abi::dt::INT, negative, false)
+                .err()
+                .unwrap()
+                .class,
+            ferr::IO
         );
+        // Overlapping regions: refused for writing only.
+        let overlap = derived(vec![(0, 12), (4, 4)], 16);
+        let e = View::new(0, abi::dt::INT, overlap, true).err().unwrap();
+        assert_eq!(e.class, ferr::IO);
+        assert!(e.message.contains("overlapping"), "{}", e.message);
+        let overlap = derived(vec![(0, 12), (4, 4)], 16);
+        assert!(View::new(0, abi::dt::INT, overlap, false).is_ok());
         // Five bytes are no whole number of ints.
         let odd = derived(vec![(0, 5)], 8);
         assert_eq!(
-            View::new(0, abi::dt::INT, odd).err().unwrap().class,
-            err::TYPE
+            View::new(0, abi::dt::INT, odd, true).err().unwrap().class,
+            err::ARG
         );
         let t = derived(vec![(0, 4)], 8);
-        let v = View::new(u64::MAX - 8, abi::dt::INT, t).unwrap();
+        let v = View::new(u64::MAX - 8, abi::dt::INT, t, true).unwrap();
         assert_eq!(v.extents(0, 8).err().unwrap().class, err::ARG);
+    }
+
+    #[test]
+    fn a_filetype_without_data_allows_only_empty_accesses() {
+        let empty = derived(vec![], 24);
+        let v = View::new(0, abi::dt::INT, empty, true).unwrap();
+        assert_eq!(v.extents(0, 0).unwrap(), vec![]);
+        let e = v.extents(0, 4).err().unwrap();
+        assert_eq!(e.class, ferr::IO);
+        assert!(e.message.contains("holds no data"), "{}", e.message);
+        assert_eq!(v.data_below(1000), 0);
     }
 }

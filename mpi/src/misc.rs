@@ -39,6 +39,7 @@ pub fn add_file_handler(f: FileErrFn) -> Handle {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(h, f);
+    hold_handler(h);
     h
 }
 
@@ -92,6 +93,7 @@ mpi_fn! {
         }
         let h = NEXT_HANDLER.fetch_add(1, Ordering::Relaxed);
         handlers().lock().unwrap_or_else(|e| e.into_inner()).insert(h, f);
+        hold_handler(h);
         // SAFETY: the caller's handle, checked not NULL.
         unsafe { put(errhandler, h, "errhandler") }
     }
@@ -115,24 +117,65 @@ pub fn valid_handler(h: Handle) -> bool {
     matches!(
         h,
         abi::ERRORS_ARE_FATAL | abi::ERRORS_RETURN | abi::ERRORS_ABORT
-    ) || user_handler(h).is_some()
+    ) || (user_handler(h).is_some() && is_held(h))
 }
 
-/// Forgets user error handler `h` (`MPI_Errhandler_free`); predefined ones stay.
-pub fn free_handler(h: Handle) -> bool {
-    matches!(
-        h,
-        abi::ERRORS_ARE_FATAL | abi::ERRORS_RETURN | abi::ERRORS_ABORT
-    ) || handlers()
+/// The program's handles to each user error handler: one from its creation and one from each
+/// `MPI_*_get_errhandler` that returned it, less those `MPI_Errhandler_free` dropped. A handler
+/// whose handles are all freed keeps its function for the objects that still hold it, but may
+/// not be attached to new objects or freed again. Handles are never reused.
+fn handler_refs() -> &'static Mutex<HashMap<Handle, u32>> {
+    static F: OnceLock<Mutex<HashMap<Handle, u32>>> = OnceLock::new();
+    F.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Whether the program holds a handle to user error handler `h`.
+fn is_held(h: Handle) -> bool {
+    handler_refs()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .remove(&h)
-        .is_some()
-        || file_handlers()
+        .get(&h)
+        .is_some_and(|&n| n > 0)
+}
+
+/// Counts one more program handle to `h` (creation, `MPI_*_get_errhandler`); predefined
+/// handlers are not counted.
+pub fn hold_handler(h: Handle) {
+    if user_handler(h).is_some() || file_handler(h).is_some() {
+        *handler_refs()
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(&h)
-            .is_some()
+            .entry(h)
+            .or_insert(0) += 1;
+    }
+}
+
+/// Whether `h` is a file error handler the program may still attach (not freed).
+pub fn live_file_handler(h: Handle) -> bool {
+    file_handler(h).is_some() && is_held(h)
+}
+
+/// Drops one program handle to user error handler `h` (`MPI_Errhandler_free`); objects that
+/// hold the handler keep calling it. Predefined handlers stay. False: `h` is no error handler
+/// or all its handles were freed already.
+pub fn free_handler(h: Handle) -> bool {
+    if matches!(
+        h,
+        abi::ERRORS_ARE_FATAL | abi::ERRORS_RETURN | abi::ERRORS_ABORT
+    ) {
+        return true;
+    }
+    match handler_refs()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_mut(&h)
+    {
+        Some(n) if *n > 0 => {
+            *n -= 1;
+            true
+        }
+        _ => false,
+    }
 }
 
 /// The key/value pairs of one `MPI_Info`, in the order set.

@@ -526,14 +526,14 @@ mpi_fn! {
                 format!("partition {partition} is outside 0..{} of the request", p.partitions),
             ));
         }
-        let rt = rt()?;
-        let e = rt.take_request(request)?;
-        let got = if e.inactive() {
-            Ok(true)
-        } else {
-            crate::request::arrived(&e)
-        };
-        rt.put_request(request, e);
+        // In place: threads of one process may ask about partitions of one request at once.
+        let got = rt()?.with_request(request, |e| {
+            if e.inactive() {
+                Ok(true)
+            } else {
+                crate::request::arrived(e)
+            }
+        })?;
         *flag = c_int::from(got?);
         Ok(())
     }

@@ -165,7 +165,8 @@ impl Meta {
                     to.copy_from_slice(&v[..n]);
                 }
             }
-            Meta::File { access, .. } => crate::file::finish(access),
+            // Only where the request failed: its own piece moved nothing.
+            Meta::File { access, .. } => crate::file::finish(access, 0),
             Meta::Blocks { started, .. } => {
                 if let Some(st) = started.lock().unwrap_or_else(|e| e.into_inner()).take() {
                     // The receiving block completed; a failure of the sending block shows
@@ -306,7 +307,10 @@ pub(crate) fn arrived(e: &ReqEntry) -> Result<bool, MpiError> {
 }
 
 fn complete(meta: &Meta, st: &Status) -> MpiStatus {
-    meta.deliver();
+    match meta {
+        Meta::File { access, .. } => crate::file::finish(access, st.count()),
+        _ => meta.deliver(),
+    }
     meta.status(st)
 }
 

@@ -241,6 +241,8 @@ mpi_fn! {
     MPI_Session_get_errhandler / PMPI_Session_get_errhandler(session: Handle, errhandler: *mut Handle) on session => {
         check(session)?;
         let h = sessions().get(&session).map_or(abi::ERRORS_ARE_FATAL, |s| s.errhandler);
+        // The caller gets a new handle to free.
+        crate::misc::hold_handler(h);
         // SAFETY: the caller's handle.
         unsafe { put(errhandler, h, "errhandler") }
     }

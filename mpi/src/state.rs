@@ -171,6 +171,12 @@ impl<V> HandleTable<V> {
     pub fn remove(&self, h: Handle) -> Option<V> {
         self.shard(h).remove(&h)
     }
+
+    /// Runs `f` on what is under `h`, leaving it in the table (other threads looking it up
+    /// meanwhile wait, instead of finding it gone).
+    pub fn with<R>(&self, h: Handle, f: impl FnOnce(&V) -> R) -> Option<R> {
+        self.shard(h).get(&h).map(f)
+    }
 }
 
 /// The library's state after `MPI_Init`.
@@ -472,6 +478,21 @@ impl Runtime {
             return crate::greq::put(entry);
         }
         self.requests.insert(h, entry);
+    }
+
+    /// Runs `f` on request `h` in place (`MPI_ERR_REQUEST` when it is not a request in the
+    /// table); for calls several threads may make on one request at once (`MPI_Parrived`).
+    pub fn with_request<R>(
+        &self,
+        h: Handle,
+        f: impl FnOnce(&ReqEntry) -> R,
+    ) -> Result<R, MpiError> {
+        self.requests.with(h, f).ok_or_else(|| {
+            MpiError::new(
+                err::REQUEST,
+                format!("{h:#x} is not an active request (freed, completed or never started)"),
+            )
+        })
     }
 
     /// Takes request `h` out of the table (`MPI_ERR_REQUEST` when it is not a request).

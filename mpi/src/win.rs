@@ -475,8 +475,11 @@ mpi_fn! {
     /// `MPI_Win_get_errhandler` (`MPI_ERRORS_ARE_FATAL` by default).
     MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: Handle, errhandler: *mut Handle) on win => {
         let w = self::win(win)?;
+        let h = w.errhandler.load(Ordering::Relaxed);
+        // The caller gets a new handle to free.
+        crate::misc::hold_handler(h);
         // SAFETY: the caller's handle.
-        unsafe { put(errhandler, w.errhandler.load(Ordering::Relaxed), "errhandler") }
+        unsafe { put(errhandler, h, "errhandler") }
     }
 }
 
