@@ -31,9 +31,7 @@ pub fn size_of(t: Handle) -> Result<usize, MpiError> {
         _ => {
             return Err(MpiError::new(
                 err::TYPE,
-                format!(
-                    "{t:#x} is not a predefined datatype (derived datatypes are not supported)"
-                ),
+                format!("{t:#x} is not a predefined datatype"),
             ));
         }
     };
@@ -54,13 +52,17 @@ pub fn data_size(t: Handle) -> Result<usize, MpiError> {
 
 /// Bytes of `count` elements of `t` laid out contiguously (`MPI_ERR_COUNT` for a negative
 /// count or an overflow; `MPI_ERR_TYPE` for a derived datatype with holes, which only
-/// point-to-point calls take).
+/// point-to-point calls take). No elements of `MPI_DATATYPE_NULL` are no bytes, as MPICH takes
+/// them (`MPI_Send(NULL, 0, MPI_DATATYPE_NULL, ...)`).
 pub fn bytes(count: c_int, t: Handle) -> Result<usize, MpiError> {
     if count < 0 {
         return Err(MpiError::new(
             err::COUNT,
             format!("count {count} is negative"),
         ));
+    }
+    if count == 0 && t == crate::abi::DATATYPE_NULL {
+        return Ok(0);
     }
     let size = if crate::types::is_derived(t) {
         let l = crate::types::derived(t)?;

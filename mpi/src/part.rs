@@ -11,8 +11,10 @@
 //! agree (a longer send is `MPI_ERR_TRUNCATE` at the receiver); their partition counts may
 //! differ. Partitioned messages travel in a context of their own (the communicator's
 //! point-to-point context with its top bit set), so they never match other receives and
-//! `MPI_ANY_SOURCE`/`MPI_ANY_TAG` receives never see them; among themselves they match in
-//! order, as MPI's rule for partitioned requests of one (source, tag, communicator) asks.
+//! `MPI_ANY_SOURCE`/`MPI_ANY_TAG` receives never see them; among themselves they match in the
+//! order the messages go (the sends' last `MPI_Pready*`, the receives' starts). MPI's rule for
+//! requests of one (source, tag, communicator) is the order of the init calls; the two differ
+//! when a process starts such requests in another order than it made them (docs/MPI.md).
 //!
 //! The send request is a message request driven by the agent's progress: a wait on it runs the
 //! agent (so a rendezvous send moves) and completes it when the message's send completed. With

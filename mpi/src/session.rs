@@ -6,7 +6,9 @@
 //! A session shares the one runtime of the process with the world model: the first of
 //! `MPI_Init` and `MPI_Session_init` starts it (the agent from the launcher's environment),
 //! and the last of `MPI_Finalize` and `MPI_Session_finalize` ends it (the agent's finalize,
-//! where every process meets). A runtime that ended does not start again. A communicator of
+//! where every process meets), except that a process that never called `MPI_Init` keeps it
+//! after its last session ends, for sessions started again later (MPI-4 allows that), and
+//! ends it at exit. A runtime that ended does not start again. A communicator of
 //! `MPI_Comm_create_from_group` is made by the agent's `Comm::create_group` over the world
 //! communicator's members in the group, the string tag hashed into its tag.
 
@@ -80,17 +82,48 @@ fn check(h: Handle) -> Result<(), MpiError> {
 }
 
 /// Ends the runtime unless the world model or a session still uses it (for `MPI_Finalize`
-/// and `MPI_Session_finalize`).
+/// and `MPI_Session_finalize`). When the last session of a process that never called
+/// `MPI_Init` ends, the runtime stays up for a later `MPI_Session_init` (MPI-4 lets a process
+/// start sessions again) or `MPI_Init`, and ends at the process's exit.
 pub(crate) fn end_unless_in_use() -> Result<(), MpiError> {
     let world = state::initialized() && !state::finalized();
     if world || !sessions().is_empty() {
         return Ok(());
     }
+    if !state::initialized() {
+        end_at_exit();
+        return Ok(());
+    }
+    end_now()
+}
+
+/// Ends the runtime now (the agent's finalize, where every process meets).
+fn end_now() -> Result<(), MpiError> {
     let rt = rt()?;
     let agent = rt.agent.clone();
     state::set_ended();
     agent.finalize()?;
     Ok(())
+}
+
+/// Has the runtime end when the process exits, unless it ended before (once per process).
+fn end_at_exit() {
+    extern "C" fn at_exit() {
+        let idle = (!state::initialized() || state::finalized()) && sessions().is_empty();
+        if idle && !state::ended() && state::runtime().is_some() {
+            let _ = end_now();
+        }
+    }
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: `at_exit` is an `extern "C"` function without arguments that lives for the
+        // whole process, as atexit(3) asks.
+        let rc = unsafe { libc::atexit(at_exit) };
+        if rc != 0 {
+            // Without the hook the runtime ends now, as before sessions could start again.
+            let _ = end_now();
+        }
+    });
 }
 
 /// The world ranks of process set `name` (compared without regard to case).
@@ -310,6 +343,11 @@ mpi_fn! {
         }
         if newcomm.is_null() {
             return Err(MpiError::new(err::ARG, "newcomm is NULL"));
+        }
+        if g.is_empty() {
+            // An empty group makes no communicator: MPI_COMM_NULL, at once.
+            // SAFETY: the caller's handle, checked not NULL.
+            return unsafe { put(newcomm, abi::COMM_NULL, "newcomm") };
         }
         let me = rt.agent.rank();
         if !g.contains(&me) {

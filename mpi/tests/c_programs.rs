@@ -73,6 +73,7 @@ const PROGRAMS: &[&str] = &[
     "datarep",
     "partmt",
     "fileedge",
+    "sessre",
     "errdel",
     "interfg",
     "ulfm",
@@ -601,6 +602,35 @@ fn fileedge_program() {
         assert!(
             got.contains(&"rank 2: a write of data through a view without data fails".to_string())
         );
+    }
+}
+
+/// Sessions started again and the world model after them, on viaduct only (MPICH 4.0.2
+/// fails a second `MPI_Session_init`): 2 ranks under both launchers.
+#[test]
+fn sessre_program() {
+    let Some(s) = setup() else { return };
+    let mut launches = vec![Launch::Viaduct(2)];
+    if s.mpiexec {
+        launches.push(Launch::Mpiexec(2));
+    }
+    for how in launches {
+        let what = format!("sessre on viaduct, {how:?}");
+        let got = assert_ok(&job(s, "sessre", how, true, &[]), &what, 2);
+        let mut want = Vec::new();
+        for r in 0..2 {
+            for round in 0..3 {
+                want.push(format!(
+                    "rank {r}: session round {round}: sum {}",
+                    1 + 2 * round
+                ));
+            }
+            want.push(format!("rank {r}: world model after the sessions: 2 ranks"));
+        }
+        let mut got = got.clone();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{what}");
     }
 }
 

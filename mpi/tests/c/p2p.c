@@ -254,6 +254,18 @@ int main(int argc, char **argv) {
     }
     OK(rank, "long messages ok");
 
+    /* No elements of MPI_DATATYPE_NULL: an empty message. */
+    if (size >= 2 && rank < 2) {
+        MPI_Status st0;
+        int n0 = -1;
+        if (rank == 0) CHECK(MPI_Send(NULL, 0, MPI_DATATYPE_NULL, 1, 31, MPI_COMM_WORLD) == MPI_SUCCESS);
+        else {
+            CHECK(MPI_Recv(NULL, 0, MPI_DATATYPE_NULL, 0, 31, MPI_COMM_WORLD, &st0) == MPI_SUCCESS);
+            CHECK(MPI_Get_count(&st0, MPI_BYTE, &n0) == MPI_SUCCESS && n0 == 0);
+        }
+        OK(rank, "empty message of MPI_DATATYPE_NULL ok");
+    }
+
     free(sbuf);
     free(rbuf);
     free(reqs);
