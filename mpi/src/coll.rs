@@ -94,6 +94,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Reduce` (`MPI_IN_PLACE` as `sendbuf` at the root).
     MPI_Reduce / PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle) on comm => {
+        crate::alias::check(comm, Some(root), crate::alias::Side { ptr: sendbuf, count, datatype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count, datatype, per_rank: false })?;
         let c = rt()?.comm_any(comm)?;
         if let Some(ic) = &c.inter {
             let len = bytes(count, datatype)?;
@@ -155,6 +156,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Allreduce` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Allreduce / PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
+        crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count, datatype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count, datatype, per_rank: false })?;
         let c = rt()?.comm_any(comm)?;
         let len = bytes(count, datatype)?;
         let red = reduction(datatype, op)?;
@@ -209,6 +211,7 @@ fn folding(red: Reduction, len: usize) -> Post {
 mpi_fn! {
     /// `MPI_Gather` (`MPI_IN_PLACE` as `sendbuf` at the root).
     MPI_Gather / PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        crate::alias::check(comm, Some(root), crate::alias::Side { ptr: sendbuf, count: sendcount, datatype: sendtype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count: recvcount, datatype: recvtype, per_rank: true })?;
         // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::holes::gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, None) } {
@@ -261,6 +264,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Scatter` (`MPI_IN_PLACE` as `recvbuf` at the root).
     MPI_Scatter / PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        crate::alias::check(comm, Some(root), crate::alias::Side { ptr: sendbuf, count: sendcount, datatype: sendtype, per_rank: true }, crate::alias::Side { ptr: recvbuf, count: recvcount, datatype: recvtype, per_rank: false })?;
         // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::holes::scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, None) } {
@@ -313,6 +317,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Allgather` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Allgather / PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
+        crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count: sendcount, datatype: sendtype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count: recvcount, datatype: recvtype, per_rank: true })?;
         // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::holes::allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, None) } {
@@ -350,6 +355,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Alltoall` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Alltoall / PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle) on comm => {
+        crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count: sendcount, datatype: sendtype, per_rank: true }, crate::alias::Side { ptr: recvbuf, count: recvcount, datatype: recvtype, per_rank: true })?;
         // A datatype with holes: the byte form on a packed copy (see `crate::holes`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::holes::alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, None) } {
@@ -490,6 +496,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Ireduce` (`MPI_IN_PLACE` as `sendbuf` at the root).
     MPI_Ireduce / PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        crate::alias::check(comm, Some(root), crate::alias::Side { ptr: sendbuf, count, datatype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count, datatype, per_rank: false })?;
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::ireduce_call(sendbuf, recvbuf, count, datatype, op, root, comm, request) } {
             return done;
@@ -517,6 +524,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iallreduce` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Iallreduce / PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count, datatype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count, datatype, per_rank: false })?;
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::iallreduce_call(sendbuf, recvbuf, count, datatype, op, comm, request) } {
             return done;
@@ -541,6 +549,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Igather` (`MPI_IN_PLACE` as `sendbuf` at the root).
     MPI_Igather / PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        crate::alias::check(comm, Some(root), crate::alias::Side { ptr: sendbuf, count: sendcount, datatype: sendtype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count: recvcount, datatype: recvtype, per_rank: true })?;
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::irooted_call(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) } {
             return done;
@@ -581,6 +590,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iscatter` (`MPI_IN_PLACE` as `recvbuf` at the root).
     MPI_Iscatter / PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        crate::alias::check(comm, Some(root), crate::alias::Side { ptr: sendbuf, count: sendcount, datatype: sendtype, per_rank: true }, crate::alias::Side { ptr: recvbuf, count: recvcount, datatype: recvtype, per_rank: false })?;
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::irooted_call(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) } {
             return done;
@@ -615,6 +625,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iallgather` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Iallgather / PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count: sendcount, datatype: sendtype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count: recvcount, datatype: recvtype, per_rank: true })?;
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::ito_all_call(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) } {
             return done;
@@ -645,6 +656,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Ialltoall` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Ialltoall / PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count: sendcount, datatype: sendtype, per_rank: true }, crate::alias::Side { ptr: recvbuf, count: recvcount, datatype: recvtype, per_rank: true })?;
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::ito_all_call(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) } {
             return done;

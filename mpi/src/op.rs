@@ -182,6 +182,9 @@ mpi_fn! {
     MPI_Reduce_local / PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle) on abi::COMM_WORLD => {
         let len = crate::datatype::bytes(count, datatype)?;
         let red = reduction(datatype, op)?;
+        if len > 0 && std::ptr::eq(inbuf, inoutbuf.cast_const()) {
+            return Err(MpiError::new(err::BUFFER, "inbuf and inoutbuf are the same buffer (aliased arguments)"));
+        }
         // SAFETY: the caller's buffers of `count` elements.
         let (inb, acc) = unsafe { (crate::datatype::input(inbuf, len)?.to_vec(), crate::datatype::output(inoutbuf, len)?) };
         red.combine(&inb, acc);

@@ -957,6 +957,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Scan` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Scan / PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
+        crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count, datatype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count, datatype, per_rank: false })?;
         let c = rt()?.intra(comm)?;
         // SAFETY: the caller's arguments.
         unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, false) }?.run()
@@ -966,6 +967,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iscan`.
     MPI_Iscan / PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count, datatype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count, datatype, per_rank: false })?;
         let c = rt()?.intra(comm)?;
         // SAFETY: the caller's arguments and handle.
         unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, false)?.give(comm, request) }
@@ -975,6 +977,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Exscan` (`MPI_IN_PLACE` as `sendbuf`); rank 0's receive buffer is left as it is.
     MPI_Exscan / PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
+        crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count, datatype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count, datatype, per_rank: false })?;
         let c = rt()?.intra(comm)?;
         // SAFETY: the caller's arguments.
         unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, true) }?.run()
@@ -984,6 +987,7 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iexscan`.
     MPI_Iexscan / PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count, datatype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count, datatype, per_rank: false })?;
         let c = rt()?.intra(comm)?;
         // SAFETY: the caller's arguments and handle.
         unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, true)?.give(comm, request) }
@@ -1010,6 +1014,7 @@ fn reduce_then_pick(
 mpi_fn! {
     /// `MPI_Reduce_scatter_block` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
+        crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count: recvcount, datatype, per_rank: true }, crate::alias::Side { ptr: recvbuf, count: recvcount, datatype, per_rank: false })?;
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::reduce_scatter_call(sendbuf, recvbuf, None, recvcount, datatype, op, comm, None) } {
             return done;
@@ -1109,6 +1114,7 @@ unsafe fn ireduce_then_pick(
 mpi_fn! {
     /// `MPI_Ireduce_scatter_block` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Ireduce_scatter_block / PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count: recvcount, datatype, per_rank: true }, crate::alias::Side { ptr: recvbuf, count: recvcount, datatype, per_rank: false })?;
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::reduce_scatter_call(sendbuf, recvbuf, None, recvcount, datatype, op, comm, Some(request)) } {
             return done;

@@ -60,6 +60,26 @@ int main(int argc, char **argv) {
         OK(rank, "unsupported function reported");
     }
     OK(rank, "error classes ok");
+
+    /* Aliased send and receive buffers (MPI_IN_PLACE is the way to share one), found by every
+       rank before anything moves; MPI_IN_PLACE where a real buffer is needed. */
+    int ab[64];
+    for (int i = 0; i < 64; i++) ab[i] = i;
+    CHECK_RC(MPI_Allreduce(ab, ab, 4, MPI_INT, MPI_SUM, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+    CHECK_RC(MPI_Allgather(&ab[rank], 1, MPI_INT, ab, 1, MPI_INT, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+    CHECK_RC(MPI_Alltoall(ab, 1, MPI_INT, ab, 1, MPI_INT, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+    CHECK_RC(MPI_Scan(ab, ab, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+    if (rank == 0) {
+        CHECK_RC(MPI_Reduce(ab, ab, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+        CHECK_RC(MPI_Reduce_local(ab, ab, 2, MPI_INT, MPI_SUM), MPI_ERR_BUFFER);
+        CHECK_RC(MPI_Reduce_local(MPI_IN_PLACE, ab, 2, MPI_INT, MPI_SUM), MPI_ERR_BUFFER);
+        CHECK_RC(MPI_Reduce_local(ab, MPI_IN_PLACE, 2, MPI_INT, MPI_SUM), MPI_ERR_BUFFER);
+    }
+    for (int i = 0; i < 64; i++) CHECK(ab[i] == i);
+    int sum = 0;
+    CHECK(MPI_Allreduce(&ab[1], &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS);
+    CHECK(sum == size);
+    OK(rank, "aliased buffers refused");
     MPI_Finalize();
     return 0;
 }
