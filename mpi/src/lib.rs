@@ -72,6 +72,7 @@ macro_rules! mpi_raw {
 }
 
 pub mod abi;
+mod alias;
 mod attr;
 mod coll;
 mod comm;
@@ -110,7 +111,9 @@ mod types2;
 mod ulfm;
 mod vcoll;
 mod win;
+mod winacc;
 mod winlock;
+mod winpscw;
 mod winshm;
 
 /// The agent's communicator behind `MPI_COMM_WORLD`, between `MPI_Init` and `MPI_Finalize`

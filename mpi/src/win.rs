@@ -1,21 +1,22 @@
 //! One-sided communication, active target (MPI 4.x chapter 12): windows (`MPI_Win_create`,
 //! `MPI_Win_allocate`, `MPI_Win_free`, attributes, group, name, error handler), the
 //! operations `MPI_Put`, `MPI_Get`, `MPI_Accumulate`, `MPI_Get_accumulate`,
-//! `MPI_Fetch_and_op`, `MPI_Compare_and_swap`, and their synchronisation by `MPI_Win_fence`
-//! or by post/start/complete/wait.
+//! `MPI_Fetch_and_op`, `MPI_Compare_and_swap`, and their synchronisation by `MPI_Win_fence`.
 //!
 //! An operation is queued at the origin (the data of a put or an accumulate packed at the
-//! call) in a batch per target. When the epoch closes, each origin sends each target its batch
-//! over the window's private communicator (a duplicate of the one it was made from, so window
-//! traffic never meets the program's messages); the target applies the batches it receives
-//! one at a time in origin-rank order (so accumulates to one location are element-wise atomic
-//! with respect to each other), checking every access against its window's bounds, and replies
-//! with an error code and the data of the gets and fetches, which the origin writes into its
-//! result buffers. The windows follow the separate memory model.
+//! call; an origin or result buffer of `MPI_BOTTOM` is read or written at the datatype's
+//! absolute addresses) in a batch per target. When the epoch closes, each origin sends each
+//! target its batch over the window's private communicator (a duplicate of the one it was made
+//! from, so window traffic never meets the program's messages); the target applies the batches
+//! it receives one at a time (one batch at a time per process, so accumulates to one location
+//! are element-wise atomic with respect to each other), checking every access against its
+//! window's bounds, and replies with an error code and the data of the gets and fetches, which
+//! the origin writes into its result buffers. The windows follow the separate memory model.
 //!
-//! Passive-target synchronisation and the request-based operations are in
-//! [`crate::winlock`] (the same batches, sent at a flush or an unlock and applied by a request
-//! handler at the target), shared-memory windows in [`crate::winshm`]; dynamic windows
+//! Post/start/complete/wait is in [`crate::winpscw`], passive-target synchronisation and the
+//! request-based operations in [`crate::winlock`] (the same batches, sent at a flush or an
+//! unlock and applied by a request handler at the target), accumulates on pair types in
+//! [`crate::winacc`], shared-memory windows in [`crate::winshm`]; dynamic windows
 //! (`MPI_Win_create_dynamic`, `MPI_Win_attach`, `MPI_Win_detach`) are here: their base is 0, so
 //! a displacement is an address, checked against the regions attached at the target.
 //!
@@ -30,8 +31,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use viaduct_agent::comm::Comm;
 use viaduct_agent::matching::{Source, TagMatch};
-use viaduct_agent::recv_buffer::RecvBuffer;
-use viaduct_agent::request::Request;
 
 use crate::abi::{self, Handle, MpiAint, err, op};
 use crate::comm::put;
@@ -78,9 +77,9 @@ const MODEL_SEPARATE: c_int = 1;
 const ASSERT_BITS: c_int = 1024 | 2048 | 4096 | 8192 | 16384;
 
 /// Tags on the window's communicator.
-const TAG_BATCH: u32 = 1;
-const TAG_REPLY: u32 = 2;
-const TAG_LEN: u32 = 3;
+pub(crate) const TAG_BATCH: u32 = 1;
+pub(crate) const TAG_REPLY: u32 = 2;
+pub(crate) const TAG_LEN: u32 = 3;
 
 /// Record kinds.
 const K_PUT: u8 = 0;
@@ -104,29 +103,6 @@ pub(crate) struct Queue {
     pub(crate) pending: Vec<Vec<Pending>>,
 }
 
-/// An exposure epoch (`MPI_Win_post`): its origins are served one at a time in rank order,
-/// by `MPI_Win_wait`/`MPI_Win_test` and, so that a rank both origin and target makes
-/// progress, while this rank waits in `MPI_Win_complete`.
-struct Exposure {
-    /// Origins (window ranks, ascending).
-    origins: Vec<u32>,
-    /// Origins served so far.
-    next: usize,
-    /// The receive of the next origin's batch length, once posted.
-    len_recv: Option<(Request, RecvBuffer)>,
-    /// Replies sent.
-    sends: Vec<Request>,
-}
-
-/// Post/start state (`MPI_Win_post`, `MPI_Win_start`).
-#[derive(Default)]
-struct Pscw {
-    /// The exposure epoch, after `MPI_Win_post`.
-    exposed: Option<Exposure>,
-    /// Targets of the access epoch (window ranks), after `MPI_Win_start`.
-    access: Option<Vec<u32>>,
-}
-
 /// A window.
 pub(crate) struct Win {
     pub(crate) comm: Comm,
@@ -137,7 +113,8 @@ pub(crate) struct Win {
     errhandler: AtomicI32,
     name: Mutex<String>,
     pub(crate) queue: Mutex<Queue>,
-    pscw: Mutex<Pscw>,
+    /// Post/start/complete/wait state.
+    pub(crate) pscw: Mutex<crate::winpscw::Pscw>,
     /// Passive-target state (locks held as origin, lock queue and service as target).
     pub(crate) passive: crate::winlock::Passive,
     /// The shared mapping of a window of `MPI_Win_allocate_shared`.
@@ -217,7 +194,7 @@ pub(crate) fn create_on(
         errhandler: AtomicI32::new(abi::ERRORS_ARE_FATAL),
         name: Mutex::new(String::new()),
         queue: Mutex::new(q),
-        pscw: Mutex::new(Pscw::default()),
+        pscw: Mutex::new(crate::winpscw::Pscw::default()),
         passive: crate::winlock::Passive::new(n),
         shm,
         attached: Mutex::new(Vec::new()),
@@ -309,6 +286,7 @@ mpi_fn! {
         let unsynced = lock(&w.queue).batches.iter().any(|b| !b.is_empty());
         let open = crate::winlock::epoch_open(&w);
         w.comm.barrier().map_err(|e| MpiError::from(e).on(key))?;
+        crate::winpscw::drop_exposure(&w);
         lock(table()).remove(&key);
         // Every member passed the barrier, so every origin's passive epoch ended (its unlock
         // took its reply): no request for the service comes any more.
@@ -554,6 +532,19 @@ pub(crate) fn target_runs(count: c_int, t: Handle) -> Result<Target, MpiError> {
     }
     let l = crate::types::layout(t)?;
     let mut runs: Vec<(i64, u64)> = Vec::new();
+    if let [(off, len)] = l.runs[..] {
+        if len as isize == l.extent {
+            // Elements of one run as long as the extent follow each other: one run.
+            if count > 0 {
+                runs.push((off as i64, len as u64 * count as u64));
+            }
+            return Ok(Target {
+                runs,
+                base: l.base,
+                bytes: l.size * count as usize,
+            });
+        }
+    }
     for i in 0..count as i64 {
         for &(off, len) in &l.runs {
             let o = i * l.extent as i64 + off as i64;
@@ -570,7 +561,9 @@ pub(crate) fn target_runs(count: c_int, t: Handle) -> Result<Target, MpiError> {
     })
 }
 
-/// Packs `count` elements of `t` at `addr`.
+/// Packs `count` elements of `t` at `addr`. A null `addr` is `MPI_BOTTOM` (the datatype's
+/// displacements are absolute addresses) unless `t` is plain contiguous bytes, whose data would
+/// start at address 0 (`MPI_ERR_BUFFER`).
 ///
 /// # Safety
 ///
@@ -588,8 +581,15 @@ pub(crate) unsafe fn pack(
     }
     let l = crate::types::layout(t)?;
     let mut out = Vec::new();
-    if l.size * count as usize > 0 && addr.is_null() {
+    if l.size * count as usize > 0 && addr.is_null() && l.contiguous() {
         return Err(MpiError::new(err::BUFFER, "the origin buffer is NULL"));
+    }
+    let len = l.size * count as usize;
+    if l.contiguous() && len > 0 {
+        // Plain bytes: one copy.
+        // SAFETY: the caller guarantees `count` elements of `t`, `len` bytes, at `addr`
+        // (not NULL: checked above).
+        return Ok(unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), len) }.to_vec());
     }
     // SAFETY: the caller guarantees `count` elements of `t` at `addr`.
     unsafe { l.pack(addr.cast::<u8>(), count as usize, &mut out) };
@@ -650,7 +650,8 @@ pub(crate) fn mismatch(what: &str, a: usize, b: usize) -> MpiError {
     )
 }
 
-/// Checks that accumulate operation `o` applies to the elements of the target type.
+/// Checks that accumulate operation `o` applies to the elements of the target type (any
+/// predefined operation when no data moves: the target type may then have no elements).
 pub(crate) fn check_op(o: Handle, tg: &Target, fetch: bool) -> Result<(), MpiError> {
     if o == op::REPLACE || (fetch && o == op::NO_OP) {
         return Ok(());
@@ -661,6 +662,15 @@ pub(crate) fn check_op(o: Handle, tg: &Target, fetch: bool) -> Result<(), MpiErr
             "MPI_NO_OP is for MPI_Get_accumulate and MPI_Fetch_and_op only",
         ));
     }
+    if tg.bytes == 0 {
+        if !(op::MAX..=op::NO_OP).contains(&o) {
+            return Err(MpiError::new(
+                err::OP,
+                format!("{o:#x} is not a predefined operation"),
+            ));
+        }
+        return Ok(());
+    }
     let base = tg.base.ok_or_else(|| {
         MpiError::new(
             err::TYPE,
@@ -670,6 +680,8 @@ pub(crate) fn check_op(o: Handle, tg: &Target, fetch: bool) -> Result<(), MpiErr
     crate::datatype::reduction(base, o).map(|_| ())
 }
 
+/// Where the result of a get or a fetch goes: `count` elements of `t` at `addr` (null:
+/// `MPI_BOTTOM`, as for [`pack`]).
 pub(crate) fn pending(addr: *mut c_void, count: c_int, t: Handle) -> Result<Pending, MpiError> {
     if count < 0 {
         return Err(MpiError::new(
@@ -677,8 +689,9 @@ pub(crate) fn pending(addr: *mut c_void, count: c_int, t: Handle) -> Result<Pend
             format!("result count {count} is negative"),
         ));
     }
-    let len = crate::types::layout(t)?.size * count as usize;
-    if len > 0 && addr.is_null() {
+    let l = crate::types::layout(t)?;
+    let len = l.size * count as usize;
+    if len > 0 && addr.is_null() && l.contiguous() {
         return Err(MpiError::new(err::BUFFER, "the result buffer is NULL"));
     }
     Ok(Pending {
@@ -911,6 +924,10 @@ impl<'a> Reader<'a> {
 /// Applies one origin's batch to this rank's window; returns the reply: an error code (i32)
 /// and the result bytes of every get and fetch, in order (zeros for an operation refused).
 pub(crate) fn apply(w: &Win, batch: &[u8]) -> Vec<u8> {
+    // One batch at a time in this process (the handler thread, and the program's thread for
+    // a fence or a batch to itself): accumulates stay element-wise atomic.
+    static APPLY: Mutex<()> = Mutex::new(());
+    let _one = lock(&APPLY);
     let mut code = abi::SUCCESS;
     let mut results = Vec::new();
     let mut r = Reader { data: batch, at: 0 };
@@ -954,12 +971,8 @@ fn apply_one(w: &Win, r: &mut Reader<'_>, results: &mut Vec<u8>) -> Result<(), c
     let start = (disp as i128) * (w.disp_unit as i128);
     let in_range = if w.flavor == FLAVOR_DYNAMIC {
         let regions = lock(&w.attached);
-        runs.iter().all(|&(o, l)| {
-            let lo = start + o as i128;
-            regions
-                .iter()
-                .any(|&(a, n)| lo >= a as i128 && lo + l as i128 <= a as i128 + n as i128)
-        })
+        runs.iter()
+            .all(|&(o, l)| attached(&regions, start + o as i128, l))
     } else {
         runs.iter().all(|&(o, l)| {
             let lo = start + o as i128;
@@ -999,7 +1012,7 @@ fn apply_one(w: &Win, r: &mut Reader<'_>, results: &mut Vec<u8>) -> Result<(), c
             Ok(())
         }
         K_ACC | K_GET_ACC => {
-            if opr == op::NO_OP {
+            if opr == op::NO_OP || total == 0 {
                 return Ok(());
             }
             if data.len() as u64 != total {
@@ -1014,6 +1027,19 @@ fn apply_one(w: &Win, r: &mut Reader<'_>, results: &mut Vec<u8>) -> Result<(), c
                 return Ok(());
             }
             let red = crate::datatype::reduction(base_t, opr).map_err(bad)?;
+            let bl = crate::types::layout(base_t).map_err(bad)?;
+            if !bl.contiguous() {
+                // A pair type with a hole between value and index: element by element.
+                let pieces: Vec<(usize, usize)> = runs
+                    .iter()
+                    .filter(|r| r.1 > 0)
+                    .map(|&(o, l)| (w.base + (start + o as i128) as usize, l as usize))
+                    .collect();
+                // SAFETY: the pieces lie inside the window or attached memory (checked above),
+                // not accessed by the program while the epoch closes (as `region`).
+                unsafe { crate::winacc::combine(&red, &bl, data, &pieces) };
+                return Ok(());
+            }
             let mut at = 0;
             for &(o, l) in &runs {
                 red.combine(&data[at..at + l as usize], region(o, l));
@@ -1037,6 +1063,25 @@ fn apply_one(w: &Win, r: &mut Reader<'_>, results: &mut Vec<u8>) -> Result<(), c
     }
 }
 
+/// Whether the `l` bytes at address `lo` all lie in the memory attached to a dynamic window
+/// (`regions`, which do not overlap): one region, or regions that follow each other without a
+/// gap.
+fn attached(regions: &[(usize, usize)], lo: i128, l: u64) -> bool {
+    let span = |&(a, n): &(usize, usize)| (a as i128, a as i128 + n as i128);
+    if l == 0 {
+        return regions.iter().map(span).any(|(a, e)| a <= lo && lo <= e);
+    }
+    let end = lo + l as i128;
+    let mut at = lo;
+    while at < end {
+        match regions.iter().map(span).find(|&(a, e)| a <= at && at < e) {
+            Some((_, e)) => at = e,
+            None => return false,
+        }
+    }
+    true
+}
+
 /// Writes a reply's result bytes into the origin's result buffers.
 pub(crate) fn deliver(pending: &[Pending], data: &[u8]) {
     let mut at = 0;
@@ -1051,6 +1096,13 @@ pub(crate) fn deliver(pending: &[Pending], data: &[u8]) {
         let Ok(l) = crate::types::layout(p.dtype) else {
             continue;
         };
+        if l.contiguous() && p.addr != 0 {
+            // SAFETY: the program's result buffer of `count` elements of its plain-bytes
+            // datatype (`len` bytes), given at the call and not accessed by the program until
+            // the epoch closes.
+            unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), p.addr as *mut u8, p.len) };
+            continue;
+        }
         // SAFETY: the program's result buffer of `count` elements of its datatype, given at
         // the call and not accessed by the program until the epoch closes.
         unsafe { l.unpack(chunk, p.addr as *mut u8, p.count) };
@@ -1068,26 +1120,7 @@ pub(crate) fn xfer(e: impl Into<MpiError>) -> MpiError {
 /// replies. Returns the first error code of this rank's operations.
 fn exchange(w: &Win, targets: &[u32], origins: &[u32]) -> Result<(), MpiError> {
     let me = w.comm.rank();
-    let (batches, pendings) = {
-        let mut q = lock(&w.queue);
-        let n = q.batches.len();
-        let b = std::mem::replace(&mut q.batches, (0..n).map(|_| Vec::new()).collect());
-        let p = std::mem::replace(&mut q.pending, (0..n).map(|_| Vec::new()).collect());
-        (b, p)
-    };
-    if let Some(t) = batches
-        .iter()
-        .enumerate()
-        .find(|(t, b)| !b.is_empty() && !targets.contains(&(*t as u32)))
-    {
-        return Err(MpiError::new(
-            ERR_RMA_SYNC,
-            format!(
-                "operations on target {} outside the access epoch's group",
-                t.0
-            ),
-        ));
-    }
+    let (batches, pendings) = take_queue(w, targets)?;
     let mut sends = Vec::new();
     for &t in targets {
         if t == me {
@@ -1161,14 +1194,48 @@ fn exchange(w: &Win, targets: &[u32], origins: &[u32]) -> Result<(), MpiError> {
     for mut s in sends {
         s.wait().map_err(xfer)?;
     }
-    if code != abi::SUCCESS {
+    refused(code)
+}
+
+/// The batches and result places queued for every target, taken from the queue (which is left
+/// empty); `MPI_ERR_RMA_SYNC` if a target outside `targets` has operations queued.
+pub(crate) type Taken = (Vec<Vec<u8>>, Vec<Vec<Pending>>);
+
+/// Takes the queue of `w` for an epoch to `targets` (see [`Taken`]).
+pub(crate) fn take_queue(w: &Win, targets: &[u32]) -> Result<Taken, MpiError> {
+    let (batches, pendings) = {
+        let mut q = lock(&w.queue);
+        let n = q.batches.len();
+        let b = std::mem::replace(&mut q.batches, (0..n).map(|_| Vec::new()).collect());
+        let p = std::mem::replace(&mut q.pending, (0..n).map(|_| Vec::new()).collect());
+        (b, p)
+    };
+    if let Some((t, _)) = batches
+        .iter()
+        .enumerate()
+        .find(|(t, b)| !b.is_empty() && !targets.contains(&(*t as u32)))
+    {
         return Err(MpiError::new(
-            code,
-            "a one-sided operation was refused by its target (MPI_ERR_RMA_RANGE: outside the \
-             target's window)",
+            ERR_RMA_SYNC,
+            format!("operations on target {t} outside the access epoch's group"),
         ));
     }
-    Ok(())
+    Ok((batches, pendings))
+}
+
+/// `Ok` for a reply's `MPI_SUCCESS`, else the error class a target refused an operation with.
+pub(crate) fn refused(code: c_int) -> Result<(), MpiError> {
+    let why = match code {
+        abi::SUCCESS => return Ok(()),
+        ERR_RMA_RANGE => "outside the target's window (MPI_ERR_RMA_RANGE)",
+        err::OP => "the operation does not apply to the target's elements (MPI_ERR_OP)",
+        err::TYPE => "the target datatype does not suit the operation (MPI_ERR_TYPE)",
+        _ => "the target could not apply it",
+    };
+    Err(MpiError::new(
+        code,
+        format!("a one-sided operation was refused by its target: {why}"),
+    ))
 }
 
 pub(crate) fn check_assert(a: c_int) -> Result<(), MpiError> {
@@ -1195,255 +1262,5 @@ mpi_fn! {
         let done = exchange(&w, &all, &all);
         w.comm.barrier()?;
         done
-    }
-}
-
-/// The window ranks of the members of group `g` (`MPI_ERR_GROUP` for one not in the window).
-fn group_ranks(w: &Win, g: Handle) -> Result<Vec<u32>, MpiError> {
-    let members = rt()?.group(g)?;
-    let world = w.comm.world_ranks();
-    let mut out = Vec::with_capacity(members.len());
-    for &m in members.iter() {
-        let r = world.iter().position(|&x| x == m).ok_or_else(|| {
-            MpiError::new(
-                err::GROUP,
-                format!("world rank {m} of the group is not in the window"),
-            )
-        })?;
-        out.push(r as u32);
-    }
-    out.sort_unstable();
-    Ok(out)
-}
-
-mpi_fn! {
-    /// `MPI_Win_post`: opens an exposure epoch to the origins of `group`.
-    MPI_Win_post / PMPI_Win_post(group: Handle, assert: c_int, win: Handle) on win => {
-        let w = self::win(win)?;
-        check_assert(assert)?;
-        let origins = group_ranks(&w, group)?;
-        if origins.contains(&w.comm.rank()) {
-            return Err(MpiError::new(ERR_RMA_SYNC, "a rank in its own exposure group is not supported (see docs/MPI.md)"));
-        }
-        let mut s = lock(&w.pscw);
-        if s.exposed.is_some() {
-            return Err(MpiError::new(ERR_RMA_SYNC, "an exposure epoch is open already"));
-        }
-        s.exposed = Some(Exposure { origins, next: 0, len_recv: None, sends: Vec::new() });
-        Ok(())
-    }
-}
-
-mpi_fn! {
-    /// `MPI_Win_start`: opens an access epoch to the targets of `group`.
-    MPI_Win_start / PMPI_Win_start(group: Handle, assert: c_int, win: Handle) on win => {
-        let w = self::win(win)?;
-        check_assert(assert)?;
-        let targets = group_ranks(&w, group)?;
-        if targets.contains(&w.comm.rank()) {
-            return Err(MpiError::new(ERR_RMA_SYNC, "a rank in its own access group is not supported (see docs/MPI.md)"));
-        }
-        let mut s = lock(&w.pscw);
-        if s.access.is_some() {
-            return Err(MpiError::new(ERR_RMA_SYNC, "an access epoch is open already"));
-        }
-        s.access = Some(targets);
-        Ok(())
-    }
-}
-
-/// Whether this rank has an access epoch of `MPI_Win_start` open on `w`.
-pub(crate) fn access_open(w: &Win) -> bool {
-    lock(&w.pscw).access.is_some()
-}
-
-/// Serves the origins of exposure epoch `x` in rank order: receives each one's batch, applies
-/// it and replies. Without `block`, stops at the first origin whose batch has not come yet.
-/// Returns whether every origin was served.
-fn serve(w: &Win, x: &mut Exposure, block: bool) -> Result<bool, MpiError> {
-    while x.next < x.origins.len() {
-        let o = x.origins[x.next];
-        if x.len_recv.is_none() {
-            x.len_recv = Some(
-                w.comm
-                    .irecv(8, Source::Rank(o), TagMatch::Tag(TAG_LEN))
-                    .map_err(xfer)?,
-            );
-        }
-        let Some((req, buf)) = x.len_recv.as_mut() else {
-            continue;
-        };
-        if block {
-            req.wait().map_err(xfer)?;
-        } else if req.test().map_err(xfer)?.is_none() {
-            return Ok(false);
-        }
-        let mut len = [0u8; 8];
-        buf.copy_to(&mut len);
-        x.len_recv = None;
-        x.next += 1;
-        let len = u64::from_le_bytes(len) as usize;
-        if len == 0 {
-            continue;
-        }
-        // The batch follows its length at once.
-        let mut b = vec![0u8; len];
-        w.comm
-            .recv(&mut b, Source::Rank(o), TagMatch::Tag(TAG_BATCH))
-            .map_err(xfer)?;
-        let reply = apply(w, &b);
-        x.sends
-            .push(w.comm.isend(o, TAG_REPLY, &reply).map_err(xfer)?);
-    }
-    Ok(true)
-}
-
-/// Ends exposure epoch `x` once served: waits for its replies to leave.
-fn finish_exposure(x: Exposure) -> Result<(), MpiError> {
-    for mut s in x.sends {
-        s.wait().map_err(xfer)?;
-    }
-    Ok(())
-}
-
-/// `MPI_Win_complete`: sends each target its batch and takes the replies, serving this
-/// rank's own exposure epoch meanwhile.
-fn complete(w: &Win) -> Result<(), MpiError> {
-    let targets = lock(&w.pscw)
-        .access
-        .take()
-        .ok_or_else(|| MpiError::new(ERR_RMA_SYNC, "no access epoch is open (MPI_Win_start)"))?;
-    let (batches, pendings) = {
-        let mut q = lock(&w.queue);
-        let n = q.batches.len();
-        let b = std::mem::replace(&mut q.batches, (0..n).map(|_| Vec::new()).collect());
-        let p = std::mem::replace(&mut q.pending, (0..n).map(|_| Vec::new()).collect());
-        (b, p)
-    };
-    if let Some((t, _)) = batches
-        .iter()
-        .enumerate()
-        .find(|(t, b)| !b.is_empty() && !targets.contains(&(*t as u32)))
-    {
-        return Err(MpiError::new(
-            ERR_RMA_SYNC,
-            format!("operations on target {t} outside the access epoch's group"),
-        ));
-    }
-    let mut sends = Vec::new();
-    let mut replies = Vec::new();
-    for &t in &targets {
-        let b = &batches[t as usize];
-        sends.push(
-            w.comm
-                .isend(t, TAG_LEN, &(b.len() as u64).to_le_bytes())
-                .map_err(xfer)?,
-        );
-        if !b.is_empty() {
-            sends.push(w.comm.isend(t, TAG_BATCH, b).map_err(xfer)?);
-            let want = 4 + pendings[t as usize].iter().map(|p| p.len).sum::<usize>();
-            let (req, buf) = w
-                .comm
-                .irecv(want, Source::Rank(t), TagMatch::Tag(TAG_REPLY))
-                .map_err(xfer)?;
-            replies.push((t, want, req, buf, false));
-        }
-    }
-    let mut code = abi::SUCCESS;
-    loop {
-        let mut open = 0;
-        for (t, want, req, buf, done) in replies.iter_mut() {
-            if *done {
-                continue;
-            }
-            if req.test().map_err(xfer)?.is_none() {
-                open += 1;
-                continue;
-            }
-            *done = true;
-            let reply = buf.take();
-            if reply.len() != *want {
-                return Err(MpiError::new(
-                    err::INTERN,
-                    format!("reply of {} bytes, {want} expected", reply.len()),
-                ));
-            }
-            let c = i32::from_le_bytes([reply[0], reply[1], reply[2], reply[3]]);
-            if c != abi::SUCCESS && code == abi::SUCCESS {
-                code = c;
-            }
-            deliver(&pendings[*t as usize], &reply[4..]);
-        }
-        if open == 0 {
-            break;
-        }
-        {
-            let mut s = lock(&w.pscw);
-            if let Some(x) = s.exposed.as_mut() {
-                serve(w, x, false)?;
-            }
-        }
-        std::thread::yield_now();
-    }
-    for mut s in sends {
-        s.wait().map_err(xfer)?;
-    }
-    if code != abi::SUCCESS {
-        return Err(MpiError::new(
-            code,
-            "a one-sided operation was refused by its target (MPI_ERR_RMA_RANGE: outside the \
-             target's window)",
-        ));
-    }
-    Ok(())
-}
-
-mpi_fn! {
-    /// `MPI_Win_complete`: ends the access epoch once every target applied its operations
-    /// (waiting for the targets' `MPI_Win_post`, not for their `MPI_Win_wait`).
-    MPI_Win_complete / PMPI_Win_complete(win: Handle) on win => {
-        let w = self::win(win)?;
-        complete(&w)
-    }
-}
-
-/// `MPI_Win_wait` (`block`) or `MPI_Win_test`: serves the exposure epoch's origins; returns
-/// whether the epoch ended.
-fn wait(w: &Win, block: bool) -> Result<bool, MpiError> {
-    let mut s = lock(&w.pscw);
-    let x = s
-        .exposed
-        .as_mut()
-        .ok_or_else(|| MpiError::new(ERR_RMA_SYNC, "no exposure epoch is open (MPI_Win_post)"))?;
-    if !serve(w, x, block)? {
-        return Ok(false);
-    }
-    let x = s.exposed.take();
-    drop(s);
-    if let Some(x) = x {
-        finish_exposure(x)?;
-    }
-    Ok(true)
-}
-
-mpi_fn! {
-    /// `MPI_Win_wait`: ends the exposure epoch once every origin completed its access.
-    MPI_Win_wait / PMPI_Win_wait(win: Handle) on win => {
-        let w = self::win(win)?;
-        wait(&w, true).map(|_| ())
-    }
-}
-
-mpi_fn! {
-    /// `MPI_Win_test`: `MPI_Win_wait` that returns at once; `flag` tells whether the epoch
-    /// ended.
-    MPI_Win_test / PMPI_Win_test(win: Handle, flag: *mut c_int) on win => {
-        let w = self::win(win)?;
-        if flag.is_null() {
-            return Err(MpiError::new(err::ARG, "flag is NULL"));
-        }
-        let done = wait(&w, false)?;
-        // SAFETY: the caller's int, checked not NULL.
-        unsafe { put(flag, c_int::from(done), "flag") }
     }
 }

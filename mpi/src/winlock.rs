@@ -242,16 +242,37 @@ fn handle(w: &Win, src: u32, c: &[u8; CTRL_LEN]) {
             let mut t = lock(&w.passive.target);
             reply(w, &mut t, src, &answer);
             if c[1] & 1 != 0 {
-                if t.exclusive == Some(src) {
-                    t.exclusive = None;
-                } else {
-                    t.shared = t.shared.saturating_sub(1);
-                }
-                grant(w, &mut t);
+                release(w, &mut t, src);
             }
         }
         _ => {}
     }
+}
+
+/// Releases the lock origin `src` holds and grants the next ones.
+fn release(w: &Win, t: &mut TargetSide, src: u32) {
+    if t.exclusive == Some(src) {
+        t.exclusive = None;
+    } else {
+        t.shared = t.shared.saturating_sub(1);
+    }
+    grant(w, t);
+}
+
+/// Serves this rank's own batch to itself on the calling thread (no message, no handler):
+/// applies it, releases its lock with `unlock`, and returns the reply.
+fn serve_own(w: &Win, batch: &[u8], unlock: bool) -> Vec<u8> {
+    let answer = if batch.is_empty() {
+        abi::SUCCESS.to_le_bytes().to_vec()
+    } else {
+        // The window's memory, as for a batch of another origin.
+        win::apply(w, batch)
+    };
+    if unlock {
+        let mut t = lock(&w.passive.target);
+        release(w, &mut t, w.comm.rank());
+    }
+    answer
 }
 
 fn ctrl(kind: u8, arg: bool, len: usize) -> [u8; CTRL_LEN] {
@@ -265,7 +286,14 @@ fn ctrl(kind: u8, arg: bool, len: usize) -> [u8; CTRL_LEN] {
 /// Asks `targets` for a lock and waits for every grant.
 fn acquire(w: &Win, targets: &[u32], exclusive: bool) -> Result<(), MpiError> {
     let mut sends = Vec::with_capacity(targets.len());
+    let me = w.comm.rank();
     for &t in targets {
+        if t == me {
+            // Queued (and granted when free) here; the grant still comes as a message, from
+            // here or from the handler that releases the lock in the way.
+            handle(w, me, &ctrl(C_LOCK, exclusive, 0));
+            continue;
+        }
         sends.push(
             w.comm
                 .isend(t, TAG_PT, &ctrl(C_LOCK, exclusive, 0))
@@ -290,6 +318,8 @@ fn acquire(w: &Win, targets: &[u32], exclusive: bool) -> Result<(), MpiError> {
 fn flush_to(w: &Win, targets: &[u32], unlock: bool) -> Result<(), MpiError> {
     let mut sent = Vec::new();
     let mut sends = Vec::new();
+    let me = w.comm.rank();
+    let mut own = None;
     for &t in targets {
         let (batch, pending) = {
             let mut q = lock(&w.queue);
@@ -299,6 +329,10 @@ fn flush_to(w: &Win, targets: &[u32], unlock: bool) -> Result<(), MpiError> {
             )
         };
         if batch.is_empty() && !unlock {
+            continue;
+        }
+        if t == me {
+            own = Some((batch, pending));
             continue;
         }
         sends.push(
@@ -312,6 +346,11 @@ fn flush_to(w: &Win, targets: &[u32], unlock: bool) -> Result<(), MpiError> {
         sent.push((t, pending));
     }
     let mut code = abi::SUCCESS;
+    if let Some((batch, pending)) = own {
+        let r = serve_own(w, &batch, unlock);
+        code = i32::from_le_bytes([r[0], r[1], r[2], r[3]]);
+        win::deliver(&pending, &r[4..]);
+    }
     for (t, pending) in &sent {
         let want = 4 + pending.iter().map(|p| p.len).sum::<usize>();
         let mut r = vec![0u8; want];
@@ -327,14 +366,7 @@ fn flush_to(w: &Win, targets: &[u32], unlock: bool) -> Result<(), MpiError> {
     for mut s in sends {
         s.wait().map_err(xfer)?;
     }
-    if code != abi::SUCCESS {
-        return Err(MpiError::new(
-            code,
-            "a one-sided operation was refused by its target (MPI_ERR_RMA_RANGE: outside the \
-             target's window)",
-        ));
-    }
-    Ok(())
+    win::refused(code)
 }
 
 /// Checks target rank `rank` of `w` (`None` for `MPI_PROC_NULL`).
@@ -361,7 +393,7 @@ fn no_fence_epoch(w: &Win, o: &OriginSide, call: &str) -> Result<(), MpiError> {
         .iter()
         .enumerate()
         .any(|(t, b)| !b.is_empty() && o.all.is_none() && o.held[t].is_none());
-    if fenced || win::access_open(w) {
+    if fenced || crate::winpscw::access_open(w) {
         return Err(MpiError::new(
             ERR_RMA_SYNC,
             format!(

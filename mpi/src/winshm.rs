@@ -1,5 +1,5 @@
 //! Shared-memory windows (MPI 4.x chapter 12.2.3): `MPI_Win_allocate_shared` and
-//! `MPI_Win_shared_query`.
+//! `MPI_Win_shared_query` (on windows of every flavor, as MPI 4.1 allows).
 //!
 //! Every rank of the communicator must run on one node (the host names are compared;
 //! `MPI_ERR_RMA_SHARED` names the first rank on another host). Rank 0 creates a file in
@@ -22,8 +22,6 @@ use crate::win;
 
 /// `MPI_ERR_RMA_SHARED`.
 const ERR_RMA_SHARED: c_int = 57;
-/// `MPI_ERR_RMA_FLAVOR`.
-const ERR_RMA_FLAVOR: c_int = 58;
 /// Bytes of a host name compared between ranks.
 const HOST: usize = 256;
 /// Bytes of the path of the shared file sent by rank 0 (with its status byte).
@@ -227,7 +225,8 @@ mpi_fn! {
         let dup = c.comm.dup()?;
         let m = allocate(&dup, size as usize, disp_unit)?;
         let me = dup.rank() as usize;
-        let base = m.addr + m.parts[me].0;
+        // A part of size 0 has no memory: its base is NULL (as MPICH gives).
+        let base = if m.parts[me].1 == 0 { 0 } else { m.addr + m.parts[me].0 };
         let h = win::create_on(dup, base, size, disp_unit, win::FLAVOR_SHARED, Some(m))?;
         // SAFETY: the caller's `void **` and handle, checked not NULL.
         unsafe {
@@ -238,33 +237,58 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_Win_shared_query`: the size, displacement unit and address (in this process) of
-    /// rank `rank`'s part; `MPI_PROC_NULL`: of the first part that is not empty.
+    /// `MPI_Win_shared_query` (MPI 4.1: windows of every flavor): the size, displacement unit
+    /// and address (in this process) of rank `rank`'s part; `MPI_PROC_NULL`: of the first part
+    /// that is not empty. A part of size 0 has address NULL. On a window not made by
+    /// `MPI_Win_allocate_shared` only the caller's own memory is accessible to it: its own
+    /// rank gives its base, size and unit (size 0 and NULL on a dynamic window), every other
+    /// rank size 0, unit 0 and NULL (MPICH's answer for memory not shared).
     MPI_Win_shared_query / PMPI_Win_shared_query(win: Handle, rank: c_int, size: *mut MpiAint, disp_unit: *mut c_int, baseptr: *mut c_void) on win => {
         let w = win::win(win)?;
-        let m = w.shm.as_ref().ok_or_else(|| {
-            MpiError::new(ERR_RMA_FLAVOR, "the window was not made by MPI_Win_allocate_shared")
-        })?;
         if size.is_null() || disp_unit.is_null() || baseptr.is_null() {
             return Err(MpiError::new(err::ARG, "size, disp_unit or baseptr is NULL"));
         }
-        let n = m.parts.len() as c_int;
-        let part = if rank == abi::PROC_NULL {
-            m.parts.iter().find(|p| p.1 > 0).copied()
-        } else if rank < 0 || rank >= n {
+        let n = w.comm.size() as c_int;
+        if rank != abi::PROC_NULL && (rank < 0 || rank >= n) {
             return Err(MpiError::new(err::RANK, format!("rank {rank} is not in the window's group of {n}")));
-        } else {
-            Some(m.parts[rank as usize])
-        };
-        let (addr, sz, du) = match part {
-            Some((off, sz, du)) => (m.addr + off, sz, du),
-            None => (0, 0, m.parts.first().map_or(1, |p| p.2)),
-        };
+        }
+        let (addr, sz, du) = query(&w, rank);
         // SAFETY: the caller's MPI_Aint, int and `void **`, checked not NULL.
         unsafe {
             put(size, sz as MpiAint, "size")?;
             put(disp_unit, du, "disp_unit")?;
             put(baseptr.cast::<*mut c_void>(), addr as *mut c_void, "baseptr")
+        }
+    }
+}
+
+/// The (address, size, displacement unit) of rank `rank`'s part of `w` as this process sees it
+/// (`rank` valid or `MPI_PROC_NULL`); a part of size 0, or one not accessible here, is
+/// (0, 0, unit) with unit 0 when not known.
+fn query(w: &win::Win, rank: c_int) -> (usize, usize, c_int) {
+    match &w.shm {
+        Some(m) => {
+            let part = if rank == abi::PROC_NULL {
+                m.parts.iter().find(|p| p.1 > 0).copied()
+            } else {
+                Some(m.parts[rank as usize])
+            };
+            match part {
+                Some((_, 0, du)) => (0, 0, du),
+                Some((off, sz, du)) => (m.addr + off, sz, du),
+                None => (0, 0, m.parts.first().map_or(1, |p| p.2)),
+            }
+        }
+        None => {
+            let me = w.comm.rank() as c_int;
+            let alone = rank == abi::PROC_NULL && w.comm.size() == 1;
+            if (rank == me || alone) && w.size > 0 {
+                (w.base, w.size, w.disp_unit as c_int)
+            } else if rank == me || alone {
+                (0, 0, w.disp_unit as c_int)
+            } else {
+                (0, 0, 0)
+            }
         }
     }
 }

@@ -26,6 +26,7 @@ struct Setup {
 const PROGRAMS: &[&str] = &[
     "env",
     "packbottom",
+    "winquery",
     "p2p",
     "coll",
     "errors",
@@ -559,6 +560,31 @@ fn packbottom_program() {
         1,
     );
     assert_eq!(got, ["rank 0: MPI_Pack and MPI_Unpack with MPI_BOTTOM"]);
+}
+
+/// `MPI_Win_shared_query` on windows of every flavor (MPI 4.1), on viaduct only (MPICH 4.0.2
+/// refuses it on windows not made by `MPI_Win_allocate_shared`): 1, 2 and 3 ranks.
+#[test]
+fn winquery_program() {
+    let Some(s) = setup() else { return };
+    for n in [1u32, 2, 3] {
+        let what = format!("winquery on viaduct, viaduct launch -n {n}");
+        let got = assert_ok(
+            &job(s, "winquery", Launch::Viaduct(n), true, &[]),
+            &what,
+            n as usize,
+        );
+        for r in 0..n {
+            for w in [
+                "MPI_Win_create",
+                "MPI_Win_allocate",
+                "MPI_Win_create_dynamic",
+            ] {
+                let line = format!("rank {r}: {w}: own memory only");
+                assert!(got.contains(&line), "{what}: no line {line:?} in {got:?}");
+            }
+        }
+    }
 }
 
 /// File I/O edge cases on viaduct only, each value checked in the program (MPICH 4.0.2 counts

@@ -26,7 +26,13 @@
    - datatypes: a struct's extent is rounded up to its largest alignment (so count > 1 steps
      by sizeof), explicit bounds (resized, MPI_LB) win and may give negative extents,
      MPI_Get_elements counts a pair type as two elements and counts into a partial element,
-     a new datatype takes the last freed handle, and MPI_C_COMPLEX is named so.
+     a new datatype takes the last freed handle, and MPI_C_COMPLEX is named so;
+   - one-sided: MPI_BOTTOM with absolute addresses as the origin of MPI_Put and MPI_Get and as
+     the result of MPI_Get_accumulate; post/start/complete/wait with every rank in its own
+     groups; a target waiting in MPI_Recv between MPI_Win_post and MPI_Win_wait while the
+     origin completes first; MPI_MAXLOC accumulates of MPI_DOUBLE_INT through a vector
+     type; accumulates of zero-size derived types; an access across two adjacent regions of a
+     dynamic window; a part of size 0 of MPI_Win_allocate_shared has base NULL.
    Runs on any number of ranks; ranks 0 and 1 exchange, the others only check local calls. */
 #include "common.h"
 #include <complex.h>
@@ -751,6 +757,142 @@ static void inter_nonblocking(void) {
     CHECK(MPI_Comm_free(&ic) == MPI_SUCCESS && MPI_Comm_free(&half) == MPI_SUCCESS);
 }
 
+/* One-sided communication (see the header). */
+static void rma_cases(void) {
+    int right = (rank + 1) % n, left = (rank + n - 1) % n;
+    int buf[8], src[8], res[8];
+    MPI_Win win;
+    for (int i = 0; i < 8; i++) buf[i] = -1;
+    CHECK(MPI_Win_create(buf, sizeof buf, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win) ==
+          MPI_SUCCESS);
+    /* MPI_BOTTOM origins: src[1] and src[3] by absolute address. */
+    for (int i = 0; i < 8; i++) src[i] = 100 * rank + i;
+    MPI_Aint at[2];
+    int lens[2] = {1, 1};
+    MPI_Get_address(&src[1], &at[0]);
+    MPI_Get_address(&src[3], &at[1]);
+    MPI_Datatype abs_t;
+    MPI_Type_create_hindexed(2, lens, at, MPI_INT, &abs_t);
+    MPI_Type_commit(&abs_t);
+    MPI_Win_fence(0, win);
+    CHECK(MPI_Put(MPI_BOTTOM, 1, abs_t, right, 0, 2, MPI_INT, win) == MPI_SUCCESS);
+    MPI_Win_fence(0, win);
+    CHECK(buf[0] == 100 * left + 1 && buf[1] == 100 * left + 3);
+    src[1] = src[3] = 0;
+    CHECK(MPI_Get(MPI_BOTTOM, 1, abs_t, right, 0, 2, MPI_INT, win) == MPI_SUCCESS);
+    MPI_Win_fence(0, win);
+    CHECK(src[1] == 100 * rank + 1 && src[3] == 100 * rank + 3);
+    src[1] = src[3] = 0;
+    CHECK(MPI_Get_accumulate(NULL, 0, MPI_INT, MPI_BOTTOM, 1, abs_t, right, 0, 2, MPI_INT,
+                             MPI_NO_OP, win) == MPI_SUCCESS);
+    MPI_Win_fence(0, win);
+    CHECK(src[1] == 100 * rank + 1 && src[3] == 100 * rank + 3);
+    MPI_Type_free(&abs_t);
+    /* Post/start/complete/wait with every rank in both groups, itself included. */
+    MPI_Group all;
+    MPI_Win_get_group(win, &all);
+    CHECK(MPI_Win_post(all, 0, win) == MPI_SUCCESS);
+    CHECK(MPI_Win_start(all, 0, win) == MPI_SUCCESS);
+    int v = 10 + rank;
+    CHECK(MPI_Put(&v, 1, MPI_INT, rank, 2, 1, MPI_INT, win) == MPI_SUCCESS);
+    CHECK(MPI_Put(&v, 1, MPI_INT, right, 3, 1, MPI_INT, win) == MPI_SUCCESS);
+    CHECK(MPI_Win_complete(win) == MPI_SUCCESS);
+    CHECK(MPI_Win_wait(win) == MPI_SUCCESS);
+    CHECK(buf[2] == 10 + rank && buf[3] == 10 + left);
+    MPI_Group_free(&all);
+    /* The target waits in MPI_Recv for a message the origin sends after MPI_Win_complete. */
+    if (n >= 2 && rank < 2) {
+        MPI_Group g, other;
+        int peer = 1 - rank, got = 0;
+        MPI_Win_get_group(win, &g);
+        MPI_Group_incl(g, 1, &peer, &other);
+        if (rank == 0) {
+            v = 77;
+            CHECK(MPI_Win_start(other, 0, win) == MPI_SUCCESS);
+            CHECK(MPI_Put(&v, 1, MPI_INT, 1, 4, 1, MPI_INT, win) == MPI_SUCCESS);
+            CHECK(MPI_Win_complete(win) == MPI_SUCCESS);
+            CHECK(MPI_Send(&v, 1, MPI_INT, 1, 9, MPI_COMM_WORLD) == MPI_SUCCESS);
+        } else {
+            CHECK(MPI_Win_post(other, 0, win) == MPI_SUCCESS);
+            CHECK(MPI_Recv(&got, 1, MPI_INT, 0, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE) ==
+                  MPI_SUCCESS);
+            CHECK(MPI_Win_wait(win) == MPI_SUCCESS);
+            CHECK(got == 77 && buf[4] == 77);
+        }
+        MPI_Group_free(&other);
+        MPI_Group_free(&g);
+    }
+    /* Accumulates moving no data: a zero-size derived type, with any predefined operation. */
+    MPI_Datatype empty;
+    MPI_Type_contiguous(0, MPI_INT, &empty);
+    MPI_Type_commit(&empty);
+    MPI_Win_fence(0, win);
+    CHECK(MPI_Accumulate(src, 1, empty, right, 0, 1, empty, MPI_SUM, win) == MPI_SUCCESS);
+    CHECK(MPI_Get_accumulate(src, 0, MPI_INT, res, 2, empty, right, 0, 1, empty, MPI_MAX,
+                             win) == MPI_SUCCESS);
+    MPI_Win_fence(0, win);
+    MPI_Type_free(&empty);
+    MPI_Win_free(&win);
+    /* MPI_MAXLOC on MPI_DOUBLE_INT through a vector type (a hole between value and index). */
+    struct { double v; int i; } t[6], o[6];
+    for (int k = 0; k < 6; k++) {
+        t[k].v = 5.0; t[k].i = 50;
+        o[k].v = k % 2 ? 1.0 : 9.0; o[k].i = rank;
+    }
+    MPI_Datatype vec;
+    MPI_Type_vector(3, 1, 2, MPI_DOUBLE_INT, &vec);
+    MPI_Type_commit(&vec);
+    CHECK(MPI_Win_create(t, sizeof t, sizeof t[0], MPI_INFO_NULL, MPI_COMM_WORLD, &win) ==
+          MPI_SUCCESS);
+    MPI_Win_fence(0, win);
+    CHECK(MPI_Accumulate(o, 1, vec, right, 0, 1, vec, MPI_MAXLOC, win) == MPI_SUCCESS);
+    MPI_Win_fence(0, win);
+    for (int k = 0; k < 6; k++)
+        CHECK(k % 2 ? t[k].v == 5.0 && t[k].i == 50 : t[k].v == 9.0 && t[k].i == left);
+    MPI_Win_free(&win);
+    MPI_Type_free(&vec);
+    /* A dynamic window: one access across two adjacent attached regions. */
+    int region[8];
+    MPI_Aint base;
+    for (int k = 0; k < 8; k++) region[k] = 0;
+    CHECK(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win) == MPI_SUCCESS);
+    CHECK(MPI_Win_attach(win, &region[0], 4 * sizeof(int)) == MPI_SUCCESS);
+    CHECK(MPI_Win_attach(win, &region[4], 4 * sizeof(int)) == MPI_SUCCESS);
+    MPI_Get_address(&region[2], &base);
+    MPI_Aint their;
+    CHECK(MPI_Sendrecv(&base, 1, MPI_AINT, left, 11, &their, 1, MPI_AINT, right, 11,
+                       MPI_COMM_WORLD, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    for (int k = 0; k < 4; k++) src[k] = 1000 * rank + k;
+    MPI_Win_fence(0, win);
+    CHECK(MPI_Put(src, 4, MPI_INT, right, their, 4, MPI_INT, win) == MPI_SUCCESS);
+    MPI_Win_fence(0, win);
+    CHECK(region[1] == 0 && region[6] == 0);
+    for (int k = 0; k < 4; k++) CHECK(region[2 + k] == 1000 * left + k);
+    CHECK(MPI_Win_detach(win, &region[0]) == MPI_SUCCESS);
+    CHECK(MPI_Win_detach(win, &region[4]) == MPI_SUCCESS);
+    MPI_Win_free(&win);
+    /* MPI_Win_allocate_shared: odd ranks give size 0, their base is NULL. */
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    int nrank;
+    MPI_Comm_rank(node, &nrank);
+    int *mine = NULL;
+    CHECK(MPI_Win_allocate_shared(nrank % 2 ? 0 : 4 * sizeof(int), sizeof(int), MPI_INFO_NULL,
+                                  node, &mine, &win) == MPI_SUCCESS);
+    CHECK((mine == NULL) == (nrank % 2 == 1));
+    MPI_Aint qsize = -1;
+    int qunit = -1;
+    int *qbase = mine;
+    if (n >= 2) {
+        CHECK(MPI_Win_shared_query(win, 1, &qsize, &qunit, &qbase) == MPI_SUCCESS);
+        CHECK(qsize == 0 && qbase == NULL);
+    }
+    MPI_Win_free(&win);
+    MPI_Comm_free(&node);
+    OK(rank, "one-sided: MPI_BOTTOM origins, own post/start groups, progress in MPI_Recv, "
+             "MAXLOC on MPI_DOUBLE_INT, empty accumulates, dynamic regions, empty shared parts");
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -772,6 +914,7 @@ int main(int argc, char **argv) {
     type_bounds();
     type_elements();
     self_attributes();
+    rma_cases();
     MPI_Barrier(MPI_COMM_WORLD);
     OK(rank, "done");
     MPI_Finalize();
