@@ -1082,6 +1082,28 @@ fn attached(regions: &[(usize, usize)], lo: i128, l: u64) -> bool {
     true
 }
 
+/// Takes one target's reply of `want` bytes: keeps the first error code of all replies in
+/// `code` and writes the result bytes into the origin's result buffers of `pending`.
+pub(crate) fn take_reply(
+    reply: &[u8],
+    want: usize,
+    pending: &[Pending],
+    code: &mut c_int,
+) -> Result<(), MpiError> {
+    if reply.len() != want {
+        return Err(MpiError::new(
+            err::INTERN,
+            format!("reply of {} bytes, {want} expected", reply.len()),
+        ));
+    }
+    let c = i32::from_le_bytes([reply[0], reply[1], reply[2], reply[3]]);
+    if c != abi::SUCCESS && *code == abi::SUCCESS {
+        *code = c;
+    }
+    deliver(pending, &reply[4..]);
+    Ok(())
+}
+
 /// Writes a reply's result bytes into the origin's result buffers.
 pub(crate) fn deliver(pending: &[Pending], data: &[u8]) {
     let mut at = 0;
@@ -1179,17 +1201,7 @@ fn exchange(w: &Win, targets: &[u32], origins: &[u32]) -> Result<(), MpiError> {
                 .map_err(xfer)?;
             r
         };
-        if reply.len() != want {
-            return Err(MpiError::new(
-                err::INTERN,
-                format!("reply of {} bytes, {want} expected", reply.len()),
-            ));
-        }
-        let c = i32::from_le_bytes([reply[0], reply[1], reply[2], reply[3]]);
-        if c != abi::SUCCESS && code == abi::SUCCESS {
-            code = c;
-        }
-        deliver(&pendings[t as usize], &reply[4..]);
+        take_reply(&reply, want, &pendings[t as usize], &mut code)?;
     }
     for mut s in sends {
         s.wait().map_err(xfer)?;

@@ -192,17 +192,7 @@ fn complete(w: &Win) -> Result<(), MpiError> {
     for (t, want, mut req, buf) in replies {
         req.wait().map_err(xfer)?;
         let reply = buf.take();
-        if reply.len() != want {
-            return Err(MpiError::new(
-                err::INTERN,
-                format!("reply of {} bytes, {want} expected", reply.len()),
-            ));
-        }
-        let c = i32::from_le_bytes([reply[0], reply[1], reply[2], reply[3]]);
-        if c != abi::SUCCESS && code == abi::SUCCESS {
-            code = c;
-        }
-        win::deliver(&pendings[t as usize], &reply[4..]);
+        win::take_reply(&reply, want, &pendings[t as usize], &mut code)?;
     }
     for mut s in sends {
         s.wait().map_err(xfer)?;

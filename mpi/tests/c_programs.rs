@@ -587,19 +587,30 @@ fn winquery_program() {
     }
 }
 
+/// Runs `p` on viaduct at `n` ranks under `viaduct launch` and, where installed, `mpiexec`;
+/// gives each run's description and result lines (none without the setup).
+fn on_viaduct_both(p: &str, n: u32) -> Vec<(String, Vec<String>)> {
+    let Some(s) = setup() else { return Vec::new() };
+    let mut launches = vec![Launch::Viaduct(n)];
+    if s.mpiexec {
+        launches.push(Launch::Mpiexec(n));
+    }
+    launches
+        .into_iter()
+        .map(|how| {
+            let what = format!("{p} on viaduct, {how:?}");
+            let got = assert_ok(&job(s, p, how, true, &[]), &what, n as usize);
+            (what, got)
+        })
+        .collect()
+}
+
 /// File I/O edge cases on viaduct only, each value checked in the program (MPICH 4.0.2 counts
 /// zeros past the end of the file in collective and strided reads, and fails on a filetype
 /// without data): 3 ranks under both launchers.
 #[test]
 fn fileedge_program() {
-    let Some(s) = setup() else { return };
-    let mut launches = vec![Launch::Viaduct(3)];
-    if s.mpiexec {
-        launches.push(Launch::Mpiexec(3));
-    }
-    for how in launches {
-        let what = format!("fileedge on viaduct, {how:?}");
-        let got = assert_ok(&job(s, "fileedge", how, true, &[]), &what, 3);
+    for (what, got) in on_viaduct_both("fileedge", 3) {
         let want_each = [
             "read_at past the end: count 6, bytes 5 10 99 (untouched 99)",
             "read_at_all past the end: count 10, bytes 1 10 (untouched 99 99)",
@@ -635,14 +646,7 @@ fn fileedge_program() {
 /// fails a second `MPI_Session_init`): 2 ranks under both launchers.
 #[test]
 fn sessre_program() {
-    let Some(s) = setup() else { return };
-    let mut launches = vec![Launch::Viaduct(2)];
-    if s.mpiexec {
-        launches.push(Launch::Mpiexec(2));
-    }
-    for how in launches {
-        let what = format!("sessre on viaduct, {how:?}");
-        let got = assert_ok(&job(s, "sessre", how, true, &[]), &what, 2);
+    for (what, got) in on_viaduct_both("sessre", 2) {
         let mut want = Vec::new();
         for r in 0..2 {
             for round in 0..3 {
