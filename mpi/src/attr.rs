@@ -61,6 +61,9 @@ struct Keyval {
     kind: Kind,
     copy: Option<CopyFn>,
     delete: Option<DeleteFn>,
+    /// The callers of `copy` and `delete` in another language's convention (MPICH's Fortran
+    /// library sets them with `MPII_Keyval_set_proxy` for keyvals made from Fortran).
+    proxy: Option<(CopyProxy, DeleteProxy)>,
     extra: usize,
     freed: bool,
     /// Delete callbacks of this keyval running now (their attribute is already gone from
@@ -68,14 +71,116 @@ struct Keyval {
     deleting: u32,
 }
 
+/// MPICH's copy callback caller (`MPII_Attr_copy_proxy`): the program's function, the
+/// object's handle, the keyval, `extra_state`, the attribute's [`AttrType`], its value, where
+/// the copy goes and the flag.
+pub type CopyProxy = unsafe extern "C" fn(
+    *mut c_void,
+    c_int,
+    c_int,
+    *mut c_void,
+    c_int,
+    *mut c_void,
+    *mut *mut c_void,
+    *mut c_int,
+) -> c_int;
+/// MPICH's delete callback caller (`MPII_Attr_delete_proxy`): the program's function, the
+/// object's handle, the keyval, the attribute's [`AttrType`], its value and `extra_state`.
+pub type DeleteProxy =
+    unsafe extern "C" fn(*mut c_void, c_int, c_int, c_int, *mut c_void, *mut c_void) -> c_int;
+
+/// How an attribute is set or read (MPICH's `MPIR_Attr_type`): from C as a pointer, or from
+/// Fortran as an address-sized integer (`MPI_Comm_set_attr`) or a default integer
+/// (`MPI_Attr_put`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttrType {
+    /// C: `void *` (`MPIR_ATTR_PTR`, 0).
+    Ptr,
+    /// Fortran `INTEGER(KIND=MPI_ADDRESS_KIND)` (`MPIR_ATTR_AINT`, 1).
+    Aint,
+    /// Fortran `INTEGER` (`MPIR_ATTR_INT`, 3).
+    Int,
+}
+
+impl AttrType {
+    /// The type of MPICH's code `code`, if it is one.
+    pub fn from_code(code: c_int) -> Option<Self> {
+        match code {
+            0 => Some(AttrType::Ptr),
+            1 => Some(AttrType::Aint),
+            3 => Some(AttrType::Int),
+            _ => None,
+        }
+    }
+
+    fn code(self) -> c_int {
+        match self {
+            AttrType::Ptr => 0,
+            AttrType::Aint => 1,
+            AttrType::Int => 3,
+        }
+    }
+}
+
+/// An attribute's value. One set from Fortran is an integer, kept in a box of its own so that
+/// C reads it through a pointer that stays valid while the attribute is set (MPI-4.1 19.3.7:
+/// C gets the address of the value Fortran stored; Fortran gets the pointer C stored as an
+/// integer).
+#[derive(Clone)]
+enum Value {
+    Ptr(usize),
+    Int(AttrType, Box<isize>),
+}
+
+impl Value {
+    fn new(v: usize, ty: AttrType) -> Self {
+        match ty {
+            AttrType::Ptr => Value::Ptr(v),
+            ty => Value::Int(ty, Box::new(v as isize)),
+        }
+    }
+
+    /// What C reads: the pointer set from C, or the address of the integer set from Fortran.
+    fn as_ptr(&self) -> usize {
+        match self {
+            Value::Ptr(v) => *v,
+            Value::Int(_, b) => &**b as *const isize as usize,
+        }
+    }
+
+    /// What Fortran reads, and what a proxy gets: the value itself.
+    fn raw(&self) -> usize {
+        match self {
+            Value::Ptr(v) => *v,
+            Value::Int(_, b) => **b as usize,
+        }
+    }
+
+    /// The value as `out` reads it.
+    fn read(&self, out: AttrType) -> usize {
+        if out == AttrType::Ptr {
+            self.as_ptr()
+        } else {
+            self.raw()
+        }
+    }
+
+    fn ty(&self) -> AttrType {
+        match self {
+            Value::Ptr(_) => AttrType::Ptr,
+            Value::Int(ty, _) => *ty,
+        }
+    }
+}
+
 /// The attributes of one object: keyval and value, in the order they were first set (setting
 /// one again keeps its place). `MPI_Finalize` deletes `MPI_COMM_SELF`'s in the reverse order
 /// (as the standard asks since MPI-2.2); the others are deleted in that order too.
 #[derive(Default)]
-struct Attrs(Vec<(c_int, usize)>);
+struct Attrs(Vec<(c_int, Value)>);
 
 impl Attrs {
-    fn get(&self, keyval: &c_int) -> Option<&usize> {
+    fn get(&self, keyval: &c_int) -> Option<&Value> {
         self.0.iter().find(|(k, _)| k == keyval).map(|(_, v)| v)
     }
 
@@ -83,7 +188,7 @@ impl Attrs {
         self.get(keyval).is_some()
     }
 
-    fn insert(&mut self, keyval: c_int, value: usize) {
+    fn insert(&mut self, keyval: c_int, value: Value) {
         match self.0.iter_mut().find(|(k, _)| *k == keyval) {
             Some((_, v)) => *v = value,
             None => self.0.push((keyval, value)),
@@ -159,21 +264,40 @@ fn callback_error(code: c_int, what: &str) -> MpiError {
 }
 
 /// Runs the delete callback of `keyval` for `value` on object `h`.
-fn run_delete(h: Handle, keyval: c_int, value: usize) -> Result<(), MpiError> {
-    let (delete, extra) = {
+fn run_delete(h: Handle, keyval: c_int, value: &Value) -> Result<(), MpiError> {
+    let (delete, proxy, extra) = {
         let mut s = store();
         match s.keyvals.get_mut(&keyval) {
             Some(k) => {
                 k.deleting += 1;
-                (k.delete, k.extra)
+                (k.delete, k.proxy, k.extra)
             }
             None => return Ok(()),
         }
     };
-    let code = match delete {
+    let code = match (delete, proxy) {
+        // SAFETY: MPICH's Fortran caller of the program's delete function, with the value
+        // itself and its type, as `MPII_Attr_delete_proxy` takes them.
+        (Some(f), Some((_, p))) => unsafe {
+            p(
+                f as *mut c_void,
+                h,
+                keyval,
+                value.ty().code(),
+                value.raw() as *mut c_void,
+                extra as *mut c_void,
+            )
+        },
         // SAFETY: the program's delete function, called as the standard specifies.
-        Some(f) => unsafe { f(h, keyval, value as *mut c_void, extra as *mut c_void) },
-        None => abi::SUCCESS,
+        (Some(f), None) => unsafe {
+            f(
+                h,
+                keyval,
+                value.as_ptr() as *mut c_void,
+                extra as *mut c_void,
+            )
+        },
+        (None, _) => abi::SUCCESS,
     };
     if let Some(k) = store().keyvals.get_mut(&keyval) {
         k.deleting -= 1;
@@ -210,6 +334,7 @@ fn create_keyval(
                 kind,
                 copy,
                 delete,
+                proxy: None,
                 extra: extra as usize,
                 freed: false,
                 deleting: 0,
@@ -245,23 +370,29 @@ fn free_keyval(kind: Kind, keyval: *mut c_int) -> Result<(), MpiError> {
     Ok(())
 }
 
-fn set_attr(kind: Kind, h: Handle, keyval: c_int, value: *mut c_void) -> Result<(), MpiError> {
+fn set_attr(
+    kind: Kind,
+    h: Handle,
+    keyval: c_int,
+    value: *mut c_void,
+    ty: AttrType,
+) -> Result<(), MpiError> {
     let old = {
         let s = store();
         live(&s, kind, keyval)?;
         s.attrs
             .get(&(kind, h))
             .and_then(|m| m.get(&keyval))
-            .copied()
+            .cloned()
     };
     if let Some(old) = old {
-        run_delete(h, keyval, old)?;
+        run_delete(h, keyval, &old)?;
     }
     store()
         .attrs
         .entry((kind, h))
         .or_default()
-        .insert(keyval, value as usize);
+        .insert(keyval, Value::new(value as usize, ty));
     Ok(())
 }
 
@@ -274,14 +405,19 @@ fn known(s: &Store, kind: Kind, keyval: c_int) -> Result<(), MpiError> {
     }
 }
 
-/// The value of `keyval` on `h`, if set.
-fn get_attr(kind: Kind, h: Handle, keyval: c_int) -> Result<Option<usize>, MpiError> {
+/// The value of `keyval` on `h` as `out` reads it, if set.
+fn get_attr(
+    kind: Kind,
+    h: Handle,
+    keyval: c_int,
+    out: AttrType,
+) -> Result<Option<usize>, MpiError> {
     let s = store();
     known(&s, kind, keyval)?;
     Ok(s.attrs
         .get(&(kind, h))
         .and_then(|m| m.get(&keyval))
-        .copied())
+        .map(|v| v.read(out)))
 }
 
 fn delete_attr(kind: Kind, h: Handle, keyval: c_int) -> Result<(), MpiError> {
@@ -291,13 +427,13 @@ fn delete_attr(kind: Kind, h: Handle, keyval: c_int) -> Result<(), MpiError> {
         s.attrs
             .get(&(kind, h))
             .and_then(|m| m.get(&keyval))
-            .copied()
+            .cloned()
     };
     // Deleting an attribute that is not set does nothing (as MPICH).
     let Some(value) = value else {
         return Ok(());
     };
-    run_delete(h, keyval, value)?;
+    run_delete(h, keyval, &value)?;
     if let Some(m) = store().attrs.get_mut(&(kind, h)) {
         m.remove(&keyval);
     }
@@ -308,30 +444,50 @@ fn delete_attr(kind: Kind, h: Handle, keyval: c_int) -> Result<(), MpiError> {
 /// `MPI_Comm_dup`, `MPI_Type_dup`). On a callback's error, the attributes copied so far are
 /// deleted again and the error returned.
 pub fn copy_all(kind: Kind, old: Handle, new: Handle) -> Result<(), MpiError> {
-    let attrs: Vec<(c_int, usize, Option<CopyFn>, usize)> = {
+    type Copy = (c_int, Value, Option<CopyFn>, Option<CopyProxy>, usize);
+    let attrs: Vec<Copy> = {
         let s = store();
         let Some(m) = s.attrs.get(&(kind, old)) else {
             return Ok(());
         };
         m.0.iter()
-            .filter_map(|&(k, v)| s.keyvals.get(&k).map(|kv| (k, v, kv.copy, kv.extra)))
+            .filter_map(|(k, v)| {
+                let kv = s.keyvals.get(k)?;
+                Some((*k, v.clone(), kv.copy, kv.proxy.map(|p| p.0), kv.extra))
+            })
             .collect()
     };
-    for (keyval, value, copy, extra) in attrs {
+    for (keyval, value, copy, proxy, extra) in attrs {
         let Some(f) = copy else { continue };
         let mut out: *mut c_void = std::ptr::null_mut();
         let mut flag: c_int = 0;
-        // SAFETY: the program's copy function, called as the standard specifies with this
-        // frame's `void *` and int as outputs.
-        let code = unsafe {
-            f(
-                old,
-                keyval,
-                extra as *mut c_void,
-                value as *mut c_void,
-                (&mut out as *mut *mut c_void).cast(),
-                &mut flag,
-            )
+        let code = match proxy {
+            // SAFETY: MPICH's Fortran caller of the program's copy function, with the value
+            // itself and its type and this frame's outputs, as `MPII_Attr_copy_proxy` takes them.
+            Some(p) => unsafe {
+                p(
+                    f as *mut c_void,
+                    old,
+                    keyval,
+                    extra as *mut c_void,
+                    value.ty().code(),
+                    value.raw() as *mut c_void,
+                    &mut out,
+                    &mut flag,
+                )
+            },
+            // SAFETY: the program's copy function, called as the standard specifies with this
+            // frame's `void *` and int as outputs.
+            None => unsafe {
+                f(
+                    old,
+                    keyval,
+                    extra as *mut c_void,
+                    value.as_ptr() as *mut c_void,
+                    (&mut out as *mut *mut c_void).cast(),
+                    &mut flag,
+                )
+            },
         };
         if code != abi::SUCCESS {
             let _ = delete_all(kind, new);
@@ -342,7 +498,7 @@ pub fn copy_all(kind: Kind, old: Handle, new: Handle) -> Result<(), MpiError> {
                 .attrs
                 .entry((kind, new))
                 .or_default()
-                .insert(keyval, out as usize);
+                .insert(keyval, Value::new(out as usize, value.ty()));
         }
     }
     Ok(())
@@ -354,7 +510,7 @@ pub fn delete_all(kind: Kind, h: Handle) -> Result<(), MpiError> {
     let attrs = store().attrs.remove(&(kind, h)).unwrap_or_default();
     let mut first = Ok(());
     for (keyval, value) in attrs.0.into_iter().rev() {
-        if let Err(e) = run_delete(h, keyval, value) {
+        if let Err(e) = run_delete(h, keyval, &value) {
             if first.is_ok() {
                 first = Err(e);
             }
@@ -423,7 +579,7 @@ mpi_fn! {
         if predefined(keyval) {
             return Err(MpiError::new(ERR_KEYVAL, format!("predefined attribute {keyval:#x} cannot be set")));
         }
-        set_attr(Kind::Comm, comm, keyval, attribute_val)
+        set_attr(Kind::Comm, comm, keyval, attribute_val, AttrType::Ptr)
     }
 }
 
@@ -434,11 +590,12 @@ mpi_fn! {
         if predefined(keyval) {
             return Err(MpiError::new(ERR_KEYVAL, format!("predefined attribute {keyval:#x} cannot be set")));
         }
-        set_attr(Kind::Comm, comm, keyval, attribute_val)
+        set_attr(Kind::Comm, comm, keyval, attribute_val, AttrType::Ptr)
     }
 }
 
-/// `MPI_Comm_get_attr`: a predefined attribute (a pointer to its int) or the program's.
+/// `MPI_Comm_get_attr`: a predefined attribute (a pointer to its int from C, its value from
+/// Fortran) or the program's, read as `out`.
 ///
 /// # Safety
 ///
@@ -448,12 +605,15 @@ unsafe fn comm_get_attr(
     keyval: c_int,
     attribute_val: *mut c_void,
     flag: *mut c_int,
+    out: AttrType,
 ) -> Result<(), MpiError> {
     rt()?.comm_any(comm)?;
     if flag.is_null() || attribute_val.is_null() {
         return Err(MpiError::new(err::ARG, "attribute_val or flag is NULL"));
     }
     let v: Option<usize> = if predefined(keyval) {
+        // Fortran's predefined keyvals are C's plus one (`mpif.h`).
+        let keyval = if keyval % 2 == 0 { keyval - 1 } else { keyval };
         let p: Option<&'static c_int> = match keyval {
             abi::KEY_TAG_UB => Some(&PREDEFINED.tag_ub),
             abi::KEY_HOST => Some(&PREDEFINED.host),
@@ -462,16 +622,24 @@ unsafe fn comm_get_attr(
             abi::KEY_APPNUM => Some(&PREDEFINED.appnum),
             _ => None,
         };
-        match p {
+        let v = match p {
             Some(p) => Some(p as *const c_int as usize),
             // On MPI_COMM_WORLD only, as the standard says.
             None if keyval == abi::KEY_LASTUSEDCODE && comm == abi::COMM_WORLD => {
                 Some(crate::errclass::last_used_ptr())
             }
             None => None,
+        };
+        match (v, out) {
+            (Some(p), AttrType::Aint | AttrType::Int) => {
+                // SAFETY: the address of one of the ints above (or of the last used code).
+                let value = unsafe { *(p as *const c_int) };
+                Some(value as isize as usize)
+            }
+            (v, _) => v,
         }
     } else {
-        get_attr(Kind::Comm, comm, keyval)?
+        get_attr(Kind::Comm, comm, keyval, out)?
     };
     // SAFETY: the caller's flag and `void **` attribute value, checked not NULL.
     unsafe {
@@ -493,7 +661,7 @@ mpi_fn! {
     /// predefined ones: flag 0, as MPICH gives for `MPI_UNIVERSE_SIZE`) and the program's.
     MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Handle, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) on comm => {
         // SAFETY: the caller's pointers, as the standard specifies.
-        unsafe { comm_get_attr(comm, keyval, attribute_val, flag) }
+        unsafe { comm_get_attr(comm, keyval, attribute_val, flag, AttrType::Ptr) }
     }
 }
 
@@ -501,7 +669,7 @@ mpi_fn! {
     /// `MPI_Attr_get` (the MPI-1 name of `MPI_Comm_get_attr`).
     MPI_Attr_get / PMPI_Attr_get(comm: Handle, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) on comm => {
         // SAFETY: the caller's pointers, as the standard specifies.
-        unsafe { comm_get_attr(comm, keyval, attribute_val, flag) }
+        unsafe { comm_get_attr(comm, keyval, attribute_val, flag, AttrType::Ptr) }
     }
 }
 
@@ -545,7 +713,7 @@ mpi_fn! {
     /// `MPI_Type_set_attr` (predefined and derived datatypes).
     MPI_Type_set_attr / PMPI_Type_set_attr(datatype: Handle, keyval: c_int, attribute_val: *mut c_void) on abi::COMM_WORLD => {
         crate::types::layout(datatype)?;
-        set_attr(Kind::Type, datatype, keyval, attribute_val)
+        set_attr(Kind::Type, datatype, keyval, attribute_val, AttrType::Ptr)
     }
 }
 
@@ -556,7 +724,7 @@ mpi_fn! {
         if flag.is_null() || attribute_val.is_null() {
             return Err(MpiError::new(err::ARG, "attribute_val or flag is NULL"));
         }
-        let v = get_attr(Kind::Type, datatype, keyval)?;
+        let v = get_attr(Kind::Type, datatype, keyval, AttrType::Ptr)?;
         // SAFETY: the caller's flag and `void **` attribute value, checked not NULL.
         unsafe {
             put(flag, c_int::from(v.is_some()), "flag")?;
@@ -585,7 +753,7 @@ fn predefined_win(keyval: c_int) -> bool {
 /// The value of the program's window attribute `keyval` on `win`, if set (for
 /// `MPI_Win_get_attr`, which answers the predefined ones itself).
 pub(crate) fn win_attr(win: Handle, keyval: c_int) -> Result<Option<usize>, MpiError> {
-    get_attr(Kind::Win, win, keyval)
+    get_attr(Kind::Win, win, keyval, AttrType::Ptr)
 }
 
 mpi_fn! {
@@ -611,7 +779,7 @@ mpi_fn! {
         if predefined_win(keyval) {
             return Err(MpiError::new(ERR_KEYVAL, format!("predefined window attribute {keyval:#x} cannot be set")));
         }
-        set_attr(Kind::Win, win, keyval, attribute_val)
+        set_attr(Kind::Win, win, keyval, attribute_val, AttrType::Ptr)
     }
 }
 
@@ -625,4 +793,226 @@ mpi_fn! {
         }
         delete_attr(Kind::Win, win, keyval)
     }
+}
+
+/// The object handle of an `MPII_` call (all are `int`s in MPICH's ABI).
+fn attr_call(name: &str, errh: Handle, body: impl FnOnce() -> Result<(), MpiError>) -> c_int {
+    match body() {
+        Ok(()) => abi::SUCCESS,
+        Err(e) => crate::error::fail(name, errh, e),
+    }
+}
+
+/// The attribute type of MPICH's code `code` (`MPI_ERR_ARG` for another).
+fn attr_type(code: c_int) -> Result<AttrType, MpiError> {
+    AttrType::from_code(code)
+        .ok_or_else(|| MpiError::new(err::ARG, format!("{code} is not an attribute type")))
+}
+
+/// Writes `v` (if set) and the flag of a `get_attr` call.
+///
+/// # Safety
+///
+/// `attribute_val` is a writable `void *` or NULL, `flag` a writable int or NULL.
+unsafe fn put_attr(
+    attribute_val: *mut c_void,
+    flag: *mut c_int,
+    v: Option<usize>,
+) -> Result<(), MpiError> {
+    if flag.is_null() || attribute_val.is_null() {
+        return Err(MpiError::new(err::ARG, "attribute_val or flag is NULL"));
+    }
+    // SAFETY: the caller's flag and `void **` attribute value, checked not NULL.
+    unsafe {
+        put(flag, c_int::from(v.is_some()), "flag")?;
+        if let Some(v) = v {
+            put(
+                attribute_val.cast::<*mut c_void>(),
+                v as *mut c_void,
+                "attribute_val",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// `MPII_Keyval_set_proxy`: MPICH's Fortran library (`libmpichfort.so.12`) calls this after
+/// creating a keyval from Fortran, so that the keyval's callbacks are called in Fortran's
+/// convention (every argument by reference) through `copy_proxy` and `delete_proxy`.
+///
+/// # Safety
+///
+/// The proxies are functions of MPICH's `MPII_Attr_copy_proxy` and `MPII_Attr_delete_proxy`
+/// types.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn MPII_Keyval_set_proxy(
+    keyval: c_int,
+    copy_proxy: Option<CopyProxy>,
+    delete_proxy: Option<DeleteProxy>,
+) {
+    if let (Some(c), Some(d)) = (copy_proxy, delete_proxy) {
+        if let Some(k) = store().keyvals.get_mut(&keyval) {
+            k.proxy = Some((c, d));
+        }
+    }
+}
+
+/// `MPII_Comm_set_attr`: `MPI_Comm_set_attr` (and `MPI_Attr_put`) from Fortran: the value
+/// is the integer itself, of type `ty` (MPICH's `MPIR_Attr_type`).
+///
+/// # Safety
+///
+/// As `MPI_Comm_set_attr`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn MPII_Comm_set_attr(
+    comm: Handle,
+    keyval: c_int,
+    value: *mut c_void,
+    ty: c_int,
+) -> c_int {
+    attr_call("MPI_Comm_set_attr", comm, || {
+        rt()?.comm_local(comm)?;
+        if predefined(keyval) {
+            return Err(MpiError::new(
+                ERR_KEYVAL,
+                format!("predefined attribute {keyval:#x} cannot be set"),
+            ));
+        }
+        set_attr(Kind::Comm, comm, keyval, value, attr_type(ty)?)
+    })
+}
+
+/// `MPII_Comm_get_attr`: `MPI_Comm_get_attr` (and `MPI_Attr_get`) from Fortran: a value set
+/// from Fortran comes back as itself, one set from C as its pointer's address, a predefined
+/// attribute as its value.
+///
+/// # Safety
+///
+/// As `MPI_Comm_get_attr`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn MPII_Comm_get_attr(
+    comm: Handle,
+    keyval: c_int,
+    attribute_val: *mut c_void,
+    flag: *mut c_int,
+    ty: c_int,
+) -> c_int {
+    attr_call("MPI_Comm_get_attr", comm, || {
+        // SAFETY: the caller's pointers, as the standard specifies.
+        unsafe { comm_get_attr(comm, keyval, attribute_val, flag, attr_type(ty)?) }
+    })
+}
+
+/// `MPII_Type_set_attr`: `MPI_Type_set_attr` from Fortran.
+///
+/// # Safety
+///
+/// As `MPI_Type_set_attr`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn MPII_Type_set_attr(
+    datatype: Handle,
+    keyval: c_int,
+    value: *mut c_void,
+    ty: c_int,
+) -> c_int {
+    attr_call("MPI_Type_set_attr", abi::COMM_WORLD, || {
+        crate::types::layout(datatype)?;
+        set_attr(Kind::Type, datatype, keyval, value, attr_type(ty)?)
+    })
+}
+
+/// `MPII_Type_get_attr`: `MPI_Type_get_attr` from Fortran.
+///
+/// # Safety
+///
+/// As `MPI_Type_get_attr`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn MPII_Type_get_attr(
+    datatype: Handle,
+    keyval: c_int,
+    attribute_val: *mut c_void,
+    flag: *mut c_int,
+    ty: c_int,
+) -> c_int {
+    attr_call("MPI_Type_get_attr", abi::COMM_WORLD, || {
+        crate::types::layout(datatype)?;
+        let v = get_attr(Kind::Type, datatype, keyval, attr_type(ty)?)?;
+        // SAFETY: the caller's pointers, as the standard specifies.
+        unsafe { put_attr(attribute_val, flag, v) }
+    })
+}
+
+/// `MPII_Win_set_attr`: `MPI_Win_set_attr` from Fortran.
+///
+/// # Safety
+///
+/// As `MPI_Win_set_attr`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn MPII_Win_set_attr(
+    win: Handle,
+    keyval: c_int,
+    value: *mut c_void,
+    ty: c_int,
+) -> c_int {
+    attr_call("MPI_Win_set_attr", win, || {
+        crate::win::win(win)?;
+        if predefined_win(keyval) {
+            return Err(MpiError::new(
+                ERR_KEYVAL,
+                format!("predefined window attribute {keyval:#x} cannot be set"),
+            ));
+        }
+        set_attr(Kind::Win, win, keyval, value, attr_type(ty)?)
+    })
+}
+
+/// `MPII_Win_get_attr`: `MPI_Win_get_attr` from Fortran: the predefined attributes as values
+/// (`MPI_WIN_BASE` the base address, `MPI_WIN_SIZE` the size, ...), the program's as
+/// `MPII_Comm_get_attr` gives them.
+///
+/// # Safety
+///
+/// As `MPI_Win_get_attr`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn MPII_Win_get_attr(
+    win: Handle,
+    keyval: c_int,
+    attribute_val: *mut c_void,
+    flag: *mut c_int,
+    ty: c_int,
+) -> c_int {
+    let out = match attr_type(ty) {
+        Ok(t) => t,
+        Err(e) => return crate::error::fail("MPI_Win_get_attr", win, e),
+    };
+    if !predefined_win(keyval) || out == AttrType::Ptr {
+        return attr_call("MPI_Win_get_attr", win, || {
+            crate::win::win(win)?;
+            let v = get_attr(Kind::Win, win, keyval, out)?;
+            // SAFETY: the caller's pointers, as the standard specifies.
+            unsafe { put_attr(attribute_val, flag, v) }
+        });
+    }
+    // Fortran's predefined keyvals are C's plus one (`mpif.h`).
+    let c_keyval = if keyval % 2 == 0 { keyval - 1 } else { keyval };
+    let mut p: *mut c_void = std::ptr::null_mut();
+    let mut found: c_int = 0;
+    // SAFETY: this frame's `void *` and int as the outputs.
+    let code =
+        unsafe { crate::win::PMPI_Win_get_attr(win, c_keyval, (&raw mut p).cast(), &mut found) };
+    if code != abi::SUCCESS {
+        return code;
+    }
+    let v = (found != 0).then(|| match c_keyval {
+        // The base is the value in C too.
+        0x6600_0001 => p as usize,
+        // SAFETY: MPI_Win_get_attr's pointer to the window's size (an `MPI_Aint`).
+        0x6600_0003 => (unsafe { *(p as *const isize) }) as usize,
+        // SAFETY: MPI_Win_get_attr's pointer to one of the window's ints.
+        _ => (unsafe { *(p as *const c_int) }) as isize as usize,
+    });
+    attr_call("MPI_Win_get_attr", win, || {
+        // SAFETY: the caller's pointers, as the standard specifies.
+        unsafe { put_attr(attribute_val, flag, v) }
+    })
 }

@@ -21,7 +21,12 @@ const F_STATUS_SIZE: usize = 5;
 /// address 1), `MPI_F_STATUS(ES)_IGNORE`, `MPI_F08_STATUS(ES)_IGNORE`.
 fn ignored(p: *const c_void) -> bool {
     let addr = p as usize;
+    let set_by_fortran = |v: &std::sync::atomic::AtomicPtr<c_void>| {
+        std::ptr::eq(p, v.load(std::sync::atomic::Ordering::Relaxed))
+    };
     addr == 1
+        || set_by_fortran(&crate::symbols::MPI_F_STATUS_IGNORE)
+        || set_by_fortran(&crate::symbols::MPI_F_STATUSES_IGNORE)
         || std::ptr::eq(
             p,
             (&raw const crate::symbols::MPIR_F08_MPI_STATUS_IGNORE_OBJ).cast(),

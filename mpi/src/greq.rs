@@ -1052,3 +1052,106 @@ mpi_fn! {
         unsafe { start_in(&class, extra_state, request) }
     }
 }
+
+/// The Fortran callbacks of a generalized request started from Fortran and its
+/// `extra_state` (the address of the program's `INTEGER(KIND=MPI_ADDRESS_KIND)`). The request's
+/// C callbacks become the `f77_*` callers below, with the address of this as their
+/// `extra_state`; `f77_free`, the last callback of every request, frees it.
+struct FortranGreq {
+    query: usize,
+    free: usize,
+    cancel: usize,
+    extra: usize,
+}
+
+/// `SUBROUTINE QUERY_FN(EXTRA_STATE, STATUS, IERROR)`.
+type FQueryFn = unsafe extern "C" fn(*mut c_void, *mut MpiStatus, *mut c_int);
+/// `SUBROUTINE FREE_FN(EXTRA_STATE, IERROR)`.
+type FFreeFn = unsafe extern "C" fn(*mut c_void, *mut c_int);
+/// `SUBROUTINE CANCEL_FN(EXTRA_STATE, COMPLETE, IERROR)` (`COMPLETE` a `LOGICAL`).
+type FCancelFn = unsafe extern "C" fn(*mut c_void, *mut c_int, *mut c_int);
+
+/// The query function of a request started from Fortran.
+///
+/// # Safety
+///
+/// `g` is the `FortranGreq` of a live request; `status` a writable status.
+unsafe extern "C" fn f77_query(g: *mut c_void, status: *mut MpiStatus) -> c_int {
+    // SAFETY: the request's `FortranGreq`, alive until its free function ran.
+    let g = unsafe { &*(g as *const FortranGreq) };
+    let mut ierr: c_int = abi::SUCCESS;
+    // SAFETY: the program's Fortran query subroutine (checked not NULL at the start), every
+    // argument by reference; a Fortran status is MPICH's C status.
+    unsafe {
+        std::mem::transmute::<usize, FQueryFn>(g.query)(g.extra as *mut c_void, status, &mut ierr)
+    };
+    ierr
+}
+
+/// The free function of a request started from Fortran; frees its `FortranGreq`.
+///
+/// # Safety
+///
+/// `g` is the `FortranGreq` of a request whose free function runs now, once.
+unsafe extern "C" fn f77_free(g: *mut c_void) -> c_int {
+    // SAFETY: made by `MPII_Grequest_set_lang_f77` with `Box::into_raw`; the free function
+    // is the last callback of a request and runs once.
+    let g = unsafe { Box::from_raw(g as *mut FortranGreq) };
+    let mut ierr: c_int = abi::SUCCESS;
+    // SAFETY: the program's Fortran free subroutine, every argument by reference.
+    unsafe { std::mem::transmute::<usize, FFreeFn>(g.free)(g.extra as *mut c_void, &mut ierr) };
+    ierr
+}
+
+/// The cancel function of a request started from Fortran.
+///
+/// # Safety
+///
+/// `g` is the `FortranGreq` of a live request.
+unsafe extern "C" fn f77_cancel(g: *mut c_void, complete: c_int) -> c_int {
+    // SAFETY: the request's `FortranGreq`, alive until its free function ran.
+    let g = unsafe { &*(g as *const FortranGreq) };
+    let (mut ierr, mut logical) = (abi::SUCCESS, complete);
+    // SAFETY: the program's Fortran cancel subroutine, every argument by reference (gfortran's
+    // .TRUE. is 1, as C's true).
+    unsafe {
+        std::mem::transmute::<usize, FCancelFn>(g.cancel)(
+            g.extra as *mut c_void,
+            &mut logical,
+            &mut ierr,
+        )
+    };
+    ierr
+}
+
+/// `MPII_Grequest_set_lang_f77`: MPICH's Fortran library calls this right after
+/// `MPI_Grequest_start` from Fortran, before the handle reaches the program, so that the
+/// request's callbacks are called as Fortran subroutines (every argument by reference, the
+/// error code in a last argument).
+///
+/// # Safety
+///
+/// `greq` was just started with Fortran subroutines as its callbacks.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn MPII_Grequest_set_lang_f77(greq: Handle) {
+    if !is_greq(greq) {
+        return;
+    }
+    let Ok((_, s, _)) = live(greq) else { return };
+    let Ok(cb) = callbacks(s) else { return };
+    let g = Box::into_raw(Box::new(FortranGreq {
+        query: cb.query,
+        free: cb.free,
+        cancel: cb.cancel,
+        extra: cb.extra,
+    }));
+    let ours: [usize; 4] = [
+        f77_query as *const () as usize,
+        f77_free as *const () as usize,
+        f77_cancel as *const () as usize,
+        g as usize,
+    ];
+    for (a, v) in s.callbacks.iter().zip(ours) {
+        a.store(v, Ordering::Release);
+    }
+}

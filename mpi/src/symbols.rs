@@ -4,6 +4,7 @@
 //! against MPICH fit.
 
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::AtomicPtr;
 
 use crate::abi::{self, Handle, MpiStatus};
 
@@ -56,14 +57,22 @@ pub static MPI_F08_STATUS_IGNORE: Ptr =
 #[unsafe(no_mangle)]
 pub static MPI_F08_STATUSES_IGNORE: Ptr =
     Ptr(&MPIR_F08_MPI_STATUSES_IGNORE_OBJ as *const [MpiStatus; 1] as *const c_void);
-/// `MPI_F_STATUS_IGNORE`.
+/// `MPI_F_STATUS_IGNORE`: a pointer variable, as in MPICH. MPICH's Fortran library
+/// (`libmpichfort.so.12`) stores the address of its `MPI_STATUS_IGNORE` common block here at
+/// its first call (`mpirinitc_`), so it lives in writable memory.
 #[unsafe(no_mangle)]
-pub static MPI_F_STATUS_IGNORE: Ptr =
-    Ptr(&MPIR_F08_MPI_STATUS_IGNORE_OBJ as *const MpiStatus as *const c_void);
-/// `MPI_F_STATUSES_IGNORE`.
+pub static MPI_F_STATUS_IGNORE: AtomicPtr<c_void> = AtomicPtr::new(
+    (&raw const MPIR_F08_MPI_STATUS_IGNORE_OBJ)
+        .cast::<c_void>()
+        .cast_mut(),
+);
+/// `MPI_F_STATUSES_IGNORE`: writable as `MPI_F_STATUS_IGNORE`.
 #[unsafe(no_mangle)]
-pub static MPI_F_STATUSES_IGNORE: Ptr =
-    Ptr(&MPIR_F08_MPI_STATUSES_IGNORE_OBJ as *const [MpiStatus; 1] as *const c_void);
+pub static MPI_F_STATUSES_IGNORE: AtomicPtr<c_void> = AtomicPtr::new(
+    (&raw const MPIR_F08_MPI_STATUSES_IGNORE_OBJ)
+        .cast::<c_void>()
+        .cast_mut(),
+);
 /// `MPI_T_PVAR_ALL_HANDLES`.
 #[unsafe(no_mangle)]
 pub static MPI_T_PVAR_ALL_HANDLES: Ptr = Ptr(&MPIR_F08_MPI_BOTTOM as *const c_int as *const c_void);

@@ -4,7 +4,11 @@
 //! `viaduct launch -n 2` and `-n 4`, under MPICH's `mpiexec -n 2` (hydra, PMI-1), and alone
 //! (a single rank). Their result lines are compared with the same binaries run on MPICH.
 //!
-//! Skipped, with a message saying so, where `mpicc` is not installed.
+//! The Fortran programs of `mpi/tests/fortran` (compiled by `mpif90`, linking MPICH's Fortran
+//! library `libmpichfort.so.12`, which calls into the swapped `libmpich.so.12`) run the same way.
+//!
+//! Skipped, with a message saying so, where `mpicc` (or, for the Fortran programs, `mpif90`) is
+//! not installed.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -21,7 +25,12 @@ struct Setup {
     launcher: PathBuf,
     bins: PathBuf,
     mpiexec: bool,
+    /// Whether the Fortran programs were compiled (`mpif90` is installed).
+    fortran: bool,
 }
+
+/// The Fortran programs of `mpi/tests/fortran` (`NAME.f90`).
+const FORTRAN_PROGRAMS: &[&str] = &["fbasic", "fattr"];
 
 const PROGRAMS: &[&str] = &[
     "env",
@@ -151,6 +160,26 @@ fn setup() -> Option<&'static Setup> {
                     &format!("mpicc {p}.c"),
                 );
             }
+            let fortran = have("mpif90");
+            if fortran {
+                for p in FORTRAN_PROGRAMS {
+                    let src = root.join(format!("mpi/tests/fortran/{p}.f90"));
+                    checked(
+                        Command::new("mpif90")
+                            .arg("-w")
+                            .arg(&src)
+                            .arg("-o")
+                            .arg(bins.join(p))
+                            .current_dir(&bins),
+                        &format!("mpif90 {p}.f90"),
+                    );
+                }
+            } else {
+                eprintln!(
+                    "SKIPPED: mpif90 (MPICH, package libmpich-dev with gfortran) is not \
+                     installed; the Fortran programs of mpi/tests/fortran were not run"
+                );
+            }
             let mpiexec = have("mpiexec");
             if !mpiexec {
                 eprintln!("note: mpiexec is not installed; runs under mpiexec are left out");
@@ -161,6 +190,7 @@ fn setup() -> Option<&'static Setup> {
                 launcher,
                 bins,
                 mpiexec,
+                fortran,
             })
         })
         .as_ref()
@@ -401,6 +431,26 @@ fn program_at_both(p: &str, sizes: &[u32]) {
             "{p}: viaduct and MPICH give different results at {n} ranks"
         );
     }
+}
+
+/// Runs Fortran program `p` as [`program`] runs a C one, where `mpif90` compiled it.
+fn fortran_program(p: &str) {
+    let Some(s) = setup() else { return };
+    if !s.fortran {
+        eprintln!("SKIPPED: {p}: mpif90 is not installed");
+        return;
+    }
+    program(p);
+}
+
+#[test]
+fn fortran_basic_program() {
+    fortran_program("fbasic");
+}
+
+#[test]
+fn fortran_attr_program() {
+    fortran_program("fattr");
 }
 
 #[test]
