@@ -387,6 +387,12 @@ pub const TYPECLASS_INTEGER: c_int = 2;
 pub const TYPECLASS_COMPLEX: c_int = 3;
 /// `MPI_COMBINER_DARRAY`.
 pub const COMBINER_DARRAY: c_int = 14;
+/// `MPI_COMBINER_F90_REAL`.
+pub const COMBINER_F90_REAL: c_int = 15;
+/// `MPI_COMBINER_F90_COMPLEX`.
+pub const COMBINER_F90_COMPLEX: c_int = 16;
+/// `MPI_COMBINER_F90_INTEGER`.
+pub const COMBINER_F90_INTEGER: c_int = 17;
 /// `MPI_DISTRIBUTE_BLOCK`.
 pub const DISTRIBUTE_BLOCK: c_int = 121;
 /// `MPI_DISTRIBUTE_CYCLIC`.

@@ -6,9 +6,16 @@
 //! and `MPI_Type_create_f90_integer`/`_real`/`_complex`, which give the predefined type
 //! (`MPI_INTEGER1` .. `MPI_INTEGER8`, `MPI_REAL4` .. `MPI_REAL16`, `MPI_COMPLEX8` ..
 //! `MPI_COMPLEX32`) of the kind Fortran's `SELECTED_INT_KIND(r)`/`SELECTED_REAL_KIND(p, r)`
-//! selects with gfortran on x86-64, `MPI_ERR_ARG` when none fits.
+//! selects with gfortran on x86-64, `MPI_ERR_ARG` when none fits. As the standard asks, the type
+//! they give is a named copy of that predefined type whose envelope is
+//! `MPI_COMBINER_F90_INTEGER`/`_REAL`/`_COMPLEX` with the `r` (or `p` and `r`) asked for: one
+//! per combination (the same handle again for the same arguments, a distinct one for
+//! different arguments, as MPICH). `MPI_Type_free` on one clears the program's handle and keeps
+//! the type.
 
+use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
+use std::sync::{Mutex, OnceLock};
 
 use crate::abi::{self, Handle, dt, err};
 use crate::comm::put;
@@ -140,6 +147,7 @@ mpi_fn! {
                 ))
             }
         };
+        let t = f90_type(abi::COMBINER_F90_INTEGER, vec![r], t)?;
         // SAFETY: the caller's handle.
         unsafe { put(newtype, t, "newtype") }
     }
@@ -149,6 +157,7 @@ mpi_fn! {
     /// `MPI_Type_create_f90_real`: the predefined real of `SELECTED_REAL_KIND(p, r)`.
     MPI_Type_create_f90_real / PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut Handle) on abi::COMM_WORLD => {
         let (t, _) = real_kind(p, r)?;
+        let t = f90_type(abi::COMBINER_F90_REAL, vec![p, r], t)?;
         // SAFETY: the caller's handle.
         unsafe { put(newtype, t, "newtype") }
     }
@@ -158,7 +167,44 @@ mpi_fn! {
     /// `MPI_Type_create_f90_complex`: the predefined complex of `SELECTED_REAL_KIND(p, r)`.
     MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut Handle) on abi::COMM_WORLD => {
         let (_, t) = real_kind(p, r)?;
+        let t = f90_type(abi::COMBINER_F90_COMPLEX, vec![p, r], t)?;
         // SAFETY: the caller's handle.
         unsafe { put(newtype, t, "newtype") }
     }
+}
+
+/// The types made by `MPI_Type_create_f90_*`: by combiner and arguments, the handle and the
+/// predefined type it copies.
+type F90Types = HashMap<(c_int, Vec<c_int>), (Handle, Handle)>;
+
+/// The table of [`F90Types`].
+fn f90_types() -> &'static Mutex<F90Types> {
+    static TYPES: OnceLock<Mutex<F90Types>> = OnceLock::new();
+    TYPES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The type of combiner `combiner` with arguments `args`, a copy of predefined type `base`:
+/// made at the first call for these arguments, the same handle afterwards.
+fn f90_type(combiner: c_int, args: Vec<c_int>, base: Handle) -> Result<Handle, MpiError> {
+    let mut types = f90_types().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&(h, _)) = types.get(&(combiner, args.clone())) {
+        return Ok(h);
+    }
+    let l = (*crate::types::layout(base)?).clone();
+    let mut h: Handle = abi::DATATYPE_NULL;
+    let recipe = crate::types2::Recipe::new(combiner, args.clone(), vec![], &[]);
+    crate::types::give(l, &mut h, recipe)?;
+    types.insert((combiner, args), (h, base));
+    Ok(h)
+}
+
+/// The predefined type that `t` copies, if `t` was made by `MPI_Type_create_f90_*` (such a
+/// type is never freed, and the predefined operations work on it as on its base).
+pub fn f90_base(t: Handle) -> Option<Handle> {
+    f90_types()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .find(|&&(h, _)| h == t)
+        .map(|&(_, base)| base)
 }

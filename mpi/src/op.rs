@@ -67,6 +67,11 @@ pub fn reduction(t: Handle, o: Handle) -> Result<Reduction, MpiError> {
         .unwrap_or_else(|e| e.into_inner())
         .get(&o)
         .map(|&(f, _)| f);
+    // A type of MPI_Type_create_f90_* reduces as the predefined type it copies.
+    let t = match (user, crate::fortran::f90_base(t)) {
+        (None, Some(base)) => base,
+        _ => t,
+    };
     if crate::types::is_derived(t) {
         let l = crate::types::derived(t)?;
         return match user {

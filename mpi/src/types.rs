@@ -634,6 +634,12 @@ mpi_fn! {
         if !is_derived(*h) {
             return Err(MpiError::new(err::TYPE, format!("{:#x} is a predefined datatype", *h)));
         }
+        if crate::fortran::f90_base(*h).is_some() {
+            // A type of MPI_Type_create_f90_* stays (the next call for the same arguments
+            // gives it again); freeing it only clears the program's handle, as in MPICH.
+            *h = abi::DATATYPE_NULL;
+            return Ok(());
+        }
         derived(*h)?;
         crate::attr::delete_all(crate::attr::Kind::Type, *h)?;
         crate::types2::forget(*h);

@@ -19,6 +19,16 @@ static int type_size(MPI_Datatype t) {
     return s;
 }
 
+/* Whether t is a type of MPI_Type_create_f90_* with this combiner and size in bytes. */
+static int f90_is(MPI_Datatype t, int combiner, int size)
+{
+    int ni, na, nd, c, sz;
+    if (MPI_Type_get_envelope(t, &ni, &na, &nd, &c) != MPI_SUCCESS || MPI_Type_size(t, &sz) != MPI_SUCCESS)
+        return 0;
+    return c == combiner && sz == size && na == 0 && nd == 0
+        && ni == (combiner == MPI_COMBINER_F90_INTEGER ? 1 : 2);
+}
+
 int main(int argc, char **argv) {
     int rank, n;
     MPI_Init(&argc, &argv);
@@ -96,10 +106,14 @@ int main(int argc, char **argv) {
         MPI_Datatype t;
         /* gfortran's real(16) on x86-64 (MPI_REAL16 is a type of this ABI; Debian's MPICH
            leaves it out of its table). */
-        CHECK(MPI_Type_create_f90_real(MPI_UNDEFINED, 308, &t) == MPI_SUCCESS && t == MPI_REAL16);
-        CHECK(MPI_Type_create_f90_complex(16, MPI_UNDEFINED, &t) == MPI_SUCCESS && t == MPI_COMPLEX32);
-        CHECK(MPI_Type_create_f90_real(6, 37, &t) == MPI_SUCCESS && t == MPI_REAL4);
-        CHECK(MPI_Type_create_f90_integer(9, &t) == MPI_SUCCESS && t == MPI_INTEGER4);
+        CHECK(MPI_Type_create_f90_real(MPI_UNDEFINED, 308, &t) == MPI_SUCCESS && f90_is(t, MPI_COMBINER_F90_REAL, 16));
+        CHECK(MPI_Type_create_f90_complex(16, MPI_UNDEFINED, &t) == MPI_SUCCESS && f90_is(t, MPI_COMBINER_F90_COMPLEX, 32));
+        CHECK(MPI_Type_create_f90_real(6, 37, &t) == MPI_SUCCESS && f90_is(t, MPI_COMBINER_F90_REAL, 4));
+        CHECK(MPI_Type_create_f90_integer(9, &t) == MPI_SUCCESS && f90_is(t, MPI_COMBINER_F90_INTEGER, 4));
+        /* The same arguments give the same handle; different ones a distinct one. */
+        MPI_Datatype t2, t3;
+        CHECK(MPI_Type_create_f90_integer(9, &t2) == MPI_SUCCESS && t2 == t);
+        CHECK(MPI_Type_create_f90_integer(8, &t3) == MPI_SUCCESS && t3 != t && f90_is(t3, MPI_COMBINER_F90_INTEGER, 4));
         CHECK_RC(MPI_Type_create_f90_integer(19, &t), MPI_ERR_ARG);
         CHECK_RC(MPI_Type_create_f90_real(34, MPI_UNDEFINED, &t), MPI_ERR_ARG);
         CHECK_RC(MPI_Type_create_f90_real(MPI_UNDEFINED, 4932, &t), MPI_ERR_ARG);

@@ -34,6 +34,8 @@ program fbasic
   integer :: ierr, rank, size, i, count, req(2), st(MPI_STATUS_SIZE)
   integer :: sts(MPI_STATUS_SIZE, 2), ibuf(8), ivals(4), isum, op, vec, sub, cart
   integer :: dims(2), coords(2), cls, slen, row(4, 3), col(3), errs
+  integer :: ftype, ftype2, itype, ni, na, nd, comb, parms(2), notypes(1)
+  integer(kind=MPI_ADDRESS_KIND) :: noaddrs(1)
   integer, allocatable :: all(:), counts(:), displs(:), gathered(:)
   logical :: periods(2), lval, land
   real :: r, rsum
@@ -79,6 +81,21 @@ program fbasic
   call MPI_Allreduce(c, csum, 1, MPI_COMPLEX, MPI_SUM, MPI_COMM_WORLD, ierr)
   write(*, '(A,I0,A,I0,A,F8.2,A,F8.2,A,L1,A,F6.1,A,F6.1)') 'rank ', rank, ': sum ', isum, &
        ' rsum ', rsum, ' dmax ', dmax, ' land ', land, ' csum ', real(csum), ' ', aimag(csum)
+
+  ! Parameterized types: one handle per (p, r), their envelope, a reduction on one.
+  call MPI_Type_create_f90_real(6, 30, ftype, ierr)
+  call MPI_Type_create_f90_real(6, 30, ftype2, ierr)
+  call check(ftype == ftype2, 'same f90 type for the same (p, r)')
+  call MPI_Type_create_f90_integer(9, itype, ierr)
+  call MPI_Type_get_envelope(ftype, ni, na, nd, comb, ierr)
+  call MPI_Type_get_contents(ftype, 2, 0, 0, parms, noaddrs, notypes, ierr)
+  call MPI_Allreduce(r, rsum, 1, ftype, MPI_SUM, MPI_COMM_WORLD, ierr)
+  write(*, '(A,I0,A,L1,A,3(1X,I0),A,L1,2(1X,I0),A,F8.2)') 'rank ', rank, ': f90 real combiner ', &
+       comb == MPI_COMBINER_F90_REAL, ' counts', ni, na, nd, ' distinct ', itype /= ftype, &
+       parms, ' sum ', rsum
+  call MPI_Type_get_envelope(itype, ni, na, nd, comb, ierr)
+  write(*, '(A,I0,A,L1,A,I0)') 'rank ', rank, ': f90 integer combiner ', &
+       comb == MPI_COMBINER_F90_INTEGER, ' ints ', ni
 
   ! MPI_IN_PLACE and a program's operation.
   ivals = [(-(rank + 1) * i, i = 1, 4)]
