@@ -596,9 +596,55 @@ fn alltoall_parts(
     let recv_len = span(&rps);
     let (ro, rl) = rps[me];
     out[ro..ro + rl].copy_from_slice(&own);
+    if overlapping(&rps) {
+        return packed_exchange(c, tag, mine, &sps, rps, recvbuf);
+    }
     let rps2 = rps.clone();
     let post: Deliver = Box::new(move |got: &[u8], out: &mut [u8]| copy_parts(&rps2, me, got, out));
     exchange(c, tag, mine, &sps, recv_len, &rps, recvbuf, post)
+}
+
+/// Whether two non-empty parts of `ps` share a byte.
+fn overlapping(ps: &[(usize, usize)]) -> bool {
+    let mut v: Vec<(usize, usize)> = ps.iter().copied().filter(|&(_, l)| l > 0).collect();
+    v.sort_unstable();
+    v.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0)
+}
+
+/// [`exchange`] for receive parts that overlap (an erroneous program, which MPICH runs, e.g.
+/// `MPI_Alltoallw` displacements given in elements where the standard takes bytes): each part
+/// arrives in a place of its own and is copied into the caller's buffer in rank order (after
+/// this rank's own part), so where received parts overlap the higher rank's bytes stay.
+fn packed_exchange(
+    c: &Comm,
+    tag: u32,
+    mine: Vec<u8>,
+    sps: &[(usize, usize)],
+    rps: Vec<(usize, usize)>,
+    recvbuf: *mut c_void,
+) -> Result<Started, MpiError> {
+    let me = c.rank() as usize;
+    let mut at = 0;
+    let packed: Vec<(usize, usize)> = rps
+        .iter()
+        .map(|&(_, l)| {
+            let p = (at, l);
+            at += l;
+            p
+        })
+        .collect();
+    let out_len = span(&rps);
+    let places = packed.clone();
+    let post: Deliver = Box::new(move |got: &[u8], out: &mut [u8]| {
+        for (i, (&(o, l), &(p, _))) in rps.iter().zip(&places).enumerate() {
+            if i != me && l > 0 && p + l <= got.len() && o + l <= out.len() {
+                out[o..o + l].copy_from_slice(&got[p..p + l]);
+            }
+        }
+    });
+    let mut st = exchange(c, tag, mine, sps, at, &packed, recvbuf, post)?;
+    st.len = out_len;
+    Ok(st)
 }
 
 /// Starts `MPI_Alltoallv`.

@@ -1,5 +1,5 @@
 /* The v collectives, scans and reduce-scatters, with their MPI_IN_PLACE forms, on
-   MPI_COMM_WORLD and MPI_COMM_SELF. */
+   MPI_COMM_WORLD and MPI_COMM_SELF; MPI_Alltoallw with overlapping receive parts. */
 #include "common.h"
 
 static void run(MPI_Comm comm, const char *name, int wrank) {
@@ -108,12 +108,44 @@ static void run(MPI_Comm comm, const char *name, int wrank) {
     OK(wrank, "%s: v collectives and scans ok on %d ranks", name, n);
 }
 
+/* MPI_Alltoallw and MPI_Ialltoallw with displacements given in elements where the standard
+   takes bytes, so that the received parts overlap (an erroneous program, which MPICH runs):
+   both complete; the bytes no part touches stay, and the first int holds what some rank sent. */
+static void overlapping(int rank, int n) {
+    int *sb = malloc(4 * n * sizeof(int)), *rb = malloc((4 * n + 8) * sizeof(int));
+    int *cnt = malloc(n * sizeof(int)), *dis = malloc(n * sizeof(int));
+    MPI_Datatype *ty = malloc(n * sizeof(MPI_Datatype));
+    for (int i = 0; i < n; i++) { cnt[i] = 4; dis[i] = i * 4; ty[i] = MPI_INT; }
+    for (int k = 0; k < 4 * n; k++) sb[k] = rank;
+    for (int round = 0; round < 2; round++) {
+        for (int k = 0; k < 4 * n + 8; k++) rb[k] = -1;
+        if (round == 0) {
+            CHECK(MPI_Alltoallw(sb, cnt, dis, ty, rb, cnt, dis, ty, MPI_COMM_WORLD) == MPI_SUCCESS);
+        } else {
+            MPI_Request r;
+            CHECK(MPI_Ialltoallw(sb, cnt, dis, ty, rb, cnt, dis, ty, MPI_COMM_WORLD, &r) == MPI_SUCCESS);
+            CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        }
+        CHECK(rb[0] >= 0 && rb[0] < n);
+        int touched = (4 * (n - 1) + 16 + 3) / 4; /* ints reached by the last part */
+        for (int k = touched; k < 4 * n + 8; k++) CHECK(rb[k] == -1);
+    }
+    free(sb);
+    free(rb);
+    free(cnt);
+    free(dis);
+    free(ty);
+    OK(rank, "alltoallw with overlapping receive parts completes");
+}
+
 int main(int argc, char **argv) {
-    int rank;
+    int rank, n;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
     run(MPI_COMM_WORLD, "world", rank);
     run(MPI_COMM_SELF, "self", rank);
+    overlapping(rank, n);
     MPI_Finalize();
     return 0;
 }
