@@ -18,6 +18,10 @@ pub type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mu
 /// `MPI_User_function_c`: as [`UserFn`] with an `MPI_Count` length.
 pub type UserFnC = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut MpiCount, *mut Handle);
 
+/// MPICH's C++ library's caller of a C++ operation (`MPIR_Call_op_fn`): the two buffers, the
+/// count, the datatype and the program's function.
+pub type CxxCallFn = unsafe extern "C" fn(*const c_void, *mut c_void, c_int, Handle, UserFn);
+
 /// The program's function of an operation.
 #[derive(Clone, Copy)]
 enum UserOp {
@@ -25,6 +29,8 @@ enum UserOp {
     Int(UserFn),
     /// Of `MPI_Op_create_c`.
     Large(UserFnC),
+    /// Of `MPI::Op::Init` in MPICH's C++ library: called through the library's caller.
+    Cxx(UserFn, CxxCallFn),
 }
 
 /// The program's operations: function and whether it commutes.
@@ -119,6 +125,12 @@ fn user_reduction(f: UserOp, t: Handle, size: usize) -> Reduction {
                 // SAFETY: as above, as MPI_User_function_c specifies.
                 unsafe { f(inp, out, &mut n, &mut dt) };
             }
+            UserOp::Cxx(f, call) => {
+                let n = (acc.len() / size) as c_int;
+                // SAFETY: MPICH's C++ caller of the program's function, with the buffers, count
+                // and datatype by value as `MPIR_Call_op_fn` takes them.
+                unsafe { call(inp, out, n, dt, f) };
+            }
         }
     })
 }
@@ -194,5 +206,23 @@ mpi_fn! {
         let (inb, acc) = unsafe { (crate::datatype::input(inbuf, len)?.to_vec(), crate::datatype::output(inoutbuf, len)?) };
         red.combine(&inb, acc);
         Ok(())
+    }
+}
+
+/// `MPII_Op_set_cxx`: MPICH's C++ library (`libmpichcxx.so.12`) calls this after
+/// `MPI_Op_create` for an operation made by `MPI::Op::Init`, so that its function (a C++
+/// function of another signature) is called through `opcall`.
+///
+/// # Safety
+///
+/// `opcall` is MPICH's `MPIR_Call_op_fn` of the C++ library.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn MPII_Op_set_cxx(op: Handle, opcall: Option<CxxCallFn>) {
+    let Some(call) = opcall else { return };
+    let mut ops = ops().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((f, _)) = ops.get_mut(&op) {
+        if let UserOp::Int(user) = *f {
+            *f = UserOp::Cxx(user, call);
+        }
     }
 }

@@ -739,6 +739,51 @@ pub(crate) unsafe fn alltoallw(
     alltoall_parts(c, TAG_ALLTOALLW, sendbuf, sps, recvbuf, rps)
 }
 
+/// `MPI_Scan`/`MPI_Exscan` with the program's operation: each rank receives the whole
+/// contributions of the ranks below it and folds them in rank order, so the program's function
+/// sees whole buffers of `count` elements (the chain of [`scan`] applies it to each piece as it
+/// arrives; MPICH calls it once per buffer, and programs rely on that count).
+fn whole_scan(
+    c: &Comm,
+    tag: u32,
+    own: Vec<u8>,
+    recvbuf: *mut c_void,
+    red: viaduct_agent::xfer::Reduction,
+    exclusive: bool,
+) -> Result<Started, MpiError> {
+    let (me, n, len) = (c.rank() as usize, c.size() as usize, own.len());
+    let sends: Vec<(usize, usize)> = (0..n)
+        .map(|i| if i > me { (0, len) } else { (0, 0) })
+        .collect();
+    let recvs: Vec<(usize, usize)> = (0..n)
+        .map(|i| if i < me { (i * len, len) } else { (0, 0) })
+        .collect();
+    let mine = own.clone();
+    let post: Deliver = Box::new(move |got: &[u8], out: &mut [u8]| {
+        let below = |i: usize| got.get(i * len..(i + 1) * len);
+        let mut acc = if exclusive {
+            match me.checked_sub(1).and_then(below) {
+                Some(b) => b.to_vec(),
+                // Rank 0 of MPI_Exscan: the receive buffer stays as it was.
+                None => return,
+            }
+        } else {
+            own
+        };
+        let top = if exclusive { me.saturating_sub(1) } else { me };
+        for i in (0..top).rev() {
+            if let Some(x) = below(i) {
+                red.combine(x, &mut acc);
+            }
+        }
+        let k = acc.len().min(out.len());
+        out[..k].copy_from_slice(&acc[..k]);
+    });
+    let mut st = exchange(c, tag, mine, &sends, me * len, &recvs, recvbuf, post)?;
+    st.len = len;
+    Ok(st)
+}
+
 /// Starts `MPI_Scan` (`exclusive`: `MPI_Exscan`): a chain of gather blocks; each rank
 /// combines the prefix from its left neighbour into its own data (in rank order: the
 /// incoming prefix on the left) and forwards each combined piece. For `MPI_Exscan` each rank
@@ -775,6 +820,9 @@ unsafe fn scan(
         return Ok(Started::nothing());
     }
     let tag = if exclusive { TAG_EXSCAN } else { TAG_SCAN };
+    if matches!(red, viaduct_agent::xfer::Reduction::User { .. }) {
+        return whole_scan(c, tag, own, recvbuf, red, exclusive);
+    }
     let mut b = c.xfer_gather((r + 1 < n).then_some(r + 1), tag);
     let kept = exclusive.then(|| b.buffer(vec![0; len]));
     let acc = b.buffer(own);
@@ -1076,6 +1124,16 @@ mpi_fn! {
             // SAFETY: the caller's send buffer of `size * recvcount` elements.
             unsafe { input(sendbuf, part * n) }?.to_vec()
         };
+        if in_place(sendbuf) {
+            // SAFETY: the caller's receive buffer of `size * recvcount` elements.
+            let out = unsafe { output(recvbuf, part * n) }?;
+            let (head, _) = out.split_at_mut(part);
+            reduce_then_pick(c, all, datatype, op, me * part, head)?;
+            // The block also stays at this rank's own place, as MPICH leaves it there (the
+            // standard leaves the rest of the buffer undefined; programs read either place).
+            out.copy_within(0..part, me * part);
+            return Ok(());
+        }
         // SAFETY: the caller's receive buffer of `recvcount` elements.
         let out = unsafe { output(recvbuf, part) }?;
         reduce_then_pick(c, all, datatype, op, me * part, out)

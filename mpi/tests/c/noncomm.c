@@ -1,7 +1,41 @@
 /* A non-commutative operation (2x2 matrix product) combined in rank order by every reduction:
    Reduce, Allreduce, Ireduce, Iallreduce, Scan, Exscan, Reduce_scatter_block, Reduce_scatter,
-   Ireduce_scatter_block, Iscan, Reduce_local; MPI_Op_commutative. */
+   Ireduce_scatter_block, Iscan, Reduce_local; MPI_Op_commutative. A program's operation on
+   a long buffer is called with the whole count by Scan, Exscan and Iscan (as MPICH does). */
 #include "common.h"
+
+/* Sums ints; counts the calls whose length was not the whole buffer. */
+static int whole_len, short_calls;
+static void isum(void *in, void *inout, int *len, MPI_Datatype *t) {
+    (void)t;
+    if (*len != whole_len) short_calls++;
+    for (int i = 0; i < *len; i++) ((int *)inout)[i] += ((int *)in)[i];
+}
+
+/* Scan, Exscan and Iscan of 100000 ints by a program's sum. */
+static void whole_scans(int rank) {
+    enum { N = 100000 };
+    int *in = malloc(N * sizeof(int)), *out = malloc(N * sizeof(int));
+    MPI_Op op;
+    CHECK(MPI_Op_create(isum, 1, &op) == MPI_SUCCESS);
+    whole_len = N;
+    short_calls = 0;
+    for (int i = 0; i < N; i++) in[i] = i % 7 + rank;
+    CHECK(MPI_Scan(in, out, N, MPI_INT, op, MPI_COMM_WORLD) == MPI_SUCCESS);
+    for (int i = 0; i < N; i++) CHECK(out[i] == (i % 7) * (rank + 1) + rank * (rank + 1) / 2);
+    for (int i = 0; i < N; i++) out[i] = -1;
+    CHECK(MPI_Exscan(in, out, N, MPI_INT, op, MPI_COMM_WORLD) == MPI_SUCCESS);
+    if (rank > 0)
+        for (int i = 0; i < N; i++) CHECK(out[i] == (i % 7) * rank + rank * (rank - 1) / 2);
+    MPI_Request r;
+    CHECK(MPI_Iscan(in, out, N, MPI_INT, op, MPI_COMM_WORLD, &r) == MPI_SUCCESS);
+    CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+    CHECK(out[N - 1] == ((N - 1) % 7) * (rank + 1) + rank * (rank + 1) / 2);
+    CHECK(MPI_Op_free(&op) == MPI_SUCCESS);
+    free(in);
+    free(out);
+    OK(rank, "scans by a program's operation: calls with part of the buffer %d", short_calls);
+}
 
 typedef struct { long a, b, c, d; } mat;
 
@@ -112,6 +146,7 @@ int main(int argc, char **argv) {
 
     mat p = prod(0, n, 0);
     OK(rank, "non-commutative reductions ok: product [%ld %ld; %ld %ld]", p.a, p.b, p.c, p.d);
+    whole_scans(rank);
     free(all);
     free(counts);
     MPI_Op_free(&op);

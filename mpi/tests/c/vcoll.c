@@ -1,5 +1,6 @@
 /* The v collectives, scans and reduce-scatters, with their MPI_IN_PLACE forms, on
-   MPI_COMM_WORLD and MPI_COMM_SELF; MPI_Alltoallw with overlapping receive parts. */
+   MPI_COMM_WORLD and MPI_COMM_SELF; MPI_Alltoallw with overlapping receive parts; where a
+   long in-place MPI_Reduce_scatter_block leaves its result. */
 #include "common.h"
 
 static void run(MPI_Comm comm, const char *name, int wrank) {
@@ -138,6 +139,18 @@ static void overlapping(int rank, int n) {
     OK(rank, "alltoallw with overlapping receive parts completes");
 }
 
+/* MPI_Reduce_scatter_block in place on a long buffer: the result at the start, and (as MPICH
+   leaves it for long buffers, which programs read) at this rank's own block too. */
+static void scatter_block_in_place(int rank, int n) {
+    int m = 300000, *b = malloc(sizeof(int) * m * n);
+    for (int i = 0; i < m * n; i++) b[i] = rank + i / m;
+    CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, b, m, MPI_INT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS);
+    int want = n * rank + n * (n - 1) / 2;
+    OK(rank, "reduce_scatter_block in place: at the start %d, at its own block %d", b[0] == want && b[m - 1] == want,
+       b[rank * m] == want && b[rank * m + m - 1] == want);
+    free(b);
+}
+
 int main(int argc, char **argv) {
     int rank, n;
     MPI_Init(&argc, &argv);
@@ -146,6 +159,7 @@ int main(int argc, char **argv) {
     run(MPI_COMM_WORLD, "world", rank);
     run(MPI_COMM_SELF, "self", rank);
     overlapping(rank, n);
+    scatter_block_in_place(rank, n);
     MPI_Finalize();
     return 0;
 }
