@@ -21,6 +21,14 @@
 //! is one MPI request that completes when all its pieces did. The default view is displacement
 //! 0 with etype and filetype `MPI_BYTE`; the data representation is `"native"`, or a
 //! registered one without conversion functions (see `crate::datarep`).
+//!
+//! Atomic mode (`MPI_File_set_atomicity`): every access, whatever its form, holds a POSIX
+//! byte-range lock ([`crate::filelock`]; shared for a read, exclusive for a write) over the
+//! file's bytes from the first to the last it touches while its pieces move: [`start`] takes
+//! the lock, submits the pieces, waits for all of them and unlocks before it returns, and the
+//! access's request is the null (complete) request, whose completion only delivers a read's
+//! data and the status. So a nonblocking access in atomic mode is done in its start call, and
+//! no lock outlives a call. Non-atomic mode takes no lock.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -36,6 +44,7 @@ use crate::abi::{self, Handle, MpiOffset, MpiStatus, err};
 use crate::comm::put;
 use crate::datatype::{input, output};
 use crate::error::MpiError;
+use crate::filelock::{LockKind, RangeLock};
 use crate::fileptr::SharedPtr;
 use crate::request::{Meta, write_status};
 use crate::state::{ReqEntry, rt};
@@ -89,8 +98,11 @@ struct OpenFile {
     pos: Mutex<u64>,
     /// The view.
     view: Mutex<Arc<View>>,
-    /// Atomic mode (`MPI_File_set_atomicity`).
+    /// Atomic mode (`MPI_File_set_atomicity`): every access holds a byte-range lock over what
+    /// it touches (see [`crate::filelock`]).
     atomic: std::sync::atomic::AtomicBool,
+    /// The locks this file takes, found when atomic mode was first set.
+    locks: OnceLock<LockKind>,
     errhandler: AtomicI32,
     /// The pseudo handle reporting this file's errors.
     key: Handle,
@@ -345,6 +357,7 @@ mpi_fn! {
             pos: Mutex::new(0),
             view: Mutex::new(Arc::new(View::default_view()?)),
             atomic: std::sync::atomic::AtomicBool::new(false),
+            locks: OnceLock::new(),
             errhandler: AtomicI32::new(DEFAULT_HANDLER.load(Ordering::Relaxed)),
             key,
             shared,
@@ -649,12 +662,22 @@ impl View {
     }
 }
 
+/// A piece of a file access other than its request's own.
+enum Piece {
+    /// Started: its request, waited at completion.
+    Started(Request),
+    /// Waited already (an access in atomic mode): the bytes it moved, `None` if it failed.
+    Done(Option<u64>),
+}
+
 /// The pieces of one file access beyond its request's own, and where a read's data goes.
 pub struct Access {
-    /// The other pieces' requests and buffers, in file order (waited at completion).
-    rest: Mutex<Vec<(Request, BufferClaim)>>,
-    /// The buffers of the request's own piece (the last one).
-    last: BufferClaim,
+    /// The other pieces and their buffers, in file order.
+    rest: Mutex<Vec<(Piece, BufferClaim)>>,
+    /// The buffers of the request's own piece (the last one); `None` where the request is the
+    /// null request of an access done at its start (atomic mode), all of whose pieces are in
+    /// `rest`.
+    last: Option<BufferClaim>,
     /// A read's destination: the caller's buffer, its datatype's layout and count.
     read: Option<(usize, Arc<Layout>, usize)>,
     /// The byte-order conversion of a read through an external32 view.
@@ -663,6 +686,8 @@ pub struct Access {
     moved: std::sync::atomic::AtomicU64,
     /// The class of the first failed other piece (0: none).
     failed: AtomicI32,
+    /// Whether [`finish`] ran (it runs once: a later call changes nothing).
+    finished: std::sync::atomic::AtomicBool,
 }
 
 impl Access {
@@ -740,8 +765,9 @@ unsafe fn start(
     } else {
         None
     };
-    let mut pieces = Vec::with_capacity(extents.len());
-    if write {
+    // The pieces' buffers: a write's data packed (and converted) and cut at the extents, a
+    // read's to fill; all made before the file is touched (and locked, in atomic mode).
+    let bufs: Vec<IoBuffer> = if write {
         let mut data = if l.contiguous() {
             // SAFETY: the caller's buffer of `count` contiguous elements.
             unsafe { input(buf, len) }?.to_vec()
@@ -755,25 +781,64 @@ unsafe fn start(
             c.convert(&mut data);
         }
         if extents.len() == 1 {
-            pieces.push(f.file.iwrite_at(IoBuffer::from(data), extents[0].0));
+            vec![IoBuffer::from(data)]
         } else {
             let mut from = 0usize;
-            for &(at, n) in &extents {
-                let piece = data[from..from + n as usize].to_vec();
-                from += n as usize;
-                pieces.push(f.file.iwrite_at(IoBuffer::from(piece), at));
-            }
+            extents
+                .iter()
+                .map(|&(_, n)| {
+                    let piece = data[from..from + n as usize].to_vec();
+                    from += n as usize;
+                    IoBuffer::from(piece)
+                })
+                .collect()
         }
     } else {
-        for &(at, n) in &extents {
-            pieces.push(f.file.iread_at(IoBuffer::from(vec![0u8; n as usize]), at));
-        }
-    }
-    let mut rest: Vec<(Request, BufferClaim)> =
-        pieces.into_iter().map(|p| p.into_parts()).collect();
-    let (req, last) = rest
-        .pop()
-        .ok_or_else(|| MpiError::new(err::INTERN, "no file piece"))?;
+        extents
+            .iter()
+            .map(|&(_, n)| IoBuffer::from(vec![0u8; n as usize]))
+            .collect()
+    };
+    // Atomic mode: the file's bytes from the first to the last the access touches stay locked
+    // while its pieces move (non-atomic mode takes no lock).
+    let lock = if len > 0 && f.atomic.load(Ordering::Relaxed) {
+        Some(lock_range(f, &extents, write)?)
+    } else {
+        None
+    };
+    let mut rest: Vec<(Request, BufferClaim)> = extents
+        .iter()
+        .zip(bufs)
+        .map(|(&(at, _), b)| {
+            if write {
+                f.file.iwrite_at(b, at)
+            } else {
+                f.file.iread_at(b, at)
+            }
+            .into_parts()
+        })
+        .collect();
+    let (req, rest, last) = if let Some(lock) = lock {
+        // Done here, under the lock: every piece is waited for, then the range unlocked; the
+        // request is the null (complete) request, so that its completion only delivers a
+        // read's data and the status. The lock never outlives this call.
+        let done: Vec<(Piece, BufferClaim)> = rest
+            .into_iter()
+            .map(|(mut r, claim)| (Piece::Done(r.wait().ok().map(|st| st.count())), claim))
+            .collect();
+        lock.release()
+            .map_err(|e| lock_error(f, &extents, write, "unlocking", &e))?;
+        (Request::null(), done, None)
+    } else {
+        let (req, last) = rest
+            .pop()
+            .ok_or_else(|| MpiError::new(err::INTERN, "no file piece"))?;
+        let started = rest
+            .into_iter()
+            .map(|(r, claim)| (Piece::Started(r), claim))
+            .collect();
+        (req, started, Some(last))
+    };
     let meta = Meta::File {
         comm: f.key,
         access: Arc::new(Access {
@@ -783,9 +848,49 @@ unsafe fn start(
             external,
             moved: std::sync::atomic::AtomicU64::new(0),
             failed: AtomicI32::new(0),
+            finished: std::sync::atomic::AtomicBool::new(false),
         }),
     };
     Ok((req, meta))
+}
+
+/// The error of a failed lock call of an access in atomic mode over `extents` of `f`.
+fn lock_error(
+    f: &OpenFile,
+    extents: &[(u64, u64)],
+    write: bool,
+    what: &str,
+    e: &std::io::Error,
+) -> MpiError {
+    let from = extents.first().map_or(0, |x| x.0);
+    let end = extents.last().map_or(0, |x| x.0 + x.1);
+    MpiError::new(
+        ferr::IO,
+        format!(
+            "atomic mode: {what} bytes {from} to {end} of {} for {} failed: {e}",
+            f.path.display(),
+            if write { "writing" } else { "reading" }
+        ),
+    )
+}
+
+/// Locks the bytes of `f` from the first to the last of `extents` (not empty, in file order):
+/// exclusively for a write, shared for a read; waits while another access holds a conflicting
+/// lock.
+fn lock_range<'a>(
+    f: &'a OpenFile,
+    extents: &[(u64, u64)],
+    write: bool,
+) -> Result<RangeLock<'a>, MpiError> {
+    let kind = f
+        .locks
+        .get()
+        .copied()
+        .ok_or_else(|| MpiError::new(err::INTERN, "atomic mode without file locks"))?;
+    let from = extents.first().map_or(0, |x| x.0);
+    let end = extents.last().map_or(0, |x| x.0 + x.1);
+    RangeLock::take(f.file.std(), kind, write, from, end - from)
+        .map_err(|e| lock_error(f, extents, write, "locking", &e))
 }
 
 /// The current view of `f`.
@@ -1638,10 +1743,45 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_File_set_atomicity` (collective): the mode is recorded; every access goes to the
-    /// file as `pwrite`/`pread` requests of the agent, whole extents at a time.
+    /// `MPI_File_set_atomicity` (collective): in atomic mode every access holds a POSIX
+    /// byte-range lock over the bytes it touches while its pieces move ([`crate::filelock`]).
+    /// Turning it on asks each rank's file system whether it locks byte ranges; where one does
+    /// not, every rank gets `MPI_ERR_UNSUPPORTED_OPERATION` and the mode stays as it was. A
+    /// flag that differs between the ranks is `MPI_ERR_ARG` on every rank.
     MPI_File_set_atomicity / PMPI_File_set_atomicity(fh: *mut c_void, flag: c_int) on key_of(fh) => {
-        file(fh)?.atomic.store(flag != 0, Ordering::Relaxed);
+        let f = file(fh)?;
+        let on = flag != 0;
+        let mine = if on && f.locks.get().is_none() {
+            match crate::filelock::probe(f.file.std()) {
+                Ok(kind) => {
+                    let _ = f.locks.set(kind);
+                    Ok(())
+                }
+                Err(e) => {
+                    let class = if crate::filelock::refused(&e) { err::UNSUPPORTED_OPERATION } else { ferr::IO };
+                    Err(MpiError::new(class, format!("atomic mode needs byte-range locks of {}, which its file system refuses: {e}", f.path.display())))
+                }
+            }
+        } else {
+            Ok(())
+        };
+        // Every rank learns every flag and outcome.
+        let code = mine.as_ref().map_or_else(|e| e.class, |()| abi::SUCCESS);
+        let mut send = [0u8; 8];
+        send[..4].copy_from_slice(&c_int::from(on).to_ne_bytes());
+        send[4..].copy_from_slice(&code.to_ne_bytes());
+        let mut all = vec![0u8; 8 * f.comm.size() as usize];
+        f.comm.allgather(&send, &mut all)?;
+        let int = |b: &[u8]| c_int::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+        let each: Vec<(c_int, c_int)> = all.chunks_exact(8).map(|c| (int(&c[..4]), int(&c[4..]))).collect();
+        mine?;
+        if let Some(r) = each.iter().position(|&(o, _)| o != c_int::from(on)) {
+            return Err(MpiError::new(err::ARG, format!("MPI_File_set_atomicity: flag {flag} here, but rank {r} gives {} (it must be the same on every rank)", each[r].0)));
+        }
+        if let Some(r) = each.iter().position(|&(_, c)| c != abi::SUCCESS) {
+            return Err(MpiError::new(each[r].1, format!("atomic mode: rank {r} cannot lock byte ranges of {}; the mode stays as it was", f.path.display())));
+        }
+        f.atomic.store(on, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -1737,8 +1877,12 @@ mpi_fn! {
 /// and, for a read, copies or unpacks the data of all pieces into the caller's buffer. `last`
 /// is the number of bytes the request's own piece moved (0 when it failed). A read that ends
 /// early (at the end of the file) fills the caller's buffer only as far as the data read; the
-/// rest of the buffer is left as it was.
+/// rest of the buffer is left as it was. It runs once per access: a later call (a wait after
+/// `MPI_Request_get_status`) changes nothing.
 pub fn finish(a: &Access, last: u64) {
+    if a.finished.swap(true, Ordering::Relaxed) {
+        return;
+    }
     let rest = std::mem::take(&mut *a.rest.lock().unwrap_or_else(|e| e.into_inner()));
     let mut data: Vec<u8> = Vec::new();
     let mut moved = 0u64;
@@ -1763,20 +1907,23 @@ pub fn finish(a: &Access, last: u64) {
             data.extend_from_slice(&b[..got]);
         }
     };
-    for (mut req, claim) in rest {
-        let got = match req.wait() {
-            Ok(st) => st.count(),
-            Err(_) => {
-                let _ =
-                    a.failed
-                        .compare_exchange(0, ferr::IO, Ordering::Relaxed, Ordering::Relaxed);
-                0
-            }
+    for (piece, claim) in rest {
+        let got = match piece {
+            Piece::Started(mut req) => req.wait().ok().map(|st| st.count()),
+            Piece::Done(got) => got,
         };
+        let got = got.unwrap_or_else(|| {
+            let _ = a
+                .failed
+                .compare_exchange(0, ferr::IO, Ordering::Relaxed, Ordering::Relaxed);
+            0
+        });
         moved += got;
         one(&claim, got, &mut data);
     }
-    one(&a.last, last, &mut data);
+    if let Some(claim) = &a.last {
+        one(claim, last, &mut data);
+    }
     a.moved.store(moved, Ordering::Relaxed);
     let Some((dst, l, count)) = &a.read else {
         return;

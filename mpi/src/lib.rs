@@ -83,6 +83,7 @@ mod errclass;
 pub mod error;
 mod external;
 mod file;
+mod filelock;
 mod fileptr;
 mod fortran;
 mod greq;

@@ -83,6 +83,7 @@ const PROGRAMS: &[&str] = &[
     "datarep",
     "partmt",
     "fileedge",
+    "fileatomic",
     "sessre",
     "errdel",
     "interfg",
@@ -509,6 +510,13 @@ fn filesplit_program() {
 #[test]
 fn fileshared_program() {
     program_at_both("fileshared", &[2, 3, 4]);
+}
+
+/// Atomic mode: a writer and concurrent readers of a noncontiguous view (blocking and
+/// nonblocking) and of contiguous data; every read sees one write whole.
+#[test]
+fn fileatomic_program() {
+    program_at_both("fileatomic", &[2, 4]);
 }
 
 /// Window keyvals and attributes, with their delete callbacks.
