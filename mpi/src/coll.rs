@@ -95,6 +95,11 @@ mpi_fn! {
     /// `MPI_Reduce` (`MPI_IN_PLACE` as `sendbuf` at the root).
     MPI_Reduce / PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle) on comm => {
         crate::alias::check(comm, Some(root), crate::alias::Side { ptr: sendbuf, count, datatype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count, datatype, per_rank: false })?;
+        // The program's operation on a datatype with holes: on packed copies (`crate::holesred`).
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holesred::reduce(sendbuf, recvbuf, count, datatype, op, root, comm, None) } {
+            return done;
+        }
         let c = rt()?.comm_any(comm)?;
         if let Some(ic) = &c.inter {
             let len = bytes(count, datatype)?;
@@ -157,6 +162,10 @@ mpi_fn! {
     /// `MPI_Allreduce` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Allreduce / PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
         crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count, datatype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count, datatype, per_rank: false })?;
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holesred::allreduce(sendbuf, recvbuf, count, datatype, op, comm, None) } {
+            return done;
+        }
         let c = rt()?.comm_any(comm)?;
         let len = bytes(count, datatype)?;
         let red = reduction(datatype, op)?;
@@ -501,6 +510,10 @@ mpi_fn! {
         if let Some(done) = unsafe { crate::internb::ireduce_call(sendbuf, recvbuf, count, datatype, op, root, comm, request) } {
             return done;
         }
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holesred::reduce(sendbuf, recvbuf, count, datatype, op, root, comm, Some(request)) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         let root = root_of(&c, root)?;
         let len = bytes(count, datatype)?;
@@ -527,6 +540,10 @@ mpi_fn! {
         crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count, datatype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count, datatype, per_rank: false })?;
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::iallreduce_call(sendbuf, recvbuf, count, datatype, op, comm, request) } {
+            return done;
+        }
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holesred::allreduce(sendbuf, recvbuf, count, datatype, op, comm, Some(request)) } {
             return done;
         }
         let c = rt()?.comm(comm)?;

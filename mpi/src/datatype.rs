@@ -100,7 +100,7 @@ pub unsafe fn input<'a>(ptr: *const std::ffi::c_void, len: usize) -> Result<&'a 
 
 /// Refuses NULL and the `MPI_IN_PLACE` placeholder where a call needs a real buffer
 /// (`MPI_ERR_BUFFER`), so neither is ever read or written.
-fn check_not_placeholder<T>(ptr: *const T) -> Result<(), MpiError> {
+pub(crate) fn check_not_placeholder<T>(ptr: *const T) -> Result<(), MpiError> {
     if ptr.is_null() {
         return Err(MpiError::new(err::BUFFER, "the buffer is NULL"));
     }

@@ -23,7 +23,7 @@ use crate::types::Layout;
 
 /// The layout of `t` when `count` elements of it have holes (`None` for a datatype without,
 /// or one the byte form will refuse with its own error).
-fn holes(count: c_int, t: Handle) -> Option<Arc<Layout>> {
+pub(crate) fn holes(count: c_int, t: Handle) -> Option<Arc<Layout>> {
     match data_of(count, t) {
         Ok(Data::Packed(l, _, _)) if count > 0 => Some(l),
         _ => None,
@@ -46,11 +46,12 @@ pub(crate) fn int_len(len: usize) -> Result<c_int, MpiError> {
 
 /// One buffer of a collective as the byte form sees it: a packed copy of `elems` elements of
 /// `layout` at the caller's `user` buffer.
-struct Packed {
+pub(crate) struct Packed {
     layout: Arc<Layout>,
     elems: usize,
     user: *mut c_void,
-    bytes: Vec<u8>,
+    /// The packed copy.
+    pub(crate) bytes: Vec<u8>,
 }
 
 impl Packed {
@@ -59,7 +60,12 @@ impl Packed {
     /// # Safety
     ///
     /// With `fill`, `user` holds `elems` readable elements of `layout`.
-    unsafe fn new(layout: Arc<Layout>, elems: usize, user: *const c_void, fill: bool) -> Self {
+    pub(crate) unsafe fn new(
+        layout: Arc<Layout>,
+        elems: usize,
+        user: *const c_void,
+        fill: bool,
+    ) -> Self {
         let mut bytes = Vec::new();
         if fill {
             // SAFETY: the caller's buffer of `elems` elements (this function's contract).
@@ -82,6 +88,17 @@ impl Packed {
             int_len(self.bytes.len())?,
             dt::BYTE,
         ))
+    }
+
+    /// This copy as the staged result of started blocks (`crate::vcoll::Started::staged`):
+    /// they deliver into its bytes, which are then unpacked into the caller's buffer.
+    pub(crate) fn into_staged(self) -> crate::vcoll::Staged {
+        crate::vcoll::Staged {
+            bytes: self.bytes,
+            layout: self.layout,
+            elems: self.elems,
+            user: self.user as usize,
+        }
     }
 
     /// Unpacks the received bytes into the caller's buffer.
@@ -109,7 +126,7 @@ impl Packed {
 ///
 /// `p`'s caller's buffer holds its elements, writable now (blocking) or until the request
 /// completes; `request` is the handle the nonblocking byte form wrote.
-unsafe fn finish(
+pub(crate) unsafe fn finish(
     p: Option<&Packed>,
     request: Option<*mut Handle>,
     give_only: bool,

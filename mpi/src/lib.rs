@@ -89,6 +89,7 @@ mod fortran;
 mod greq;
 mod group;
 mod holes;
+mod holesred;
 mod holesv;
 mod inter;
 mod internb;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use viaduct_agent::coll::Reduction;
 
@@ -23,7 +23,7 @@ pub type UserFnC = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut MpiCount,
 pub type CxxCallFn = unsafe extern "C" fn(*const c_void, *mut c_void, c_int, Handle, UserFn);
 
 /// The program's function of an operation.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum UserOp {
     /// Of `MPI_Op_create`.
     Int(UserFn),
@@ -31,6 +31,80 @@ enum UserOp {
     Large(UserFnC),
     /// Of `MPI::Op::Init` in MPICH's C++ library: called through the library's caller.
     Cxx(UserFn, CxxCallFn),
+    /// A stand-in of [`packed_op`]: the program's operation on a datatype with holes, applied
+    /// to packed elements (each unpacked into the datatype's layout for the call).
+    Packed(Arc<PackedOp>),
+}
+
+/// What [`UserOp::Packed`] applies: the program's operation, its datatype and that layout.
+struct PackedOp {
+    inner: UserOp,
+    datatype: Handle,
+    layout: Arc<crate::types::Layout>,
+}
+
+/// Calls the program's function `f` on `count` elements of `t` at `inp` and `out`.
+///
+/// # Safety
+///
+/// `inp` and `out` hold `count` elements of `t` (readable; `out` also writable).
+unsafe fn call_user(f: &UserOp, inp: *mut c_void, out: *mut c_void, count: usize, t: Handle) {
+    let mut dt = t;
+    match f {
+        UserOp::Int(f) => {
+            let mut n = count as c_int;
+            // SAFETY: the program's function, given `n` elements of `t` in each buffer as
+            // MPI_User_function specifies (this function's contract); `inp` is only read.
+            unsafe { f(inp, out, &mut n, &mut dt) };
+        }
+        UserOp::Large(f) => {
+            let mut n = count as MpiCount;
+            // SAFETY: as above, as MPI_User_function_c specifies.
+            unsafe { f(inp, out, &mut n, &mut dt) };
+        }
+        UserOp::Cxx(f, call) => {
+            // SAFETY: MPICH's C++ caller of the program's function, with the buffers, count
+            // and datatype by value as `MPIR_Call_op_fn` takes them.
+            unsafe { call(inp, out, count as c_int, dt, *f) };
+        }
+        UserOp::Packed(p) => {
+            // SAFETY: `inp` and `out` hold `count` packed elements of `p.layout`.
+            unsafe { call_packed(p, inp, out, count) };
+        }
+    }
+}
+
+/// Applies the program's operation of `p` to `count` packed elements: both sides unpacked
+/// into scratch buffers of the datatype's layout, the function called on them, and the
+/// result packed back into `out`.
+///
+/// # Safety
+///
+/// `inp` and `out` hold `count * p.layout.size` bytes (`out` writable).
+unsafe fn call_packed(p: &PackedOp, inp: *mut c_void, out: *mut c_void, count: usize) {
+    let l = &p.layout;
+    let bytes = count * l.size;
+    let (lo, hi) = l.reach(count);
+    let shift = (-lo).max(0) as usize;
+    let room = shift + hi.max(0) as usize;
+    let (mut a, mut b) = (vec![0u8; room], vec![0u8; room]);
+    // SAFETY: this function's contract: `bytes` readable bytes at `inp`, writable at `out`.
+    let (packed_in, packed_out) = unsafe {
+        (
+            std::slice::from_raw_parts(inp as *const u8, bytes),
+            std::slice::from_raw_parts_mut(out as *mut u8, bytes),
+        )
+    };
+    // SAFETY: the scratch buffers cover every byte `count` elements reach from `shift`.
+    unsafe {
+        let (pa, pb) = (a.as_mut_ptr().add(shift), b.as_mut_ptr().add(shift));
+        l.unpack(packed_in, pa, count);
+        l.unpack(packed_out, pb, count);
+        call_user(&p.inner, pa.cast(), pb.cast(), count, p.datatype);
+        let mut back = Vec::with_capacity(bytes);
+        l.pack(pb, count, &mut back);
+        packed_out.copy_from_slice(&back[..bytes]);
+    }
 }
 
 /// The program's operations: function and whether it commutes.
@@ -72,9 +146,9 @@ pub fn reduction(t: Handle, o: Handle) -> Result<Reduction, MpiError> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&o)
-        .map(|&(f, _)| f);
+        .map(|(f, _)| f.clone());
     // A type of MPI_Type_create_f90_* reduces as the predefined type it copies.
-    let t = match (user, crate::fortran::f90_base(t)) {
+    let t = match (&user, crate::fortran::f90_base(t)) {
         (None, Some(base)) => base,
         _ => t,
     };
@@ -111,28 +185,45 @@ pub fn reduction(t: Handle, o: Handle) -> Result<Reduction, MpiError> {
 /// The program's function as the agent's user reduction on elements of `size` bytes of `t`.
 fn user_reduction(f: UserOp, t: Handle, size: usize) -> Reduction {
     Reduction::user(size, move |incoming: &[u8], acc: &mut [u8]| {
-        let mut dt = t;
         let (inp, out) = (incoming.as_ptr() as *mut c_void, acc.as_mut_ptr().cast());
-        match f {
-            UserOp::Int(f) => {
-                let mut n = (acc.len() / size) as c_int;
-                // SAFETY: the program's function, given `n` elements of `t` in each buffer as
-                // MPI_User_function specifies; `incoming` is only read by it.
-                unsafe { f(inp, out, &mut n, &mut dt) };
-            }
-            UserOp::Large(f) => {
-                let mut n = (acc.len() / size) as MpiCount;
-                // SAFETY: as above, as MPI_User_function_c specifies.
-                unsafe { f(inp, out, &mut n, &mut dt) };
-            }
-            UserOp::Cxx(f, call) => {
-                let n = (acc.len() / size) as c_int;
-                // SAFETY: MPICH's C++ caller of the program's function, with the buffers, count
-                // and datatype by value as `MPIR_Call_op_fn` takes them.
-                unsafe { call(inp, out, n, dt, f) };
-            }
-        }
+        // SAFETY: both slices hold `acc.len() / size` whole elements of `t` (packed ones for a
+        // stand-in); `incoming` is only read.
+        unsafe { call_user(&f, inp, out, acc.len() / size, t) };
     })
+}
+
+/// A stand-in operation for the program's operation `op` on datatype `t` of layout `layout`
+/// (which has holes): it applies `op` to packed elements of `layout.size` bytes, so a
+/// reduction can run on a packed copy of the buffers (see `crate::holesred`). `None` when `op`
+/// is not the program's. [`forget`] removes it.
+pub(crate) fn packed_op(
+    op: Handle,
+    t: Handle,
+    layout: Arc<crate::types::Layout>,
+) -> Option<Handle> {
+    let mut ops = ops().lock().unwrap_or_else(|e| e.into_inner());
+    let (inner, commute) = ops.get(&op).cloned()?;
+    let h = NEXT.fetch_add(1, Ordering::Relaxed);
+    let p = PackedOp {
+        inner,
+        datatype: t,
+        layout,
+    };
+    ops.insert(h, (UserOp::Packed(Arc::new(p)), commute));
+    Some(h)
+}
+
+/// Whether `op` is one of the program's operations.
+pub(crate) fn is_user(op: Handle) -> bool {
+    ops()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains_key(&op)
+}
+
+/// Removes stand-in operation `h` of [`packed_op`].
+pub(crate) fn forget(h: Handle) {
+    ops().lock().unwrap_or_else(|e| e.into_inner()).remove(&h);
 }
 
 /// Registers the program's operation `f`; writes its handle to `op`.
@@ -197,6 +288,27 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Reduce_local`: `inoutbuf = inbuf op inoutbuf`, element by element.
     MPI_Reduce_local / PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle) on abi::COMM_WORLD => {
+        let user = ops().lock().unwrap_or_else(|e| e.into_inner()).get(&op).map(|(f, _)| f.clone());
+        if let Some(f) = user {
+            // The program's function on the caller's buffers themselves, whatever the
+            // datatype's layout (as MPICH).
+            if count < 0 {
+                return Err(MpiError::new(err::COUNT, format!("count {count} is negative")));
+            }
+            crate::types::layout(datatype)?;
+            if count == 0 {
+                return Ok(());
+            }
+            crate::datatype::check_not_placeholder(inbuf)?;
+            crate::datatype::check_not_placeholder(inoutbuf)?;
+            if std::ptr::eq(inbuf, inoutbuf.cast_const()) {
+                return Err(MpiError::new(err::BUFFER, "inbuf and inoutbuf are the same buffer (aliased arguments)"));
+            }
+            // SAFETY: the caller's buffers of `count` elements of `datatype`, as
+            // MPI_Reduce_local specifies; `inbuf` is only read.
+            unsafe { call_user(&f, inbuf.cast_mut(), inoutbuf, count as usize, datatype) };
+            return Ok(());
+        }
         let len = crate::datatype::bytes(count, datatype)?;
         let red = reduction(datatype, op)?;
         if len > 0 && std::ptr::eq(inbuf, inoutbuf.cast_const()) {

@@ -109,6 +109,17 @@ impl Layout {
                 || self.runs.len() == 1 && self.runs[0] == (0, self.extent as usize))
     }
 
+    /// The bytes `count` elements touch, as offsets from the buffer's address: the lowest and
+    /// one past the highest ((0, 0) for none).
+    pub fn reach(&self, count: usize) -> (isize, isize) {
+        if count == 0 {
+            return (0, 0);
+        }
+        let (lo, hi) = self.true_bounds();
+        let last = (count as isize - 1) * self.extent;
+        (lo + last.min(0), hi + last.max(0))
+    }
+
     fn true_bounds(&self) -> (isize, isize) {
         let lo = self.runs.iter().map(|r| r.0).min().unwrap_or(0);
         let hi = self

@@ -1052,6 +1052,10 @@ mpi_fn! {
     /// `MPI_Scan` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Scan / PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
         crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count, datatype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count, datatype, per_rank: false })?;
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holesred::scan(sendbuf, recvbuf, count, datatype, op, comm, false, None) } {
+            return done;
+        }
         let c = rt()?.intra(comm)?;
         // SAFETY: the caller's arguments.
         unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, false) }?.run()
@@ -1062,6 +1066,10 @@ mpi_fn! {
     /// `MPI_Iscan`.
     MPI_Iscan / PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
         crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count, datatype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count, datatype, per_rank: false })?;
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holesred::scan(sendbuf, recvbuf, count, datatype, op, comm, false, Some(request)) } {
+            return done;
+        }
         let c = rt()?.intra(comm)?;
         // SAFETY: the caller's arguments and handle.
         unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, false)?.give(comm, request) }
@@ -1072,6 +1080,10 @@ mpi_fn! {
     /// `MPI_Exscan` (`MPI_IN_PLACE` as `sendbuf`); rank 0's receive buffer is left as it is.
     MPI_Exscan / PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
         crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count, datatype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count, datatype, per_rank: false })?;
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holesred::scan(sendbuf, recvbuf, count, datatype, op, comm, true, None) } {
+            return done;
+        }
         let c = rt()?.intra(comm)?;
         // SAFETY: the caller's arguments.
         unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, true) }?.run()
@@ -1082,6 +1094,10 @@ mpi_fn! {
     /// `MPI_Iexscan`.
     MPI_Iexscan / PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
         crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count, datatype, per_rank: false }, crate::alias::Side { ptr: recvbuf, count, datatype, per_rank: false })?;
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holesred::scan(sendbuf, recvbuf, count, datatype, op, comm, true, Some(request)) } {
+            return done;
+        }
         let c = rt()?.intra(comm)?;
         // SAFETY: the caller's arguments and handle.
         unsafe { scan(&c.comm, sendbuf, recvbuf, count, datatype, op, true)?.give(comm, request) }
@@ -1111,6 +1127,10 @@ mpi_fn! {
         crate::alias::check(comm, None, crate::alias::Side { ptr: sendbuf, count: recvcount, datatype, per_rank: true }, crate::alias::Side { ptr: recvbuf, count: recvcount, datatype, per_rank: false })?;
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::reduce_scatter_call(sendbuf, recvbuf, None, recvcount, datatype, op, comm, None) } {
+            return done;
+        }
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holesred::reduce_scatter(sendbuf, recvbuf, None, recvcount, datatype, op, comm, None) } {
             return done;
         }
         let c = rt()?.comm(comm)?;
@@ -1145,6 +1165,10 @@ mpi_fn! {
     MPI_Reduce_scatter / PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::reduce_scatter_call(sendbuf, recvbuf, Some(recvcounts), 0, datatype, op, comm, None) } {
+            return done;
+        }
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holesred::reduce_scatter(sendbuf, recvbuf, Some(recvcounts), 0, datatype, op, comm, None) } {
             return done;
         }
         let c = rt()?.comm(comm)?;
@@ -1223,6 +1247,10 @@ mpi_fn! {
         if let Some(done) = unsafe { crate::internb::reduce_scatter_call(sendbuf, recvbuf, None, recvcount, datatype, op, comm, Some(request)) } {
             return done;
         }
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holesred::reduce_scatter(sendbuf, recvbuf, None, recvcount, datatype, op, comm, Some(request)) } {
+            return done;
+        }
         let c = rt()?.comm(comm)?;
         let c = &c.comm;
         let (me, n) = (c.rank() as usize, c.size() as usize);
@@ -1240,6 +1268,10 @@ mpi_fn! {
     MPI_Ireduce_scatter / PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::reduce_scatter_call(sendbuf, recvbuf, Some(recvcounts), 0, datatype, op, comm, Some(request)) } {
+            return done;
+        }
+        // SAFETY: the caller's arguments, as given.
+        if let Some(done) = unsafe { crate::holesred::reduce_scatter(sendbuf, recvbuf, Some(recvcounts), 0, datatype, op, comm, Some(request)) } {
             return done;
         }
         let c = rt()?.comm(comm)?;

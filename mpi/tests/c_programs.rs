@@ -89,6 +89,7 @@ const PROGRAMS: &[&str] = &[
     "interfg",
     "ulfm",
     "conform",
+    "holeyred",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -442,6 +443,11 @@ fn fortran_program(p: &str) {
         return;
     }
     program(p);
+}
+
+#[test]
+fn holeyred_program() {
+    program_at_both("holeyred", &[1, 2, 3, 4]);
 }
 
 #[test]
