@@ -9,12 +9,24 @@
 //! receive side posts one receive of its whole buffer at `MPI_Start`; `MPI_Parrived` is true for
 //! every partition once that message is in the receive buffer. The sizes of the two sides must
 //! agree (a longer send is `MPI_ERR_TRUNCATE` at the receiver); their partition counts may
-//! differ. Partitioned messages travel in a context of their own (the communicator's
-//! point-to-point context with its top bit set), so they never match other receives and
-//! `MPI_ANY_SOURCE`/`MPI_ANY_TAG` receives never see them; among themselves they match in the
-//! order the messages go (the sends' last `MPI_Pready*`, the receives' starts). MPI's rule for
-//! requests of one (source, tag, communicator) is the order of the init calls; the two differ
-//! when a process starts such requests in another order than it made them (docs/MPI.md).
+//! differ.
+//!
+//! Matching follows the order of the init calls (MPI-4.0 §4.2): the k-th `MPI_Psend_init` to
+//! (dest, tag, comm) pairs with the k-th `MPI_Precv_init` from (that rank, tag, comm), for
+//! every start of the two, whatever order the requests are started in. Each send request takes
+//! a number of its own (`next_id`) and `MPI_Psend_init` sends it to the peer in a *link
+//! message* (control context `context | LINK_CONTEXT_BITS` of the communicator's point-to-point
+//! `context`, the request's tag); `MPI_Precv_init` posts the receive of one such message. The
+//! agent matches messages of one (context, source, tag) in order, so the k-th receive gets the
+//! k-th send's number, also across requests freed and made again (a freed receive's posted
+//! link receive still takes its message). The data of every start then travels in the *data
+//! context* `PART_CONTEXT_BIT | number`, which only that pair uses: no other receive (an
+//! `MPI_ANY_SOURCE`/`MPI_ANY_TAG` one included) and no other partitioned request sees it, and
+//! the starts of one pair match in order. A receive started before its link message came is
+//! *deferred*: its request is driven here, and the receive of the data (into the same buffer)
+//! is posted once the link message is in, by the progress of any partitioned request (waits
+//! and tests on one, `MPI_Start`, `MPI_Pready*`, `MPI_Parrived`); the data waits meanwhile
+//! among the agent's unexpected messages.
 //!
 //! The send request is a message request driven by the agent's progress: a wait on it runs the
 //! agent (so a rendezvous send moves) and completes it when the message's send completed. With
@@ -32,6 +44,7 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
@@ -74,8 +87,93 @@ impl std::error::Error for Stuck {
     }
 }
 
-/// The bit that moves a point-to-point context to its partitioned twin.
+/// An [`MpiError`] failing a request: its message, and its class as the source.
+#[derive(Debug)]
+struct Failed(String, crate::error::CallbackCode);
+
+impl From<MpiError> for Failed {
+    fn from(e: MpiError) -> Self {
+        Failed(e.message, crate::error::CallbackCode(e.class))
+    }
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Failed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.1)
+    }
+}
+
+/// The bit of every partitioned context. A message of a partitioned send travels in the data
+/// context `PART_CONTEXT_BIT | id` (bit 30 clear), `id` being the send request's own number;
+/// the number goes to the receiver in a link message in the control context
+/// `context | LINK_CONTEXT_BITS` of the communicator's point-to-point `context`.
 const PART_CONTEXT_BIT: u32 = 1 << 31;
+
+/// The bits that move a communicator's point-to-point context (below `1 << 30`) to its
+/// partitioned control context, where the link messages go.
+const LINK_CONTEXT_BITS: u32 = 3 << 30;
+
+/// The send request numbers (data contexts) fit 30 bits; they wrap after `1 << 30` inits.
+const ID_MASK: u32 = (1 << 30) - 1;
+
+/// Bytes of a link message: the send request's number, little-endian.
+const LINK_LEN: usize = 4;
+
+/// The number of this process's next partitioned send request.
+fn next_id() -> u32 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed) & ID_MASK
+}
+
+/// The partitioned control context of a communicator's point-to-point context.
+fn link_context(context: u32) -> Result<u32, MpiError> {
+    if context > ID_MASK {
+        return Err(MpiError::new(
+            err::INTERN,
+            format!(
+                "the communicator's context id {context:#x} is past {ID_MASK:#x}, the last one \
+                 partitioned communication can use"
+            ),
+        ));
+    }
+    Ok(context | LINK_CONTEXT_BITS)
+}
+
+/// How a request's messages find their data context (see the module's notes).
+enum Link {
+    /// The data context's number is known: a send's own, or the one a receive's link message
+    /// brought.
+    Known(u32),
+    /// A receive waiting for its link message (the posted receive of it, and its buffer).
+    Waiting(Request, RecvBuffer),
+    /// The link message could not be received (the message of the error).
+    Failed(String),
+    /// A request with `MPI_PROC_NULL`: no messages.
+    Null,
+}
+
+/// A receive started before its link message came: the receive of the data is posted once
+/// it does, and completes the start's request.
+struct Deferred {
+    /// Completes the start's request.
+    cars: CarCounter,
+    /// Where the data goes (the one of the start's table entry).
+    buf: RecvBuffer,
+    /// The communicator's agent.
+    agent: Agent,
+    /// The sender's world rank.
+    source: u32,
+    /// The receive of the data, once posted.
+    inner: Option<Request>,
+    /// `MPI_Cancel` was passed on.
+    cancelling: bool,
+}
 
 /// One partitioned request, for the life of its handle.
 pub(crate) struct Part {
@@ -88,6 +186,8 @@ pub(crate) struct Part {
     peer: c_int,
     tag: c_int,
     comm: Handle,
+    /// The data context of the request's messages.
+    link: Mutex<Link>,
     run: Mutex<Run>,
 }
 
@@ -104,6 +204,8 @@ struct Run {
     cars: Option<CarCounter>,
     /// The agent's send of the message, once every partition is ready.
     sending: Option<Request>,
+    /// A receive started before its link message came (receive side).
+    deferred: Option<Deferred>,
 }
 
 fn lock(m: &Mutex<Run>) -> MutexGuard<'_, Run> {
@@ -129,8 +231,42 @@ fn find(h: Handle) -> Option<Arc<Part>> {
     parts().get(&h).cloned()
 }
 
-/// Drives a partitioned send's request: runs the agent's progress, then completes the request
-/// when the agent's send of the message completed.
+/// The receives started before their link message came, while their data receive is not
+/// posted: every partitioned request's progress (and `MPI_Pready*`, `MPI_Parrived`,
+/// `MPI_Start`) posts those whose link message came, so that a wait on another partitioned
+/// request does not hold a sender's rendezvous back.
+fn deferred() -> MutexGuard<'static, Vec<Weak<Part>>> {
+    static DEFERRED: Mutex<Vec<Weak<Part>>> = Mutex::new(Vec::new());
+    DEFERRED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Polls the deferred receives (see [`deferred`]); forgets those posted (or gone).
+fn poll_deferred() {
+    let list: Vec<Weak<Part>> = {
+        let d = deferred();
+        if d.is_empty() {
+            return;
+        }
+        d.clone()
+    };
+    for w in &list {
+        if let Some(p) = w.upgrade() {
+            p.poll_recv();
+        }
+    }
+    deferred().retain(|w| {
+        w.upgrade().is_some_and(|p| {
+            lock(&p.run)
+                .deferred
+                .as_ref()
+                .is_some_and(|d| d.inner.is_none())
+        })
+    });
+}
+
+/// Drives a partitioned send's request, or a deferred receive's: runs the agent's progress,
+/// then completes the request when the agent's send of the message completed (or the deferred
+/// receive did, once posted), and posts the deferred receives whose link message came.
 struct Driver {
     agent: Agent,
     part: Weak<Part>,
@@ -154,23 +290,143 @@ impl ProgressDriver for Driver {
         if let Some(p) = self.part.upgrade() {
             p.poll();
         }
+        poll_deferred();
         Ok(())
     }
 }
 
 impl Part {
-    /// The agent and world rank of the peer (`None`: `MPI_PROC_NULL`), in the partitioned
-    /// context of the communicator.
+    /// The communicator's agent and the world rank of the peer (`None`: `MPI_PROC_NULL`).
     fn route(&self) -> Result<(Agent, Option<u32>, Arc<crate::state::CommEntry>), MpiError> {
         let c = rt()?.comm_any(self.comm)?;
-        let agent = c.comm.agent();
-        let agent = agent.with_context(agent.context() | PART_CONTEXT_BIT);
+        let agent = c.comm.agent().clone();
         let peer = dest_rank(&c, self.peer)?.map(|r| c.comm.world_rank(r).unwrap_or(r));
         Ok((agent, peer, c))
     }
 
-    /// Completes the current start's request once the agent's send completed.
+    /// The number of the request's data context: `Ok(None)` while a receive's link message
+    /// has not come.
+    fn data_id(&self) -> Result<Option<u32>, MpiError> {
+        let mut link = self.link.lock().unwrap_or_else(|e| e.into_inner());
+        match &mut *link {
+            Link::Known(id) => return Ok(Some(*id)),
+            Link::Null => return Ok(None),
+            Link::Failed(m) => {
+                return Err(MpiError::new(
+                    err::OTHER,
+                    format!("the partitioned receive was not linked to its send: {m}"),
+                ));
+            }
+            Link::Waiting(req, _) if !req.is_complete() => return Ok(None),
+            Link::Waiting(..) => {}
+        }
+        let Link::Waiting(mut req, buf) = std::mem::replace(&mut *link, Link::Null) else {
+            unreachable!("matched above");
+        };
+        let got = req.wait().map_err(|e| e.to_string()).and_then(|_| {
+            let bytes = buf.take();
+            <[u8; LINK_LEN]>::try_from(bytes.as_slice())
+                .map(|b| u32::from_le_bytes(b) & ID_MASK)
+                .map_err(|_| format!("a link message of {} bytes, not {LINK_LEN}", bytes.len()))
+        });
+        match got {
+            Ok(id) => {
+                *link = Link::Known(id);
+                Ok(Some(id))
+            }
+            Err(m) => {
+                *link = Link::Failed(m.clone());
+                Err(MpiError::new(
+                    err::OTHER,
+                    format!("the partitioned receive was not linked to its send: {m}"),
+                ))
+            }
+        }
+    }
+
+    /// Completes the current start's request when its message moved: the agent's send
+    /// completed (send side), or the deferred receive is posted once its link message came,
+    /// and completed (receive side).
     fn poll(&self) {
+        if self.send {
+            self.poll_send();
+        } else {
+            self.poll_recv();
+        }
+    }
+
+    /// Posts the receive of a start deferred for want of its link message once it came;
+    /// completes the start's request when that receive completed.
+    fn poll_recv(&self) {
+        let mut run = lock(&self.run);
+        let Some(d) = run.deferred.as_mut() else {
+            return;
+        };
+        if d.cars.cancel_requested() && !d.cancelling {
+            d.cancelling = true;
+            match &d.inner {
+                // Not posted: nothing was received; the data stays for the next start.
+                None => {
+                    let d = run.deferred.take();
+                    drop(run);
+                    if let Some(d) = d {
+                        let _ = d.cars.complete_cancelled();
+                    }
+                    return;
+                }
+                Some(inner) => {
+                    let _ = inner.cancel();
+                }
+            }
+        }
+        if d.inner.is_none() {
+            let posted = match self.data_id() {
+                Ok(None) => return,
+                Ok(Some(id)) => send_tag(self.tag).and_then(|tag| {
+                    d.agent
+                        .with_context(PART_CONTEXT_BIT | id)
+                        .irecv_into(d.buf.clone(), Source::Rank(d.source), TagMatch::Tag(tag))
+                        .map_err(MpiError::from)
+                }),
+                Err(e) => Err(e),
+            };
+            match posted {
+                Ok(r) => d.inner = Some(r),
+                Err(e) => {
+                    let d = run.deferred.take();
+                    drop(run);
+                    if let Some(d) = d {
+                        let _ = d.cars.fail_car(Failed::from(e));
+                    }
+                    return;
+                }
+            }
+        }
+        if !d.inner.as_ref().is_some_and(Request::is_complete) {
+            return;
+        }
+        let Some(d) = run.deferred.take() else {
+            return;
+        };
+        drop(run);
+        let Some(mut inner) = d.inner else {
+            return;
+        };
+        let _ = match inner.wait() {
+            Ok(st) if st.test_cancelled() => d.cars.complete_cancelled().map(|()| true),
+            Ok(st) => {
+                d.cars.set_envelope(
+                    st.source().unwrap_or(d.source),
+                    st.tag().unwrap_or(self.tag as u32),
+                );
+                d.cars.complete_car(st.count())
+            }
+            Err(e) => d.cars.fail_car(e),
+        };
+    }
+
+    /// Completes the current start's request once the agent's send completed.
+    fn poll_send(&self) {
         let mut run = lock(&self.run);
         let done = match &run.sending {
             Some(r) => r.is_complete(),
@@ -195,7 +451,7 @@ impl Part {
     /// after the wait, so the partitions left cannot be marked).
     fn fail_if_stuck(&self) {
         let Ok(rt) = rt() else { return };
-        if rt.thread_level >= THREAD_MULTIPLE {
+        if !self.send || rt.thread_level >= THREAD_MULTIPLE {
             return;
         }
         let mut run = lock(&self.run);
@@ -211,6 +467,7 @@ impl Part {
     /// Starts the request once more (`MPI_Start`): gives the handle of a table entry holding
     /// the agent's request.
     fn start(self: &Arc<Self>) -> Result<Handle, MpiError> {
+        poll_deferred();
         let rt = rt()?;
         let (agent, peer, c) = self.route()?;
         if self.send {
@@ -259,7 +516,42 @@ impl Part {
         } else {
             RecvBuffer::new(cap)
         };
-        let req = agent.irecv_into(rbuf.clone(), Source::Rank(source), tag)?;
+        let id = match self.data_id()? {
+            Some(id) => Some(id),
+            None => {
+                // The link message may be in and not yet received.
+                agent.make_progress();
+                self.data_id()?
+            }
+        };
+        let req = match id {
+            Some(id) => agent.with_context(PART_CONTEXT_BIT | id).irecv_into(
+                rbuf.clone(),
+                Source::Rank(source),
+                tag,
+            )?,
+            None => {
+                // Posted by the request's progress once the link message came; the data
+                // waits meanwhile among the unexpected messages.
+                let (req, cars) = Request::message_driven(
+                    1,
+                    Arc::new(Driver {
+                        agent: agent.clone(),
+                        part: Arc::downgrade(self),
+                    }),
+                );
+                lock(&self.run).deferred = Some(Deferred {
+                    cars,
+                    buf: rbuf.clone(),
+                    agent,
+                    source,
+                    inner: None,
+                    cancelling: false,
+                });
+                deferred().push(Arc::downgrade(self));
+                req
+            }
+        };
         let meta = Meta::Recv {
             comm: self.comm,
             buf: rbuf,
@@ -298,7 +590,12 @@ impl Part {
             }
         }
         let tag = send_tag(self.tag)?;
-        let req = agent.isend_owned(dest, tag, data)?;
+        let id = self.data_id()?.ok_or_else(|| {
+            MpiError::new(err::INTERN, "the partitioned send has no data context")
+        })?;
+        let req = agent
+            .with_context(PART_CONTEXT_BIT | id)
+            .isend_owned(dest, tag, data)?;
         lock(&self.run).sending = Some(req);
         self.poll();
         Ok(())
@@ -343,6 +640,7 @@ impl Part {
         if last {
             self.send_now()?;
         }
+        poll_deferred();
         Ok(())
     }
 }
@@ -407,6 +705,29 @@ unsafe fn init(
     // SAFETY: the caller's handle.
     let out =
         unsafe { request.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "request is NULL"))?;
+    // Link the request to its partner: the k-th MPI_Psend_init to (peer, tag, comm) sends its
+    // number to the peer, where the k-th MPI_Precv_init from this rank (tag, comm) posted the
+    // receive of it; the agent matches the two in order.
+    let peer_world = dest_rank(&c, peer)?.map(|r| c.comm.world_rank(r).unwrap_or(r));
+    let link = match peer_world {
+        None => Link::Null,
+        Some(world) => {
+            let agent = c.comm.agent();
+            let ctl = agent.with_context(link_context(agent.context())?);
+            let wire_tag = send_tag(tag)?;
+            if send {
+                let id = next_id();
+                // Dropped, the send goes on (and completes on its own).
+                drop(ctl.isend_owned(world, wire_tag, id.to_le_bytes().to_vec())?);
+                Link::Known(id)
+            } else {
+                let buf = RecvBuffer::new(LINK_LEN);
+                let req =
+                    ctl.irecv_into(buf.clone(), Source::Rank(world), TagMatch::Tag(wire_tag))?;
+                Link::Waiting(req, buf)
+            }
+        }
+    };
     let part = Arc::new(Part {
         send,
         buf,
@@ -416,6 +737,7 @@ unsafe fn init(
         peer,
         tag,
         comm,
+        link: Mutex::new(link),
         run: Mutex::new(Run::default()),
     });
     let starter = Arc::clone(&part);
@@ -529,6 +851,7 @@ mpi_fn! {
             ));
         }
         // In place: threads of one process may ask about partitions of one request at once.
+        poll_deferred();
         let got = rt()?.with_request(request, |e| {
             if e.inactive() {
                 Ok(true)

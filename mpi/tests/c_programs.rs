@@ -82,6 +82,7 @@ const PROGRAMS: &[&str] = &[
     "cforms2",
     "datarep",
     "partmt",
+    "partorder",
     "fileedge",
     "fileatomic",
     "sessre",
@@ -443,6 +444,13 @@ fn fortran_program(p: &str) {
         return;
     }
     program(p);
+}
+
+/// Partitioned requests of one (peer, tag, communicator) matched by init order, whatever
+/// order they are started in.
+#[test]
+fn partorder_program() {
+    program("partorder");
 }
 
 #[test]
