@@ -64,9 +64,10 @@ fn len(count: c_int) -> Result<usize, MpiError> {
     Ok(usize::try_from(count).unwrap_or(0))
 }
 
-/// Entries of the count arrays of an all-to-all collective on `comm`: its (remote) group.
+/// Entries of the count arrays of an all-to-all collective on `comm`: its group, the remote
+/// one on an intercommunicator (whose entry's agent communicator is its remote group).
 fn group(comm: Handle) -> Result<usize, MpiError> {
-    Ok(rt()?.comm(comm)?.comm.size() as usize)
+    Ok(rt()?.comm_any(comm)?.comm.size() as usize)
 }
 
 /// Entries of `MPI_Reduce_scatter`'s counts: the local group of `comm`.
@@ -80,7 +81,7 @@ fn local_group(comm: Handle) -> Result<usize, MpiError> {
 /// Entries of a rooted `v` collective's root arrays on this rank: its group at the root
 /// (`MPI_ROOT` on an intercommunicator), none elsewhere.
 fn at_root(comm: Handle, root: c_int) -> Result<usize, MpiError> {
-    let e = rt()?.comm(comm)?;
+    let e = rt()?.comm_any(comm)?;
     let is_root = if e.inter.is_some() {
         root == abi::ROOT
     } else {

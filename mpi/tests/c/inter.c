@@ -173,6 +173,34 @@ int main(int argc, char **argv) {
     for (int i = 0; i < rsize; i++)
         snprintf(line + strlen(line), sizeof line - strlen(line), " %d", all[i]);
     OK(wrank, "alltoall:%s", line);
+
+    /* The large-count v forms (mpi4py's object collectives use them): remote rank j sends
+       j + 1 ints of 100 * its world rank. */
+    {
+        MPI_Count rc[64], ls = lrank + 1;
+        MPI_Aint rd[64];
+        MPI_Count total = 0;
+        for (int j = 0; j < rsize && j < 64; j++) { rc[j] = j + 1; rd[j] = total; total += j + 1; }
+        int *mine = malloc(ls * sizeof(int)), *got = malloc((total + 1) * sizeof(int));
+        for (int k = 0; k < ls; k++) mine[k] = 100 * wrank;
+        CHECK(MPI_Allgatherv_c(mine, ls, MPI_INT, got, rc, rd, MPI_INT, inter) == MPI_SUCCESS);
+        line[0] = 0;
+        for (int i = 0; i < total; i++)
+            snprintf(line + strlen(line), sizeof line - strlen(line), " %d", got[i]);
+        OK(wrank, "allgatherv_c:%s", line);
+        /* Scatterv_c of one int each from local rank 0 of group 0 to group 1. */
+        MPI_Count c1[64];
+        MPI_Aint d1[64];
+        for (int j = 0; j < rsize && j < 64; j++) { c1[j] = 1; d1[j] = 2 * j; }
+        int root = color == 0 ? (lrank == 0 ? MPI_ROOT : MPI_PROC_NULL) : 0;
+        int one = -1, *src = malloc((2 * rsize + 1) * sizeof(int));
+        for (int i = 0; i < 2 * rsize; i++) src[i] = 10 * i;
+        CHECK(MPI_Scatterv_c(src, c1, d1, MPI_INT, &one, color == 1 ? 1 : 0, MPI_INT, root, inter) == MPI_SUCCESS);
+        if (color == 1) OK(wrank, "scatterv_c got %d", one);
+        free(mine);
+        free(got);
+        free(src);
+    }
     free(all);
     free(sb);
     free(ag);
