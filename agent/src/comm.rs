@@ -35,6 +35,16 @@
 //! context id fails the creation with [`AgentError::ContextsExhausted`] (ids are never
 //! reused).
 //!
+//! # Live communicators
+//!
+//! A rank holds at most [`MAX_LIVE_COMMS`] communicators on contexts of their own at once (as
+//! MPICH holds at most 2048 context ids). A member that holds as many offers `u32::MAX` as its
+//! next free context in the agreement of a new communicator, so that every member (of both
+//! groups, for an intercommunicator) finds no context ids left and fails the creation with
+//! [`AgentError::ContextsExhausted`] alike, before anything is made; freeing communicators
+//! makes room again. A duplicate without messages ([`Comm::idup`]) takes contexts reserved
+//! before and is never refused.
+//!
 //! [`Comm::intercomm_create`] makes an [`Intercomm`] of two disjoint groups: each group agrees
 //! the maximum of its members' counters, the two leaders swap theirs (and their groups) over a
 //! peer communicator, and every member of both groups takes four contexts from the larger:
@@ -54,6 +64,21 @@ use crate::request::{Request, Status, wait_all};
 
 /// The first context id given to communicators other than the world.
 pub const FIRST_CONTEXT: u32 = 16;
+
+/// The most communicators on contexts of their own (all but the world's handles) one rank
+/// holds at once; an agreement on one more fails (see the module's documentation).
+pub const MAX_LIVE_COMMS: u32 = 16_384;
+
+/// What this rank offers as its next free context in the agreement of a new communicator: its
+/// counter, or `u32::MAX` (which leaves no ids to any member) when it holds
+/// [`MAX_LIVE_COMMS`] communicators.
+fn offer(shared: &crate::agent::Shared) -> u32 {
+    if shared.live_comms.load(Ordering::Relaxed) >= MAX_LIVE_COMMS {
+        u32::MAX
+    } else {
+        shared.next_context.load(Ordering::Relaxed)
+    }
+}
 
 use crate::reserve::Reserve;
 pub use crate::reserve::{NESTED_DUPS, RESERVED_DUPS};
@@ -95,6 +120,17 @@ struct Inner {
     to_comm: Option<Arc<[u32]>>,
     /// The contexts reserved for duplicates without messages (`None`: made so itself).
     reserve: Option<Reserve>,
+    /// Whether the communicator counts among the rank's live ones (all but the world's
+    /// handles; see [`MAX_LIVE_COMMS`]).
+    counted: bool,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.counted {
+            self.p2p.shared.live_comms.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// A communicator: an ordered group of ranks with its own point-to-point and collective
@@ -147,6 +183,7 @@ impl Comm {
                 world: (0..agent.size()).collect(),
                 to_comm: None,
                 reserve: Some(agent.shared.world_dups.clone()),
+                counted: false,
             }),
         }
     }
@@ -313,7 +350,7 @@ impl Comm {
             return Err(AgentError::BadColor(u32::MAX));
         }
         let shared = &self.inner.p2p.shared;
-        let next = shared.next_context.load(Ordering::Relaxed);
+        let next = offer(shared);
         let mut mine = [0u8; RECORD];
         mine[..4].copy_from_slice(&color.unwrap_or(u32::MAX).to_le_bytes());
         mine[4..8].copy_from_slice(&key.to_le_bytes());
@@ -389,6 +426,7 @@ impl Comm {
             to_comm[w as usize] = i as u32;
         }
         let agent = &self.inner.p2p;
+        shared.live_comms.fetch_add(1, Ordering::Relaxed);
         Comm {
             inner: Arc::new(Inner {
                 p2p: agent.with_context(p2p),
@@ -397,6 +435,7 @@ impl Comm {
                 world,
                 to_comm: Some(to_comm.into()),
                 reserve,
+                counted: true,
             }),
         }
     }
@@ -434,7 +473,7 @@ impl Comm {
         }
         let tag = GROUP_TAG_BASE | (tag & 0x00ff_ffff);
         let shared = &self.inner.p2p.shared;
-        let next = shared.next_context.load(Ordering::Relaxed);
+        let next = offer(shared);
         let coll = &self.inner.coll;
         let mut reqs = Vec::new();
         let mut bufs = Vec::new();
@@ -467,7 +506,7 @@ impl Comm {
 
     /// The highest next free context id over the members (collective).
     fn max_next(&self) -> Result<u32, AgentError> {
-        let next = self.inner.p2p.shared.next_context.load(Ordering::Relaxed);
+        let next = offer(&self.inner.p2p.shared);
         let mut mine = [0u8; RECORD];
         mine[8..].copy_from_slice(&next.to_le_bytes());
         let all = self.exchange(&mine)?;

@@ -237,8 +237,13 @@ pub enum AgentError {
     #[error("split color {0} is reserved")]
     BadColor(u32),
     /// A new communicator would pass the last context id of a member (ids are never reused;
-    /// each communicator made by an agreement takes a few hundred).
-    #[error("no context ids are left for a new communicator (each is used once)")]
+    /// each communicator made by an agreement takes a few hundred), or a member holds
+    /// [`crate::comm::MAX_LIVE_COMMS`] communicators already.
+    #[error(
+        "no context ids are left for a new communicator: a member holds {} communicators \
+         (free some), or used up its context ids",
+        crate::comm::MAX_LIVE_COMMS
+    )]
     ContextsExhausted,
     /// A collective's buffers do not fit each other or the communicator.
     #[error("collective {what}: {reason}")]

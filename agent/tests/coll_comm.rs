@@ -1,13 +1,15 @@
 //! Communicators: `dup` and `split` give fresh contexts whose messages never match another
 //! communicator's, ranks and statuses in communicator ranks, collectives on the new
-//! communicators; `create_group` among a subset only, while the others build their own.
+//! communicators; `create_group` among a subset only, while the others build their own; the
+//! limit of live communicators, refused on every member alike.
 //! Over `shm` with 5 ranks and `tcp` with 3.
 
 mod agent_common;
 
 use agent_common::{config, job};
-use viaduct_agent::comm::Comm;
+use viaduct_agent::comm::{Comm, MAX_LIVE_COMMS};
 use viaduct_agent::config::MethodKind;
+use viaduct_agent::error::AgentError;
 use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_agent::xfer::{Datatype, ReduceOp};
 
@@ -131,6 +133,33 @@ fn create_group_shm() {
 #[test]
 fn create_group_tcp() {
     groups(MethodKind::Tcp, 3);
+}
+
+/// The limit of live communicators: rank 0 alone fills it with duplicates of a communicator
+/// of its own, after which a duplicate of the world fails on every rank alike (none is made);
+/// once rank 0 dropped its duplicates, the world's duplicate succeeds everywhere.
+fn live_limit(method: MethodKind, n: u32) {
+    job(n, config(method), |agent| {
+        let world = Comm::world(&agent);
+        let r = world.rank();
+        let own = world.split(Some(r), 0).unwrap().expect("colored");
+        let mut kept = Vec::new();
+        if r == 0 {
+            while let Ok(c) = own.dup() {
+                kept.push(c);
+            }
+            assert!(kept.len() < MAX_LIVE_COMMS as usize);
+        }
+        assert!(matches!(world.dup(), Err(AgentError::ContextsExhausted)));
+        drop(kept);
+        let d = world.dup().unwrap();
+        d.barrier().unwrap();
+    });
+}
+
+#[test]
+fn live_limit_shm() {
+    live_limit(MethodKind::Shm, 3);
 }
 
 /// Intercommunicators over the world split into evens and odds: fresh contexts unused by the

@@ -26,6 +26,20 @@ pub unsafe fn put<T>(out: *mut T, v: T, what: &str) -> Result<(), MpiError> {
     }
 }
 
+/// Sets the caller's new-communicator handle `out` to `MPI_COMM_NULL` when `out` is not NULL:
+/// the first step of every call that makes a communicator, so that a failed call leaves
+/// `MPI_COMM_NULL` there (as MPICH does).
+///
+/// # Safety
+///
+/// `out` is NULL or a writable handle.
+pub(crate) unsafe fn clear_new_comm(out: *mut Handle) {
+    // SAFETY: the caller guarantees `out` is NULL or writable.
+    if let Some(o) = unsafe { out.as_mut() } {
+        *o = abi::COMM_NULL;
+    }
+}
+
 mpi_fn! {
     /// `MPI_Comm_rank`.
     MPI_Comm_rank / PMPI_Comm_rank(comm: Handle, rank: *mut c_int) on comm => {
@@ -97,6 +111,8 @@ mpi_fn! {
     /// `MPI_Comm_dup` (collective): a communicator with the same members, new contexts, the
     /// same error handler, topology and hints, and the attributes the copy callbacks copy.
     MPI_Comm_dup / PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) on comm => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(newcomm) };
         rt()?.comm_any(comm)?;
         if newcomm.is_null() {
             return Err(MpiError::new(err::ARG, "newcomm is NULL"));
@@ -111,6 +127,8 @@ mpi_fn! {
     /// `MPI_Comm_dup_with_info`: as `MPI_Comm_dup`, the new communicator's hints being those
     /// of `info` instead of `comm`'s.
     MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(comm: Handle, info: Handle, newcomm: *mut Handle) on comm => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(newcomm) };
         rt()?.comm_any(comm)?;
         let hints = crate::misc::hints_of(info)?;
         if newcomm.is_null() {
@@ -126,7 +144,8 @@ mpi_fn! {
 /// `MPI_Comm_idup`: the duplicate is made at once on contexts the communicator reserved
 /// (no message, so no member waits for another), and the request given back is complete;
 /// past the communicator's reserved duplicates, by an agreement among the members as
-/// `MPI_Comm_dup`.
+/// `MPI_Comm_dup`. A failure of that agreement (no context ids left) is the request's error,
+/// `newcomm` being `MPI_COMM_NULL`.
 ///
 /// # Safety
 ///
@@ -143,8 +162,13 @@ unsafe fn idup(
     if newcomm.is_null() || request.is_null() {
         return Err(MpiError::new(err::ARG, "newcomm or request is NULL"));
     }
-    let h = dup_as(comm, true)?;
-    if let Some(p) = hints {
+    // The duplicate's own failure (no context ids left, a member failed) comes at
+    // completion, as a nonblocking call's does; `newcomm` stays MPI_COMM_NULL.
+    let (h, req) = match dup_as(comm, true) {
+        Ok(h) => (h, viaduct_agent::request::Request::null()),
+        Err(e) => (abi::COMM_NULL, failed_request(e)),
+    };
+    if let Some(p) = hints.filter(|_| h != abi::COMM_NULL) {
         crate::misc::replace_hints(h, p);
     }
     let meta = crate::request::Meta::Coll {
@@ -155,10 +179,7 @@ unsafe fn idup(
         post: None,
         unpack: None,
     };
-    let r = rt.add_request(crate::state::ReqEntry::new(
-        viaduct_agent::request::Request::null(),
-        meta,
-    ));
+    let r = rt.add_request(crate::state::ReqEntry::new(req, meta));
     // SAFETY: the caller's handles, checked not NULL.
     unsafe {
         put(newcomm, h, "newcomm")?;
@@ -166,10 +187,20 @@ unsafe fn idup(
     }
 }
 
+/// A request complete with error `e` (its class is the code its wait gives back).
+fn failed_request(e: MpiError) -> viaduct_agent::request::Request {
+    let (req, done) = viaduct_agent::request::Request::generalized(());
+    // A request just made, complete by nothing else: failing it cannot fail.
+    let _ = done.fail(e);
+    req
+}
+
 mpi_fn! {
     /// `MPI_Comm_idup` (the duplicate is made before the call returns, without messages
     /// while the communicator has reserved duplicates left; the request is complete).
     MPI_Comm_idup / PMPI_Comm_idup(comm: Handle, newcomm: *mut Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(newcomm) };
         // SAFETY: the caller's handles.
         unsafe { idup(comm, None, newcomm, request) }
     }
@@ -178,6 +209,8 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_idup_with_info`: as `MPI_Comm_idup`, with the hints of `info`.
     MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(comm: Handle, info: Handle, newcomm: *mut Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(newcomm) };
         // SAFETY: the caller's handles.
         unsafe { idup(comm, Some(info), newcomm, request) }
     }
@@ -186,6 +219,8 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_split` (collective): `MPI_UNDEFINED` as color gives `MPI_COMM_NULL`.
     MPI_Comm_split / PMPI_Comm_split(comm: Handle, color: c_int, key: c_int, newcomm: *mut Handle) on comm => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(newcomm) };
         let rt = rt()?;
         let c = rt.comm_any(comm)?;
         if newcomm.is_null() {
@@ -296,10 +331,10 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_Comm_get_errhandler`.
+    /// `MPI_Comm_get_errhandler` (`MPI_ERRORS_ARE_FATAL` while none was set).
     MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: Handle, errhandler: *mut Handle) on comm => {
         let c = rt()?.comm_local(comm)?;
-        let h = c.errhandler.load(Ordering::Relaxed);
+        let h = crate::state::shown_handler(c.errhandler.load(Ordering::Relaxed));
         // The caller gets a new handle to free.
         crate::misc::hold_handler(h);
         // SAFETY: the caller's handle.

@@ -138,6 +138,13 @@ enum Kind {
     Other,
 }
 
+/// Whether `MPI_Compare_and_swap` takes predefined datatype `t`: a C or Fortran integer
+/// (characters included, as in MPICH), a logical, `MPI_BYTE` or a multi-language type
+/// (`MPI_AINT`, `MPI_OFFSET`, `MPI_COUNT`); not a floating-point, complex, pair or derived one.
+pub(crate) fn swappable(t: Handle) -> bool {
+    matches!(kind(t), Kind::Int | Kind::Bool | Kind::Byte)
+}
+
 fn kind(t: Handle) -> Kind {
     match t {
         dt::CHAR

@@ -60,6 +60,16 @@ impl MpiError {
     }
 }
 
+impl std::fmt::Display for MpiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (class {})", self.message, self.class)
+    }
+}
+
+/// An MPI error carried by a request (a nonblocking call's failure reported at completion):
+/// its class is the request's.
+impl StdError for MpiError {}
+
 /// An error code returned by a C callback (the query, free or cancel function of a generalized
 /// request), carried through the agent's requests and given back as the code of the call.
 ///
@@ -101,6 +111,9 @@ fn class_of_chain(e: &(dyn StdError + 'static)) -> Option<c_int> {
     while let Some(c) = cur {
         if let Some(code) = c.downcast_ref::<CallbackCode>() {
             return Some(code.0);
+        }
+        if let Some(e) = c.downcast_ref::<MpiError>() {
+            return Some(e.class);
         }
         if let Some(a) = c.downcast_ref::<AgentError>() {
             if let Some(k) = agent_class(a) {
@@ -303,7 +316,8 @@ pub fn abort_job(code: c_int, message: &str) -> ! {
 
 /// Reports the outcome of MPI function `name`: `MPI_SUCCESS`, or the error through the error
 /// handler of communicator `comm` (`MPI_COMM_WORLD`'s when `comm` is not a valid
-/// communicator, and `MPI_ERRORS_ARE_FATAL` before `MPI_Init` and after `MPI_Finalize`).
+/// communicator or never had one set, as MPICH 4.0.2 does, and
+/// `MPI_ERRORS_ARE_FATAL` before `MPI_Init` and after `MPI_Finalize`).
 ///
 /// ```
 /// use viaduct_mpi::{abi, error::finish};
@@ -374,7 +388,7 @@ pub fn quietly(f: impl FnOnce() -> c_int) -> Result<(), MpiError> {
 /// let code = raise("MPI_Send", abi::COMM_WORLD, MpiError::new(err::TAG, "tag -5"));
 /// ```
 pub fn raise(name: &str, comm: Handle, e: MpiError) -> c_int {
-    let handler = state::errhandler_of(comm);
+    let (handler, target) = state::errhandler_of(comm);
     if handler == abi::ERRORS_RETURN {
         return e.class;
     }
@@ -384,7 +398,7 @@ pub fn raise(name: &str, comm: Handle, e: MpiError) -> c_int {
         }
     }
     if let Some(f) = crate::misc::user_handler(handler) {
-        return crate::misc::call_user_handler(f, comm, e.class);
+        return crate::misc::call_user_handler(f, target, e.class);
     }
     abort_job(
         e.class,

@@ -133,6 +133,8 @@ mpi_fn! {
     /// `MPI_Comm_create` (collective over `comm`, every member giving the same group): the
     /// members of `group` get a communicator in the group's order, the others `MPI_COMM_NULL`.
     MPI_Comm_create / PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) on comm => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(newcomm) };
         let rt = rt()?;
         let c = rt.comm_any(comm)?;
         let g = rt.group(group)?;
@@ -362,6 +364,8 @@ mpi_fn! {
     /// `comm`), which get a communicator in the group's order; `tag` tells concurrent calls
     /// apart. A caller outside the group gets `MPI_COMM_NULL`.
     MPI_Comm_create_group / PMPI_Comm_create_group(comm: Handle, group: Handle, tag: c_int, newcomm: *mut Handle) on comm => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(newcomm) };
         let rt = rt()?;
         let c = rt.intra(comm)?;
         let g = rt.group(group)?;

@@ -31,6 +31,8 @@ mpi_fn! {
     /// over `peer_comm` with `tag`; the new intercommunicator has the error handler of
     /// `local_comm`.
     MPI_Intercomm_create / PMPI_Intercomm_create(local_comm: Handle, local_leader: c_int, peer_comm: Handle, remote_leader: c_int, tag: c_int, newintercomm: *mut Handle) on local_comm => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(newintercomm) };
         let rt = rt()?;
         let c = rt.intra(local_comm)?;
         if newintercomm.is_null() {
@@ -79,6 +81,8 @@ mpi_fn! {
     /// intercommunicator takes `errhandler`, through which the call's own errors go too; the
     /// info is accepted and not read.
     MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local_group: Handle, local_leader: c_int, remote_group: Handle, remote_leader: c_int, stringtag: *const c_char, info: Handle, errhandler: Handle, newintercomm: *mut Handle) on errhandler => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(newintercomm) };
         let _ = info;
         let rt = rt()?;
         let local = rt.group(local_group)?;
@@ -175,6 +179,8 @@ mpi_fn! {
     /// first; when both give the same, the group whose leader has the lower rank in
     /// `MPI_COMM_WORLD`.
     MPI_Intercomm_merge / PMPI_Intercomm_merge(intercomm: Handle, high: c_int, newintracomm: *mut Handle) on intercomm => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(newintracomm) };
         let rt = rt()?;
         let c = rt.comm_any(intercomm)?;
         let ic = inter_of(&c, intercomm)?;

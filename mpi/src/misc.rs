@@ -53,13 +53,14 @@ pub fn file_handler(h: Handle) -> Option<FileErrFn> {
 }
 
 /// Calls file error handler `f` for file `fh` (`NULL`: `MPI_FILE_NULL`) with `code`; returns
-/// the code.
+/// the code as the handler left it (a handler may change it, to `MPI_SUCCESS` say, as in
+/// MPICH).
 pub fn call_file_handler(f: FileErrFn, fh: *mut c_void, code: c_int) -> c_int {
     let (mut h, mut k) = (fh, code);
     // SAFETY: the program's error handler, called with a file handle and an error code as
     // MPI_File_errhandler_function specifies (no further arguments).
     unsafe { f(&mut h, &mut k) };
-    code
+    k
 }
 
 /// First handle of a user error handler (MPICH's kind bits of an error handler, indirect).
@@ -75,13 +76,15 @@ pub fn user_handler(h: Handle) -> Option<CommErrFn> {
         .copied()
 }
 
-/// Calls user error handler `f` for `comm` with `code`; returns the code.
+/// Calls user error handler `f` for `comm` (a communicator, window or session) with `code`;
+/// returns the code as the handler left it (a handler may change it, to `MPI_SUCCESS` say, as
+/// in MPICH).
 pub fn call_user_handler(f: CommErrFn, comm: Handle, code: c_int) -> c_int {
     let (mut c, mut k) = (comm, code);
     // SAFETY: the program's error handler, called with a communicator and an error code as
     // MPI_Comm_errhandler_function specifies (no further arguments).
     unsafe { f(&mut c, &mut k) };
-    code
+    k
 }
 
 mpi_fn! {
@@ -443,6 +446,8 @@ mpi_fn! {
     /// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` (and the hardware types, taken as the
     /// same) splits by host name; `MPI_UNDEFINED` gives `MPI_COMM_NULL`.
     MPI_Comm_split_type / PMPI_Comm_split_type(comm: Handle, split_type: c_int, key: c_int, info: Handle, newcomm: *mut Handle) on comm => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(newcomm) };
         let _ = info;
         let rt = rt()?;
         let c = rt.comm(comm)?;

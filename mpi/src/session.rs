@@ -144,6 +144,32 @@ fn members(name: &str) -> Result<Vec<u32>, MpiError> {
     }
 }
 
+/// The values of info key `thread_level` of `MPI_Session_init` (the names of the thread
+/// support levels).
+const THREAD_LEVELS: [&str; 4] = [
+    "MPI_THREAD_SINGLE",
+    "MPI_THREAD_FUNNELED",
+    "MPI_THREAD_SERIALIZED",
+    "MPI_THREAD_MULTIPLE",
+];
+
+/// Checks the info of `MPI_Session_init`: `MPI_INFO_NULL` or an info object
+/// (`MPI_ERR_INFO` otherwise) whose key `thread_level`, when set, names a thread support level
+/// (`MPI_ERR_ARG` otherwise, as the standard defines no other value).
+fn check_init_info(info: Handle) -> Result<(), MpiError> {
+    let pairs = crate::misc::hints_of(info)?;
+    match pairs.iter().find(|(k, _)| k == "thread_level") {
+        Some((_, v)) if !THREAD_LEVELS.contains(&v.trim()) => Err(MpiError::new(
+            err::ARG,
+            format!(
+                "info key thread_level is \"{v}\", not one of {}",
+                THREAD_LEVELS.join(", ")
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The name of thread level `level`.
 fn level_name(level: c_int) -> &'static str {
     match level {
@@ -156,12 +182,13 @@ fn level_name(level: c_int) -> &'static str {
 
 mpi_fn! {
     /// `MPI_Session_init`: starts the runtime if neither `MPI_Init` nor another session did
-    /// (at `MPI_THREAD_MULTIPLE`); the info is accepted and not read.
+    /// (at `MPI_THREAD_MULTIPLE`); the info's `thread_level` is checked (see
+    /// [`check_init_info`]) and not otherwise read.
     MPI_Session_init / PMPI_Session_init(info: Handle, errhandler: Handle, session: *mut Handle) on errhandler => {
-        let _ = info;
         if !valid_handler(errhandler) {
             return Err(MpiError::new(err::ARG, format!("{errhandler:#x} is not an error handler")));
         }
+        check_init_info(info)?;
         if session.is_null() {
             return Err(MpiError::new(err::ARG, "session is NULL"));
         }
@@ -333,6 +360,8 @@ mpi_fn! {
     /// the group, in its order, with error handler `errhandler`; errors of the call go to
     /// `errhandler`. The info is accepted and not read.
     MPI_Comm_create_from_group / PMPI_Comm_create_from_group(group: Handle, stringtag: *const c_char, info: Handle, errhandler: Handle, newcomm: *mut Handle) on errhandler => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(newcomm) };
         let _ = info;
         let rt = rt()?;
         let g = rt.group(group)?;

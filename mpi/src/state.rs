@@ -22,7 +22,8 @@ pub struct CommEntry {
     pub comm: Comm,
     /// World rank -> rank here (`u32::MAX`: not a member).
     pub to_comm: Vec<u32>,
-    /// The error handler (`MPI_ERRORS_ARE_FATAL`, `MPI_ERRORS_RETURN`, `MPI_ERRORS_ABORT`).
+    /// The error handler (`MPI_ERRORS_ARE_FATAL`, `MPI_ERRORS_RETURN`, `MPI_ERRORS_ABORT`, a
+    /// user handler), or [`UNSET_HANDLER`] while none was ever set (see [`resolve_handler`]).
     pub errhandler: AtomicI32,
     /// For an intercommunicator, its groups and contexts (`comm` is then its `remote`: the
     /// ranks of point-to-point calls and statuses are the remote group's).
@@ -294,28 +295,62 @@ fn not_running() -> MpiError {
     }
 }
 
-/// The error handler of `comm` (that of `MPI_COMM_WORLD` for an invalid handle;
-/// `MPI_ERRORS_ARE_FATAL` outside `MPI_Init` .. `MPI_Finalize`).
-pub fn errhandler_of(comm: Handle) -> Handle {
+/// The error handler an object holds while none was ever set on it, nor on the object it was
+/// made from (`MPI_COMM_WORLD` and `MPI_COMM_SELF` start with it, as do windows):
+/// `MPI_ERRHANDLER_NULL`, which `MPI_*_set_errhandler` refuses, so no program sets it.
+pub const UNSET_HANDLER: Handle = abi::ERRHANDLER_NULL;
+
+/// The error handler that reports the errors of an object holding handler `h`, and the
+/// handle the handler is called with: `h` and `obj` themselves, or for [`UNSET_HANDLER`] the
+/// handler of `MPI_COMM_WORLD` (as MPICH 4.0.2 does; `MPI_ERRORS_ARE_FATAL` while none was
+/// set there either) called with `MPI_COMM_WORLD`.
+pub fn resolve_handler(h: Handle, obj: Handle) -> (Handle, Handle) {
+    if h != UNSET_HANDLER {
+        return (h, obj);
+    }
+    let world = RUNTIME.get().map_or(UNSET_HANDLER, |rt| {
+        rt.world.errhandler.load(Ordering::Relaxed)
+    });
+    (shown_handler(world), abi::COMM_WORLD)
+}
+
+/// The handler `MPI_*_get_errhandler` gives for stored handler `h`: `MPI_ERRORS_ARE_FATAL`
+/// for [`UNSET_HANDLER`] (as MPICH does), `h` otherwise.
+pub fn shown_handler(h: Handle) -> Handle {
+    if h == UNSET_HANDLER {
+        abi::ERRORS_ARE_FATAL
+    } else {
+        h
+    }
+}
+
+/// The error handler that reports errors of `comm` (a communicator, window, session, file
+/// pseudo handle or error handler; `MPI_COMM_WORLD`'s for an invalid handle;
+/// `MPI_ERRORS_ARE_FATAL` outside `MPI_Init` .. `MPI_Finalize`) and the handle to call it
+/// with (see [`resolve_handler`]).
+pub fn errhandler_of(comm: Handle) -> (Handle, Handle) {
     if comm as u32 & 0xff00_0000 == crate::file::FILE_ERR_KIND {
-        return crate::file::errhandler_of_key(comm);
+        return (crate::file::errhandler_of_key(comm), comm);
     }
     if comm as u32 & 0xff00_0000 == crate::win::WIN_KIND {
         if let Some(h) = crate::win::errhandler_of_key(comm) {
-            return h;
+            return resolve_handler(h, comm);
         }
     }
     if let Some(h) = crate::session::errhandler_of(comm) {
-        return h;
+        return (h, comm);
     }
     let Some(rt) = RUNTIME.get() else {
-        return abi::ERRORS_ARE_FATAL;
+        return (abi::ERRORS_ARE_FATAL, comm);
     };
     let comms = rt.comms.read().unwrap_or_else(|e| e.into_inner());
-    let entry = comms.get(&comm).or_else(|| comms.get(&abi::COMM_WORLD));
-    entry.map_or(abi::ERRORS_ARE_FATAL, |e| {
-        e.errhandler.load(Ordering::Relaxed)
-    })
+    match comms.get(&comm) {
+        Some(e) => resolve_handler(e.errhandler.load(Ordering::Relaxed), comm),
+        None => {
+            let world = rt.world.errhandler.load(Ordering::Relaxed);
+            (shown_handler(world), abi::COMM_WORLD)
+        }
+    }
 }
 
 impl Runtime {
@@ -323,11 +358,11 @@ impl Runtime {
     pub fn new(agent: Agent, world: Comm, own: Comm, thread_level: c_int) -> Self {
         let size = agent.size();
         let mut comms = HashMap::default();
-        let world = Arc::new(CommEntry::new(world, abi::ERRORS_ARE_FATAL, size));
+        let world = Arc::new(CommEntry::new(world, UNSET_HANDLER, size));
         comms.insert(abi::COMM_WORLD, Arc::clone(&world));
         comms.insert(
             abi::COMM_SELF,
-            Arc::new(CommEntry::new(own, abi::ERRORS_ARE_FATAL, size)),
+            Arc::new(CommEntry::new(own, UNSET_HANDLER, size)),
         );
         Runtime {
             agent,

@@ -317,6 +317,8 @@ mpi_fn! {
     /// `MPI_Cart_create` (collective): ranks beyond the grid get `MPI_COMM_NULL`; `reorder`
     /// keeps every rank.
     MPI_Cart_create / PMPI_Cart_create(comm_old: Handle, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut Handle) on comm_old => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(comm_cart) };
         let _ = reorder;
         let c = rt()?.intra(comm_old)?;
         if ndims < 0 {
@@ -440,6 +442,8 @@ fn shift(d: &[c_int], p: &[bool], rank: c_int, dim: usize, disp: c_int) -> (c_in
 mpi_fn! {
     /// `MPI_Cart_sub` (collective): the sub-grids of the kept dimensions.
     MPI_Cart_sub / PMPI_Cart_sub(comm: Handle, remain_dims: *const c_int, newcomm: *mut Handle) on comm => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(newcomm) };
         let (c, t) = cart(comm)?;
         let (d, p) = cart_shape(&t);
         // SAFETY: the caller's array of `ndims` ints.
@@ -525,6 +529,8 @@ mpi_fn! {
     /// `MPI_Dist_graph_create_adjacent` (collective): every rank gives its in- and
     /// out-neighbours; `reorder` keeps every rank.
     MPI_Dist_graph_create_adjacent / PMPI_Dist_graph_create_adjacent(comm_old: Handle, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: Handle, reorder: c_int, comm_dist_graph: *mut Handle) on comm_old => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(comm_dist_graph) };
         let _ = (info, reorder);
         let c = rt()?.intra(comm_old)?;
         if indegree < 0 || outdegree < 0 {
@@ -899,6 +905,8 @@ mpi_fn! {
     /// `MPI_Graph_create` (collective): ranks beyond the graph's nodes get `MPI_COMM_NULL`;
     /// `reorder` keeps every rank.
     MPI_Graph_create / PMPI_Graph_create(comm_old: Handle, nnodes: c_int, indx: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut Handle) on comm_old => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(comm_graph) };
         let _ = reorder;
         let c = rt()?.intra(comm_old)?;
         // SAFETY: the caller's arrays.
@@ -1245,6 +1253,8 @@ mpi_fn! {
     /// order of the ranks that gave the edges, then of the edges given. `reorder` keeps every
     /// rank.
     MPI_Dist_graph_create / PMPI_Dist_graph_create(comm_old: Handle, n: c_int, sources: *const c_int, degrees: *const c_int, destinations: *const c_int, weights: *const c_int, info: Handle, reorder: c_int, comm_dist_graph: *mut Handle) on comm_old => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(comm_dist_graph) };
         let _ = (info, reorder);
         let c = rt()?.intra(comm_old)?;
         let size = c.comm.size();

@@ -224,6 +224,8 @@ mpi_fn! {
     /// communicator): the live members agree on the failed ones and make a communicator of
     /// the others, in `comm`'s order, with `comm`'s error handler.
     MPIX_Comm_shrink / PMPIX_Comm_shrink(comm: Handle, newcomm: *mut Handle) on comm => {
+        // SAFETY: the caller's handle (or NULL).
+        unsafe { crate::comm::clear_new_comm(newcomm) };
         let c = entry(comm)?;
         if newcomm.is_null() {
             return Err(MpiError::new(err::ARG, "newcomm is NULL"));

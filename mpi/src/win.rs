@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use viaduct_agent::comm::Comm;
@@ -74,7 +74,9 @@ pub(crate) const FLAVOR_SHARED: c_int = 4;
 /// `MPI_WIN_SEPARATE`.
 const MODEL_SEPARATE: c_int = 1;
 /// Every assert bit a synchronisation call accepts (`MPI_MODE_NOCHECK` .. `NOSUCCEED`).
-const ASSERT_BITS: c_int = 1024 | 2048 | 4096 | 8192 | 16384;
+const ASSERT_BITS: c_int = 1024 | 2048 | 4096 | 8192 | MODE_NOSUCCEED;
+/// `MPI_MODE_NOSUCCEED`: no epoch follows the fence.
+const MODE_NOSUCCEED: c_int = 16384;
 
 /// Tags on the window's communicator.
 pub(crate) const TAG_BATCH: u32 = 1;
@@ -111,6 +113,10 @@ pub(crate) struct Win {
     pub(crate) disp_unit: usize,
     pub(crate) flavor: c_int,
     errhandler: AtomicI32,
+    /// Whether this rank has an access epoch of `MPI_Win_fence` open: set by a fence without
+    /// `MPI_MODE_NOSUCCEED`, ended by one with it and (as in MPICH) by `MPI_Win_start`,
+    /// `MPI_Win_lock` and `MPI_Win_lock_all`.
+    pub(crate) fenced: AtomicBool,
     name: Mutex<String>,
     pub(crate) queue: Mutex<Queue>,
     /// Post/start/complete/wait state.
@@ -140,7 +146,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 static NEXT: AtomicI32 = AtomicI32::new(1);
 
-/// The error handler of window `h` (`MPI_COMM_WORLD`'s for an unknown window).
+/// The error handler stored for window `h` (possibly [`crate::state::UNSET_HANDLER`]), if `h`
+/// is a window of this process.
 pub fn errhandler_of_key(h: Handle) -> Option<Handle> {
     lock(table())
         .get(&h)
@@ -191,7 +198,9 @@ pub(crate) fn create_on(
         size: size as usize,
         disp_unit: disp_unit as usize,
         flavor,
-        errhandler: AtomicI32::new(abi::ERRORS_ARE_FATAL),
+        // Never set: errors go to MPI_COMM_WORLD's handler, as in MPICH 4.0.2.
+        errhandler: AtomicI32::new(crate::state::UNSET_HANDLER),
+        fenced: AtomicBool::new(false),
         name: Mutex::new(String::new()),
         queue: Mutex::new(q),
         pscw: Mutex::new(crate::winpscw::Pscw::default()),
@@ -273,18 +282,21 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Win_free` (collective): waits for every member, stops the window's passive-target
     /// service, then frees the window (and the memory of `MPI_Win_allocate`, the mapping of
-    /// `MPI_Win_allocate_shared`). Operations queued and not synchronised are dropped, as is a
-    /// passive-target epoch still open (`MPI_ERR_RMA_SYNC`).
+    /// `MPI_Win_allocate_shared`). Operations queued in a fence epoch and not synchronised are
+    /// dropped (`MPI_ERR_RMA_SYNC`). With a passive-target, access (`MPI_Win_start`) or
+    /// exposure (`MPI_Win_post`) epoch open, it fails at once with `MPI_ERR_RMA_SYNC` through
+    /// the window's handler, and the window stays (as in MPICH).
     MPI_Win_free / PMPI_Win_free(win: *mut Handle) on abi::COMM_WORLD => {
         // SAFETY: the caller's handle.
         let h = unsafe { win.as_mut() }.ok_or_else(|| MpiError::new(err::ARG, "win is NULL"))?;
         let w = self::win(*h)?;
         let key = *h;
+        // An epoch still open: the call fails before anything happens, the window stays.
+        open_epoch(&w).map_err(|e| e.on(key))?;
         // The delete callbacks of its attributes first: one failing fails the call and leaves
         // the window (its attributes gone), as MPI_Comm_free does.
         crate::attr::delete_all(crate::attr::Kind::Win, key).map_err(|e| e.on(key))?;
         let unsynced = lock(&w.queue).batches.iter().any(|b| !b.is_empty());
-        let open = crate::winlock::epoch_open(&w);
         w.comm.barrier().map_err(|e| MpiError::from(e).on(key))?;
         crate::winpscw::drop_exposure(&w);
         lock(table()).remove(&key);
@@ -300,9 +312,6 @@ mpi_fn! {
             unsafe { libc::free(w.base as *mut c_void) };
         }
         *h = WIN_NULL;
-        if open {
-            return Err(MpiError::new(ERR_RMA_SYNC, "a passive-target epoch (MPI_Win_lock or MPI_Win_lock_all) was open on the window").on(abi::COMM_WORLD));
-        }
         if unsynced {
             return Err(MpiError::new(ERR_RMA_SYNC, "operations were queued on the window and not synchronised").on(abi::COMM_WORLD));
         }
@@ -450,10 +459,10 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_Win_get_errhandler` (`MPI_ERRORS_ARE_FATAL` by default).
+    /// `MPI_Win_get_errhandler` (`MPI_ERRORS_ARE_FATAL` while none was set).
     MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: Handle, errhandler: *mut Handle) on win => {
         let w = self::win(win)?;
-        let h = w.errhandler.load(Ordering::Relaxed);
+        let h = crate::state::shown_handler(w.errhandler.load(Ordering::Relaxed));
         // The caller gets a new handle to free.
         crate::misc::hold_handler(h);
         // SAFETY: the caller's handle.
@@ -596,7 +605,48 @@ pub(crate) unsafe fn pack(
     Ok(out)
 }
 
-/// Checks the rank and queues one record for `target` (and where its result goes).
+/// `MPI_ERR_RMA_SYNC` naming the epoch this rank has open on `w` that `MPI_Win_free` must
+/// not cross: passive target, access of `MPI_Win_start`, exposure of `MPI_Win_post`.
+fn open_epoch(w: &Win) -> Result<(), MpiError> {
+    let why = if crate::winlock::epoch_open(w) {
+        "a passive-target epoch (MPI_Win_lock or MPI_Win_lock_all) is open"
+    } else if crate::winpscw::access_open(w) {
+        "an access epoch (MPI_Win_start) is open"
+    } else if crate::winpscw::exposure_open(w) {
+        "an exposure epoch (MPI_Win_post) is open"
+    } else {
+        return Ok(());
+    };
+    Err(MpiError::new(
+        ERR_RMA_SYNC,
+        format!("the window cannot be freed: {why}"),
+    ))
+}
+
+/// `MPI_ERR_RMA_SYNC` unless an access epoch of this rank on `w` covers target `t`: a fence's,
+/// an `MPI_Win_start`'s whose group holds `t`, or a passive-target lock on `t` (or all).
+fn check_epoch(w: &Win, t: u32) -> Result<(), MpiError> {
+    if w.fenced.load(Ordering::Relaxed) || crate::winlock::locked(w, t) {
+        return Ok(());
+    }
+    match crate::winpscw::access_to(w, t) {
+        Some(true) => Ok(()),
+        Some(false) => Err(MpiError::new(
+            ERR_RMA_SYNC,
+            format!("target {t} is not in the group of the access epoch (MPI_Win_start)"),
+        )),
+        None => Err(MpiError::new(
+            ERR_RMA_SYNC,
+            format!(
+                "no access epoch to target {t} is open (MPI_Win_fence, MPI_Win_start, \
+                 MPI_Win_lock or MPI_Win_lock_all opens one)"
+            ),
+        )),
+    }
+}
+
+/// Checks the rank and the epoch and queues one record for `target` (and where its result
+/// goes).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn queue(
     w: &Win,
@@ -618,6 +668,7 @@ pub(crate) fn queue(
             format!("target rank {target} is not in the window's group of {n}"),
         ));
     }
+    check_epoch(w, target as u32)?;
     if disp < 0 {
         return Err(MpiError::new(
             ERR_DISP,
@@ -873,8 +924,8 @@ mpi_fn! {
     /// the origin's value if it equalled the compare value.
     MPI_Compare_and_swap / PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: MpiAint, win: Handle) on win => {
         let w = self::win(win)?;
-        if crate::types::is_derived(datatype) {
-            return Err(MpiError::new(err::TYPE, "MPI_Compare_and_swap takes a predefined datatype"));
+        if !crate::datatype::swappable(datatype) {
+            return Err(MpiError::new(err::TYPE, format!("MPI_Compare_and_swap takes a predefined integer, logical, byte or multi-language datatype, not {datatype:#x}")));
         }
         let tg = target_runs(1, datatype)?;
         // SAFETY: the caller's buffers of one element.
@@ -1273,6 +1324,7 @@ mpi_fn! {
         let all: Vec<u32> = (0..w.comm.size()).collect();
         let done = exchange(&w, &all, &all);
         w.comm.barrier()?;
+        w.fenced.store(assert & MODE_NOSUCCEED == 0, Ordering::Relaxed);
         done
     }
 }

@@ -119,6 +119,13 @@ pub(crate) fn epoch_open(w: &Win) -> bool {
     o.all.is_some() || o.held.iter().any(Option::is_some)
 }
 
+/// Whether this rank holds a lock on target `t` of `w` (its own, or that of
+/// `MPI_Win_lock_all`).
+pub(crate) fn locked(w: &Win, t: u32) -> bool {
+    let o = lock(&w.passive.origin);
+    o.all.is_some() || o.held.get(t as usize).is_some_and(Option::is_some)
+}
+
 /// Posts the receive of the next control record with the handler that serves it.
 pub(crate) fn start_service(w: &Arc<Win>) -> Result<(), MpiError> {
     let mut t = lock(&w.passive.target);
@@ -430,6 +437,8 @@ mpi_fn! {
             acquire(&w, &[t], lock_type == LOCK_EXCLUSIVE)?;
         }
         lock(&w.passive.origin).held[t as usize] = Some(Held { nocheck });
+        // A lock ends the fence epoch (as in MPICH).
+        w.fenced.store(false, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 }
@@ -470,6 +479,8 @@ mpi_fn! {
             acquire(&w, &all, false)?;
         }
         lock(&w.passive.origin).all = Some(nocheck);
+        // A lock ends the fence epoch (as in MPICH).
+        w.fenced.store(false, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 }

@@ -153,8 +153,21 @@ mpi_fn! {
             return Err(MpiError::new(ERR_RMA_SYNC, "an access epoch is open already"));
         }
         s.access = Some(targets);
+        // A start ends the fence epoch (as in MPICH).
+        w.fenced.store(false, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// Whether the access epoch of `MPI_Win_start` this rank has open on `w` covers target `t`
+/// (`None`: none is open).
+pub(crate) fn access_to(w: &Win, t: u32) -> Option<bool> {
+    lock(&w.pscw).access.as_ref().map(|g| g.contains(&t))
+}
+
+/// Whether this rank has an exposure epoch of `MPI_Win_post` open on `w`.
+pub(crate) fn exposure_open(w: &Win) -> bool {
+    lock(&w.pscw).exposed.is_some()
 }
 
 /// Whether this rank has an access epoch of `MPI_Win_start` open on `w`.
