@@ -147,6 +147,9 @@ pub const ERRHANDLER_NULL: Handle = 0x1400_0000;
 pub const ERRORS_ARE_FATAL: Handle = 0x5400_0000;
 /// `MPI_ERRORS_RETURN`.
 pub const ERRORS_RETURN: Handle = 0x5400_0001;
+/// `MPIR_ERRORS_THROW_EXCEPTIONS` (MPICH's C++ `MPI::ERRORS_THROW_EXCEPTIONS`): to the C
+/// interface it is `MPI_ERRORS_RETURN`; MPICH's C++ library throws on the code returned.
+pub const ERRORS_THROW_EXCEPTIONS: Handle = 0x5400_0002;
 /// `MPI_ERRORS_ABORT`.
 pub const ERRORS_ABORT: Handle = 0x5400_0003;
 

@@ -389,16 +389,21 @@ pub fn quietly(f: impl FnOnce() -> c_int) -> Result<(), MpiError> {
 /// ```
 pub fn raise(name: &str, comm: Handle, e: MpiError) -> c_int {
     let (handler, target) = state::errhandler_of(comm);
-    if handler == abi::ERRORS_RETURN {
+    if handler == abi::ERRORS_RETURN || handler == abi::ERRORS_THROW_EXCEPTIONS {
         return e.class;
     }
     if comm as u32 & 0xff00_0000 == crate::file::FILE_ERR_KIND {
         if let Some(f) = crate::misc::file_handler(handler) {
-            return crate::misc::call_file_handler(f, crate::file::fh_of_key(comm), e.class);
+            return crate::misc::call_file_handler(
+                f,
+                handler,
+                crate::file::fh_of_key(comm),
+                e.class,
+            );
         }
     }
     if let Some(f) = crate::misc::user_handler(handler) {
-        return crate::misc::call_user_handler(f, target, e.class);
+        return crate::misc::call_user_handler(f, handler, target, e.class);
     }
     abort_job(
         e.class,

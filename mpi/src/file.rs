@@ -1806,7 +1806,10 @@ mpi_fn! {
 
 fn check_handler(h: Handle) -> Result<(), MpiError> {
     match h {
-        abi::ERRORS_ARE_FATAL | abi::ERRORS_RETURN | abi::ERRORS_ABORT => Ok(()),
+        abi::ERRORS_ARE_FATAL
+        | abi::ERRORS_RETURN
+        | abi::ERRORS_ABORT
+        | abi::ERRORS_THROW_EXCEPTIONS => Ok(()),
         _ if crate::misc::live_file_handler(h) => Ok(()),
         _ => Err(MpiError::new(
             err::ARG,

@@ -55,8 +55,11 @@ pub fn file_handler(h: Handle) -> Option<FileErrFn> {
 /// Calls file error handler `f` for file `fh` (`NULL`: `MPI_FILE_NULL`) with `code`; returns
 /// the code as the handler left it (a handler may change it, to `MPI_SUCCESS` say, as in
 /// MPICH).
-pub fn call_file_handler(f: FileErrFn, fh: *mut c_void, code: c_int) -> c_int {
+pub fn call_file_handler(f: FileErrFn, handler: Handle, fh: *mut c_void, code: c_int) -> c_int {
     let (mut h, mut k) = (fh, code);
+    if let Some(k) = call_cxx(handler, 1, (&raw mut h).cast(), f as *const c_void, code) {
+        return k;
+    }
     // SAFETY: the program's error handler, called with a file handle and an error code as
     // MPI_File_errhandler_function specifies (no further arguments).
     unsafe { f(&mut h, &mut k) };
@@ -79,8 +82,16 @@ pub fn user_handler(h: Handle) -> Option<CommErrFn> {
 /// Calls user error handler `f` for `comm` (a communicator, window or session) with `code`;
 /// returns the code as the handler left it (a handler may change it, to `MPI_SUCCESS` say, as
 /// in MPICH).
-pub fn call_user_handler(f: CommErrFn, comm: Handle, code: c_int) -> c_int {
+pub fn call_user_handler(f: CommErrFn, handler: Handle, comm: Handle, code: c_int) -> c_int {
     let (mut c, mut k) = (comm, code);
+    let kind = if comm as u32 & 0xff00_0000 == crate::win::WIN_KIND {
+        2
+    } else {
+        0
+    };
+    if let Some(k) = call_cxx(handler, kind, (&raw mut c).cast(), f as *const c_void, code) {
+        return k;
+    }
     // SAFETY: the program's error handler, called with a communicator and an error code as
     // MPI_Comm_errhandler_function specifies (no further arguments).
     unsafe { f(&mut c, &mut k) };
@@ -119,8 +130,60 @@ mpi_fn! {
 pub fn valid_handler(h: Handle) -> bool {
     matches!(
         h,
-        abi::ERRORS_ARE_FATAL | abi::ERRORS_RETURN | abi::ERRORS_ABORT
+        abi::ERRORS_ARE_FATAL
+            | abi::ERRORS_RETURN
+            | abi::ERRORS_ABORT
+            | abi::ERRORS_THROW_EXCEPTIONS
     ) || (user_handler(h).is_some() && is_held(h))
+}
+
+/// MPICH's C++ library's caller of a C++ error handler (`MPIR_Call_errhandler_function`):
+/// the object's kind (0 communicator, 1 file, 2 window), a pointer to its handle, a pointer to
+/// the code, and the program's function.
+pub type CxxErrCall = unsafe extern "C" fn(c_int, *mut c_void, *mut c_int, *const c_void);
+
+/// User error handlers made by MPICH's C++ library, with its caller.
+fn cxx_handlers() -> &'static Mutex<HashMap<Handle, CxxErrCall>> {
+    static H: OnceLock<Mutex<HashMap<Handle, CxxErrCall>>> = OnceLock::new();
+    H.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// `MPII_Errhandler_set_cxx`: MPICH's C++ library calls this after `MPI_*_create_errhandler`
+/// for a handler made by `MPI::Comm/Win/File::Create_errhandler`, whose function (a C++
+/// function taking a reference to the object) must be called through `call`.
+///
+/// # Safety
+///
+/// `call` is MPICH's `MPIR_Call_errhandler_function` of the C++ library.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn MPII_Errhandler_set_cxx(errhandler: Handle, call: Option<CxxErrCall>) {
+    if let Some(call) = call {
+        cxx_handlers()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(errhandler, call);
+    }
+}
+
+/// Calls the C++ caller of handler `h` for object `obj` (`kind` as [`CxxErrCall`]) with
+/// function `f` and `code`, if `h` is a C++ handler; then `MPI_SUCCESS`, as MPICH returns
+/// after a C++ handler (the C++ library throws where it must; the call returns no code).
+fn call_cxx(
+    h: Handle,
+    kind: c_int,
+    obj: *mut c_void,
+    f: *const c_void,
+    code: c_int,
+) -> Option<c_int> {
+    let call = *cxx_handlers()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&h)?;
+    let mut k = code;
+    // SAFETY: MPICH's C++ caller, with a pointer to the object's handle, to the code and the
+    // program's function, as `MPIR_Call_errhandler_function` takes them.
+    unsafe { call(kind, obj, &mut k, f) };
+    Some(abi::SUCCESS)
 }
 
 /// The program's handles to each user error handler: one from its creation and one from each
@@ -164,7 +227,10 @@ pub fn live_file_handler(h: Handle) -> bool {
 pub fn free_handler(h: Handle) -> bool {
     if matches!(
         h,
-        abi::ERRORS_ARE_FATAL | abi::ERRORS_RETURN | abi::ERRORS_ABORT
+        abi::ERRORS_ARE_FATAL
+            | abi::ERRORS_RETURN
+            | abi::ERRORS_ABORT
+            | abi::ERRORS_THROW_EXCEPTIONS
     ) {
         return true;
     }

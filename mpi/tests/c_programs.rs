@@ -5,7 +5,9 @@
 //! (a single rank). Their result lines are compared with the same binaries run on MPICH.
 //!
 //! The Fortran programs of `mpi/tests/fortran` (compiled by `mpif90`, linking MPICH's Fortran
-//! library `libmpichfort.so.12`, which calls into the swapped `libmpich.so.12`) run the same way.
+//! library `libmpichfort.so.12`, which calls into the swapped `libmpich.so.12`) and the C++
+//! programs of `mpi/tests/cxx` (compiled by `mpicxx`, using MPICH's C++ binding
+//! `libmpichcxx.so.12`) run the same way.
 //!
 //! Skipped, with a message saying so, where `mpicc` (or, for the Fortran programs, `mpif90`) is
 //! not installed.
@@ -27,7 +29,12 @@ struct Setup {
     mpiexec: bool,
     /// Whether the Fortran programs were compiled (`mpif90` is installed).
     fortran: bool,
+    /// Whether the C++ programs were compiled (`mpicxx` is installed).
+    cxx: bool,
 }
+
+/// The C++ programs of `mpi/tests/cxx` (`NAME.cxx`).
+const CXX_PROGRAMS: &[&str] = &["cxxbasic"];
 
 /// The Fortran programs of `mpi/tests/fortran` (`NAME.f90`).
 const FORTRAN_PROGRAMS: &[&str] = &["fbasic", "fattr"];
@@ -184,6 +191,21 @@ fn setup() -> Option<&'static Setup> {
                      installed; the Fortran programs of mpi/tests/fortran were not run"
                 );
             }
+            let cxx = have("mpicxx");
+            if cxx {
+                for p in CXX_PROGRAMS {
+                    let src = root.join(format!("mpi/tests/cxx/{p}.cxx"));
+                    checked(
+                        Command::new("mpicxx").arg(&src).arg("-o").arg(bins.join(p)),
+                        &format!("mpicxx {p}.cxx"),
+                    );
+                }
+            } else {
+                eprintln!(
+                    "SKIPPED: mpicxx (MPICH, package libmpich-dev with g++) is not installed; the \
+                     C++ programs of mpi/tests/cxx were not run"
+                );
+            }
             let mpiexec = have("mpiexec");
             if !mpiexec {
                 eprintln!("note: mpiexec is not installed; runs under mpiexec are left out");
@@ -195,6 +217,7 @@ fn setup() -> Option<&'static Setup> {
                 bins,
                 mpiexec,
                 fortran,
+                cxx,
             })
         })
         .as_ref()
@@ -457,6 +480,16 @@ fn partorder_program() {
 #[test]
 fn holeyred_program() {
     program_at_both("holeyred", &[1, 2, 3, 4]);
+}
+
+#[test]
+fn cxx_basic_program() {
+    let Some(s) = setup() else { return };
+    if !s.cxx {
+        eprintln!("SKIPPED: cxxbasic: mpicxx is not installed");
+        return;
+    }
+    program("cxxbasic");
 }
 
 #[test]
