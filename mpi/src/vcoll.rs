@@ -1144,16 +1144,6 @@ mpi_fn! {
             // SAFETY: the caller's send buffer of `size * recvcount` elements.
             unsafe { input(sendbuf, part * n) }?.to_vec()
         };
-        if in_place(sendbuf) {
-            // SAFETY: the caller's receive buffer of `size * recvcount` elements.
-            let out = unsafe { output(recvbuf, part * n) }?;
-            let (head, _) = out.split_at_mut(part);
-            reduce_then_pick(c, all, datatype, op, me * part, head)?;
-            // The block also stays at this rank's own place, as MPICH leaves it there (the
-            // standard leaves the rest of the buffer undefined; programs read either place).
-            out.copy_within(0..part, me * part);
-            return Ok(());
-        }
         // SAFETY: the caller's receive buffer of `recvcount` elements.
         let out = unsafe { output(recvbuf, part) }?;
         reduce_then_pick(c, all, datatype, op, me * part, out)

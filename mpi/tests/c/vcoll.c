@@ -1,6 +1,6 @@
 /* The v collectives, scans and reduce-scatters, with their MPI_IN_PLACE forms, on
-   MPI_COMM_WORLD and MPI_COMM_SELF; MPI_Alltoallw with overlapping receive parts; where a
-   long in-place MPI_Reduce_scatter_block leaves its result. */
+   MPI_COMM_WORLD and MPI_COMM_SELF; MPI_Alltoallw with overlapping receive parts; where an
+   in-place MPI_Reduce_scatter_block leaves its result. */
 #include "common.h"
 
 static void run(MPI_Comm comm, const char *name, int wrank) {
@@ -139,15 +139,16 @@ static void overlapping(int rank, int n) {
     OK(rank, "alltoallw with overlapping receive parts completes");
 }
 
-/* MPI_Reduce_scatter_block in place on a long buffer: the result at the start, and (as MPICH
-   leaves it for long buffers, which programs read) at this rank's own block too. */
+/* MPI_Reduce_scatter_block in place: the result at the start of the buffer, the rest of the
+   buffer as it was (as MPICH leaves it for buffers of this size; mpi4py checks it). */
 static void scatter_block_in_place(int rank, int n) {
-    int m = 300000, *b = malloc(sizeof(int) * m * n);
+    int m = 100, *b = malloc(sizeof(int) * m * n);
     for (int i = 0; i < m * n; i++) b[i] = rank + i / m;
     CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, b, m, MPI_INT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS);
-    int want = n * rank + n * (n - 1) / 2;
-    OK(rank, "reduce_scatter_block in place: at the start %d, at its own block %d", b[0] == want && b[m - 1] == want,
-       b[rank * m] == want && b[rank * m + m - 1] == want);
+    int want = n * rank + n * (n - 1) / 2, start = 1, rest = 1;
+    for (int i = 0; i < m; i++) start &= b[i] == want;
+    for (int i = m; i < m * n; i++) rest &= b[i] == rank + i / m;
+    OK(rank, "reduce_scatter_block in place: result at the start %d, rest unchanged %d", start, rest);
     free(b);
 }
 
