@@ -46,9 +46,10 @@ fn sessions() -> MutexGuard<'static, HashMap<Handle, Session>> {
 
 static NEXT: AtomicI32 = AtomicI32::new(SESSION_KIND as Handle);
 
-/// The error handler of session `h`, if `h` is a session handle (`MPI_ERRORS_ARE_FATAL` for
-/// one that is not open); an error handler handle stands for itself (the calls that take an
-/// error handler report their errors through it).
+/// The error handler of session `h`, if `h` is an open session (`None` for
+/// `MPI_SESSION_NULL` or a session not open: the caller then uses `MPI_COMM_WORLD`'s, as
+/// MPICH does); an error handler handle stands for itself (the calls that take an error
+/// handler report their errors through it).
 pub(crate) fn errhandler_of(h: Handle) -> Option<Handle> {
     let bits = h as u32;
     if bits & 0x3c00_0000 == 0x1400_0000 && valid_handler(h) {
@@ -57,11 +58,9 @@ pub(crate) fn errhandler_of(h: Handle) -> Option<Handle> {
     if bits & 0xfc00_0000 != SESSION_KIND && h != SESSION_NULL {
         return None;
     }
-    Some(
-        sessions()
-            .get(&h)
-            .map_or(abi::ERRORS_ARE_FATAL, |s| s.errhandler),
-    )
+    // `MPI_SESSION_NULL` or a session not open: the default handler, as MPICH raises errors
+    // on no session (that of `MPI_COMM_WORLD`, where the caller looks next).
+    sessions().get(&h).map(|s| s.errhandler)
 }
 
 /// Checks that `h` is an open session.

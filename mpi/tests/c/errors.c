@@ -240,6 +240,13 @@ int main(int argc, char **argv) {
     CHECK(sum == size);
     OK(rank, "aliased buffers refused");
 
+    /* Calls on MPI_SESSION_NULL raise through MPI_COMM_WORLD's handler (MPI_ERRORS_RETURN). */
+    MPI_Group sg;
+    int npsets;
+    CHECK_RC(MPI_Group_from_session_pset(MPI_SESSION_NULL, "mpi://WORLD", &sg), MPI_ERR_SESSION);
+    CHECK_RC(MPI_Session_get_num_psets(MPI_SESSION_NULL, MPI_INFO_NULL, &npsets), MPI_ERR_SESSION);
+    OK(rank, "MPI_SESSION_NULL refused through the world's handler");
+
     default_handlers(rank, size, pre);
     MPI_Comm_free(&pre);
     handlers_clear_code(rank, size);
