@@ -391,3 +391,147 @@ mpi_fn! {
         crate::error::quietly(|| unsafe { PMPI_Comm_free(h) })
     }
 }
+
+/// `MPI_COMM_TYPE_SHARED`.
+const COMM_TYPE_SHARED: c_int = 1;
+/// `MPI_COMM_TYPE_HW_GUIDED` (MPI 4.0).
+const COMM_TYPE_HW_GUIDED: c_int = 2;
+/// `MPI_COMM_TYPE_HW_UNGUIDED` (MPI 4.0).
+const COMM_TYPE_HW_UNGUIDED: c_int = 3;
+/// The info key naming a hardware level (`MPI_COMM_TYPE_HW_GUIDED`/`_UNGUIDED`).
+const HW_KEY: &std::ffi::CStr = c"mpi_hw_resource_type";
+/// The one hardware level known here: the node, whose processes share memory.
+const SHARED_MEMORY: &std::ffi::CStr = c"mpi_shared_memory";
+/// Bytes of a host name as exchanged (NUL-padded).
+const HOST_LEN: usize = 256;
+
+/// This process's host name, NUL-padded to [`HOST_LEN`] bytes.
+fn host_name() -> [u8; HOST_LEN] {
+    let mut host = [0u8; HOST_LEN];
+    // SAFETY: `host` is a writable buffer of its length less the final NUL.
+    unsafe { libc::gethostname(host.as_mut_ptr().cast(), HOST_LEN - 1) };
+    host
+}
+
+/// Each member's node, as the first entry of `hosts` (one [`HOST_LEN`] block per member) with
+/// the same host name, and how many different hosts there are.
+fn nodes(hosts: &[u8]) -> (Vec<usize>, usize) {
+    let blocks: Vec<&[u8]> = hosts.chunks(HOST_LEN).collect();
+    let first: Vec<usize> = blocks
+        .iter()
+        .map(|h| blocks.iter().position(|o| o == h).unwrap_or(0))
+        .collect();
+    let distinct = first.iter().enumerate().filter(|&(i, &f)| i == f).count();
+    (first, distinct)
+}
+
+/// Whether `info` asks `MPI_COMM_TYPE_HW_GUIDED` for the node (`mpi_hw_resource_type` is
+/// `mpi_shared_memory`); `MPI_INFO_NULL`, no such key or another value is not.
+fn guided_node(info: Handle) -> Result<bool, MpiError> {
+    let key = HW_KEY.to_str().unwrap_or_default();
+    let want = SHARED_MEMORY.to_str().unwrap_or_default();
+    Ok(crate::misc::hints_of(info)?
+        .iter()
+        .any(|(k, v)| k == key && v == want))
+}
+
+/// `MPI_Comm_split_type` (collective): `MPI_COMM_TYPE_SHARED` splits by host name;
+/// `MPI_COMM_TYPE_HW_GUIDED` does the same where `info` names `mpi_shared_memory` as
+/// `mpi_hw_resource_type` and gives `MPI_COMM_NULL` otherwise; `MPI_COMM_TYPE_HW_UNGUIDED`
+/// splits by node where the members span more than one (a strict subset), naming the level
+/// in `info`, and gives `MPI_COMM_NULL` to every member otherwise (the node is the only level
+/// known). `MPI_UNDEFINED` gives `MPI_COMM_NULL`. On an intercommunicator (as MPICH) the
+/// result is an intercommunicator of the local and remote members on each node (see
+/// [`crate::inter::split`]).
+///
+/// # Safety
+///
+/// `newcomm` is NULL or the caller's writable handle.
+pub(crate) unsafe fn split_type(
+    comm: Handle,
+    split_type: c_int,
+    key: c_int,
+    info: Handle,
+    newcomm: *mut Handle,
+) -> Result<(), MpiError> {
+    // SAFETY: the caller's handle (or NULL).
+    unsafe { clear_new_comm(newcomm) };
+    let rt = rt()?;
+    let c = rt.comm_any(comm)?;
+    if newcomm.is_null() {
+        return Err(MpiError::new(err::ARG, "newcomm is NULL"));
+    }
+    if split_type != abi::UNDEFINED
+        && !(COMM_TYPE_SHARED..=COMM_TYPE_HW_UNGUIDED).contains(&split_type)
+    {
+        return Err(MpiError::new(
+            err::ARG,
+            format!("split type {split_type} is not known"),
+        ));
+    }
+    let guided = split_type == COMM_TYPE_HW_GUIDED && guided_node(info)?;
+    // Every member's host name (of both groups for an intercommunicator), so that members on
+    // one host take the same color: the world rank of the first member on that host.
+    let host = host_name();
+    let (node, distinct) = if let Some(ic) = &c.inter {
+        let (ls, rs) = (ic.local.size() as usize, ic.remote.size() as usize);
+        let mut all = vec![0u8; HOST_LEN * (ls + rs)];
+        ic.local.allgather(&host, &mut all[..HOST_LEN * ls])?;
+        crate::inter::allgather(ic, &host, &mut all[HOST_LEN * ls..])?;
+        let world: Vec<u32> = ic
+            .local
+            .world_ranks()
+            .iter()
+            .chain(ic.remote.world_ranks())
+            .copied()
+            .collect();
+        let (first, distinct) = nodes(&all);
+        let me = ic.local.rank() as usize;
+        // The smallest world rank on this host, the same in both groups.
+        let node = (0..first.len())
+            .filter(|&i| first[i] == first[me])
+            .map(|i| world[i])
+            .min()
+            .unwrap_or(0);
+        (node, distinct)
+    } else {
+        let mut all = vec![0u8; HOST_LEN * c.comm.size() as usize];
+        c.comm.allgather(&host, &mut all)?;
+        let (first, distinct) = nodes(&all);
+        (first[c.comm.rank() as usize] as u32, distinct)
+    };
+    let color = match split_type {
+        COMM_TYPE_SHARED => Some(node),
+        COMM_TYPE_HW_GUIDED => guided.then_some(node),
+        COMM_TYPE_HW_UNGUIDED => (distinct > 1).then_some(node),
+        _ => None,
+    };
+    let handler = c.errhandler.load(Ordering::Relaxed);
+    let h = if let Some(ic) = &c.inter {
+        match crate::inter::split(ic, color, key)? {
+            None => abi::COMM_NULL,
+            Some(n) => rt.add_comm(CommEntry::new_inter(n, handler, rt.agent.size())),
+        }
+    } else {
+        match c.comm.split(color, key)? {
+            None => abi::COMM_NULL,
+            Some(n) => rt.add_comm(CommEntry::new(n, handler, rt.agent.size())),
+        }
+    };
+    if split_type == COMM_TYPE_HW_UNGUIDED && h != abi::COMM_NULL && info != INFO_NULL {
+        // SAFETY: two NUL-terminated strings; `info` was read above as an info object.
+        let rc =
+            unsafe { crate::misc::PMPI_Info_set(info, HW_KEY.as_ptr(), SHARED_MEMORY.as_ptr()) };
+        if rc != abi::SUCCESS {
+            return Err(MpiError::new(
+                err::INTERN,
+                "the level could not be set in info",
+            ));
+        }
+    }
+    // SAFETY: the caller's handle, checked not NULL.
+    unsafe { put(newcomm, h, "newcomm") }
+}
+
+/// `MPI_INFO_NULL`.
+const INFO_NULL: Handle = 0x1c00_0000;

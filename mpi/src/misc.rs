@@ -11,7 +11,7 @@ use std::sync::{Mutex, OnceLock};
 use crate::abi::{self, Handle, MpiAint, err};
 use crate::comm::put;
 use crate::error::MpiError;
-use crate::state::{CommEntry, rt};
+use crate::state::rt;
 
 /// `MPI_Comm_errhandler_function`: `void (MPI_Comm *, int *, ...)`.
 pub type CommErrFn = unsafe extern "C" fn(*mut Handle, *mut c_int, ...);
@@ -505,39 +505,11 @@ mpi_fn! {
     }
 }
 
-/// `MPI_COMM_TYPE_SHARED`.
-const COMM_TYPE_SHARED: c_int = 1;
-
 mpi_fn! {
-    /// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` (and the hardware types, taken as the
-    /// same) splits by host name; `MPI_UNDEFINED` gives `MPI_COMM_NULL`.
+    /// `MPI_Comm_split_type`: see [`crate::comm::split_type`].
     MPI_Comm_split_type / PMPI_Comm_split_type(comm: Handle, split_type: c_int, key: c_int, info: Handle, newcomm: *mut Handle) on comm => {
         // SAFETY: the caller's handle (or NULL).
-        unsafe { crate::comm::clear_new_comm(newcomm) };
-        let _ = info;
-        let rt = rt()?;
-        let c = rt.comm(comm)?;
-        if newcomm.is_null() {
-            return Err(MpiError::new(err::ARG, "newcomm is NULL"));
-        }
-        if split_type != abi::UNDEFINED && !(COMM_TYPE_SHARED..=3).contains(&split_type) {
-            return Err(MpiError::new(err::ARG, format!("split type {split_type} is not known")));
-        }
-        // Every member's host name, so members on one host take the same color.
-        let mut host = [0u8; 256];
-        // SAFETY: `host` is a writable buffer of its length less the final NUL.
-        unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len() - 1) };
-        let mut all = vec![0u8; 256 * c.comm.size() as usize];
-        c.comm.allgather(&host, &mut all)?;
-        let me = c.comm.rank() as usize;
-        let color = all.chunks(256).position(|h| h == &all[me * 256..(me + 1) * 256]).unwrap_or(me);
-        let color = (split_type != abi::UNDEFINED).then_some(color as u32);
-        let h = match c.comm.split(color, key)? {
-            None => abi::COMM_NULL,
-            Some(n) => rt.add_comm(CommEntry::new(n, c.errhandler.load(Ordering::Relaxed), rt.agent.size())),
-        };
-        // SAFETY: the caller's handle, checked not NULL.
-        unsafe { put(newcomm, h, "newcomm") }
+        unsafe { crate::comm::split_type(comm, split_type, key, info, newcomm) }
     }
 }
 

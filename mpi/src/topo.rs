@@ -1148,8 +1148,9 @@ mpi_fn! {
     }
 }
 
-/// `(offset, length)` in bytes of each neighbour's part for `MPI_Neighbor_alltoallw`:
-/// `counts[i]` elements of `types[i]` at byte displacement `displs[i]`.
+/// `(displacement, length)` in bytes of each neighbour's part for `MPI_Neighbor_alltoallw`:
+/// `counts[i]` elements of `types[i]` at byte displacement `displs[i]` (placed by
+/// [`rebase`]).
 ///
 /// # Safety
 ///
@@ -1159,7 +1160,7 @@ unsafe fn wparts(
     displs: *const MpiAint,
     types: *const Handle,
     n: usize,
-) -> Result<Vec<(usize, usize)>, MpiError> {
+) -> Result<Vec<(MpiAint, usize)>, MpiError> {
     if n > 0 && (counts.is_null() || displs.is_null() || types.is_null()) {
         return Err(MpiError::new(
             err::ARG,
@@ -1170,16 +1171,50 @@ unsafe fn wparts(
     for i in 0..n {
         // SAFETY: the caller's arrays of `n` entries, checked not NULL.
         let (c, d, t) = unsafe { (*counts.add(i), *displs.add(i), *types.add(i)) };
-        let len = bytes(c, t)?;
-        if d < 0 {
-            return Err(MpiError::new(
-                err::ARG,
-                format!("displacement {d} is negative"),
-            ));
-        }
-        v.push((d as usize, len));
+        v.push((d, bytes(c, t)?));
     }
     Ok(v)
+}
+
+/// A buffer's address and its parts' `(offset, length)` from there (see [`rebase`]).
+type Rebased = (*const c_void, Vec<(usize, usize)>);
+
+/// The parts `(displacement, length)` of a buffer at `buf` as one buffer from the start of
+/// the first part: its address and each part's `(offset, length)` from there. `buf` is
+/// `MPI_BOTTOM` (NULL) when the displacements are absolute addresses (`MPI_Get_address`);
+/// `MPI_IN_PLACE` is refused. Empty parts take offset 0.
+fn rebase(buf: *const c_void, parts: &[(MpiAint, usize)]) -> Result<Rebased, MpiError> {
+    if buf as usize == abi::IN_PLACE {
+        crate::datatype::check_not_placeholder(buf)?;
+    }
+    let at = |d: MpiAint| (buf as MpiAint).checked_add(d);
+    let mut lo: Option<MpiAint> = None;
+    for &(d, l) in parts {
+        if l > 0 {
+            let a = at(d).filter(|&a| a > 0).ok_or_else(|| {
+                MpiError::new(
+                    err::BUFFER,
+                    format!("displacement {d} from {buf:p} is not a valid address"),
+                )
+            })?;
+            lo = Some(lo.map_or(a, |m| m.min(a)));
+        }
+    }
+    let Some(lo) = lo else {
+        return Ok((buf, parts.iter().map(|_| (0, 0)).collect()));
+    };
+    let v = parts
+        .iter()
+        .map(|&(d, l)| {
+            let off = if l > 0 {
+                at(d).map_or(0, |a| a - lo)
+            } else {
+                0
+            };
+            (off as usize, l)
+        })
+        .collect();
+    Ok((lo as *const c_void, v))
 }
 
 /// `MPI_Neighbor_alltoallw` and its nonblocking form (`request`).
@@ -1208,6 +1243,10 @@ unsafe fn n_alltoallw(
             wparts(recvcounts, rdispls, recvtypes, ins.len())?,
         )
     };
+    // Either buffer may be MPI_BOTTOM, the displacements then absolute addresses.
+    let (sendbuf, sends) = rebase(sendbuf, &sends)?;
+    let (recvbuf, recvs) = rebase(recvbuf, &recvs)?;
+    let recvbuf = recvbuf.cast_mut();
     // SAFETY: the caller's send buffer covering every part.
     let send = unsafe { input(sendbuf, span(&sends)) }?.to_vec();
     let len = span(&recvs);

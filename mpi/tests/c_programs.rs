@@ -99,6 +99,7 @@ const PROGRAMS: &[&str] = &[
     "ulfm",
     "conform",
     "holeyred",
+    "splittype",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -788,6 +789,11 @@ fn errextra_program() {
         want.sort();
         assert_eq!(got, want, "{what}");
     }
+}
+
+#[test]
+fn splittype_program() {
+    program("splittype");
 }
 
 #[test]
