@@ -19,6 +19,18 @@
 //! by the one handler thread, so accumulates stay element-wise atomic with respect to each
 //! other. Locks are granted in arrival order: shared locks together, an exclusive lock alone.
 //!
+//! Threads (`MPI_THREAD_MULTIPLE`): the operations of all threads go to one queue per target,
+//! and the exchanges with one target are serialised in this process by a mutex per target
+//! (`Passive::flushing`), held by a flush or an unlock from taking that target's queue until
+//! its reply is in, and by a lock request until its grant is in. So at most one control record
+//! of this rank is in flight to a target (its batch cannot be mixed up with another thread's,
+//! the handler reading the batch that follows each record from the same origin) and the one
+//! reply on [`TAG_PT_REPLY`] from that target goes to the thread that waits for it. A flush
+//! that finds the queue empty because another thread took the operations waits for the mutex,
+//! that is for that thread's reply: when any flush returns, every operation its thread queued
+//! before it is complete at the target. One thread alone takes an uncontended mutex per
+//! flush: no extra message.
+//!
 //! A control record: kind (u8: lock or operations), argument (u8: exclusive for a lock, unlock
 //! for operations), 6 bytes of padding, batch length (u64). A batch follows its record at once
 //! (tag [`TAG_PT_DATA`]) and is read by the handler. Replies go out on tag [`TAG_PT_REPLY`].
@@ -98,6 +110,9 @@ struct TargetSide {
 pub(crate) struct Passive {
     origin: Mutex<OriginSide>,
     target: Mutex<TargetSide>,
+    /// Per target rank: held by the thread exchanging with that target (a flush or an unlock
+    /// from taking the queue to the reply, a lock request to the grant); taken in rank order.
+    flushing: Vec<Mutex<()>>,
 }
 
 impl Passive {
@@ -109,6 +124,7 @@ impl Passive {
                 all: None,
             }),
             target: Mutex::new(TargetSide::default()),
+            flushing: (0..n).map(|_| Mutex::new(())).collect(),
         }
     }
 }
@@ -290,8 +306,19 @@ fn ctrl(kind: u8, arg: bool, len: usize) -> [u8; CTRL_LEN] {
     c
 }
 
-/// Asks `targets` for a lock and waits for every grant.
+/// Takes the exchange mutexes of `targets` (ascending ranks), in rank order: no other thread
+/// of this rank exchanges with them until the guards are dropped.
+fn exclusive_to<'a>(w: &'a Win, targets: &[u32]) -> Vec<std::sync::MutexGuard<'a, ()>> {
+    debug_assert!(targets.windows(2).all(|p| p[0] < p[1]));
+    targets
+        .iter()
+        .map(|&t| lock(&w.passive.flushing[t as usize]))
+        .collect()
+}
+
+/// Asks `targets` (ascending ranks) for a lock and waits for every grant.
 fn acquire(w: &Win, targets: &[u32], exclusive: bool) -> Result<(), MpiError> {
+    let _mine = exclusive_to(w, targets);
     let mut sends = Vec::with_capacity(targets.len());
     let me = w.comm.rank();
     for &t in targets {
@@ -319,10 +346,17 @@ fn acquire(w: &Win, targets: &[u32], exclusive: bool) -> Result<(), MpiError> {
     Ok(())
 }
 
-/// Sends each of `targets` its queued operations (and, with `unlock`, the release of its
-/// lock), and waits for the replies: the operations are then complete at the target and at
-/// the origin. A target with nothing queued is skipped unless `unlock`.
+/// Sends each of `targets` (ascending ranks) its queued operations (and, with `unlock`, the
+/// release of its lock), and waits for the replies: the operations queued so far, by any
+/// thread, are then complete at the target and at the origin. A target with nothing queued is
+/// skipped unless `unlock`.
 fn flush_to(w: &Win, targets: &[u32], unlock: bool) -> Result<(), MpiError> {
+    let _mine = exclusive_to(w, targets);
+    flush_held(w, targets, unlock)
+}
+
+/// [`flush_to`] with the exchange mutexes of `targets` held by the caller.
+fn flush_held(w: &Win, targets: &[u32], unlock: bool) -> Result<(), MpiError> {
     let mut sent = Vec::new();
     let mut sends = Vec::new();
     let me = w.comm.rank();
@@ -552,16 +586,21 @@ mpi_fn! {
     }
 }
 
-/// Of `targets`, those with a get or a fetch queued: a put's or an accumulate's data is packed
-/// into the batch when it is queued, so only a result still to come keeps an origin buffer
-/// busy.
-fn awaiting_results(w: &Win, targets: &[u32]) -> Vec<u32> {
-    let q = lock(&w.queue);
-    targets
-        .iter()
-        .copied()
-        .filter(|&t| !q.pending[t as usize].is_empty())
-        .collect()
+/// Flushes those of `targets` with a get or a fetch queued: a put's or an accumulate's data is
+/// packed into the batch when it is queued, so only a result still to come keeps an origin
+/// buffer busy. The exchange mutexes are held while looking: a result taken by another
+/// thread's flush is in when that flush lets go of them.
+fn flush_results(w: &Win, targets: &[u32]) -> Result<(), MpiError> {
+    let _mine = exclusive_to(w, targets);
+    let waiting: Vec<u32> = {
+        let q = lock(&w.queue);
+        targets
+            .iter()
+            .copied()
+            .filter(|&t| !q.pending[t as usize].is_empty())
+            .collect()
+    };
+    flush_held(w, &waiting, false)
 }
 
 mpi_fn! {
@@ -572,7 +611,7 @@ mpi_fn! {
     MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: Handle) on win => {
         let w = win::win(win)?;
         let t = epoch_targets(&w, Some(rank))?;
-        flush_to(&w, &awaiting_results(&w, &t), false)
+        flush_results(&w, &t)
     }
 }
 
@@ -581,7 +620,7 @@ mpi_fn! {
     MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: Handle) on win => {
         let w = win::win(win)?;
         let t = epoch_targets(&w, None)?;
-        flush_to(&w, &awaiting_results(&w, &t), false)
+        flush_results(&w, &t)
     }
 }
 

@@ -81,6 +81,7 @@ const PROGRAMS: &[&str] = &[
     "winattr",
     "cforms",
     "rmaflush",
+    "rmathreads",
     "sessions",
     "part",
     "dynamic",
@@ -1291,6 +1292,11 @@ fn inter_program() {
 #[test]
 fn rma_program() {
     program_at("rma", &[2, 3, 4]);
+}
+
+#[test]
+fn rmathreads_program() {
+    program_at_both("rmathreads", &[2]);
 }
 
 #[test]
