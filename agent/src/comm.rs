@@ -65,9 +65,7 @@ use crate::request::{Request, Status, wait_all};
 /// The first context id given to communicators other than the world.
 pub const FIRST_CONTEXT: u32 = 16;
 
-/// The most communicators on contexts of their own (all but the world's handles) one rank
-/// holds at once; an agreement on one more fails (see the module's documentation).
-pub const MAX_LIVE_COMMS: u32 = 16_384;
+pub use crate::limits::MAX_LIVE_COMMS;
 
 /// What this rank offers as its next free context in the agreement of a new communicator: its
 /// counter, or `u32::MAX` (which leaves no ids to any member) when it holds

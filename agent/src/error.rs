@@ -238,11 +238,11 @@ pub enum AgentError {
     BadColor(u32),
     /// A new communicator would pass the last context id of a member (ids are never reused;
     /// each communicator made by an agreement takes a few hundred), or a member holds
-    /// [`crate::comm::MAX_LIVE_COMMS`] communicators already.
+    /// [`crate::limits::MAX_LIVE_COMMS`] communicators already.
     #[error(
         "no context ids are left for a new communicator: a member holds {} communicators \
          (free some), or used up its context ids",
-        crate::comm::MAX_LIVE_COMMS
+        crate::limits::MAX_LIVE_COMMS
     )]
     ContextsExhausted,
     /// A collective's buffers do not fit each other or the communicator.

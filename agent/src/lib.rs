@@ -131,6 +131,7 @@ pub mod fuzzing;
 mod handshake;
 pub mod in_place;
 mod lifecycle;
+mod limits;
 mod liveness;
 pub mod log;
 pub mod matching;
