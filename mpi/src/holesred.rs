@@ -90,6 +90,35 @@ fn addr(p: &mut Option<Packed>, alt: *mut c_void) -> *mut c_void {
     p.as_mut().map_or(alt, |p| p.bytes.as_mut_ptr().cast())
 }
 
+/// Packed copies for a call where every rank sends and receives `count` elements: the send
+/// buffer's (none in place) and the receive buffer's (with its data when `fill`), and the
+/// addresses the byte form takes (`MPI_IN_PLACE` for no send copy). The addresses point into
+/// the copies' heap buffers, which stay where they are while the copies live.
+///
+/// # Safety
+///
+/// `sendbuf` (unless `MPI_IN_PLACE`) and, with `fill`, `recvbuf` hold `count` readable
+/// elements of `s.layout`.
+unsafe fn send_and_receive(
+    s: &Stand,
+    count: c_int,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    fill: bool,
+) -> (Option<Packed>, Option<Packed>, *mut c_void, *mut c_void) {
+    let n = count as usize;
+    // SAFETY: this function's contract.
+    let (mut sp, mut rp) = unsafe {
+        (
+            (!in_place(sendbuf)).then(|| packed(s, n, sendbuf, true)),
+            Some(packed(s, n, recvbuf, fill)),
+        )
+    };
+    let sb = addr(&mut sp, abi::IN_PLACE as *mut c_void);
+    let rb = addr(&mut rp, std::ptr::null_mut());
+    (sp, rp, sb, rb)
+}
+
 /// Whether `comm` is an intercommunicator, and this rank's rank in it (or in its local group).
 fn shape(comm: Handle) -> Result<(bool, c_int, usize), MpiError> {
     let c = rt()?.comm_any(comm)?;
@@ -183,19 +212,9 @@ pub(crate) unsafe fn allreduce(
         Err(e) => return Some(Err(e)),
     };
     Some((|| {
-        let n = count as usize;
-        let inplace = in_place(sendbuf);
         // SAFETY: the caller's buffers of `count` elements.
-        let (mut sp, mut rp) = unsafe {
-            (
-                (!inplace).then(|| packed(&s, n, sendbuf, true)),
-                Some(packed(&s, n, recvbuf, inplace)),
-            )
-        };
-        let (sb, rb) = (
-            addr(&mut sp, abi::IN_PLACE as *mut c_void),
-            addr(&mut rp, std::ptr::null_mut()),
-        );
+        let (_sp, rp, sb, rb) =
+            unsafe { send_and_receive(&s, count, sendbuf, recvbuf, in_place(sendbuf)) };
         // SAFETY: packed buffers of `count` stand-in elements of this frame.
         quietly(|| unsafe {
             match request {
@@ -246,19 +265,8 @@ pub(crate) unsafe fn scan(
         Err(e) => return Some(Err(e)),
     };
     Some((|| {
-        let n = count as usize;
-        let inplace = in_place(sendbuf);
         // SAFETY: the caller's buffers of `count` elements.
-        let (mut sp, mut rp) = unsafe {
-            (
-                (!inplace).then(|| packed(&s, n, sendbuf, true)),
-                Some(packed(&s, n, recvbuf, true)),
-            )
-        };
-        let (sb, rb) = (
-            addr(&mut sp, abi::IN_PLACE as *mut c_void),
-            addr(&mut rp, std::ptr::null_mut()),
-        );
+        let (_sp, rp, sb, rb) = unsafe { send_and_receive(&s, count, sendbuf, recvbuf, true) };
         // SAFETY: packed buffers of `count` stand-in elements of this frame; a nonblocking
         // call copies its input when it starts and its request owns the receive copy below.
         quietly(|| unsafe {
