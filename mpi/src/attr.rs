@@ -519,6 +519,32 @@ pub fn delete_all(kind: Kind, h: Handle) -> Result<(), MpiError> {
     first
 }
 
+/// Sets attribute `keyval` of communicator `comm` (the predefined ones cannot be set), from C
+/// (`MPI_Comm_set_attr`, `MPI_Attr_put`) or Fortran (`MPII_Comm_set_attr`).
+fn comm_set(comm: Handle, keyval: c_int, value: *mut c_void, ty: AttrType) -> Result<(), MpiError> {
+    rt()?.comm_local(comm)?;
+    if predefined(keyval) {
+        return Err(MpiError::new(
+            ERR_KEYVAL,
+            format!("predefined attribute {keyval:#x} cannot be set"),
+        ));
+    }
+    set_attr(Kind::Comm, comm, keyval, value, ty)
+}
+
+/// Sets attribute `keyval` of window `win` (the predefined ones cannot be set), from C or
+/// Fortran.
+fn win_set(win: Handle, keyval: c_int, value: *mut c_void, ty: AttrType) -> Result<(), MpiError> {
+    crate::win::win(win)?;
+    if predefined_win(keyval) {
+        return Err(MpiError::new(
+            ERR_KEYVAL,
+            format!("predefined window attribute {keyval:#x} cannot be set"),
+        ));
+    }
+    set_attr(Kind::Win, win, keyval, value, ty)
+}
+
 /// Values of the predefined attributes (`MPI_TAG_UB`, ...): the pointer `MPI_Comm_get_attr`
 /// gives back points into this.
 struct Predefined {
@@ -575,22 +601,14 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Comm_set_attr`: runs the delete callback of a value it replaces.
     MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: Handle, keyval: c_int, attribute_val: *mut c_void) on comm => {
-        rt()?.comm_local(comm)?;
-        if predefined(keyval) {
-            return Err(MpiError::new(ERR_KEYVAL, format!("predefined attribute {keyval:#x} cannot be set")));
-        }
-        set_attr(Kind::Comm, comm, keyval, attribute_val, AttrType::Ptr)
+        comm_set(comm, keyval, attribute_val, AttrType::Ptr)
     }
 }
 
 mpi_fn! {
     /// `MPI_Attr_put` (the MPI-1 name of `MPI_Comm_set_attr`).
     MPI_Attr_put / PMPI_Attr_put(comm: Handle, keyval: c_int, attribute_val: *mut c_void) on comm => {
-        rt()?.comm_local(comm)?;
-        if predefined(keyval) {
-            return Err(MpiError::new(ERR_KEYVAL, format!("predefined attribute {keyval:#x} cannot be set")));
-        }
-        set_attr(Kind::Comm, comm, keyval, attribute_val, AttrType::Ptr)
+        comm_set(comm, keyval, attribute_val, AttrType::Ptr)
     }
 }
 
@@ -775,11 +793,7 @@ mpi_fn! {
     /// `MPI_Win_set_attr`: runs the delete callback of a value it replaces; the predefined
     /// window attributes cannot be set (`MPI_ERR_KEYVAL`).
     MPI_Win_set_attr / PMPI_Win_set_attr(win: Handle, keyval: c_int, attribute_val: *mut c_void) on win => {
-        crate::win::win(win)?;
-        if predefined_win(keyval) {
-            return Err(MpiError::new(ERR_KEYVAL, format!("predefined window attribute {keyval:#x} cannot be set")));
-        }
-        set_attr(Kind::Win, win, keyval, attribute_val, AttrType::Ptr)
+        win_set(win, keyval, attribute_val, AttrType::Ptr)
     }
 }
 
@@ -871,14 +885,7 @@ pub unsafe extern "C" fn MPII_Comm_set_attr(
     ty: c_int,
 ) -> c_int {
     attr_call("MPI_Comm_set_attr", comm, || {
-        rt()?.comm_local(comm)?;
-        if predefined(keyval) {
-            return Err(MpiError::new(
-                ERR_KEYVAL,
-                format!("predefined attribute {keyval:#x} cannot be set"),
-            ));
-        }
-        set_attr(Kind::Comm, comm, keyval, value, attr_type(ty)?)
+        comm_set(comm, keyval, value, attr_type(ty)?)
     })
 }
 
@@ -955,14 +962,7 @@ pub unsafe extern "C" fn MPII_Win_set_attr(
     ty: c_int,
 ) -> c_int {
     attr_call("MPI_Win_set_attr", win, || {
-        crate::win::win(win)?;
-        if predefined_win(keyval) {
-            return Err(MpiError::new(
-                ERR_KEYVAL,
-                format!("predefined window attribute {keyval:#x} cannot be set"),
-            ));
-        }
-        set_attr(Kind::Win, win, keyval, value, attr_type(ty)?)
+        win_set(win, keyval, value, attr_type(ty)?)
     })
 }
 

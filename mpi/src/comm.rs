@@ -216,6 +216,29 @@ mpi_fn! {
     }
 }
 
+/// Splits communicator `c` by `color` (`None`: this member takes no part) and `key`, and
+/// registers this member's part with `c`'s error handler: an intercommunicator splits into
+/// intercommunicators (see `crate::inter::split`). `MPI_COMM_NULL` for no part.
+fn split_by(
+    rt: &crate::state::Runtime,
+    c: &CommEntry,
+    color: Option<u32>,
+    key: c_int,
+) -> Result<Handle, MpiError> {
+    let handler = c.errhandler.load(Ordering::Relaxed);
+    Ok(if let Some(ic) = &c.inter {
+        match crate::inter::split(ic, color, key)? {
+            None => abi::COMM_NULL,
+            Some(n) => rt.add_comm(CommEntry::new_inter(n, handler, rt.agent.size())),
+        }
+    } else {
+        match c.comm.split(color, key)? {
+            None => abi::COMM_NULL,
+            Some(n) => rt.add_comm(CommEntry::new(n, handler, rt.agent.size())),
+        }
+    })
+}
+
 mpi_fn! {
     /// `MPI_Comm_split` (collective): `MPI_UNDEFINED` as color gives `MPI_COMM_NULL`.
     MPI_Comm_split / PMPI_Comm_split(comm: Handle, color: c_int, key: c_int, newcomm: *mut Handle) on comm => {
@@ -233,19 +256,7 @@ mpi_fn! {
         } else {
             Some(color as u32)
         };
-        let handler = c.errhandler.load(Ordering::Relaxed);
-        let h = if let Some(ic) = &c.inter {
-            // An intercommunicator splits into intercommunicators (see `crate::inter::split`).
-            match crate::inter::split(ic, color, key)? {
-                None => abi::COMM_NULL,
-                Some(n) => rt.add_comm(CommEntry::new_inter(n, handler, rt.agent.size())),
-            }
-        } else {
-            match c.comm.split(color, key)? {
-                None => abi::COMM_NULL,
-                Some(n) => rt.add_comm(CommEntry::new(n, handler, rt.agent.size())),
-            }
-        };
+        let h = split_by(rt, &c, color, key)?;
         // SAFETY: the caller's handle, checked not NULL.
         unsafe { put(newcomm, h, "newcomm") }
     }
@@ -506,18 +517,7 @@ pub(crate) unsafe fn split_type(
         COMM_TYPE_HW_UNGUIDED => (distinct > 1).then_some(node),
         _ => None,
     };
-    let handler = c.errhandler.load(Ordering::Relaxed);
-    let h = if let Some(ic) = &c.inter {
-        match crate::inter::split(ic, color, key)? {
-            None => abi::COMM_NULL,
-            Some(n) => rt.add_comm(CommEntry::new_inter(n, handler, rt.agent.size())),
-        }
-    } else {
-        match c.comm.split(color, key)? {
-            None => abi::COMM_NULL,
-            Some(n) => rt.add_comm(CommEntry::new(n, handler, rt.agent.size())),
-        }
-    };
+    let h = split_by(rt, &c, color, key)?;
     if split_type == COMM_TYPE_HW_UNGUIDED && h != abi::COMM_NULL && info != INFO_NULL {
         // SAFETY: two NUL-terminated strings; `info` was read above as an info object.
         let rc =

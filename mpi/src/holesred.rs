@@ -119,6 +119,12 @@ unsafe fn send_and_receive(
     (sp, rp, sb, rb)
 }
 
+/// Whether this module takes a call on `datatype` with `op`: a datatype with holes and the
+/// program's operation. Checked first, so that every other reduction pays only this.
+fn applies(datatype: Handle, op: Handle) -> bool {
+    holes(1, datatype).is_some() && crate::op::is_user(op)
+}
+
 /// Whether `comm` is an intercommunicator, and this rank's rank in it (or in its local group).
 fn shape(comm: Handle) -> Result<(bool, c_int, usize), MpiError> {
     let c = rt()?.comm_any(comm)?;
@@ -145,6 +151,9 @@ pub(crate) unsafe fn reduce(
     comm: Handle,
     request: Option<*mut Handle>,
 ) -> Option<Result<(), MpiError>> {
+    if !applies(datatype, op) {
+        return None;
+    }
     let (inter, me, _) = shape(comm).ok()?;
     if inter && request.is_some() {
         return None;
@@ -203,6 +212,9 @@ pub(crate) unsafe fn allreduce(
     comm: Handle,
     request: Option<*mut Handle>,
 ) -> Option<Result<(), MpiError>> {
+    if !applies(datatype, op) {
+        return None;
+    }
     let (inter, _, _) = shape(comm).ok()?;
     if inter && request.is_some() {
         return None;
@@ -309,6 +321,9 @@ pub(crate) unsafe fn reduce_scatter(
     comm: Handle,
     request: Option<*mut Handle>,
 ) -> Option<Result<(), MpiError>> {
+    if !applies(datatype, op) {
+        return None;
+    }
     let (inter, me, size) = shape(comm).ok()?;
     if inter {
         return None;
