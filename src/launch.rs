@@ -464,8 +464,10 @@ fn judge(event: ServerEvent) -> Option<Outcome> {
                 "rank {rank} aborted the job (exit code {exit_code}){}",
                 message.map(|m| format!(": {m}")).unwrap_or_default()
             ),
+            // An abort with code 0 ends the job, which then exits with 0 (as MPICH's
+            // `mpiexec` does): the program asked for that code.
             code: if exit_code == 0 {
-                1
+                0
             } else {
                 exit_code.clamp(1, 255)
             },

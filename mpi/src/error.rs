@@ -300,10 +300,12 @@ const ABORT_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
 pub fn abort_job(code: c_int, message: &str) -> ! {
     let rank = state::world_rank().map_or_else(|| "?".to_string(), |r| r.to_string());
     let text = format!("viaduct MPI: rank {rank}: {message}");
-    // An exit status keeps the low 8 bits: a code whose low bits are 0 (0, 256, ...) would
-    // read as success and leave the other ranks running.
+    // An exit status keeps the low 8 bits: a non-zero code whose low bits are 0 (256, ...)
+    // would read as success. An error code of 0 is the program's own choice (Fortran
+    // coarray runtimes end a `STOP` with `MPI_Abort(MPI_COMM_WORLD, 0)`): it ends the job
+    // all the same and exits with 0, as in MPICH.
     let status = code & 0xff;
-    let status = if status == 0 { 1 } else { status };
+    let status = if status == 0 && code != 0 { 1 } else { status };
     eprintln!("{text}");
     if let Some(agent) = state::live_agent() {
         // A launcher that forwards standard error (MPICH's hydra) may end the job on the

@@ -346,6 +346,17 @@ fn acquire(w: &Win, targets: &[u32], exclusive: bool) -> Result<(), MpiError> {
     Ok(())
 }
 
+/// One pass of the agent's progress, so that the lock requests and operation batches other
+/// origins sent to this rank are taken in (and served by the window's handler) while the
+/// program polls its window with `MPI_Win_sync` or flushes with nothing to send: a rank that
+/// waits for a value another rank puts into its window, calling only these, would otherwise
+/// never let that rank's lock or operations in (MPI's progress rule for passive target).
+fn serve_pending() {
+    if let Ok(rt) = rt() {
+        rt.agent.make_progress();
+    }
+}
+
 /// Sends each of `targets` (ascending ranks) its queued operations (and, with `unlock`, the
 /// release of its lock), and waits for the replies: the operations queued so far, by any
 /// thread, are then complete at the target and at the origin. A target with nothing queued is
@@ -357,6 +368,7 @@ fn flush_to(w: &Win, targets: &[u32], unlock: bool) -> Result<(), MpiError> {
 
 /// [`flush_to`] with the exchange mutexes of `targets` held by the caller.
 fn flush_held(w: &Win, targets: &[u32], unlock: bool) -> Result<(), MpiError> {
+    serve_pending();
     let mut sent = Vec::new();
     let mut sends = Vec::new();
     let me = w.comm.rank();
@@ -630,6 +642,7 @@ mpi_fn! {
     MPI_Win_sync / PMPI_Win_sync(win: Handle) on win => {
         win::win(win)?;
         fence(Ordering::SeqCst);
+        serve_pending();
         Ok(())
     }
 }

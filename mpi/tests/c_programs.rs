@@ -101,6 +101,7 @@ const PROGRAMS: &[&str] = &[
     "conform",
     "holeyred",
     "splittype",
+    "rmapoll",
 ];
 
 fn have(cmd: &str) -> bool {
@@ -1148,12 +1149,12 @@ fn fatal_error_names_call_and_cause() {
     }
 }
 
-/// `MPI_Abort` ends the process with a failing status even for an error code whose low 8 bits
-/// are 0 (an exit status keeps only those).
+/// `MPI_Abort` ends the process with a failing status even for a non-zero error code whose
+/// low 8 bits are 0 (an exit status keeps only those); code 0 exits with 0, as in MPICH.
 #[test]
 fn abort_code_never_reads_as_success() {
     let Some(s) = setup() else { return };
-    for (code, want) in [("3", 3), ("256", 1), ("0", 1)] {
+    for (code, want) in [("3", 3), ("256", 1), ("0", 0)] {
         let j = job(s, "fatal", Launch::Alone, true, &[("TEST_ABORT", code)]);
         assert_eq!(j.code, Some(want), "MPI_Abort with {code}:\n{}", j.stderr);
         assert!(
@@ -1189,6 +1190,20 @@ fn abort_reaches_the_launcher() {
     if s.mpiexec {
         let j = job(s, "fatal", Launch::Mpiexec(2), true, &env);
         assert_eq!(j.code, Some(5), "{}", j.stderr);
+    }
+    // Code 0 (how Fortran coarray runtimes end a `STOP`): the job still ends (rank 0 would
+    // wait for a message forever otherwise) and exits with 0, under either launcher.
+    let env = [("TEST_ABORT", "0"), ("TEST_ABORT_RANK", "1")];
+    let j = job(s, "fatal", Launch::Viaduct(2), true, &env);
+    assert_eq!(j.code, Some(0), "{}", j.stderr);
+    assert!(
+        j.stderr.contains("rank 1 aborted the job (exit code 0)"),
+        "{}",
+        j.stderr
+    );
+    if s.mpiexec {
+        let j = job(s, "fatal", Launch::Mpiexec(2), true, &env);
+        assert_eq!(j.code, Some(0), "{}", j.stderr);
     }
 }
 
@@ -1297,6 +1312,27 @@ fn rma_program() {
 #[test]
 fn rmathreads_program() {
     program_at_both("rmathreads", &[2]);
+}
+
+/// A rank polling its own window (`MPI_Win_sync`, `MPI_Win_flush` to itself) lets other
+/// ranks' exclusive locks and accumulates in, as Fortran coarray events need; compared with
+/// MPICH. Viaduct also serves them in `MPI_Win_sync` alone.
+#[test]
+fn rmapoll_program() {
+    program_at_both("rmapoll", &[2, 4]);
+    let Some(s) = setup() else { return };
+    let j = job(
+        s,
+        "rmapoll",
+        Launch::Viaduct(3),
+        true,
+        &[("RMAPOLL_SYNC_ALONE", "1")],
+    );
+    let r = assert_ok(&j, "rmapoll with MPI_Win_sync alone", 3);
+    assert!(
+        r.contains(&"rank 0: sync alone: counter 100".to_string()),
+        "{r:?}"
+    );
 }
 
 #[test]
