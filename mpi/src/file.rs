@@ -469,6 +469,9 @@ struct View {
     size: u64,
     /// Whether the tiles make one contiguous stream from `disp`.
     contiguous: bool,
+    /// Whether consecutive tiles overlap in a file open for writing (an access past the first
+    /// tile is refused).
+    overlapping: bool,
     /// The data representation (`"native"`, or a registered one without conversion).
     datarep: String,
 }
@@ -531,7 +534,7 @@ impl View {
         let runs: Vec<(u64, u64)> = fl.runs.iter().map(|&(o, n)| (o as u64, n as u64)).collect();
         let lo = runs.first().map_or(0, |r| r.0);
         let hi = runs.iter().map(|r| r.0 + r.1).max().unwrap_or(0);
-        if fl.extent <= 0 || (writable && hi > fl.extent as u64 + lo) {
+        if fl.extent <= 0 {
             return Err(MpiError::new(
                 ferr::IO,
                 format!(
@@ -541,6 +544,10 @@ impl View {
                 ),
             ));
         }
+        // Tiles that overlap (data spanning more than the extent) are refused only by an
+        // access that reaches past the first tile: a filetype used for one tile, as HDF5
+        // builds for its collective chunk writes, is a valid view (as in ROMIO).
+        let overlapping = writable && hi > fl.extent as u64 + lo;
         let extent = fl.extent as u64;
         let contiguous = runs.len() == 1 && runs[0] == (0, extent);
         Ok(View {
@@ -552,6 +559,7 @@ impl View {
             runs,
             extent,
             contiguous,
+            overlapping,
             datarep: "native".to_string(),
         })
     }
@@ -578,6 +586,17 @@ impl View {
             let from = self.disp.checked_add(at).ok_or_else(Self::overflow)?;
             from.checked_add(len).ok_or_else(Self::overflow)?;
             return Ok(vec![(from, len)]);
+        }
+        if self.overlapping && at.saturating_add(len) > self.size {
+            return Err(MpiError::new(
+                ferr::IO,
+                format!(
+                    "the filetype's extent {} makes consecutive tiles overlap, and an access \
+                     of {len} bytes from data byte {at} reaches past the first of its {}-byte \
+                     tiles",
+                    self.extent, self.size
+                ),
+            ));
         }
         let mut out: Vec<(u64, u64)> = Vec::new();
         let mut tile = at / self.size;
@@ -1990,9 +2009,15 @@ mod tests {
     fn adjacent_pieces_merge_and_contiguous_views_are_one_extent() {
         // Two runs that touch across tiles: the tiling is one stream.
         let t = derived(vec![(0, 4), (8, 4)], 8);
-        let v = View::new(0, abi::dt::INT, t, true);
+        let v = View::new(0, abi::dt::INT, t, true).unwrap();
         // The second run reaches past the extent plus the first run's start: tiles overlap.
-        assert_eq!(v.err().map(|e| e.class), Some(ferr::IO));
+        // The first tile alone is a valid access (HDF5's collective chunk writes use such
+        // views); one reaching into the second tile is refused.
+        assert_eq!(v.extents(0, 8).unwrap(), vec![(0, 4), (8, 4)]);
+        assert_eq!(v.extents(4, 4).unwrap(), vec![(8, 4)]);
+        let e = v.extents(4, 8).err().unwrap();
+        assert_eq!(e.class, ferr::IO);
+        assert!(e.message.contains("tiles overlap"), "{}", e.message);
         // Read-only files may overlap tiles.
         let t = derived(vec![(0, 4), (8, 4)], 8);
         let v = View::new(0, abi::dt::INT, t, false).unwrap();

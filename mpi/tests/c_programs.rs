@@ -7,7 +7,8 @@
 //! The Fortran programs of `mpi/tests/fortran` (compiled by `mpif90`, linking MPICH's Fortran
 //! library `libmpichfort.so.12`, which calls into the swapped `libmpich.so.12`) and the C++
 //! programs of `mpi/tests/cxx` (compiled by `mpicxx`, using MPICH's C++ binding
-//! `libmpichcxx.so.12`) run the same way.
+//! `libmpichcxx.so.12`) run the same way, and so does the parallel HDF5 program of
+//! `mpi/tests/hdf5` (compiled by `h5pcc.mpich`, linking Debian's `libhdf5-mpich`).
 //!
 //! Skipped, with a message saying so, where `mpicc` (or, for the Fortran programs, `mpif90`) is
 //! not installed.
@@ -31,7 +32,12 @@ struct Setup {
     fortran: bool,
     /// Whether the C++ programs were compiled (`mpicxx` is installed).
     cxx: bool,
+    /// Whether the HDF5 programs were compiled (`h5pcc.mpich` is installed).
+    hdf5: bool,
 }
+
+/// The parallel HDF5 programs of `mpi/tests/hdf5` (`NAME.c`).
+const HDF5_PROGRAMS: &[&str] = &["ph5"];
 
 /// The C++ programs of `mpi/tests/cxx` (`NAME.cxx`).
 const CXX_PROGRAMS: &[&str] = &["cxxbasic"];
@@ -209,6 +215,24 @@ fn setup() -> Option<&'static Setup> {
                      C++ programs of mpi/tests/cxx were not run"
                 );
             }
+            let hdf5 = have("h5pcc.mpich");
+            if hdf5 {
+                for p in HDF5_PROGRAMS {
+                    let src = root.join(format!("mpi/tests/hdf5/{p}.c"));
+                    checked(
+                        Command::new("h5pcc.mpich")
+                            .arg(&src)
+                            .arg("-o")
+                            .arg(bins.join(p)),
+                        &format!("h5pcc.mpich {p}.c"),
+                    );
+                }
+            } else {
+                eprintln!(
+                    "SKIPPED: h5pcc.mpich (package libhdf5-mpich-dev) is not installed; the \
+                     HDF5 programs of mpi/tests/hdf5 were not run"
+                );
+            }
             let mpiexec = have("mpiexec");
             if !mpiexec {
                 eprintln!("note: mpiexec is not installed; runs under mpiexec are left out");
@@ -221,6 +245,7 @@ fn setup() -> Option<&'static Setup> {
                 mpiexec,
                 fortran,
                 cxx,
+                hdf5,
             })
         })
         .as_ref()
@@ -483,6 +508,19 @@ fn partorder_program() {
 #[test]
 fn holeyred_program() {
     program_at_both("holeyred", &[1, 2, 3, 4]);
+}
+
+/// Parallel HDF5 over the MPI face's MPI-IO: collective contiguous and linked-chunk writes,
+/// independent writes, collective metadata, then every element read back on every rank.
+/// HDF5's chunk view is a filetype whose data spans more than its extent, used for one tile.
+#[test]
+fn hdf5_parallel_program() {
+    let Some(s) = setup() else { return };
+    if !s.hdf5 {
+        eprintln!("SKIPPED: ph5: h5pcc.mpich (libhdf5-mpich-dev) is not installed");
+        return;
+    }
+    program_at_both("ph5", &[1, 2, 4]);
 }
 
 #[test]
