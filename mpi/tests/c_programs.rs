@@ -110,6 +110,13 @@ const PROGRAMS: &[&str] = &[
     "rmapoll",
 ];
 
+/// MPICH's tool `tool` by its own name (`mpicc.mpich`, ...) where Debian installed it so:
+/// once Open MPI is installed as well, the plain name may lead to Open MPI's.
+fn mpich(tool: &str) -> String {
+    let own = format!("{tool}.mpich");
+    if have(&own) { own } else { tool.to_string() }
+}
+
 fn have(cmd: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {cmd}")])
@@ -136,7 +143,7 @@ fn setup() -> Option<&'static Setup> {
     static SETUP: OnceLock<Option<Setup>> = OnceLock::new();
     SETUP
         .get_or_init(|| {
-            if !have("mpicc") {
+            if !have(&mpich("mpicc")) {
                 eprintln!(
                     "SKIPPED: mpicc (MPICH, package libmpich-dev) is not installed; the C \
                      programs of mpi/tests/c were not run"
@@ -171,7 +178,7 @@ fn setup() -> Option<&'static Setup> {
             for p in PROGRAMS {
                 let src = root.join(format!("mpi/tests/c/{p}.c"));
                 checked(
-                    Command::new("mpicc")
+                    Command::new(mpich("mpicc"))
                         .arg("-Wno-stringop-overflow")
                         .arg(&src)
                         .arg("-o")
@@ -180,12 +187,12 @@ fn setup() -> Option<&'static Setup> {
                     &format!("mpicc {p}.c"),
                 );
             }
-            let fortran = have("mpif90");
+            let fortran = have(&mpich("mpif90"));
             if fortran {
                 for p in FORTRAN_PROGRAMS {
                     let src = root.join(format!("mpi/tests/fortran/{p}.f90"));
                     checked(
-                        Command::new("mpif90")
+                        Command::new(mpich("mpif90"))
                             .arg("-w")
                             .arg(&src)
                             .arg("-o")
@@ -200,12 +207,15 @@ fn setup() -> Option<&'static Setup> {
                      installed; the Fortran programs of mpi/tests/fortran were not run"
                 );
             }
-            let cxx = have("mpicxx");
+            let cxx = have(&mpich("mpicxx"));
             if cxx {
                 for p in CXX_PROGRAMS {
                     let src = root.join(format!("mpi/tests/cxx/{p}.cxx"));
                     checked(
-                        Command::new("mpicxx").arg(&src).arg("-o").arg(bins.join(p)),
+                        Command::new(mpich("mpicxx"))
+                            .arg(&src)
+                            .arg("-o")
+                            .arg(bins.join(p)),
                         &format!("mpicxx {p}.cxx"),
                     );
                 }
@@ -233,7 +243,7 @@ fn setup() -> Option<&'static Setup> {
                      HDF5 programs of mpi/tests/hdf5 were not run"
                 );
             }
-            let mpiexec = have("mpiexec");
+            let mpiexec = have(&mpich("mpiexec"));
             if !mpiexec {
                 eprintln!("note: mpiexec is not installed; runs under mpiexec are left out");
             }
@@ -323,7 +333,7 @@ fn job(s: &Setup, p: &str, how: Launch, swap: bool, env: &[(&str, &str)]) -> Job
             c
         }
         Launch::Mpiexec(n) => {
-            let mut c = Command::new("mpiexec");
+            let mut c = Command::new(mpich("mpiexec"));
             c.args(["-n", &n.to_string()]).arg(&bin);
             c
         }
