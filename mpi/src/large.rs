@@ -20,6 +20,7 @@ use std::ffi::{c_int, c_void};
 use crate::abi::{self, Handle, MpiAint, MpiCount, MpiOffset, MpiStatus, err};
 use crate::error::{MpiError, quietly};
 use crate::state::rt;
+use crate::types2::Recipe;
 
 /// `v` narrowed to an `int` count, or `MPI_ERR_COUNT` naming argument `what`.
 fn narrow(what: &str, v: MpiCount) -> Result<c_int, MpiError> {
@@ -157,27 +158,79 @@ macro_rules! narrowed {
     };
 }
 
+/// A datatype made for one call with a count past 32 bits: `count` elements of the caller's
+/// datatype as one element; freed when the call returned (an operation still going on keeps
+/// its own hold on the layout, as after `MPI_Type_free`).
+struct Temporary(Handle);
+
+impl Drop for Temporary {
+    fn drop(&mut self) {
+        let mut h = self.0;
+        // SAFETY: `h` is this frame's handle of a datatype made by `widen`.
+        let _ = quietly(|| unsafe { crate::types::PMPI_Type_free(&mut h) });
+    }
+}
+
+/// `count` elements of `datatype` as an `int` count and a datatype: themselves when the count
+/// fits, else 1 element of a datatype made of all of them (kept in `keep` for the call).
+fn widen(
+    what: &str,
+    count: MpiCount,
+    datatype: Handle,
+    keep: &mut Vec<Temporary>,
+) -> Result<(c_int, Handle), MpiError> {
+    if let Ok(c) = c_int::try_from(count) {
+        return Ok((c, datatype));
+    }
+    let n = large(what, count)?;
+    let old = crate::types::layout(datatype)?;
+    let h = crate::types::register(crate::types::build(&[(0, n, old, datatype)])?);
+    keep.push(Temporary(h));
+    Ok((1, h))
+}
+
+/// As [`narrowed!`], for calls whose buffers are (count, datatype) pairs: a count past 32
+/// bits goes as one element of a datatype made of them all ([`widen`]), so the message or
+/// broadcast carries more than 2^31 elements.
+macro_rules! widened {
+    ($mpi:ident / $pmpi:ident ( $($a:ident : $t:ty),* $(,)? ) on $comm:expr,
+     pairs [$(($c:ident, $d:ident)),*] => $int:path) => {
+        mpi_fn! {
+            #[doc = concat!("`", stringify!($mpi), "`: `", stringify!($int), "` with 64-bit counts (a count past 32 bits goes as one element of a datatype made of them all).")]
+            $mpi / $pmpi ( $($a : $t),* ) on $comm => {
+                let mut keep = Vec::new();
+                $( let ($c, $d) = widen(stringify!($c), $c, $d, &mut keep)?; )*
+                // SAFETY: the caller's arguments, large counts folded into datatypes that live
+                // until the call returned.
+                let r = quietly(|| unsafe { $int($($a),*) });
+                drop(keep);
+                r
+            }
+        }
+    };
+}
+
 // ---- point to point ----
 
-narrowed!(MPI_Send_c / PMPI_Send_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm, counts [count] => crate::p2p::PMPI_Send);
-narrowed!(MPI_Ssend_c / PMPI_Ssend_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm, counts [count] => crate::p2p::PMPI_Ssend);
-narrowed!(MPI_Rsend_c / PMPI_Rsend_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm, counts [count] => crate::p2p::PMPI_Rsend);
-narrowed!(MPI_Bsend_c / PMPI_Bsend_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm, counts [count] => crate::p2p::PMPI_Bsend);
-narrowed!(MPI_Isend_c / PMPI_Isend_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm, counts [count] => crate::p2p::PMPI_Isend);
-narrowed!(MPI_Issend_c / PMPI_Issend_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm, counts [count] => crate::p2p::PMPI_Issend);
-narrowed!(MPI_Irsend_c / PMPI_Irsend_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm, counts [count] => crate::p2p::PMPI_Irsend);
-narrowed!(MPI_Ibsend_c / PMPI_Ibsend_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm, counts [count] => crate::p2p::PMPI_Ibsend);
+widened!(MPI_Send_c / PMPI_Send_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm, pairs [(count, datatype)] => crate::p2p::PMPI_Send);
+widened!(MPI_Ssend_c / PMPI_Ssend_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm, pairs [(count, datatype)] => crate::p2p::PMPI_Ssend);
+widened!(MPI_Rsend_c / PMPI_Rsend_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm, pairs [(count, datatype)] => crate::p2p::PMPI_Rsend);
+widened!(MPI_Bsend_c / PMPI_Bsend_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) on comm, pairs [(count, datatype)] => crate::p2p::PMPI_Bsend);
+widened!(MPI_Isend_c / PMPI_Isend_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm, pairs [(count, datatype)] => crate::p2p::PMPI_Isend);
+widened!(MPI_Issend_c / PMPI_Issend_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm, pairs [(count, datatype)] => crate::p2p::PMPI_Issend);
+widened!(MPI_Irsend_c / PMPI_Irsend_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm, pairs [(count, datatype)] => crate::p2p::PMPI_Irsend);
+widened!(MPI_Ibsend_c / PMPI_Ibsend_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm, pairs [(count, datatype)] => crate::p2p::PMPI_Ibsend);
 narrowed!(MPI_Send_init_c / PMPI_Send_init_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm, counts [count] => crate::p2p::PMPI_Send_init);
 narrowed!(MPI_Ssend_init_c / PMPI_Ssend_init_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm, counts [count] => crate::p2p::PMPI_Ssend_init);
 narrowed!(MPI_Rsend_init_c / PMPI_Rsend_init_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm, counts [count] => crate::p2p::PMPI_Rsend_init);
 narrowed!(MPI_Bsend_init_c / PMPI_Bsend_init_c(buf: *const c_void, count: MpiCount, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm, counts [count] => crate::p2p::PMPI_Bsend_init);
-narrowed!(MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: MpiCount, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm, counts [count] => crate::p2p::PMPI_Recv);
-narrowed!(MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: MpiCount, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm, counts [count] => crate::p2p::PMPI_Irecv);
+widened!(MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, count: MpiCount, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) on comm, pairs [(count, datatype)] => crate::p2p::PMPI_Recv);
+widened!(MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, count: MpiCount, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm, pairs [(count, datatype)] => crate::p2p::PMPI_Irecv);
 narrowed!(MPI_Recv_init_c / PMPI_Recv_init_c(buf: *mut c_void, count: MpiCount, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) on comm, counts [count] => crate::p2p::PMPI_Recv_init);
-narrowed!(MPI_Sendrecv_c / PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: MpiCount, sendtype: Handle, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MpiCount, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm, counts [sendcount, recvcount] => crate::p2p::PMPI_Sendrecv);
-narrowed!(MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c(buf: *mut c_void, count: MpiCount, datatype: Handle, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm, counts [count] => crate::p2p::PMPI_Sendrecv_replace);
-narrowed!(MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: MpiCount, datatype: Handle, message: *mut Handle, status: *mut MpiStatus) on abi::COMM_WORLD, counts [count] => crate::mprobe::PMPI_Mrecv);
-narrowed!(MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: MpiCount, datatype: Handle, message: *mut Handle, request: *mut Handle) on abi::COMM_WORLD, counts [count] => crate::mprobe::PMPI_Imrecv);
+widened!(MPI_Sendrecv_c / PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: MpiCount, sendtype: Handle, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MpiCount, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm, pairs [(sendcount, sendtype), (recvcount, recvtype)] => crate::p2p::PMPI_Sendrecv);
+widened!(MPI_Sendrecv_replace_c / PMPI_Sendrecv_replace_c(buf: *mut c_void, count: MpiCount, datatype: Handle, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus) on comm, pairs [(count, datatype)] => crate::p2p::PMPI_Sendrecv_replace);
+widened!(MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: MpiCount, datatype: Handle, message: *mut Handle, status: *mut MpiStatus) on abi::COMM_WORLD, pairs [(count, datatype)] => crate::mprobe::PMPI_Mrecv);
+widened!(MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: MpiCount, datatype: Handle, message: *mut Handle, request: *mut Handle) on abi::COMM_WORLD, pairs [(count, datatype)] => crate::mprobe::PMPI_Imrecv);
 narrowed!(MPI_Isendrecv_c / PMPI_Isendrecv_c(sendbuf: *const c_void, sendcount: MpiCount, sendtype: Handle, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MpiCount, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm, counts [sendcount, recvcount] => crate::mprobe::PMPI_Isendrecv);
 narrowed!(MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(buf: *mut c_void, count: MpiCount, datatype: Handle, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm, counts [count] => crate::mprobe::PMPI_Isendrecv_replace);
 narrowed!(MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(count: MpiCount, blocklength: MpiCount, array_of_displacements: *const MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD, counts [count, blocklength] => crate::types2::PMPI_Type_create_hindexed_block);
@@ -237,9 +290,45 @@ mpi_fn! {
 
 // ---- datatypes and packing ----
 
-narrowed!(MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD, counts [count] => crate::types::PMPI_Type_contiguous);
-narrowed!(MPI_Type_vector_c / PMPI_Type_vector_c(count: MpiCount, blocklength: MpiCount, stride: MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD, counts [count, blocklength, stride] => crate::types::PMPI_Type_vector);
-narrowed!(MPI_Type_create_hvector_c / PMPI_Type_create_hvector_c(count: MpiCount, blocklength: MpiCount, stride: MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD, counts [count, blocklength] => crate::types::PMPI_Type_create_hvector);
+mpi_fn! {
+    /// `MPI_Type_contiguous_c`: `count` elements (any `MPI_Count`), the count kept as a large
+    /// count (`MPI_Type_get_contents_c`).
+    MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
+        let n = large("count", count)?;
+        let old = crate::types::layout(oldtype)?;
+        let l = crate::types::build(&[(0, n, old, oldtype)])?;
+        let r = Recipe::new(abi::COMBINER_CONTIGUOUS, vec![], vec![], &[oldtype]).with_counts(vec![count]);
+        crate::types::give(l, newtype, r)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_vector_c`: `MPI_Type_vector` with large counts and stride.
+    MPI_Type_vector_c / PMPI_Type_vector_c(count: MpiCount, blocklength: MpiCount, stride: MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
+        let (n, b) = (large("count", count)?, large("blocklength", blocklength)?);
+        let ext = crate::types::layout(oldtype)?.extent;
+        let bytes = isize::try_from(stride).ok().and_then(|s| s.checked_mul(ext)).ok_or_else(|| {
+            MpiError::new(err::COUNT, format!("stride {stride} of {ext}-byte elements overflows"))
+        })?;
+        let r = Recipe::new(abi::COMBINER_VECTOR, vec![], vec![], &[oldtype]).with_counts(vec![count, blocklength, stride]);
+        crate::types::give(crate::types::hvector(n, b, bytes, oldtype)?, newtype, r)
+    }
+}
+
+mpi_fn! {
+    /// `MPI_Type_create_hvector_c`: `MPI_Type_create_hvector` with large counts.
+    MPI_Type_create_hvector_c / PMPI_Type_create_hvector_c(count: MpiCount, blocklength: MpiCount, stride: MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
+        let (n, b) = (large("count", count)?, large("blocklength", blocklength)?);
+        let bytes = isize::try_from(stride).map_err(|_| MpiError::new(err::COUNT, format!("stride {stride} overflows")))?;
+        let r = Recipe::new(abi::COMBINER_HVECTOR, vec![], vec![stride], &[oldtype]).with_counts(vec![count, blocklength]);
+        crate::types::give(crate::types::hvector(n, b, bytes, oldtype)?, newtype, r)
+    }
+}
+
+/// A large count argument as a `usize` (`MPI_ERR_COUNT` when negative).
+fn large(what: &str, v: MpiCount) -> Result<usize, MpiError> {
+    usize::try_from(v).map_err(|_| MpiError::new(err::COUNT, format!("{what} {v} is negative")))
+}
 narrowed!(MPI_Type_indexed_c / PMPI_Type_indexed_c(count: MpiCount, array_of_blocklengths: *const MpiCount, array_of_displacements: *const MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD, counts [count], arrays [array_of_blocklengths, array_of_displacements] of len(count) => crate::types::PMPI_Type_indexed);
 narrowed!(MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c(count: MpiCount, array_of_blocklengths: *const MpiCount, array_of_displacements: *const MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD, counts [count], arrays [array_of_blocklengths] of len(count) => crate::types::PMPI_Type_create_hindexed);
 narrowed!(MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(count: MpiCount, blocklength: MpiCount, array_of_displacements: *const MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD, counts [count, blocklength], arrays [array_of_displacements] of len(count) => crate::types::PMPI_Type_create_indexed_block);
@@ -307,14 +396,14 @@ mpi_fn! {
 
 // ---- collectives ----
 
-narrowed!(MPI_Bcast_c / PMPI_Bcast_c(buffer: *mut c_void, count: MpiCount, datatype: Handle, root: c_int, comm: Handle) on comm, counts [count] => crate::coll::PMPI_Bcast);
+widened!(MPI_Bcast_c / PMPI_Bcast_c(buffer: *mut c_void, count: MpiCount, datatype: Handle, root: c_int, comm: Handle) on comm, pairs [(count, datatype)] => crate::coll::PMPI_Bcast);
 narrowed!(MPI_Reduce_c / PMPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MpiCount, datatype: Handle, op: Handle, root: c_int, comm: Handle) on comm, counts [count] => crate::coll::PMPI_Reduce);
 narrowed!(MPI_Allreduce_c / PMPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MpiCount, datatype: Handle, op: Handle, comm: Handle) on comm, counts [count] => crate::coll::PMPI_Allreduce);
 narrowed!(MPI_Gather_c / PMPI_Gather_c(sendbuf: *const c_void, sendcount: MpiCount, sendtype: Handle, recvbuf: *mut c_void, recvcount: MpiCount, recvtype: Handle, root: c_int, comm: Handle) on comm, counts [sendcount, recvcount] => crate::coll::PMPI_Gather);
 narrowed!(MPI_Scatter_c / PMPI_Scatter_c(sendbuf: *const c_void, sendcount: MpiCount, sendtype: Handle, recvbuf: *mut c_void, recvcount: MpiCount, recvtype: Handle, root: c_int, comm: Handle) on comm, counts [sendcount, recvcount] => crate::coll::PMPI_Scatter);
 narrowed!(MPI_Allgather_c / PMPI_Allgather_c(sendbuf: *const c_void, sendcount: MpiCount, sendtype: Handle, recvbuf: *mut c_void, recvcount: MpiCount, recvtype: Handle, comm: Handle) on comm, counts [sendcount, recvcount] => crate::coll::PMPI_Allgather);
 narrowed!(MPI_Alltoall_c / PMPI_Alltoall_c(sendbuf: *const c_void, sendcount: MpiCount, sendtype: Handle, recvbuf: *mut c_void, recvcount: MpiCount, recvtype: Handle, comm: Handle) on comm, counts [sendcount, recvcount] => crate::coll::PMPI_Alltoall);
-narrowed!(MPI_Ibcast_c / PMPI_Ibcast_c(buffer: *mut c_void, count: MpiCount, datatype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm, counts [count] => crate::coll::PMPI_Ibcast);
+widened!(MPI_Ibcast_c / PMPI_Ibcast_c(buffer: *mut c_void, count: MpiCount, datatype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm, pairs [(count, datatype)] => crate::coll::PMPI_Ibcast);
 narrowed!(MPI_Ireduce_c / PMPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MpiCount, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm, counts [count] => crate::coll::PMPI_Ireduce);
 narrowed!(MPI_Iallreduce_c / PMPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MpiCount, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm, counts [count] => crate::coll::PMPI_Iallreduce);
 narrowed!(MPI_Igather_c / PMPI_Igather_c(sendbuf: *const c_void, sendcount: MpiCount, sendtype: Handle, recvbuf: *mut c_void, recvcount: MpiCount, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm, counts [sendcount, recvcount] => crate::coll::PMPI_Igather);
@@ -559,21 +648,20 @@ narrowed!(MPI_Type_create_subarray_c / PMPI_Type_create_subarray_c(ndims: c_int,
 narrowed!(MPI_Type_create_darray_c / PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const MpiCount, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD, counts [], arrays [array_of_gsizes] of len(ndims) => crate::types2::PMPI_Type_create_darray);
 
 mpi_fn! {
-    /// `MPI_Type_get_envelope_c`: `MPI_Type_get_envelope` with 64-bit numbers; every type here
-    /// keeps `int` counts (the `_c` constructors narrow theirs), so `num_large_counts` is 0.
+    /// `MPI_Type_get_envelope_c`: `MPI_Type_get_envelope` with 64-bit numbers, and the large
+    /// counts of a type built by a `_c` constructor that keeps them (contiguous, vector,
+    /// hvector).
     MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(datatype: Handle, num_integers: *mut MpiCount, num_addresses: *mut MpiCount, num_large_counts: *mut MpiCount, num_datatypes: *mut MpiCount, combiner: *mut c_int) on abi::COMM_WORLD => {
         if num_integers.is_null() || num_addresses.is_null() || num_large_counts.is_null() || num_datatypes.is_null() || combiner.is_null() {
             return Err(MpiError::new(err::ARG, "an output argument is NULL"));
         }
-        let (mut ni, mut na, mut nd, mut comb) = (0, 0, 0, 0);
-        // SAFETY: the outputs are this frame's.
-        quietly(|| unsafe { crate::types2::PMPI_Type_get_envelope(datatype, &mut ni, &mut na, &mut nd, &mut comb) })?;
+        let (ni, na, nc, nd, comb) = crate::types2::envelope(datatype)?;
         // SAFETY: the caller's outputs, checked not NULL.
         unsafe {
-            *num_integers = MpiCount::from(ni);
-            *num_addresses = MpiCount::from(na);
-            *num_large_counts = 0;
-            *num_datatypes = MpiCount::from(nd);
+            *num_integers = ni as MpiCount;
+            *num_addresses = na as MpiCount;
+            *num_large_counts = nc as MpiCount;
+            *num_datatypes = nd as MpiCount;
             *combiner = comb;
         }
         Ok(())
@@ -590,15 +678,15 @@ fn capacity(what: &str, v: MpiCount) -> Result<c_int, MpiError> {
 }
 
 mpi_fn! {
-    /// `MPI_Type_get_contents_c`: `MPI_Type_get_contents` with 64-bit array sizes; no large
-    /// counts are written (see `MPI_Type_get_envelope_c`).
+    /// `MPI_Type_get_contents_c`: `MPI_Type_get_contents` with 64-bit array sizes and the
+    /// large counts (see `MPI_Type_get_envelope_c`).
     MPI_Type_get_contents_c / PMPI_Type_get_contents_c(datatype: Handle, max_integers: MpiCount, max_addresses: MpiCount, max_large_counts: MpiCount, max_datatypes: MpiCount, array_of_integers: *mut c_int, array_of_addresses: *mut MpiAint, array_of_large_counts: *mut MpiCount, array_of_datatypes: *mut Handle) on abi::COMM_WORLD => {
-        let _ = array_of_large_counts;
         capacity("max_large_counts", max_large_counts)?;
-        let mi = capacity("max_integers", max_integers)?;
-        let ma = capacity("max_addresses", max_addresses)?;
-        let md = capacity("max_datatypes", max_datatypes)?;
+        let max = [max_integers, max_addresses, max_large_counts, max_datatypes];
+        for (what, v) in ["max_integers", "max_addresses", "max_datatypes"].iter().zip([max_integers, max_addresses, max_datatypes]) {
+            capacity(what, v)?;
+        }
         // SAFETY: the caller's arrays of at least the given sizes.
-        quietly(|| unsafe { crate::types2::PMPI_Type_get_contents(datatype, mi, ma, md, array_of_integers, array_of_addresses, array_of_datatypes) })
+        unsafe { crate::types2::contents(datatype, max, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes) }
     }
 }

@@ -406,19 +406,35 @@ pub(crate) fn build(blocks: &[(isize, usize, Arc<Layout>, Handle)]) -> Result<La
         } else {
             sig = None;
         }
-        for k in 0..*n {
-            let at = disp + k as isize * old.extent;
-            for &(off, len) in &old.runs {
-                push_run(&mut runs, at + off, len)?;
+        if old.runs.len() == 1 && old.runs[0].0 == 0 && old.extent == old.runs[0].1 as isize {
+            // Dense elements one after another: one run, however many (a large count).
+            let len = old.runs[0].1.checked_mul(*n).ok_or_else(overflow)?;
+            isize::try_from(len).map_err(|_| overflow())?;
+            push_run(&mut runs, *disp, len)?;
+        } else {
+            for k in 0..*n {
+                let at = disp + k as isize * old.extent;
+                for &(off, len) in &old.runs {
+                    push_run(&mut runs, at + off, len)?;
+                }
             }
         }
         size = size
             .checked_add(old.size.checked_mul(*n).ok_or_else(overflow)?)
             .ok_or_else(overflow)?;
-        elements += old.elements * n;
-        let last = (*n as isize - 1) * old.extent;
-        let lo = disp + old.lb + last.min(0);
-        let hi = disp + old.lb + old.extent + last.max(0);
+        elements = elements.saturating_add(old.elements.saturating_mul(*n));
+        let last = (*n as isize - 1)
+            .checked_mul(old.extent)
+            .ok_or_else(extent_overflow)?;
+        let lo = disp
+            .checked_add(old.lb)
+            .and_then(|v| v.checked_add(last.min(0)))
+            .ok_or_else(extent_overflow)?;
+        let hi = disp
+            .checked_add(old.lb)
+            .and_then(|v| v.checked_add(old.extent))
+            .and_then(|v| v.checked_add(last.max(0)))
+            .ok_or_else(extent_overflow)?;
         let low = |b: Option<isize>| Some(b.map_or(lo, |b| b.min(lo)));
         let high = |b: Option<isize>| Some(b.map_or(hi, |b| b.max(hi)));
         // A type with no data and no explicit bound (an empty one) adds no bounds.
@@ -441,11 +457,12 @@ pub(crate) fn build(blocks: &[(isize, usize, Arc<Layout>, Handle)]) -> Result<La
     }
     let lower = marked_lb.or(lb).unwrap_or(0);
     let upper = marked_ub.or(ub).unwrap_or(0);
+    let extent = upper.checked_sub(lower).ok_or_else(extent_overflow)?;
     Ok(Layout {
         runs,
         size,
         lb: lower,
-        extent: upper - lower,
+        extent,
         base: base.flatten(),
         elements,
         align,
@@ -457,6 +474,13 @@ pub(crate) fn build(blocks: &[(isize, usize, Arc<Layout>, Handle)]) -> Result<La
 
 fn overflow() -> MpiError {
     MpiError::new(err::COUNT, "the datatype's size overflows")
+}
+
+fn extent_overflow() -> MpiError {
+    MpiError::new(
+        err::COUNT,
+        "the datatype's bounds overflow a 64-bit address",
+    )
 }
 
 /// The caller's array of `n` values.
@@ -498,14 +522,23 @@ mpi_fn! {
 
 /// `count` blocks of `blocklength` old elements, block i at byte `i * stride`.
 pub(crate) fn hvector(
-    count: c_int,
-    blocklength: c_int,
+    n: usize,
+    b: usize,
     stride: isize,
     oldtype: Handle,
 ) -> Result<Layout, MpiError> {
-    let n = count_arg(count, "count")?;
-    let b = count_arg(blocklength, "blocklength")?;
     let old = layout(oldtype)?;
+    if n > 1 && b > 0 && stride == (b as isize).saturating_mul(old.extent) {
+        // Blocks one after another: the elements of one block of `n * b`.
+        let all = n.checked_mul(b).ok_or_else(overflow)?;
+        return build(&[(0, all, old, oldtype)]);
+    }
+    if n > MAX_RUNS && b > 0 && old.size > 0 {
+        return Err(MpiError::new(
+            err::TYPE,
+            format!("the datatype has more than {MAX_RUNS} separate pieces ({n} blocks)"),
+        ));
+    }
     let blocks: Vec<_> = (0..n)
         .map(|i| (i as isize * stride, b, Arc::clone(&old), oldtype))
         .collect();
@@ -517,7 +550,8 @@ mpi_fn! {
     MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
         let ext = layout(oldtype)?.extent;
         let r = Recipe::new(abi::COMBINER_VECTOR, vec![count, blocklength, stride], vec![], &[oldtype]);
-        give(hvector(count, blocklength, stride as isize * ext, oldtype)?, newtype, r)
+        let (n, b) = (count_arg(count, "count")?, count_arg(blocklength, "blocklength")?);
+        give(hvector(n, b, stride as isize * ext, oldtype)?, newtype, r)
     }
 }
 
@@ -525,7 +559,8 @@ mpi_fn! {
     /// `MPI_Type_create_hvector`.
     MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MpiAint, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
         let r = Recipe::new(abi::COMBINER_HVECTOR, vec![count, blocklength], vec![stride], &[oldtype]);
-        give(hvector(count, blocklength, stride as isize, oldtype)?, newtype, r)
+        let (n, b) = (count_arg(count, "count")?, count_arg(blocklength, "blocklength")?);
+        give(hvector(n, b, stride as isize, oldtype)?, newtype, r)
     }
 }
 

@@ -23,6 +23,8 @@ pub struct Recipe {
     combiner: c_int,
     ints: Vec<c_int>,
     aints: Vec<MpiAint>,
+    /// The large counts (`MPI_Count`) of a `_c` constructor (`MPI_Type_get_contents_c`).
+    counts: Vec<MpiCount>,
     /// The datatypes given to the constructor: predefined ones by handle, derived ones also by
     /// what they were then (they may be freed meanwhile).
     types: Vec<(Handle, Option<Snapshot>)>,
@@ -48,8 +50,15 @@ impl Recipe {
             combiner,
             ints,
             aints,
+            counts: Vec::new(),
             types,
         }
+    }
+
+    /// This recipe with the large counts of a `_c` constructor.
+    pub fn with_counts(mut self, counts: Vec<MpiCount>) -> Self {
+        self.counts = counts;
+        self
     }
 }
 
@@ -100,6 +109,7 @@ fn recipe_or_runs(h: Handle, l: &Layout) -> Arc<Recipe> {
             combiner: abi::COMBINER_HINDEXED,
             ints,
             aints: l.runs.iter().map(|r| r.0 as MpiAint).collect(),
+            counts: Vec::new(),
             types: vec![(dt::BYTE, None)],
         })
     })
@@ -181,13 +191,10 @@ fn predefined_name(t: Handle) -> Option<&'static str> {
 mpi_fn! {
     /// `MPI_Type_get_envelope`: `MPI_COMBINER_NAMED` for a predefined datatype.
     MPI_Type_get_envelope / PMPI_Type_get_envelope(datatype: Handle, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) on abi::COMM_WORLD => {
-        let l = layout(datatype)?;
-        let (ni, na, nt, c) = if is_derived(datatype) {
-            let r = recipe_or_runs(datatype, &l);
-            (r.ints.len(), r.aints.len(), r.types.len(), r.combiner)
-        } else {
-            (0, 0, 0, abi::COMBINER_NAMED)
-        };
+        let (ni, na, nc, nt, c) = envelope(datatype)?;
+        if nc > 0 {
+            return Err(large_counts(datatype, "MPI_Type_get_envelope_c"));
+        }
         // SAFETY: the caller's ints.
         unsafe {
             put(num_integers, ni as c_int, "num_integers")?;
@@ -196,6 +203,34 @@ mpi_fn! {
             put(combiner, c, "combiner")
         }
     }
+}
+
+/// The numbers of integers, addresses, large counts and datatypes of `datatype`'s
+/// constructor, and its combiner (`MPI_COMBINER_NAMED` for a predefined datatype).
+pub(crate) fn envelope(datatype: Handle) -> Result<(usize, usize, usize, usize, c_int), MpiError> {
+    let l = layout(datatype)?;
+    Ok(if is_derived(datatype) {
+        let r = recipe_or_runs(datatype, &l);
+        (
+            r.ints.len(),
+            r.aints.len(),
+            r.counts.len(),
+            r.types.len(),
+            r.combiner,
+        )
+    } else {
+        (0, 0, 0, 0, abi::COMBINER_NAMED)
+    })
+}
+
+/// The error of an `int` query on a datatype built with large counts.
+fn large_counts(datatype: Handle, use_c: &str) -> MpiError {
+    MpiError::new(
+        err::TYPE,
+        format!(
+            "datatype {datatype:#x} was built with large counts (a _c constructor): {use_c} gives its arguments"
+        ),
+    )
 }
 
 /// A handle for datatype argument `t` of a recipe: a predefined type as it is, a derived one
@@ -217,41 +252,93 @@ mpi_fn! {
     /// `MPI_Type_get_contents`: the constructor's arguments; derived datatypes among them come
     /// back as new handles, which the caller frees.
     MPI_Type_get_contents / PMPI_Type_get_contents(datatype: Handle, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MpiAint, array_of_datatypes: *mut Handle) on abi::COMM_WORLD => {
-        let l = layout(datatype)?;
-        if !is_derived(datatype) {
-            return Err(MpiError::new(err::TYPE, format!("{datatype:#x} is a predefined datatype: it has no contents")));
-        }
-        let r = recipe_or_runs(datatype, &l);
-        let short = |what: &str, max: c_int, need: usize| {
-            if (max.max(0) as usize) < need {
-                Err(MpiError::new(err::ARG, format!("{what} is {max}; the datatype has {need}")))
-            } else {
-                Ok(())
-            }
-        };
-        short("max_integers", max_integers, r.ints.len())?;
-        short("max_addresses", max_addresses, r.aints.len())?;
-        short("max_datatypes", max_datatypes, r.types.len())?;
-        let null = |p: bool, n: usize, what: &str| {
-            if p && n > 0 { Err(MpiError::new(err::ARG, format!("{what} is NULL"))) } else { Ok(()) }
-        };
-        null(array_of_integers.is_null(), r.ints.len(), "array_of_integers")?;
-        null(array_of_addresses.is_null(), r.aints.len(), "array_of_addresses")?;
-        null(array_of_datatypes.is_null(), r.types.len(), "array_of_datatypes")?;
-        // SAFETY: the caller's arrays, at least as long as written (checked above).
-        unsafe {
-            for (i, v) in r.ints.iter().enumerate() {
-                *array_of_integers.add(i) = *v;
-            }
-            for (i, v) in r.aints.iter().enumerate() {
-                *array_of_addresses.add(i) = *v;
-            }
-            for (i, t) in r.types.iter().enumerate() {
-                *array_of_datatypes.add(i) = type_out(t);
-            }
-        }
-        Ok(())
+        // SAFETY: the caller's arrays, as the call's contract says.
+        unsafe { contents(datatype, [max_integers as MpiCount, max_addresses as MpiCount, -1, max_datatypes as MpiCount], array_of_integers, array_of_addresses, std::ptr::null_mut(), array_of_datatypes) }
     }
+}
+
+/// Writes the constructor arguments of `datatype` into the caller's arrays; `max` holds their
+/// capacities (integers, addresses, large counts, datatypes), a large-count capacity of -1
+/// meaning the `int` form (which refuses a datatype built with large counts).
+///
+/// # Safety
+/// Each non-NULL array holds at least its capacity of elements.
+pub(crate) unsafe fn contents(
+    datatype: Handle,
+    max: [MpiCount; 4],
+    array_of_integers: *mut c_int,
+    array_of_addresses: *mut MpiAint,
+    array_of_large_counts: *mut MpiCount,
+    array_of_datatypes: *mut Handle,
+) -> Result<(), MpiError> {
+    let l = layout(datatype)?;
+    if !is_derived(datatype) {
+        return Err(MpiError::new(
+            err::TYPE,
+            format!("{datatype:#x} is a predefined datatype: it has no contents"),
+        ));
+    }
+    let r = recipe_or_runs(datatype, &l);
+    if max[2] < 0 && !r.counts.is_empty() {
+        return Err(large_counts(datatype, "MPI_Type_get_contents_c"));
+    }
+    let short = |what: &str, max: MpiCount, need: usize| {
+        if (max.max(0) as usize) < need {
+            Err(MpiError::new(
+                err::ARG,
+                format!("{what} is {max}; the datatype has {need}"),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    short("max_integers", max[0], r.ints.len())?;
+    short("max_addresses", max[1], r.aints.len())?;
+    short("max_large_counts", max[2], r.counts.len())?;
+    short("max_datatypes", max[3], r.types.len())?;
+    let null = |p: bool, n: usize, what: &str| {
+        if p && n > 0 {
+            Err(MpiError::new(err::ARG, format!("{what} is NULL")))
+        } else {
+            Ok(())
+        }
+    };
+    null(
+        array_of_integers.is_null(),
+        r.ints.len(),
+        "array_of_integers",
+    )?;
+    null(
+        array_of_addresses.is_null(),
+        r.aints.len(),
+        "array_of_addresses",
+    )?;
+    null(
+        array_of_large_counts.is_null(),
+        r.counts.len(),
+        "array_of_large_counts",
+    )?;
+    null(
+        array_of_datatypes.is_null(),
+        r.types.len(),
+        "array_of_datatypes",
+    )?;
+    // SAFETY: the caller's arrays, at least as long as written (checked above).
+    unsafe {
+        for (i, v) in r.ints.iter().enumerate() {
+            *array_of_integers.add(i) = *v;
+        }
+        for (i, v) in r.aints.iter().enumerate() {
+            *array_of_addresses.add(i) = *v;
+        }
+        for (i, v) in r.counts.iter().enumerate() {
+            *array_of_large_counts.add(i) = *v;
+        }
+        for (i, t) in r.types.iter().enumerate() {
+            *array_of_datatypes.add(i) = type_out(t);
+        }
+    }
+    Ok(())
 }
 
 /// `MPI_MAX_OBJECT_NAME`.

@@ -243,7 +243,10 @@ fn wait(w: &Win, block: bool) -> Result<bool, MpiError> {
     }
     let sends = {
         let mut s = lock(&x.progress.served);
-        if block {
+        // Once every origin's message is in, its handler (on the handler thread) is queued or
+        // running: `MPI_Win_test` waits for those too, so that it does not answer false for
+        // an epoch whose origins all completed (their handlers only serve what is here).
+        if block || arrived {
             while s.count < x.origins {
                 s = x.progress.cv.wait(s).unwrap_or_else(|e| e.into_inner());
             }

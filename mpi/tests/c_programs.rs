@@ -108,6 +108,7 @@ const PROGRAMS: &[&str] = &[
     "holeyred",
     "splittype",
     "rmapoll",
+    "lcount",
 ];
 
 /// MPICH's tool `tool` by its own name (`mpicc.mpich`, ...) where Debian installed it so:
@@ -1381,6 +1382,13 @@ fn rmapoll_program() {
         r.contains(&"rank 0: sync alone: counter 100".to_string()),
         "{r:?}"
     );
+}
+
+/// Counts past 32 bits: large-count datatypes (sizes, envelopes, contents) and a message of
+/// 2^31 + 8 bytes by `MPI_Send_c`/`MPI_Recv_c`; compared with MPICH.
+#[test]
+fn lcount_program() {
+    program_at_both("lcount", &[2]);
 }
 
 #[test]

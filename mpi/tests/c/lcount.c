@@ -1,0 +1,57 @@
+/* Counts past 32 bits (MPI 4.1's large-count functions): a contiguous datatype of 2^31 + 5
+   bytes (its size and extent, MPI_Type_size's MPI_UNDEFINED, its envelope and contents with
+   the count as a large count), a vector with a stride past 2^31, and a message of 2^31 + 8
+   bytes by MPI_Send_c / MPI_Recv_c, checked byte for byte with MPI_Get_count_c. */
+#include "common.h"
+#include <stdint.h>
+
+int main(int argc, char **argv) {
+    int me, n;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    const MPI_Count big = ((MPI_Count)1 << 31) + 5;
+    MPI_Datatype t, v, got;
+    MPI_Count size, lb, extent;
+    CHECK(MPI_Type_contiguous_c(big, MPI_BYTE, &t) == MPI_SUCCESS);
+    CHECK(MPI_Type_commit(&t) == MPI_SUCCESS);
+    CHECK(MPI_Type_size_c(t, &size) == MPI_SUCCESS && MPI_Type_get_extent_c(t, &lb, &extent) == MPI_SUCCESS);
+    int isize = 0;
+    CHECK(MPI_Type_size(t, &isize) == MPI_SUCCESS);
+    OK(me, "contiguous_c: size %lld lb %lld extent %lld, MPI_Type_size %s", (long long)size,
+       (long long)lb, (long long)extent, isize == MPI_UNDEFINED ? "MPI_UNDEFINED" : "a number");
+    MPI_Count ni, na, nc, nd, counts[1];
+    int comb;
+    CHECK(MPI_Type_get_envelope_c(t, &ni, &na, &nc, &nd, &comb) == MPI_SUCCESS);
+    CHECK(MPI_Type_get_contents_c(t, ni, na, nc, nd, NULL, NULL, counts, &got) == MPI_SUCCESS);
+    OK(me, "envelope_c: %lld ints, %lld addresses, %lld large counts, %lld types, contiguous %d, count %lld, type MPI_BYTE %d",
+       (long long)ni, (long long)na, (long long)nc, (long long)nd, comb == MPI_COMBINER_CONTIGUOUS,
+       (long long)counts[0], got == MPI_BYTE);
+    CHECK(MPI_Type_vector_c(2, 3, big + 6, MPI_BYTE, &v) == MPI_SUCCESS);
+    CHECK(MPI_Type_size_c(v, &size) == MPI_SUCCESS && MPI_Type_get_extent_c(v, &lb, &extent) == MPI_SUCCESS);
+    OK(me, "vector_c: size %lld extent %lld", (long long)size, (long long)extent);
+    CHECK(MPI_Type_free(&v) == MPI_SUCCESS && MPI_Type_free(&t) == MPI_SUCCESS);
+
+    if (n >= 2 && me < 2) {
+        const MPI_Count len = ((MPI_Count)1 << 31) + 8;
+        unsigned char *b = malloc(len);
+        CHECK(b != NULL);
+        if (me == 0) {
+            for (MPI_Count i = 0; i < len; i++) b[i] = (unsigned char)(i * 131 + (i >> 20));
+            CHECK(MPI_Send_c(b, len, MPI_BYTE, 1, 7, MPI_COMM_WORLD) == MPI_SUCCESS);
+            OK(me, "sent %lld bytes", (long long)len);
+        } else {
+            MPI_Status st;
+            MPI_Count c = 0, bad = 0;
+            memset(b, 0, len);
+            CHECK(MPI_Recv_c(b, len + 100, MPI_BYTE, 0, 7, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
+            CHECK(MPI_Get_count_c(&st, MPI_BYTE, &c) == MPI_SUCCESS);
+            for (MPI_Count i = 0; i < len; i++)
+                if (b[i] != (unsigned char)(i * 131 + (i >> 20))) bad++;
+            OK(me, "received %lld bytes, %lld wrong", (long long)c, (long long)bad);
+        }
+        free(b);
+    }
+    MPI_Finalize();
+    return 0;
+}
