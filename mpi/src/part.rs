@@ -24,9 +24,10 @@
 //! `MPI_ANY_SOURCE`/`MPI_ANY_TAG` one included) and no other partitioned request sees it, and
 //! the starts of one pair match in order. A receive started before its link message came is
 //! *deferred*: its request is driven here, and the receive of the data (into the same buffer)
-//! is posted once the link message is in, by the progress of any partitioned request (waits
-//! and tests on one, `MPI_Start`, `MPI_Pready*`, `MPI_Parrived`); the data waits meanwhile
-//! among the agent's unexpected messages.
+//! is posted once the link message is in, by a handler of the link receive (on the agent's
+//! handler thread, so also while the process blocks in any other call) and by the progress of
+//! any partitioned request (waits and tests on one, `MPI_Start`, `MPI_Pready*`,
+//! `MPI_Parrived`); the data waits meanwhile among the agent's unexpected messages.
 //!
 //! The send request is a message request driven by the agent's progress: a wait on it runs the
 //! agent (so a rendezvous send moves) and completes it when the message's send completed. With
@@ -44,14 +45,16 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use viaduct_agent::Agent;
 use viaduct_agent::matching::{Source, TagMatch};
 use viaduct_agent::recv_buffer::RecvBuffer;
-use viaduct_agent::request::{BoxError, CarCounter, ProgressDriver, Request};
+use viaduct_agent::request::{
+    BoxError, CarCounter, Condition, Deadline, HandlerFn, ProgressDriver, Request,
+};
 
 use crate::abi::{self, Handle, MpiCount, err};
 use crate::error::MpiError;
@@ -188,6 +191,8 @@ pub(crate) struct Part {
     comm: Handle,
     /// The data context of the request's messages.
     link: Mutex<Link>,
+    /// A handler waits for the link message (receive side, see [`Part::watch_link`]).
+    watching: AtomicBool,
     run: Mutex<Run>,
 }
 
@@ -340,6 +345,30 @@ impl Part {
                     err::OTHER,
                     format!("the partitioned receive was not linked to its send: {m}"),
                 ))
+            }
+        }
+    }
+
+    /// Has the link receive, once complete, post the deferred receives from the agent's
+    /// handler thread: a process that started a receive before its sender's init and then
+    /// blocks in another call (an `MPI_Recv`, a barrier) still lets the sender's data in, so a
+    /// sender waiting for its rendezvous goes on. Once per request (the link comes once).
+    fn watch_link(&self) {
+        if self.watching.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let link = self.link.lock().unwrap_or_else(|e| e.into_inner());
+        if let Link::Waiting(req, _) = &*link {
+            let posted = req.post_handler(
+                Condition::Complete,
+                Some(HandlerFn::new(|_, _| poll_deferred())),
+                None,
+                Deadline::Asap,
+            );
+            if posted.is_err() {
+                // The receive ended otherwise (freed, failed): the request's own progress
+                // reports it.
+                self.watching.store(false, Ordering::Release);
             }
         }
     }
@@ -549,6 +578,7 @@ impl Part {
                     cancelling: false,
                 });
                 deferred().push(Arc::downgrade(self));
+                self.watch_link();
                 req
             }
         };
@@ -738,6 +768,7 @@ unsafe fn init(
         tag,
         comm,
         link: Mutex::new(link),
+        watching: AtomicBool::new(false),
         run: Mutex::new(Run::default()),
     });
     let starter = Arc::clone(&part);

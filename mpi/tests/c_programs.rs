@@ -109,6 +109,7 @@ const PROGRAMS: &[&str] = &[
     "splittype",
     "rmapoll",
     "lcount",
+    "partlate",
 ];
 
 /// MPICH's tool `tool` by its own name (`mpicc.mpich`, ...) where Debian installed it so:
@@ -1391,6 +1392,14 @@ fn rmapoll_program() {
 #[test]
 fn lcount_program() {
     program_at_both("lcount", &[2]);
+}
+
+/// A partitioned receive started before its sender's init, its process then blocked in a plain
+/// `MPI_Recv` that waits for the sender to finish its partitioned send (1 MiB, a rendezvous);
+/// compared with MPICH.
+#[test]
+fn partlate_program() {
+    program_at_both("partlate", &[2, 3]);
 }
 
 #[test]
