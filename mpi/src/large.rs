@@ -20,7 +20,6 @@ use std::ffi::{c_int, c_void};
 use crate::abi::{self, Handle, MpiAint, MpiCount, MpiOffset, MpiStatus, err};
 use crate::error::{MpiError, quietly};
 use crate::state::rt;
-use crate::types2::Recipe;
 
 /// `v` narrowed to an `int` count, or `MPI_ERR_COUNT` naming argument `what`.
 fn narrow(what: &str, v: MpiCount) -> Result<c_int, MpiError> {
@@ -182,7 +181,7 @@ fn widen(
     if let Ok(c) = c_int::try_from(count) {
         return Ok((c, datatype));
     }
-    let n = large(what, count)?;
+    let n = crate::largetypes::large(what, count)?;
     let old = crate::types::layout(datatype)?;
     let h = crate::types::register(crate::types::build(&[(0, n, old, datatype)])?);
     keep.push(Temporary(h));
@@ -233,7 +232,6 @@ widened!(MPI_Mrecv_c / PMPI_Mrecv_c(buf: *mut c_void, count: MpiCount, datatype:
 widened!(MPI_Imrecv_c / PMPI_Imrecv_c(buf: *mut c_void, count: MpiCount, datatype: Handle, message: *mut Handle, request: *mut Handle) on abi::COMM_WORLD, pairs [(count, datatype)] => crate::mprobe::PMPI_Imrecv);
 narrowed!(MPI_Isendrecv_c / PMPI_Isendrecv_c(sendbuf: *const c_void, sendcount: MpiCount, sendtype: Handle, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MpiCount, recvtype: Handle, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm, counts [sendcount, recvcount] => crate::mprobe::PMPI_Isendrecv);
 narrowed!(MPI_Isendrecv_replace_c / PMPI_Isendrecv_replace_c(buf: *mut c_void, count: MpiCount, datatype: Handle, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: Handle, request: *mut Handle) on comm, counts [count] => crate::mprobe::PMPI_Isendrecv_replace);
-narrowed!(MPI_Type_create_hindexed_block_c / PMPI_Type_create_hindexed_block_c(count: MpiCount, blocklength: MpiCount, array_of_displacements: *const MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD, counts [count, blocklength] => crate::types2::PMPI_Type_create_hindexed_block);
 narrowed!(MPI_Buffer_attach_c / PMPI_Buffer_attach_c(buffer: *mut c_void, size: MpiCount) on abi::COMM_WORLD, counts [size] => crate::p2p::PMPI_Buffer_attach);
 
 mpi_fn! {
@@ -290,49 +288,6 @@ mpi_fn! {
 
 // ---- datatypes and packing ----
 
-mpi_fn! {
-    /// `MPI_Type_contiguous_c`: `count` elements (any `MPI_Count`), the count kept as a large
-    /// count (`MPI_Type_get_contents_c`).
-    MPI_Type_contiguous_c / PMPI_Type_contiguous_c(count: MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
-        let n = large("count", count)?;
-        let old = crate::types::layout(oldtype)?;
-        let l = crate::types::build(&[(0, n, old, oldtype)])?;
-        let r = Recipe::new(abi::COMBINER_CONTIGUOUS, vec![], vec![], &[oldtype]).with_counts(vec![count]);
-        crate::types::give(l, newtype, r)
-    }
-}
-
-mpi_fn! {
-    /// `MPI_Type_vector_c`: `MPI_Type_vector` with large counts and stride.
-    MPI_Type_vector_c / PMPI_Type_vector_c(count: MpiCount, blocklength: MpiCount, stride: MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
-        let (n, b) = (large("count", count)?, large("blocklength", blocklength)?);
-        let ext = crate::types::layout(oldtype)?.extent;
-        let bytes = isize::try_from(stride).ok().and_then(|s| s.checked_mul(ext)).ok_or_else(|| {
-            MpiError::new(err::COUNT, format!("stride {stride} of {ext}-byte elements overflows"))
-        })?;
-        let r = Recipe::new(abi::COMBINER_VECTOR, vec![], vec![], &[oldtype]).with_counts(vec![count, blocklength, stride]);
-        crate::types::give(crate::types::hvector(n, b, bytes, oldtype)?, newtype, r)
-    }
-}
-
-mpi_fn! {
-    /// `MPI_Type_create_hvector_c`: `MPI_Type_create_hvector` with large counts.
-    MPI_Type_create_hvector_c / PMPI_Type_create_hvector_c(count: MpiCount, blocklength: MpiCount, stride: MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD => {
-        let (n, b) = (large("count", count)?, large("blocklength", blocklength)?);
-        let bytes = isize::try_from(stride).map_err(|_| MpiError::new(err::COUNT, format!("stride {stride} overflows")))?;
-        let r = Recipe::new(abi::COMBINER_HVECTOR, vec![], vec![stride], &[oldtype]).with_counts(vec![count, blocklength]);
-        crate::types::give(crate::types::hvector(n, b, bytes, oldtype)?, newtype, r)
-    }
-}
-
-/// A large count argument as a `usize` (`MPI_ERR_COUNT` when negative).
-fn large(what: &str, v: MpiCount) -> Result<usize, MpiError> {
-    usize::try_from(v).map_err(|_| MpiError::new(err::COUNT, format!("{what} {v} is negative")))
-}
-narrowed!(MPI_Type_indexed_c / PMPI_Type_indexed_c(count: MpiCount, array_of_blocklengths: *const MpiCount, array_of_displacements: *const MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD, counts [count], arrays [array_of_blocklengths, array_of_displacements] of len(count) => crate::types::PMPI_Type_indexed);
-narrowed!(MPI_Type_create_hindexed_c / PMPI_Type_create_hindexed_c(count: MpiCount, array_of_blocklengths: *const MpiCount, array_of_displacements: *const MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD, counts [count], arrays [array_of_blocklengths] of len(count) => crate::types::PMPI_Type_create_hindexed);
-narrowed!(MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(count: MpiCount, blocklength: MpiCount, array_of_displacements: *const MpiCount, oldtype: Handle, newtype: *mut Handle) on abi::COMM_WORLD, counts [count, blocklength], arrays [array_of_displacements] of len(count) => crate::types::PMPI_Type_create_indexed_block);
-narrowed!(MPI_Type_create_struct_c / PMPI_Type_create_struct_c(count: MpiCount, array_of_blocklengths: *const MpiCount, array_of_displacements: *const MpiCount, array_of_types: *const Handle, newtype: *mut Handle) on abi::COMM_WORLD, counts [count], arrays [array_of_blocklengths] of len(count) => crate::types::PMPI_Type_create_struct);
 narrowed!(MPI_Type_create_resized_c / PMPI_Type_create_resized_c(oldtype: Handle, lb: MpiCount, extent: MpiCount, newtype: *mut Handle) on abi::COMM_WORLD, counts [] => crate::types::PMPI_Type_create_resized);
 narrowed!(MPI_Type_get_extent_c / PMPI_Type_get_extent_c(datatype: Handle, lb: *mut MpiCount, extent: *mut MpiCount) on abi::COMM_WORLD, counts [] => crate::types::PMPI_Type_get_extent);
 narrowed!(MPI_Type_get_true_extent_c / PMPI_Type_get_true_extent_c(datatype: Handle, true_lb: *mut MpiCount, true_extent: *mut MpiCount) on abi::COMM_WORLD, counts [] => crate::types::PMPI_Type_get_true_extent);

@@ -94,6 +94,7 @@ mod holesv;
 mod inter;
 mod internb;
 mod large;
+mod largetypes;
 mod longdouble;
 mod misc;
 mod mprobe;

@@ -623,17 +623,21 @@ mpi_fn! {
             blocks.push((*d as isize, count_arg(*b, "blocklength")?, layout(*t)?, *t));
         }
         let ints = [&[count][..], bl].concat();
-        let mut l = build(&blocks)?;
-        // The standard's epsilon: the extent rounded up to the largest alignment inside, so
-        // that `count` elements of a C struct's type step by `sizeof` (as MPICH).
-        if l.align > 1 && !l.marked_ub {
-            let pad = l.extent.rem_euclid(l.align as isize);
-            if pad != 0 {
-                l.extent += l.align as isize - pad;
-            }
-        }
-        give(l, newtype, Recipe::new(abi::COMBINER_STRUCT, ints, ds.to_vec(), ts))
+        give(struct_padded(build(&blocks)?), newtype, Recipe::new(abi::COMBINER_STRUCT, ints, ds.to_vec(), ts))
     }
+}
+
+/// A struct type's layout with the standard's epsilon: the extent rounded up to the largest
+/// alignment inside, so that `count` elements of a C struct's type step by `sizeof` (as
+/// MPICH).
+pub(crate) fn struct_padded(mut l: Layout) -> Layout {
+    if l.align > 1 && !l.marked_ub {
+        let pad = l.extent.rem_euclid(l.align as isize);
+        if pad != 0 {
+            l.extent += l.align as isize - pad;
+        }
+    }
+    l
 }
 
 mpi_fn! {

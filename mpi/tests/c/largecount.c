@@ -235,8 +235,8 @@ int main(int argc, char **argv) {
         badc[n - 1] = past;
         CHECK_RC(MPI_Allgatherv_c(mine, 1, MPI_INT, agv, badc, ds, MPI_INT, comm), MPI_ERR_COUNT);
         MPI_Datatype t;
-        MPI_Count bl = past, disp = 0;
-        CHECK_RC(MPI_Type_indexed_c(1, &bl, &disp, MPI_INT, &t), MPI_ERR_COUNT);
+        MPI_Count sizes = past, sub = 1, start = 0;
+        CHECK_RC(MPI_Type_create_subarray_c(1, &sizes, &sub, &start, MPI_ORDER_C, MPI_INT, &t), MPI_ERR_COUNT);
         MPI_Count p2 = past;
         CHECK_RC(MPI_Pack_c(out, 1, MPI_INT, packed, sizeof packed, &p2, comm), MPI_ERR_COUNT);
         MPI_Comm_set_errhandler(comm, MPI_ERRORS_ARE_FATAL);

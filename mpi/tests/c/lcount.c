@@ -1,7 +1,8 @@
 /* Counts past 32 bits (MPI 4.1's large-count functions): a contiguous datatype of 2^31 + 5
    bytes (its size and extent, MPI_Type_size's MPI_UNDEFINED, its envelope and contents with
    the count as a large count), a vector with a stride past 2^31, and a message of 2^31 + 8
-   bytes by MPI_Send_c / MPI_Recv_c, checked byte for byte with MPI_Get_count_c. */
+   bytes by MPI_Send_c / MPI_Recv_c, checked byte for byte with MPI_Get_count_c; an hindexed
+   type with a block past 2^31 bytes (its large counts) and an indexed-block one of ints. */
 #include "common.h"
 #include <stdint.h>
 
@@ -31,6 +32,25 @@ int main(int argc, char **argv) {
     CHECK(MPI_Type_size_c(v, &size) == MPI_SUCCESS && MPI_Type_get_extent_c(v, &lb, &extent) == MPI_SUCCESS);
     OK(me, "vector_c: size %lld extent %lld", (long long)size, (long long)extent);
     CHECK(MPI_Type_free(&v) == MPI_SUCCESS && MPI_Type_free(&t) == MPI_SUCCESS);
+    /* hindexed_c: a block of 2^31 + 5 bytes and one of 3 bytes past it; its large counts are
+       [count, blocklengths.., displacements..]. */
+    MPI_Count bl[2] = {big, 3}, ds[2] = {0, big + 10}, hc[5];
+    CHECK(MPI_Type_create_hindexed_c(2, bl, ds, MPI_BYTE, &t) == MPI_SUCCESS);
+    CHECK(MPI_Type_size_c(t, &size) == MPI_SUCCESS && MPI_Type_get_extent_c(t, &lb, &extent) == MPI_SUCCESS);
+    CHECK(MPI_Type_get_envelope_c(t, &ni, &na, &nc, &nd, &comb) == MPI_SUCCESS);
+    CHECK(nc == 5 && nd == 1);
+    CHECK(MPI_Type_get_contents_c(t, ni, na, nc, nd, NULL, NULL, hc, &got) == MPI_SUCCESS);
+    OK(me, "hindexed_c: size %lld extent %lld, %lld ints %lld addresses, counts %lld %lld %lld %lld %lld, hindexed %d",
+       (long long)size, (long long)extent, (long long)ni, (long long)na, (long long)hc[0],
+       (long long)hc[1], (long long)hc[2], (long long)hc[3], (long long)hc[4],
+       comb == MPI_COMBINER_HINDEXED);
+    CHECK(MPI_Type_free(&t) == MPI_SUCCESS);
+    /* indexed_block_c of ints with a block length past 2^31 ints. */
+    MPI_Count ib = ((MPI_Count)1 << 31) + 1, idisp[2] = {0, ib + 4};
+    CHECK(MPI_Type_create_indexed_block_c(2, ib, idisp, MPI_INT, &t) == MPI_SUCCESS);
+    CHECK(MPI_Type_size_c(t, &size) == MPI_SUCCESS && MPI_Type_get_extent_c(t, &lb, &extent) == MPI_SUCCESS);
+    OK(me, "indexed_block_c: size %lld extent %lld", (long long)size, (long long)extent);
+    CHECK(MPI_Type_free(&t) == MPI_SUCCESS);
 
     if (n >= 2 && me < 2) {
         const MPI_Count len = ((MPI_Count)1 << 31) + 8;
