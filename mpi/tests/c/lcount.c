@@ -1,7 +1,8 @@
 /* Counts past 32 bits (MPI 4.1's large-count functions): a contiguous datatype of 2^31 + 5
    bytes (its size and extent, MPI_Type_size's MPI_UNDEFINED, its envelope and contents with
    the count as a large count), a vector with a stride past 2^31, and a message of 2^31 + 8
-   bytes by MPI_Send_c / MPI_Recv_c, checked byte for byte with MPI_Get_count_c; an hindexed
+   bytes by MPI_Send_c / MPI_Recv_c and again by persistent requests, checked byte for byte
+   with MPI_Get_count_c; an hindexed
    type with a block past 2^31 bytes (its large counts) and an indexed-block one of ints. */
 #include "common.h"
 #include <stdint.h>
@@ -56,19 +57,37 @@ int main(int argc, char **argv) {
         const MPI_Count len = ((MPI_Count)1 << 31) + 8;
         unsigned char *b = malloc(len);
         CHECK(b != NULL);
-        if (me == 0) {
-            for (MPI_Count i = 0; i < len; i++) b[i] = (unsigned char)(i * 131 + (i >> 20));
-            CHECK(MPI_Send_c(b, len, MPI_BYTE, 1, 7, MPI_COMM_WORLD) == MPI_SUCCESS);
-            OK(me, "sent %lld bytes", (long long)len);
-        } else {
-            MPI_Status st;
-            MPI_Count c = 0, bad = 0;
-            memset(b, 0, len);
-            CHECK(MPI_Recv_c(b, len + 100, MPI_BYTE, 0, 7, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
-            CHECK(MPI_Get_count_c(&st, MPI_BYTE, &c) == MPI_SUCCESS);
-            for (MPI_Count i = 0; i < len; i++)
-                if (b[i] != (unsigned char)(i * 131 + (i >> 20))) bad++;
-            OK(me, "received %lld bytes, %lld wrong", (long long)c, (long long)bad);
+        /* Round 0: MPI_Send_c to MPI_Recv_c; round 1: persistent MPI_Send_init_c to
+           MPI_Recv_init_c, the data shifted by one. */
+        for (int round = 0; round < 2; round++) {
+            if (me == 0) {
+                for (MPI_Count i = 0; i < len; i++) b[i] = (unsigned char)(i * 131 + (i >> 20) + round);
+                if (round == 0) {
+                    CHECK(MPI_Send_c(b, len, MPI_BYTE, 1, 7, MPI_COMM_WORLD) == MPI_SUCCESS);
+                } else {
+                    MPI_Request r;
+                    CHECK(MPI_Send_init_c(b, len, MPI_BYTE, 1, 7, MPI_COMM_WORLD, &r) == MPI_SUCCESS);
+                    CHECK(MPI_Start(&r) == MPI_SUCCESS && MPI_Wait(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+                    CHECK(MPI_Request_free(&r) == MPI_SUCCESS);
+                }
+                OK(me, "round %d: sent %lld bytes", round, (long long)len);
+            } else {
+                MPI_Status st;
+                MPI_Count c = 0, bad = 0;
+                memset(b, 0, len);
+                if (round == 0) {
+                    CHECK(MPI_Recv_c(b, len + 100, MPI_BYTE, 0, 7, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
+                } else {
+                    MPI_Request r;
+                    CHECK(MPI_Recv_init_c(b, len + 100, MPI_BYTE, 0, 7, MPI_COMM_WORLD, &r) == MPI_SUCCESS);
+                    CHECK(MPI_Start(&r) == MPI_SUCCESS && MPI_Wait(&r, &st) == MPI_SUCCESS);
+                    CHECK(MPI_Request_free(&r) == MPI_SUCCESS);
+                }
+                CHECK(MPI_Get_count_c(&st, MPI_BYTE, &c) == MPI_SUCCESS);
+                for (MPI_Count i = 0; i < len; i++)
+                    if (b[i] != (unsigned char)(i * 131 + (i >> 20) + round)) bad++;
+                OK(me, "round %d: received %lld bytes, %lld wrong", round, (long long)c, (long long)bad);
+            }
         }
         free(b);
     }
