@@ -368,7 +368,6 @@ fn flush_to(w: &Win, targets: &[u32], unlock: bool) -> Result<(), MpiError> {
 
 /// [`flush_to`] with the exchange mutexes of `targets` held by the caller.
 fn flush_held(w: &Win, targets: &[u32], unlock: bool) -> Result<(), MpiError> {
-    serve_pending();
     let mut sent = Vec::new();
     let mut sends = Vec::new();
     let me = w.comm.rank();
@@ -397,6 +396,10 @@ fn flush_held(w: &Win, targets: &[u32], unlock: bool) -> Result<(), MpiError> {
             sends.push(w.comm.isend(t, TAG_PT_DATA, &batch).map_err(xfer)?);
         }
         sent.push((t, pending));
+    }
+    if sent.is_empty() {
+        // Nothing to wait for from another rank (whose replies would run the progress).
+        serve_pending();
     }
     let mut code = abi::SUCCESS;
     if let Some((batch, pending)) = own {
