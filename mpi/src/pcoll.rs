@@ -19,6 +19,7 @@ use crate::error::{MpiError, quietly};
 use crate::p2p::{CollStart, Persist};
 use crate::request::Meta;
 use crate::state::{ReqEntry, rt};
+use crate::types::HeldType;
 
 /// An argument kept by a persistent collective: pointers are kept as addresses (the
 /// caller's buffers and arrays, which MPI leaves to the library while the request lives).
@@ -29,6 +30,15 @@ trait Keep: Copy {
     fn keep(self) -> Self::Kept;
     /// The argument back.
     fn back(k: Self::Kept) -> Self;
+    /// Holds the argument for the request's life where it is a derived datatype (below).
+    fn hold(self, held: &mut Vec<(Handle, Arc<HeldType>)>) {
+        let _ = held;
+    }
+    /// The argument to use at a start: itself, but for a derived datatype (below).
+    fn at_start(self, held: &[(Handle, Arc<HeldType>)]) -> Self {
+        let _ = held;
+        self
+    }
 }
 
 impl Keep for c_int {
@@ -38,6 +48,29 @@ impl Keep for c_int {
     }
     fn back(k: c_int) -> Self {
         k
+    }
+    /// A derived datatype is held under a handle of the request's own: MPI lets the program
+    /// free the datatype once the `_init` call returned (and a large-count `_init` frees the
+    /// datatype it made for the call). Counts and roots are never such handles (those are
+    /// negative as an `int`); a value that is no datatype is left to the start to report.
+    fn hold(self, held: &mut Vec<(Handle, Arc<HeldType>)>) {
+        if crate::types::is_derived(self) {
+            if let Ok(h) = HeldType::new(self) {
+                held.push((self, h));
+            }
+        }
+    }
+    /// The program's own handle while it still names the datatype given to `_init` (a user
+    /// operation sees the handle it was given), else the request's.
+    fn at_start(self, held: &[(Handle, Arc<HeldType>)]) -> Self {
+        let Some((_, h)) = held.iter().find(|(t, _)| *t == self) else {
+            return self;
+        };
+        let same = match (crate::types::derived(self), crate::types::derived(h.handle())) {
+            (Ok(a), Ok(b)) => Arc::ptr_eq(&a, &b),
+            _ => false,
+        };
+        if same { self } else { h.handle() }
     }
 }
 
@@ -99,12 +132,17 @@ macro_rules! persistent {
             #[doc = concat!("`", stringify!($mpi), "`: a persistent request; each `MPI_Start` starts `", $what, "` on these arguments.")]
             $mpi / $pmpi($($a: $t,)* comm: Handle, info: Handle, request: *mut Handle) on comm => {
                 let _ = info;
+                #[allow(unused_mut)] // MPI_Barrier_init has no arguments to hold
+                let mut held: Vec<(Handle, Arc<HeldType>)> = Vec::new();
+                $(Keep::hold($a, &mut held);)*
                 $(let $a = Keep::keep($a);)*
                 let start = move || -> Result<Handle, MpiError> {
+                    let held: &[(Handle, Arc<HeldType>)] = &held;
+                    let _ = held;
                     let mut h = abi::REQUEST_NULL;
                     // SAFETY: the arguments given to the `_init` call, which MPI leaves valid
                     // (buffers and arrays included) while the persistent request lives.
-                    quietly(|| unsafe { $start($(<$t as Keep>::back($a),)* comm, &mut h) })?;
+                    quietly(|| unsafe { $start($(<$t as Keep>::back($a).at_start(held),)* comm, &mut h) })?;
                     Ok(h)
                 };
                 // SAFETY: the caller's handle.

@@ -63,7 +63,8 @@ impl Comm {
     }
 
     /// Gathers every rank's `send` into the root's `recv` (`size·send.len()` bytes; ignored on
-    /// other ranks) (`MPI_Gather`).
+    /// other ranks) (`MPI_Gather`); parts from `DIRECT_MIN` bytes go flat, in place (module
+    /// `direct`).
     ///
     /// ```
     /// # use viaduct_agent::prelude::*;
@@ -82,6 +83,9 @@ impl Comm {
                 "gather",
                 format!("the root receives into {} bytes, not {want}", recv.len()),
             ));
+        }
+        if self.direct(send.len()) {
+            return self.direct_gather(send, recv, root);
         }
         let started = self.igather(send.to_vec(), root)?;
         finish(started, recv)

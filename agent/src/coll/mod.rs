@@ -104,6 +104,7 @@ mod allreduce;
 mod alltoall;
 mod barrier;
 mod bcast;
+mod direct;
 mod gather;
 mod reduce;
 mod scatter;

@@ -73,7 +73,7 @@ impl Comm {
     }
 
     /// Scatters the root's `send` (`size·recv.len()` bytes) into every rank's `recv`
-    /// (`MPI_Scatter`).
+    /// (`MPI_Scatter`); parts from `DIRECT_MIN` bytes go flat, in place (module `direct`).
     ///
     /// ```
     /// # use viaduct_agent::prelude::*;
@@ -89,6 +89,9 @@ impl Comm {
     /// # }
     /// ```
     pub fn scatter(&self, send: &[u8], recv: &mut [u8], root: u32) -> Result<(), AgentError> {
+        if self.direct(recv.len()) {
+            return self.direct_scatter(send, recv, root);
+        }
         let started = self.iscatter(send.to_vec(), recv.len(), root)?;
         finish(started, recv)
     }

@@ -48,7 +48,7 @@ impl Comm {
     }
 
     /// Receives exactly `buf.len()` bytes from communicator rank `from`.
-    fn small_recv(
+    pub(super) fn small_recv(
         &self,
         what: &'static str,
         from: u32,

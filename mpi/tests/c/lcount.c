@@ -2,7 +2,8 @@
    bytes (its size and extent, MPI_Type_size's MPI_UNDEFINED, its envelope and contents with
    the count as a large count), a vector with a stride past 2^31, and a message of 2^31 + 8
    bytes by MPI_Send_c / MPI_Recv_c and again by persistent requests, checked byte for byte
-   with MPI_Get_count_c; an hindexed
+   with MPI_Get_count_c, then scattered and gathered back by MPI_Scatter_c and
+   MPI_Gather_c (2^31 + 8 bytes per rank); an hindexed
    type with a block past 2^31 bytes (its large counts) and an indexed-block one of ints. */
 #include "common.h"
 #include <stdint.h>
@@ -53,6 +54,9 @@ int main(int argc, char **argv) {
     OK(me, "indexed_block_c: size %lld extent %lld", (long long)size, (long long)extent);
     CHECK(MPI_Type_free(&t) == MPI_SUCCESS);
 
+    /* The large messages and collectives run between ranks 0 and 1. */
+    MPI_Comm comm2;
+    CHECK(MPI_Comm_split(MPI_COMM_WORLD, me < 2 ? 0 : MPI_UNDEFINED, me, &comm2) == MPI_SUCCESS);
     if (n >= 2 && me < 2) {
         const MPI_Count len = ((MPI_Count)1 << 31) + 8;
         unsigned char *b = malloc(len);
@@ -89,7 +93,37 @@ int main(int argc, char **argv) {
                 OK(me, "round %d: received %lld bytes, %lld wrong", round, (long long)c, (long long)bad);
             }
         }
+        /* Collectives with a count past 2^31 - 1: MPI_Scatter_c of 2^31 + 8 bytes per rank
+           from rank 0 (in place at the root), each rank adds its rank to every byte, and a
+           MPI_Gather_c brings the parts back (in place at the root). */
+        if (me == 0) {
+            unsigned char *all = realloc(b, 2 * len);
+            CHECK(all != NULL);
+            b = all;
+            for (MPI_Count i = 0; i < 2 * len; i++) b[i] = (unsigned char)(i * 7 + (i >> 24));
+            CHECK(MPI_Scatter_c(b, len, MPI_BYTE, MPI_IN_PLACE, len, MPI_BYTE, 0, comm2) == MPI_SUCCESS);
+        } else {
+            memset(b, 0, len);
+            CHECK(MPI_Scatter_c(NULL, 0, MPI_BYTE, b, len, MPI_BYTE, 0, comm2) == MPI_SUCCESS);
+            MPI_Count bad = 0;
+            for (MPI_Count i = 0; i < len; i++) {
+                if (b[i] != (unsigned char)((i + len) * 7 + ((i + len) >> 24))) bad++;
+                b[i] = (unsigned char)(b[i] + 1);
+            }
+            OK(me, "scatter_c: received %lld bytes, %lld wrong", (long long)len, (long long)bad);
+        }
+        if (me == 0)
+            CHECK(MPI_Gather_c(MPI_IN_PLACE, len, MPI_BYTE, b, len, MPI_BYTE, 0, comm2) == MPI_SUCCESS);
+        else
+            CHECK(MPI_Gather_c(b, len, MPI_BYTE, NULL, 0, MPI_BYTE, 0, comm2) == MPI_SUCCESS);
+        if (me == 0) {
+            MPI_Count bad = 0;
+            for (MPI_Count i = 0; i < 2 * len; i++)
+                if (b[i] != (unsigned char)(i * 7 + (i >> 24) + (i >= len))) bad++;
+            OK(me, "gather_c: %lld bytes back, %lld wrong", (long long)(2 * len), (long long)bad);
+        }
         free(b);
+        CHECK(MPI_Comm_free(&comm2) == MPI_SUCCESS);
     }
     MPI_Finalize();
     return 0;

@@ -2,7 +2,7 @@
    by MPI_Wait/MPI_Test/MPI_Waitall and left inactive (handle kept; waiting on or testing it
    again gives an empty status at once); MPI_Startall
    of persistent collectives mixed with persistent point-to-point requests; MPI_Request_free
-   of inactive requests. */
+   of inactive requests; derived datatypes freed between the _init call and the starts. */
 #include "common.h"
 
 #define ROUNDS 3
@@ -13,6 +13,16 @@ static void count_errors(MPI_Comm *comm, int *code, ...) {
     (void)comm;
     handler_calls++;
     handler_code = *code;
+}
+
+/* A user reduction on pairs of ints; while the program's handle of the pair type lives, the
+   handle the operation is given must be it. */
+static MPI_Datatype user_type = MPI_DATATYPE_NULL;
+static int wrong_type = 0;
+
+static void pair_add(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    if (user_type != MPI_DATATYPE_NULL && *dt != user_type) wrong_type++;
+    for (int i = 0; i < 2 * *len; i++) ((int *)inout)[i] += ((int *)in)[i];
 }
 
 static void check_empty(MPI_Status *st) {
@@ -183,6 +193,40 @@ int main(int argc, char **argv) {
         CHECK(all[i] == MPI_REQUEST_NULL);
     }
     OK(rank, "freed");
+
+    /* Derived datatypes freed after the _init call (MPI lets the operations that use them go
+       on): a broadcast of a vector with holes, and a user reduction on a contiguous type,
+       which sees the handle it was given while that handle still names the type. */
+    {
+        MPI_Datatype vec, pair;
+        MPI_Op pair_sum;
+        CHECK(MPI_Op_create(pair_add, 1, &pair_sum) == MPI_SUCCESS);
+        CHECK(MPI_Type_vector(2, 1, 2, MPI_INT, &vec) == MPI_SUCCESS && MPI_Type_commit(&vec) == MPI_SUCCESS);
+        CHECK(MPI_Type_contiguous(2, MPI_INT, &pair) == MPI_SUCCESS && MPI_Type_commit(&pair) == MPI_SUCCESS);
+        user_type = pair;
+        int vb[4], pin[2], pout[2];
+        MPI_Request rq[2];
+        CHECK(MPI_Bcast_init(vb, 1, vec, 0, comm, info, &rq[0]) == MPI_SUCCESS);
+        CHECK(MPI_Allreduce_init(pin, pout, 1, pair, pair_sum, comm, info, &rq[1]) == MPI_SUCCESS);
+        for (int round = 0; round < ROUNDS; round++) {
+            if (round == 1) {
+                CHECK(MPI_Type_free(&vec) == MPI_SUCCESS && MPI_Type_free(&pair) == MPI_SUCCESS);
+                user_type = MPI_DATATYPE_NULL;
+            }
+            for (int k = 0; k < 4; k++) vb[k] = rank == 0 ? 50 + 10 * k + round : -7;
+            pin[0] = rank + round;
+            pin[1] = 2 * rank;
+            CHECK(MPI_Startall(2, rq) == MPI_SUCCESS);
+            CHECK(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
+            for (int k = 0; k < 4; k++)
+                CHECK(vb[k] == (rank == 0 || k % 2 == 0 ? 50 + 10 * k + round : -7));
+            CHECK(pout[0] == n * (n - 1) / 2 + n * round && pout[1] == n * (n - 1));
+            OK(rank, "freed types round %d: bcast %d %d, allreduce %d %d", round, vb[0], vb[2], pout[0], pout[1]);
+        }
+        CHECK(wrong_type == 0);
+        CHECK(MPI_Request_free(&rq[0]) == MPI_SUCCESS && MPI_Request_free(&rq[1]) == MPI_SUCCESS);
+        CHECK(MPI_Op_free(&pair_sum) == MPI_SUCCESS);
+    }
 
     /* On viaduct the arguments are checked at each start: a bad root fails MPI_Start, through
        the communicator's handler once, and leaves the request inactive (MPICH checks them at
