@@ -9,7 +9,9 @@
 //!   over tcp;
 //! - `sixteen_mib_*`: 16 MiB bcast (the chain) and allreduce (and allgather of 16 MiB in all)
 //!   for 4 ranks over shm and 3 over tcp; every collective at 16 MiB per contribution for 3
-//!   ranks over shm;
+//!   ranks over shm (scatter and gather of parts from 4 MiB go flat and in place);
+//! - `direct_switch_tcp`: every collective at one byte under and at the 4 MiB part from which
+//!   the blocking scatter and gather go flat, 3 ranks over tcp (root 1);
 //! - `two_ranks_long_*`: 2 ranks over shm and tcp at lengths around the two-rank paths: just
 //!   over the eager limit (64 KiB, 64 KiB + 1: bcast through the xfer pipeline, allgather in
 //!   eager pieces, the last one short), 200000 B (still the pipeline), 300000 B (bcast as one
@@ -329,6 +331,13 @@ fn sixteen_mib_tcp() {
 #[test]
 fn sixteen_mib_every_collective_shm() {
     run(MethodKind::Shm, &[3], &[16 << 20], EVERYTHING);
+}
+
+/// Parts on both sides of the switch point of the flat, in-place scatter and gather.
+#[test]
+fn direct_switch_tcp() {
+    let at = viaduct_agent::coll::DIRECT_MIN;
+    run(MethodKind::Tcp, &[3], &[at - 1, at], EVERYTHING);
 }
 
 /// Two ranks at the lengths where their own paths switch (see the module's list).

@@ -66,7 +66,10 @@ impl Keep for c_int {
         let Some((_, h)) = held.iter().find(|(t, _)| *t == self) else {
             return self;
         };
-        let same = match (crate::types::derived(self), crate::types::derived(h.handle())) {
+        let same = match (
+            crate::types::derived(self),
+            crate::types::derived(h.handle()),
+        ) {
             (Ok(a), Ok(b)) => Arc::ptr_eq(&a, &b),
             _ => false,
         };

@@ -670,7 +670,19 @@ fn neighbour_exchange(
             })
             .collect()
     };
-    let (oi, oo) = (ordinals(ins), ordinals(outs));
+    // On a Cartesian topology the lists are, per dimension, the neighbour below and the one
+    // above; a block sent up arrives from below, and one sent down from above. The tag is the
+    // sender's list index, so that a rank that is both neighbours of another (a periodic
+    // dimension of one or two ranks) still gets each block into its own slot. Elsewhere
+    // the k-th block between two ranks goes with tag k.
+    let (oi, oo) = if matches!(t.shape, Shape::Cart { .. }) {
+        (
+            (0..ins.len() as u32).map(|i| i ^ 1).collect(),
+            (0..outs.len() as u32).collect(),
+        )
+    } else {
+        (ordinals(ins), ordinals(outs))
+    };
     let mut reqs: Vec<Request> = Vec::new();
     let mut bufs = Vec::new();
     for (i, &r) in ins.iter().enumerate() {

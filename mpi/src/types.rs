@@ -660,6 +660,8 @@ mpi_fn! {
         let h = unsafe { *newtype };
         if let Err(e) = crate::attr::copy_all(crate::attr::Kind::Type, oldtype, h) {
             remove(h);
+            // SAFETY: the caller's handle, written by `give` above.
+            unsafe { *newtype = abi::DATATYPE_NULL };
             return Err(e);
         }
         Ok(())

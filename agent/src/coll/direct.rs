@@ -48,7 +48,10 @@ impl Comm {
         if send.len() != part * n as usize {
             return Err(bad(
                 "scatter",
-                format!("the root sends {} bytes, not {n} parts of {part}", send.len()),
+                format!(
+                    "the root sends {} bytes, not {n} parts of {part}",
+                    send.len()
+                ),
             ));
         }
         let agent = self.coll_agent();

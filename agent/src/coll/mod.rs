@@ -117,6 +117,7 @@ pub use crate::config::coll_switch::{
     BCAST_P2P_MAX_VAR, BCAST_PAIR_P2P_MIN, SMALL_MAX, SMALL_MAX_VAR, SwitchPoints,
 };
 pub use bcast::BCAST_IN_PLACE_MAX;
+pub use direct::DIRECT_MIN;
 
 use crate::error::AgentError;
 use crate::request::Request;

@@ -1,6 +1,7 @@
 /* Topologies: MPI_Dims_create, Cartesian communicators (get, rank, coords, shift, sub),
    graphs, distributed graphs (adjacent), MPI_Topo_test, neighbourhood collectives (allgather,
-   alltoall, allgatherv, alltoallv, blocking and nonblocking), and their errors. */
+   alltoall, allgatherv, alltoallv, blocking and nonblocking; a periodic ring of one or two
+   ranks, whose two neighbours are the same rank), and their errors. */
 #include "common.h"
 
 int main(int argc, char **argv) {
@@ -240,6 +241,21 @@ int main(int argc, char **argv) {
     MPI_Comm_free(&row);
     MPI_Comm_free(&cart);
     OK(wrank, "topologies ok, grid %d x %d", dims[0], dims[1]);
+    /* A periodic ring of all ranks: the block sent to the rank below arrives in that rank's
+       slot for the rank above, and the other way round, also at 1 and 2 ranks, where both
+       neighbours are the same rank. */
+    {
+        MPI_Comm ring;
+        int periodic = 1, me, sb[2], rb[2] = {-1, -1};
+        CHECK(MPI_Cart_create(MPI_COMM_WORLD, 1, &n, &periodic, 0, &ring) == MPI_SUCCESS);
+        CHECK(MPI_Comm_rank(ring, &me) == MPI_SUCCESS);
+        sb[0] = 100 + me;  /* to the rank below */
+        sb[1] = 200 + me;  /* to the rank above */
+        CHECK(MPI_Neighbor_alltoall(sb, 1, MPI_INT, rb, 1, MPI_INT, ring) == MPI_SUCCESS);
+        CHECK(rb[0] == 200 + (me + n - 1) % n && rb[1] == 100 + (me + 1) % n);
+        OK(wrank, "ring neighbour alltoall: from below %d, from above %d", rb[0], rb[1]);
+        CHECK(MPI_Comm_free(&ring) == MPI_SUCCESS);
+    }
     MPI_Finalize();
     return 0;
 }
