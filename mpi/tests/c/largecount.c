@@ -228,9 +228,9 @@ int main(int argc, char **argv) {
     if (on_viaduct) {
         MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
         MPI_Count past = ((MPI_Count)1 << 31);
-        /* (Point-to-point calls, persistent ones included, and broadcasts take such counts:
-           see lcount.c.) */
-        CHECK_RC(MPI_Gather_c(out, past, MPI_BYTE, packed, past, MPI_BYTE, 0, comm), MPI_ERR_COUNT);
+        /* (Point-to-point calls, persistent ones included, broadcasts, gathers, scatters,
+           allgathers and all-to-alls take such counts: see lcount.c.) */
+        CHECK_RC(MPI_Reduce_c(out, packed, past, MPI_BYTE, MPI_BOR, 0, comm), MPI_ERR_COUNT);
         CHECK_RC(MPI_Allreduce_c(out, packed, past, MPI_BYTE, MPI_BOR, comm), MPI_ERR_COUNT);
         MPI_Count badc[4] = {1, 1, 1, 1};
         badc[n - 1] = past;
