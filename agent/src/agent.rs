@@ -39,6 +39,9 @@ pub(crate) struct Shared {
     pub(crate) progress: ProgressMode,
     /// The lowest context id no communicator of this rank uses yet (see [`crate::comm`]).
     pub(crate) next_context: AtomicU32,
+    /// The communicator creations in progress on this rank and who may offer
+    /// `next_context` (see [`crate::creation`]).
+    pub(crate) creations: crate::creation::Creations,
     /// The communicators of this rank on contexts of their own (all but the world's handles)
     /// still alive (see [`crate::comm::MAX_LIVE_COMMS`]).
     pub(crate) live_comms: AtomicU32,

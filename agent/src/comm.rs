@@ -13,7 +13,10 @@
 //! [`FIRST_CONTEXT`] (ids below it are left to [`Agent::with_context`]). A new
 //! communicator ([`Comm::dup`], [`Comm::split`]) takes as its id the maximum of that counter
 //! over every member of the parent, agreed in one exchange over the parent's collective
-//! context; every member then moves its counter past it. Sibling communicators of one split
+//! context; a second exchange confirms that every member could claim the new ids on its
+//! rank, where another creation running at once (another thread) may have claimed them first
+//! (else the members agree again past them: see the module `creation`); every member then
+//! moves its counter past it. Sibling communicators of one split
 //! have disjoint members, so they share the id. Creating communicators is collective: every
 //! member of the parent calls it, in the same order with respect to the parent's other
 //! communicator creations. [`Comm::create_group`] is the exception: only the new
@@ -57,6 +60,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::agent::Agent;
+use crate::creation::Creation;
 use crate::error::AgentError;
 use crate::matching::{Source, TagMatch};
 use crate::recv_buffer::RecvBuffer;
@@ -66,17 +70,6 @@ use crate::request::{Request, Status, wait_all};
 pub const FIRST_CONTEXT: u32 = 16;
 
 pub use crate::limits::MAX_LIVE_COMMS;
-
-/// What this rank offers as its next free context in the agreement of a new communicator: its
-/// counter, or `u32::MAX` (which leaves no ids to any member) when it holds
-/// [`MAX_LIVE_COMMS`] communicators.
-fn offer(shared: &crate::agent::Shared) -> u32 {
-    if shared.live_comms.load(Ordering::Relaxed) >= MAX_LIVE_COMMS {
-        u32::MAX
-    } else {
-        shared.next_context.load(Ordering::Relaxed)
-    }
-}
 
 use crate::reserve::Reserve;
 pub use crate::reserve::{NESTED_DUPS, RESERVED_DUPS};
@@ -347,13 +340,7 @@ impl Comm {
         if color == Some(u32::MAX) {
             return Err(AgentError::BadColor(u32::MAX));
         }
-        let shared = &self.inner.p2p.shared;
-        let next = offer(shared);
-        let mut mine = [0u8; RECORD];
-        mine[..4].copy_from_slice(&color.unwrap_or(u32::MAX).to_le_bytes());
-        mine[4..8].copy_from_slice(&key.to_le_bytes());
-        mine[8..].copy_from_slice(&next.to_le_bytes());
-        let records = self.exchange(&mine)?;
+        let mut creation = Creation::enter(&self.inner.p2p.shared);
         let parse = |b: &[u8]| -> (u32, i32, u32) {
             let w = |i: usize| [b[i], b[i + 1], b[i + 2], b[i + 3]];
             (
@@ -362,11 +349,21 @@ impl Comm {
                 u32::from_le_bytes(w(8)),
             )
         };
-        let all: Vec<(u32, i32, u32)> = records.iter().map(|r| parse(r)).collect();
-        let ctx = all.iter().map(|r| r.2).max().unwrap_or(next).max(next);
-        shared
-            .next_context
-            .fetch_max(past(ctx, 2)?, Ordering::Relaxed);
+        let (ctx, all) = loop {
+            let next = creation.offer();
+            let mut mine = [0u8; RECORD];
+            mine[..4].copy_from_slice(&color.unwrap_or(u32::MAX).to_le_bytes());
+            mine[4..8].copy_from_slice(&key.to_le_bytes());
+            mine[8..].copy_from_slice(&next.to_le_bytes());
+            let records = self.exchange(&mine)?;
+            let all: Vec<(u32, i32, u32)> = records.iter().map(|r| parse(r)).collect();
+            let ctx = all.iter().map(|r| r.2).max().unwrap_or(next).max(next);
+            let to = past(ctx, 2)?;
+            let held = creation.claim(ctx, to);
+            if creation.settle(self.all_true(held)?, to) {
+                break (ctx, all);
+            }
+        };
         let Some(color) = color else {
             return Ok(None);
         };
@@ -471,7 +468,24 @@ impl Comm {
         }
         let tag = GROUP_TAG_BASE | (tag & 0x00ff_ffff);
         let shared = &self.inner.p2p.shared;
-        let next = offer(shared);
+        let mut creation = Creation::enter(shared);
+        let ctx = loop {
+            let ctx = self.group_round(&world, tag, creation.offer())?;
+            let to = past(ctx, 2)?;
+            let held = creation.claim(ctx, to);
+            // The second round carries 1 from a member whose claim failed.
+            let failed = self.group_round(&world, tag, u32::from(!held))?;
+            if creation.settle(failed == 0, to) {
+                break ctx;
+            }
+        };
+        Ok(Some(self.child(ctx, world)))
+    }
+
+    /// One round of `create_group`'s agreement: every member's `next` (an offer, or whether
+    /// its claim failed) to every other member; gives the maximum.
+    fn group_round(&self, world: &[u32], tag: u32, next: u32) -> Result<u32, AgentError> {
+        let shared = &self.inner.p2p.shared;
         let coll = &self.inner.coll;
         let mut reqs = Vec::new();
         let mut bufs = Vec::new();
@@ -496,15 +510,19 @@ impl Comm {
             };
             ctx = ctx.max(u32::from_le_bytes(bytes));
         }
-        shared
-            .next_context
-            .fetch_max(past(ctx, 2)?, Ordering::Relaxed);
-        Ok(Some(self.child(ctx, world)))
+        Ok(ctx)
+    }
+
+    /// Whether every member gives `mine` true (collective, over the collective context).
+    fn all_true(&self, mine: bool) -> Result<bool, AgentError> {
+        let mut record = [0u8; RECORD];
+        record[0] = u8::from(mine);
+        Ok(self.exchange(&record)?.iter().all(|r| r[0] == 1))
     }
 
     /// The highest next free context id over the members (collective).
-    fn max_next(&self) -> Result<u32, AgentError> {
-        let next = offer(&self.inner.p2p.shared);
+    fn max_next(&self, creation: &Creation<'_>) -> Result<u32, AgentError> {
+        let next = creation.offer();
         let mut mine = [0u8; RECORD];
         mine[8..].copy_from_slice(&next.to_le_bytes());
         let all = self.exchange(&mine)?;
@@ -532,6 +550,34 @@ impl Comm {
         let (req, buf) = coll.irecv(cap, Source::Rank(w), TagMatch::Tag(INTER_TAG))?;
         wait_all(&mut [req], None)?;
         bytes_to_words(&buf.take(), w)
+    }
+
+    /// Whether every member of this group and of the remote one (over `peer`, between the
+    /// leaders, as in `intercomm_create`) gives `mine` true.
+    fn both_groups_true(
+        &self,
+        mine: bool,
+        leader: u32,
+        peer: Option<&Comm>,
+        remote_leader: u32,
+        tag: u32,
+    ) -> Result<bool, AgentError> {
+        let here = self.all_true(mine)?;
+        let words = if self.rank() == leader {
+            let peer = peer.ok_or(AgentError::BadRank {
+                rank: remote_leader,
+                size: 0,
+            })?;
+            let w = peer.to_world(remote_leader)?;
+            let (rreq, buf) = peer.irecv(4, Source::Rank(remote_leader), TagMatch::Tag(tag))?;
+            let sreq = peer.isend(remote_leader, tag, &words_to_bytes(&[u32::from(here)]))?;
+            wait_all(&mut [rreq, sreq], None)?;
+            let there = bytes_to_words(&buf.take(), w)?;
+            self.leader_bcast(leader, vec![u32::from(here && there == [1])])?
+        } else {
+            self.leader_bcast(leader, Vec::new())?
+        };
+        Ok(words == [1])
     }
 
     /// `MPI_Intercomm_create` (collective over this communicator, the local group, and over
@@ -562,28 +608,36 @@ impl Comm {
         tag: u32,
     ) -> Result<Intercomm, AgentError> {
         self.to_world(leader)?;
-        let next = self.max_next()?;
-        let shared = &self.inner.p2p.shared;
-        let words = if self.rank() == leader {
-            match self.leader_swap(next, peer, remote_leader, tag) {
-                Ok(out) => self.leader_bcast(leader, out)?,
-                Err(e) => {
-                    // The other members learn of the failure from an empty record.
-                    let _ = self.leader_bcast(leader, Vec::new());
-                    return Err(e);
+        let mut creation = Creation::enter(&self.inner.p2p.shared);
+        let words = loop {
+            let next = self.max_next(&creation)?;
+            let words = if self.rank() == leader {
+                match self.leader_swap(next, peer, remote_leader, tag) {
+                    Ok(out) => self.leader_bcast(leader, out)?,
+                    Err(e) => {
+                        // The other members learn of the failure from an empty record.
+                        let _ = self.leader_bcast(leader, Vec::new());
+                        return Err(e);
+                    }
                 }
+            } else {
+                self.leader_bcast(leader, Vec::new())?
+            };
+            let Some(&ctx) = words.first() else {
+                return Err(AgentError::PeerFailed {
+                    peer: self.to_world(leader)?,
+                    reason: "short intercommunicator agreement record".into(),
+                    source: None,
+                });
+            };
+            let to = past(ctx, 4)?;
+            let held = creation.claim(ctx, to);
+            let all_held = self.both_groups_true(held, leader, peer, remote_leader, tag)?;
+            if creation.settle(all_held, to) {
+                break words;
             }
-        } else {
-            self.leader_bcast(leader, Vec::new())?
         };
-        let (&ctx, remote) = words.split_first().ok_or(AgentError::PeerFailed {
-            peer: self.to_world(leader)?,
-            reason: "short intercommunicator agreement record".into(),
-            source: None,
-        })?;
-        shared
-            .next_context
-            .fetch_max(past(ctx, 4)?, Ordering::Relaxed);
+        let (&ctx, remote) = words.split_first().ok_or(AgentError::ContextsExhausted)?;
         Ok(self.inter_on(ctx, self.world_ranks().to_vec(), remote.to_vec()))
     }
 
@@ -896,8 +950,8 @@ impl Intercomm {
     }
 
     /// The first context free on every member of both groups (collective over both).
-    fn agree(&self, word: u32) -> Result<(u32, u32), AgentError> {
-        let next = self.local.max_next()?;
+    fn agree(&self, creation: &Creation<'_>, word: u32) -> Result<(u32, u32), AgentError> {
+        let next = self.local.max_next(creation)?;
         let theirs = self.swap(vec![next, word])?;
         let [their_next, their_word] = theirs[..] else {
             return Err(AgentError::PeerFailed {
@@ -907,6 +961,23 @@ impl Intercomm {
             });
         };
         Ok((next.max(their_next), their_word))
+    }
+
+    /// [`Intercomm::agree`] and the claims on the agreed contexts (see `crate::creation`),
+    /// run until every member of both groups held its claim; every member then moves past
+    /// `width` contexts from the agreed one and their reserved duplicates.
+    fn agreed(&self, word: u32, width: u32) -> Result<(u32, u32), AgentError> {
+        let mut creation = Creation::enter(&self.local.inner.p2p.shared);
+        loop {
+            let (ctx, theirs) = self.agree(&creation, word)?;
+            let to = past(ctx, width)?;
+            let held = creation.claim(ctx, to);
+            let here = self.local.all_true(held)?;
+            let there = self.swap(vec![u32::from(here)])?;
+            if creation.settle(here && there == [1], to) {
+                return Ok((ctx, theirs));
+            }
+        }
     }
 
     /// A duplicate made without messages, on the next four contexts reserved when this
@@ -950,13 +1021,7 @@ impl Intercomm {
     /// # }
     /// ```
     pub fn dup(&self) -> Result<Intercomm, AgentError> {
-        let (ctx, _) = self.agree(0)?;
-        self.local
-            .inner
-            .p2p
-            .shared
-            .next_context
-            .fetch_max(past(ctx, 4)?, Ordering::Relaxed);
+        let (ctx, _) = self.agreed(0, 4)?;
         Ok(self.local.inter_on(
             ctx,
             self.local.world_ranks().to_vec(),
@@ -982,13 +1047,7 @@ impl Intercomm {
     /// # }
     /// ```
     pub fn merge(&self, high: bool) -> Result<Comm, AgentError> {
-        let (ctx, their_high) = self.agree(u32::from(high))?;
-        self.local
-            .inner
-            .p2p
-            .shared
-            .next_context
-            .fetch_max(past(ctx, 2)?, Ordering::Relaxed);
+        let (ctx, their_high) = self.agreed(u32::from(high), 2)?;
         let mine = self.local.world_ranks();
         let theirs = self.remote.world_ranks();
         let me_first = match (u32::from(high)).cmp(&their_high) {

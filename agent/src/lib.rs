@@ -121,6 +121,7 @@ pub mod coll;
 pub mod comm;
 pub mod config;
 mod connect;
+mod creation;
 mod engine;
 pub mod error;
 mod fast;

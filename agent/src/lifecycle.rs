@@ -108,6 +108,7 @@ impl Agent {
             completions,
             progress,
             next_context: AtomicU32::new(crate::comm::FIRST_CONTEXT + world_dups.span()),
+            creations: crate::creation::Creations::default(),
             live_comms: AtomicU32::new(0),
             world_dups,
             boot: Mutex::new(Some(boot)),

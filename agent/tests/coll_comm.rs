@@ -1,7 +1,9 @@
 //! Communicators: `dup` and `split` give fresh contexts whose messages never match another
 //! communicator's, ranks and statuses in communicator ranks, collectives on the new
 //! communicators; `create_group` among a subset only, while the others build their own; the
-//! limit of live communicators, refused on every member alike.
+//! limit of live communicators, refused on every member alike; threads of every rank creating
+//! communicators at once from parents of their own never share a context, and a creation
+//! waiting for a busy member never keeps another from completing.
 //! Over `shm` with 5 ranks and `tcp` with 3.
 
 mod agent_common;
@@ -260,4 +262,128 @@ fn intercomm_shm() {
 #[test]
 fn intercomm_tcp() {
     intercomms(MethodKind::Tcp, 3);
+}
+
+/// Threads of every rank create communicators at once, each from a parent of its own
+/// (`dup`, `split`, `create_group`, `intercomm_create`, `Intercomm::dup` and `merge`, as
+/// MPICH's `idup_comm_gen` under `MPI_THREAD_MULTIPLE`): no two communicators a rank is a
+/// member of ever get the same context, and every one of them works (an allreduce of the
+/// members' world ranks).
+fn concurrent_creations(method: MethodKind, n: u32, threads: u32, rounds: u32) {
+    job(n, config(method), move |agent| {
+        let world = Comm::world(&agent);
+        let r = world.rank();
+        let parents: Vec<Comm> = (0..threads).map(|_| world.dup().unwrap()).collect();
+        let sum = |c: &Comm| {
+            let mut x = u64::from(r).to_ne_bytes().to_vec();
+            c.allreduce(&mut x, Datatype::U64, ReduceOp::Sum).unwrap();
+            let want: u64 = c.world_ranks().iter().map(|&w| u64::from(w)).sum();
+            assert_eq!(x, want.to_ne_bytes(), "allreduce on a new communicator");
+        };
+        let made: Vec<Vec<u32>> = std::thread::scope(|s| {
+            let handles: Vec<_> = parents
+                .iter()
+                .enumerate()
+                .map(|(t, parent)| {
+                    s.spawn(move || {
+                        let mut contexts = Vec::new();
+                        // The leaders meet over a communicator whose ranks are the world's
+                        // reversed.
+                        let peer = parent.split(Some(0), (n - r) as i32).unwrap().unwrap();
+                        assert_eq!(peer.rank(), n - 1 - r);
+                        contexts.push(peer.p2p_context());
+                        for _ in 0..rounds {
+                            let d = parent.dup().unwrap();
+                            sum(&d);
+                            contexts.push(d.p2p_context());
+                            let half = parent.split(Some(r % 2), (n - r) as i32).unwrap().unwrap();
+                            sum(&half);
+                            contexts.push(half.p2p_context());
+                            let high: Vec<u32> = (n / 2..n).collect();
+                            if let Some(g) = parent.create_group(&high, t as u32).unwrap() {
+                                sum(&g);
+                                contexts.push(g.p2p_context());
+                            }
+                            let local = parent
+                                .split(Some(u32::from(r < n / 2)), r as i32)
+                                .unwrap()
+                                .unwrap();
+                            contexts.push(local.p2p_context());
+                            let leader = if r < n / 2 { n / 2 } else { 0 };
+                            let ic = local
+                                .intercomm_create(0, Some(&peer), n - 1 - leader, 99)
+                                .unwrap();
+                            contexts.push(ic.remote.p2p_context());
+                            contexts.push(ic.local.p2p_context());
+                            let icd = ic.dup().unwrap();
+                            contexts.push(icd.remote.p2p_context());
+                            contexts.push(icd.local.p2p_context());
+                            let m = ic.merge(r < n / 2).unwrap();
+                            sum(&m);
+                            contexts.push(m.p2p_context());
+                        }
+                        contexts
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut all: Vec<u32> = made.into_iter().flatten().collect();
+        let count = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(
+            all.len(),
+            count,
+            "rank {r}: two communicators made at once share a context"
+        );
+    });
+}
+
+#[test]
+fn concurrent_creations_shm() {
+    concurrent_creations(MethodKind::Shm, 4, 4, 5);
+}
+
+#[test]
+fn concurrent_creations_tcp() {
+    concurrent_creations(MethodKind::Tcp, 3, 3, 3);
+}
+
+/// A creation waiting for a member that makes another communicator first never keeps that
+/// other creation from completing: rank 0 makes `x` and `y` (and a duplicate of a one-member
+/// communicator, as `MPI_Comm_dup(MPI_COMM_SELF)`) on three threads at once, while rank 1
+/// makes `y` first and `x` only after it.
+fn creation_waits_for_nobody(method: MethodKind) {
+    job(2, config(method), move |agent| {
+        let world = Comm::world(&agent);
+        let r = world.rank();
+        let x = world.dup().unwrap();
+        let y = world.dup().unwrap();
+        let alone = world.split(Some(r), 0).unwrap().unwrap();
+        let made = if r == 0 {
+            std::thread::scope(|s| {
+                let a = s.spawn(|| x.dup().unwrap().p2p_context());
+                let b = s.spawn(|| {
+                    let one = alone.dup().unwrap().p2p_context();
+                    (one, y.dup().unwrap().p2p_context())
+                });
+                let (one, yd) = b.join().unwrap();
+                vec![a.join().unwrap(), one, yd]
+            })
+        } else {
+            let yd = y.dup().unwrap().p2p_context();
+            let one = alone.dup().unwrap().p2p_context();
+            vec![x.dup().unwrap().p2p_context(), one, yd]
+        };
+        let mut distinct = made.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 3, "rank {r}: contexts {made:?}");
+    });
+}
+
+#[test]
+fn creation_waits_for_nobody_shm() {
+    creation_waits_for_nobody(MethodKind::Shm);
 }
