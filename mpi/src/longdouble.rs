@@ -96,6 +96,23 @@ fn is_nan(x: &Ld) -> bool {
     exp == 0x7fff && frac != 0
 }
 
+/// Whether `x` is zero (of either sign): what C's `x != 0` tests for the logical operations.
+#[cfg(target_arch = "x86_64")]
+fn is_zero(x: &Ld) -> bool {
+    u16::from_le_bytes([x[8], x[9]]) & 0x7fff == 0 && x[..8] == [0; 8]
+}
+
+/// 1 or 0 as a `long double`, the result of a logical operation (as C gives it).
+#[cfg(target_arch = "x86_64")]
+fn truth(b: bool) -> Ld {
+    let mut v: Ld = [0; 16];
+    if b {
+        v[..8].copy_from_slice(&(1u64 << 63).to_le_bytes());
+        v[8..10].copy_from_slice(&16383u16.to_le_bytes());
+    }
+    v
+}
+
 fn ld(b: &[u8]) -> Ld {
     let mut v: Ld = [0; 16];
     v.copy_from_slice(&b[..16]);
@@ -113,6 +130,11 @@ pub fn reduction(t: Handle, o: Handle) -> Option<Reduction> {
                 op::PROD => |x, y| arith(x, y, Arith::Mul),
                 op::MIN => |x, y| if less(x, y) { *x } else { *y },
                 op::MAX => |x, y| if less(y, x) { *x } else { *y },
+                // MPICH's extension: the logical operations on floating types, as on `float`
+                // and `double` (a value is true when it is not zero).
+                op::LAND => |x, y| truth(!is_zero(x) && !is_zero(y)),
+                op::LOR => |x, y| truth(!is_zero(x) || !is_zero(y)),
+                op::LXOR => |x, y| truth(!is_zero(x) != !is_zero(y)),
                 _ => return None,
             };
             Some(Reduction::user(16, move |inc: &[u8], acc: &mut [u8]| {
@@ -209,5 +231,18 @@ mod tests {
         // 2^63 + 1 needs the 64-bit significand (an f64 would round it to 2^63).
         let big = int((1 << 63) + 1);
         assert_eq!(arith(&int(1 << 63), &int(1), Arith::Add), big);
+    }
+
+    #[test]
+    fn logical_operations_give_one_or_zero() {
+        let zero: Ld = [0; 16];
+        let mut minus_zero = zero;
+        minus_zero[9] = 0x80;
+        assert_eq!(truth(true), int(1));
+        assert!(is_zero(&zero) && is_zero(&minus_zero) && !is_zero(&int(3)));
+        let red = reduction(dt::LONG_DOUBLE, op::LXOR).expect("LXOR on long double");
+        let mut acc = [int(2), zero, int(5), minus_zero].concat();
+        red.combine(&[int(7), int(1), zero, zero].concat(), &mut acc);
+        assert_eq!(acc, [zero, int(1), int(1), zero].concat());
     }
 }
