@@ -409,6 +409,8 @@ const COMM_TYPE_SHARED: c_int = 1;
 const COMM_TYPE_HW_GUIDED: c_int = 2;
 /// `MPI_COMM_TYPE_HW_UNGUIDED` (MPI 4.0).
 const COMM_TYPE_HW_UNGUIDED: c_int = 3;
+/// `MPIX_COMM_TYPE_NEIGHBORHOOD` (MPICH's extension; see [`crate::neighborhood`]).
+const COMM_TYPE_NEIGHBORHOOD: c_int = 4;
 /// The info key naming a hardware level (`MPI_COMM_TYPE_HW_GUIDED`/`_UNGUIDED`).
 const HW_KEY: &std::ffi::CStr = c"mpi_hw_resource_type";
 /// The one hardware level known here: the node, whose processes share memory.
@@ -451,7 +453,9 @@ fn guided_node(info: Handle) -> Result<bool, MpiError> {
 /// `mpi_hw_resource_type` and gives `MPI_COMM_NULL` otherwise; `MPI_COMM_TYPE_HW_UNGUIDED`
 /// splits by node where the members span more than one (a strict subset), naming the level
 /// in `info`, and gives `MPI_COMM_NULL` to every member otherwise (the node is the only level
-/// known). `MPI_UNDEFINED` gives `MPI_COMM_NULL`. On an intercommunicator (as MPICH) the
+/// known). `MPIX_COMM_TYPE_NEIGHBORHOOD` groups the members that see the directory named by
+/// `nbhd_common_dirname` (see [`crate::neighborhood`]; on an intercommunicator it gives
+/// `MPI_COMM_NULL`). `MPI_UNDEFINED` gives `MPI_COMM_NULL`. On an intercommunicator (as MPICH) the
 /// result is an intercommunicator of the local and remote members on each node (see
 /// [`crate::inter::split`]).
 ///
@@ -473,12 +477,18 @@ pub(crate) unsafe fn split_type(
         return Err(MpiError::new(err::ARG, "newcomm is NULL"));
     }
     if split_type != abi::UNDEFINED
-        && !(COMM_TYPE_SHARED..=COMM_TYPE_HW_UNGUIDED).contains(&split_type)
+        && !(COMM_TYPE_SHARED..=COMM_TYPE_NEIGHBORHOOD).contains(&split_type)
     {
         return Err(MpiError::new(
             err::ARG,
             format!("split type {split_type} is not known"),
         ));
+    }
+    if split_type == COMM_TYPE_NEIGHBORHOOD && c.inter.is_none() {
+        let color = crate::neighborhood::color(&c.comm, info)?;
+        let h = split_by(rt, &c, color, key)?;
+        // SAFETY: the caller's handle, checked not NULL.
+        return unsafe { put(newcomm, h, "newcomm") };
     }
     let guided = split_type == COMM_TYPE_HW_GUIDED && guided_node(info)?;
     // Every member's host name (of both groups for an intercommunicator), so that members on

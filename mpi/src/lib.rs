@@ -98,6 +98,7 @@ mod largetypes;
 mod longdouble;
 mod misc;
 mod mprobe;
+mod neighborhood;
 mod op;
 mod p2p;
 mod part;

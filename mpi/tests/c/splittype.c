@@ -1,7 +1,8 @@
 /* MPI_Comm_split_type: MPI_COMM_TYPE_HW_GUIDED (info key mpi_hw_resource_type), 
    MPI_COMM_TYPE_HW_UNGUIDED (strict subsets, the level named in the info), on an
    intercommunicator; and MPI_Neighbor_alltoallw (blocking, nonblocking, persistent) with
-   MPI_BOTTOM and absolute displacements. Every rank runs on one host. */
+   MPI_BOTTOM and absolute displacements; MPIX_COMM_TYPE_NEIGHBORHOOD. Every rank runs on one
+   host. */
 #include "common.h"
 
 /* The value of mpi_hw_resource_type in `info`, or "" when it has none. */
@@ -182,6 +183,37 @@ int main(int argc, char **argv) {
     OK(wrank, "neighbor_alltoallw from MPI_BOTTOM: %d %d", rbuf[3], rbuf[0]);
 
     OK(wrank, "done");
+    /* MPIX_COMM_TYPE_NEIGHBORHOOD (MPICH's extension): the ranks that see the directory
+       named by nbhd_common_dirname; all of them here for the current directory (one file
+       system), keys ordering the ranks backwards; MPI_COMM_NULL without the key and, on
+       viaduct, for a directory that does not exist. */
+    {
+        MPI_Info info;
+        MPI_Comm c;
+        int r, size;
+        CHECK(MPI_Info_create(&info) == MPI_SUCCESS);
+        CHECK(MPI_Info_set(info, "nbhd_common_dirname", ".") == MPI_SUCCESS);
+        CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPIX_COMM_TYPE_NEIGHBORHOOD, n - wrank, info, &c) == MPI_SUCCESS);
+        CHECK(c != MPI_COMM_NULL);
+        CHECK(MPI_Comm_size(c, &size) == MPI_SUCCESS && MPI_Comm_rank(c, &r) == MPI_SUCCESS);
+        CHECK(size == n && r == n - 1 - wrank);
+        CHECK(MPI_Comm_free(&c) == MPI_SUCCESS);
+        /* (MPICH 4.0.2 gives rank 0 MPI_COMM_NULL and leaves the others waiting when every
+           rank names the same missing directory, so that case runs on viaduct only.) */
+        char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+        int liblen;
+        CHECK(MPI_Get_library_version(lib, &liblen) == MPI_SUCCESS);
+        if (strstr(lib, "viaduct") != NULL) {
+            CHECK(MPI_Info_set(info, "nbhd_common_dirname", "./no-such-directory-here") == MPI_SUCCESS);
+            CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPIX_COMM_TYPE_NEIGHBORHOOD, 0, info, &c) == MPI_SUCCESS);
+            CHECK(c == MPI_COMM_NULL);
+        }
+        CHECK(MPI_Info_delete(info, "nbhd_common_dirname") == MPI_SUCCESS);
+        CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPIX_COMM_TYPE_NEIGHBORHOOD, 0, info, &c) == MPI_SUCCESS);
+        CHECK(c == MPI_COMM_NULL);
+        CHECK(MPI_Info_free(&info) == MPI_SUCCESS);
+        OK(wrank, "neighborhood: %d ranks see the directory", size);
+    }
     MPI_Finalize();
     return 0;
 }
