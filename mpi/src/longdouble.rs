@@ -134,7 +134,7 @@ pub fn reduction(t: Handle, o: Handle) -> Option<Reduction> {
                 // and `double` (a value is true when it is not zero).
                 op::LAND => |x, y| truth(!is_zero(x) && !is_zero(y)),
                 op::LOR => |x, y| truth(!is_zero(x) || !is_zero(y)),
-                op::LXOR => |x, y| truth(!is_zero(x) != !is_zero(y)),
+                op::LXOR => |x, y| truth(is_zero(x) != is_zero(y)),
                 _ => return None,
             };
             Some(Reduction::user(16, move |inc: &[u8], acc: &mut [u8]| {
