@@ -74,6 +74,11 @@ pub use crate::limits::MAX_LIVE_COMMS;
 use crate::reserve::Reserve;
 pub use crate::reserve::{NESTED_DUPS, RESERVED_DUPS};
 
+/// A communicator creation on the rank of `shared` (see `crate::creation`).
+fn creation(shared: &crate::agent::Shared) -> Creation<'_> {
+    Creation::enter(&shared.creations, &shared.next_context, &shared.live_comms)
+}
+
 /// The ids every member of a new communicator on contexts from `ctx` moves past: `width` of
 /// its own, then those of its reserved duplicates ([`Reserve::span`]).
 fn past(ctx: u32, width: u32) -> Result<u32, AgentError> {
@@ -340,7 +345,7 @@ impl Comm {
         if color == Some(u32::MAX) {
             return Err(AgentError::BadColor(u32::MAX));
         }
-        let mut creation = Creation::enter(&self.inner.p2p.shared);
+        let mut creation = creation(&self.inner.p2p.shared);
         let parse = |b: &[u8]| -> (u32, i32, u32) {
             let w = |i: usize| [b[i], b[i + 1], b[i + 2], b[i + 3]];
             (
@@ -468,7 +473,7 @@ impl Comm {
         }
         let tag = GROUP_TAG_BASE | (tag & 0x00ff_ffff);
         let shared = &self.inner.p2p.shared;
-        let mut creation = Creation::enter(shared);
+        let mut creation = creation(shared);
         let ctx = loop {
             let ctx = self.group_round(&world, tag, creation.offer())?;
             let to = past(ctx, 2)?;
@@ -608,7 +613,7 @@ impl Comm {
         tag: u32,
     ) -> Result<Intercomm, AgentError> {
         self.to_world(leader)?;
-        let mut creation = Creation::enter(&self.inner.p2p.shared);
+        let mut creation = creation(&self.inner.p2p.shared);
         let words = loop {
             let next = self.max_next(&creation)?;
             let words = if self.rank() == leader {
@@ -967,7 +972,7 @@ impl Intercomm {
     /// run until every member of both groups held its claim; every member then moves past
     /// `width` contexts from the agreed one and their reserved duplicates.
     fn agreed(&self, word: u32, width: u32) -> Result<(u32, u32), AgentError> {
-        let mut creation = Creation::enter(&self.local.inner.p2p.shared);
+        let mut creation = creation(&self.local.inner.p2p.shared);
         loop {
             let (ctx, theirs) = self.agree(&creation, word)?;
             let to = past(ctx, width)?;

@@ -23,11 +23,11 @@
 //! then sleeps a little longer each time (with jitter), so that two creations that keep
 //! meeting on several ranks stop meeting.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::agent::Shared;
+use crate::limits::MAX_LIVE_COMMS;
 
 /// The claims of the creations in progress on one rank.
 #[derive(Debug, Default)]
@@ -52,19 +52,30 @@ impl Creations {
 
 /// One communicator creation in progress on this rank (its claim goes when it is dropped).
 pub(crate) struct Creation<'a> {
-    shared: &'a Shared,
+    /// The claims of this rank's creations.
+    claims: &'a Creations,
+    /// The rank's counter: the lowest context id its communicators do not use yet.
+    next_context: &'a AtomicU32,
+    /// The rank's live communicators.
+    live_comms: &'a AtomicU32,
     id: u64,
     failed: u32,
 }
 
 impl<'a> Creation<'a> {
-    /// Starts a creation on this rank.
-    pub(crate) fn enter(shared: &'a Shared) -> Creation<'a> {
-        let mut c = shared.creations.lock();
+    /// Starts a creation on a rank with these claims, counter and live communicators.
+    pub(crate) fn enter(
+        claims: &'a Creations,
+        next_context: &'a AtomicU32,
+        live_comms: &'a AtomicU32,
+    ) -> Creation<'a> {
+        let mut c = claims.lock();
         let id = c.next_id;
         c.next_id += 1;
         Creation {
-            shared,
+            claims,
+            next_context,
+            live_comms,
             id,
             failed: 0,
         }
@@ -72,22 +83,22 @@ impl<'a> Creation<'a> {
 
     /// This rank's offer for the next agreement: its counter or, past it, the end of the
     /// last claim in progress; `u32::MAX` (no ids for anyone) when the rank holds
-    /// [`crate::comm::MAX_LIVE_COMMS`] communicators.
+    /// [`MAX_LIVE_COMMS`] communicators.
     pub(crate) fn offer(&self) -> u32 {
-        if self.shared.live_comms.load(Ordering::Relaxed) >= crate::comm::MAX_LIVE_COMMS {
+        if self.live_comms.load(Ordering::Relaxed) >= MAX_LIVE_COMMS {
             return u32::MAX;
         }
-        let c = self.shared.creations.lock();
-        let next = self.shared.next_context.load(Ordering::Relaxed);
+        let c = self.claims.lock();
+        let next = self.next_context.load(Ordering::Relaxed);
         c.held.iter().map(|h| h.2).fold(next, u32::max)
     }
 
     /// Claims ids `from..to` on this rank for this creation; `false` when some are below the
     /// counter or claimed by another creation in progress.
     pub(crate) fn claim(&mut self, from: u32, to: u32) -> bool {
-        let mut c = self.shared.creations.lock();
+        let mut c = self.claims.lock();
         c.held.retain(|h| h.0 != self.id);
-        let below = from < self.shared.next_context.load(Ordering::Relaxed);
+        let below = from < self.next_context.load(Ordering::Relaxed);
         if below || c.held.iter().any(|h| h.1 < to && from < h.2) {
             return false;
         }
@@ -100,12 +111,12 @@ impl<'a> Creation<'a> {
     /// before the next round (`false`).
     pub(crate) fn settle(&mut self, all_held: bool, to: u32) -> bool {
         if all_held {
-            let mut c = self.shared.creations.lock();
-            self.shared.next_context.fetch_max(to, Ordering::Relaxed);
+            let mut c = self.claims.lock();
+            self.next_context.fetch_max(to, Ordering::Relaxed);
             c.held.retain(|h| h.0 != self.id);
             return true;
         }
-        self.shared.creations.lock().held.retain(|h| h.0 != self.id);
+        self.claims.lock().held.retain(|h| h.0 != self.id);
         self.failed += 1;
         pause(self.failed, self.id);
         false
@@ -115,7 +126,7 @@ impl<'a> Creation<'a> {
 impl Drop for Creation<'_> {
     fn drop(&mut self) {
         let id = self.id;
-        self.shared.creations.lock().held.retain(|h| h.0 != id);
+        self.claims.lock().held.retain(|h| h.0 != id);
     }
 }
 
