@@ -116,6 +116,7 @@ mod ulfm;
 mod vcoll;
 mod win;
 mod winacc;
+mod wininfo;
 mod winlock;
 mod winpscw;
 mod winshm;

@@ -561,7 +561,7 @@ mpi_fn! {
 }
 
 /// A new info object holding `pairs`.
-fn info_of(pairs: Pairs) -> Handle {
+pub(crate) fn info_of(pairs: Pairs) -> Handle {
     let h = NEXT_INFO.fetch_add(1, Ordering::Relaxed);
     infos()
         .lock()

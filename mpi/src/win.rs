@@ -235,7 +235,7 @@ pub(crate) fn check_args(size: MpiAint, disp_unit: c_int) -> Result<(), MpiError
 mpi_fn! {
     /// `MPI_Win_create` (collective): a window over the program's memory.
     MPI_Win_create / PMPI_Win_create(base: *mut c_void, size: MpiAint, disp_unit: c_int, info: Handle, comm: Handle, win: *mut Handle) on comm => {
-        let _ = info;
+        let hints = crate::wininfo::known(info)?;
         check_args(size, disp_unit)?;
         if win.is_null() {
             return Err(MpiError::new(err::ARG, "win is NULL"));
@@ -244,6 +244,7 @@ mpi_fn! {
             return Err(MpiError::new(err::BUFFER, "base is NULL and size is not 0"));
         }
         let h = create(base as usize, size, disp_unit, comm, FLAVOR_CREATE)?;
+        crate::wininfo::set(h, hints);
         // SAFETY: the caller's handle, checked not NULL.
         unsafe { put(win, h, "win") }
     }
@@ -253,7 +254,7 @@ mpi_fn! {
     /// `MPI_Win_allocate` (collective): a window over memory of the library (`malloc`), freed
     /// by `MPI_Win_free`.
     MPI_Win_allocate / PMPI_Win_allocate(size: MpiAint, disp_unit: c_int, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) on comm => {
-        let _ = info;
+        let hints = crate::wininfo::known(info)?;
         check_args(size, disp_unit)?;
         if win.is_null() || baseptr.is_null() {
             return Err(MpiError::new(err::ARG, "baseptr or win is NULL"));
@@ -271,6 +272,7 @@ mpi_fn! {
                 return Err(e);
             }
         };
+        crate::wininfo::set(h, hints);
         // SAFETY: the caller's `void **` and handle, checked not NULL.
         unsafe {
             put(baseptr.cast::<*mut c_void>(), p, "baseptr")?;
@@ -300,6 +302,7 @@ mpi_fn! {
         w.comm.barrier().map_err(|e| MpiError::from(e).on(key))?;
         crate::winpscw::drop_exposure(&w);
         lock(table()).remove(&key);
+        crate::wininfo::forget(key);
         // Every member passed the barrier, so every origin's passive epoch ended (its unlock
         // took its reply): no request for the service comes any more.
         crate::winlock::stop_service(&w);
@@ -324,11 +327,12 @@ mpi_fn! {
     /// memory with `MPI_Win_attach`, and a target displacement is an address of the target
     /// (`MPI_Get_address`), checked against its attached regions.
     MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: Handle, comm: Handle, win: *mut Handle) on comm => {
-        let _ = info;
+        let hints = crate::wininfo::known(info)?;
         if win.is_null() {
             return Err(MpiError::new(err::ARG, "win is NULL"));
         }
         let h = create(0, 0, 1, comm, FLAVOR_DYNAMIC)?;
+        crate::wininfo::set(h, hints);
         // SAFETY: the caller's handle, checked not NULL.
         unsafe { put(win, h, "win") }
     }
@@ -381,23 +385,25 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_Win_get_info`: a new, empty info object (no hint is used).
+    /// `MPI_Win_get_info`: a new info object with the six window hints, as set or their
+    /// defaults (see `crate::wininfo`).
     MPI_Win_get_info / PMPI_Win_get_info(win: Handle, info_used: *mut Handle) on win => {
         self::win(win)?;
         if info_used.is_null() {
             return Err(MpiError::new(err::ARG, "info_used is NULL"));
         }
-        let h = crate::misc::new_info();
+        let h = crate::misc::info_of(crate::wininfo::get(win));
         // SAFETY: the caller's handle, checked not NULL.
         unsafe { put(info_used, h, "info_used") }
     }
 }
 
 mpi_fn! {
-    /// `MPI_Win_set_info` (collective): hints are accepted and not used.
+    /// `MPI_Win_set_info` (collective): the window hints are kept for `MPI_Win_get_info`
+    /// (none changes how the window works), other keys ignored.
     MPI_Win_set_info / PMPI_Win_set_info(win: Handle, info: Handle) on win => {
-        let _ = info;
         self::win(win)?;
+        crate::wininfo::set(win, crate::wininfo::known(info)?);
         Ok(())
     }
 }

@@ -216,7 +216,7 @@ mpi_fn! {
     /// `MPI_Win_allocate_shared` (collective): a window over memory every rank of the
     /// communicator (all on one node) can load and store; parts are contiguous in rank order.
     MPI_Win_allocate_shared / PMPI_Win_allocate_shared(size: MpiAint, disp_unit: c_int, info: Handle, comm: Handle, baseptr: *mut c_void, win: *mut Handle) on comm => {
-        let _ = info;
+        let hints = crate::wininfo::known(info)?;
         win::check_args(size, disp_unit)?;
         if win.is_null() || baseptr.is_null() {
             return Err(MpiError::new(err::ARG, "baseptr or win is NULL"));
@@ -228,6 +228,7 @@ mpi_fn! {
         // A part of size 0 has no memory: its base is NULL (as MPICH gives).
         let base = if m.parts[me].1 == 0 { 0 } else { m.addr + m.parts[me].0 };
         let h = win::create_on(dup, base, size, disp_unit, win::FLAVOR_SHARED, Some(m))?;
+        crate::wininfo::set(h, hints);
         // SAFETY: the caller's `void **` and handle, checked not NULL.
         unsafe {
             put(baseptr.cast::<*mut c_void>(), base as *mut c_void, "baseptr")?;

@@ -1,6 +1,6 @@
 /* Dynamic windows: MPI_Win_create_dynamic, MPI_Win_attach of a buffer, displacements as
    absolute addresses (MPI_Get_address) exchanged by an allgather, put and get under lock_all
-   with a flush, MPI_Win_detach; MPI_Win_get_info/MPI_Win_set_info; an access to memory that is
+   with a flush, MPI_Win_detach; MPI_Win_get_info/MPI_Win_set_info (hints as set, defaults, an unknown key ignored); an access to memory that is
    not attached giving MPI_ERR_RMA_RANGE (checked on viaduct only: MPICH 4.0.2 does not check
    the target's attached regions). */
 #include "common.h"
@@ -22,7 +22,19 @@ int main(int argc, char **argv) {
     CHECK(MPI_Info_free(&info) == MPI_SUCCESS);
     CHECK(MPI_Info_create(&info) == MPI_SUCCESS);
     CHECK(MPI_Info_set(info, "no_locks", "false") == MPI_SUCCESS);
+    CHECK(MPI_Info_set(info, "accumulate_ops", "same_op") == MPI_SUCCESS);
+    CHECK(MPI_Info_set(info, "invalid_test_key", "true") == MPI_SUCCESS);
     CHECK(MPI_Win_set_info(win, info) == MPI_SUCCESS);
+    CHECK(MPI_Info_free(&info) == MPI_SUCCESS);
+    /* The window hints as set, the others' defaults; an unknown key is ignored. */
+    char hv[MPI_MAX_INFO_VAL + 1];
+    int got;
+    CHECK(MPI_Win_get_info(win, &info) == MPI_SUCCESS);
+    CHECK(MPI_Info_get(info, "no_locks", MPI_MAX_INFO_VAL, hv, &got) == MPI_SUCCESS && got && strcmp(hv, "false") == 0);
+    CHECK(MPI_Info_get(info, "accumulate_ops", MPI_MAX_INFO_VAL, hv, &got) == MPI_SUCCESS && got && strcmp(hv, "same_op") == 0);
+    CHECK(MPI_Info_get(info, "accumulate_ordering", MPI_MAX_INFO_VAL, hv, &got) == MPI_SUCCESS && got && strcmp(hv, "rar,raw,war,waw") == 0);
+    CHECK(MPI_Info_get(info, "same_size", MPI_MAX_INFO_VAL, hv, &got) == MPI_SUCCESS && got && strcmp(hv, "false") == 0);
+    CHECK(MPI_Info_get(info, "invalid_test_key", MPI_MAX_INFO_VAL, hv, &got) == MPI_SUCCESS && !got);
     CHECK(MPI_Info_free(&info) == MPI_SUCCESS);
     OK(rank, "dynamic flavor %d, info calls ok", *flavor == MPI_WIN_FLAVOR_DYNAMIC);
 
