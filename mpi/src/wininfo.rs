@@ -24,15 +24,18 @@ const KEYS: [(&str, &str); 6] = [
     ("alloc_shared_noncontig", "false"),
 ];
 
+/// Hints as (key, value) pairs.
+type Hints = Vec<(String, String)>;
+
 /// The hints set on each window (the known keys only).
-fn table() -> &'static Mutex<HashMap<Handle, Vec<(String, String)>>> {
-    static T: OnceLock<Mutex<HashMap<Handle, Vec<(String, String)>>>> = OnceLock::new();
+fn table() -> &'static Mutex<HashMap<Handle, Hints>> {
+    static T: OnceLock<Mutex<HashMap<Handle, Hints>>> = OnceLock::new();
     T.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
 /// The known hints of `info` (`MPI_ERR_INFO` when it is no info object), read before a window
 /// is made so that a bad handle fails the call with nothing made.
-pub(crate) fn known(info: Handle) -> Result<Vec<(String, String)>, MpiError> {
+pub(crate) fn known(info: Handle) -> Result<Hints, MpiError> {
     Ok(crate::misc::hints_of(info)?
         .into_iter()
         .filter(|(k, _)| KEYS.iter().any(|(key, _)| key == k))
@@ -40,7 +43,7 @@ pub(crate) fn known(info: Handle) -> Result<Vec<(String, String)>, MpiError> {
 }
 
 /// Sets `hints` on window `win` (a key set again takes the new value).
-pub(crate) fn set(win: Handle, hints: Vec<(String, String)>) {
+pub(crate) fn set(win: Handle, hints: Hints) {
     let mut t = table().lock().unwrap_or_else(|e| e.into_inner());
     let kept = t.entry(win).or_default();
     for (k, v) in hints {
@@ -52,7 +55,7 @@ pub(crate) fn set(win: Handle, hints: Vec<(String, String)>) {
 }
 
 /// Every window hint of `win`: the value set, else the default.
-pub(crate) fn get(win: Handle) -> Vec<(String, String)> {
+pub(crate) fn get(win: Handle) -> Hints {
     let t = table().lock().unwrap_or_else(|e| e.into_inner());
     let kept = t.get(&win);
     KEYS.iter()
