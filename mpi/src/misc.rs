@@ -614,14 +614,18 @@ mpi_fn! {
         rt()?.comm_local(comm)?;
         let pairs = with_info(info, |v| v.clone())?;
         let mut h = comm_hints().lock().unwrap_or_else(|e| e.into_inner());
-        let kept = h.entry(comm).or_default();
-        for (k, v) in pairs {
-            match kept.iter_mut().find(|(kk, _)| *kk == k) {
-                Some(p) => p.1 = v,
-                None => kept.push((k, v)),
-            }
-        }
+        merge_hints(h.entry(comm).or_default(), pairs);
         Ok(())
+    }
+}
+
+/// Sets `pairs` in `kept`: a key already there takes the new value, a new key goes last.
+pub(crate) fn merge_hints(kept: &mut Pairs, pairs: Pairs) {
+    for (k, v) in pairs {
+        match kept.iter_mut().find(|(kk, _)| *kk == k) {
+            Some(p) => p.1 = v,
+            None => kept.push((k, v)),
+        }
     }
 }
 

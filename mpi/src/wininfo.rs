@@ -45,13 +45,7 @@ pub(crate) fn known(info: Handle) -> Result<Hints, MpiError> {
 /// Sets `hints` on window `win` (a key set again takes the new value).
 pub(crate) fn set(win: Handle, hints: Hints) {
     let mut t = table().lock().unwrap_or_else(|e| e.into_inner());
-    let kept = t.entry(win).or_default();
-    for (k, v) in hints {
-        match kept.iter_mut().find(|(kk, _)| *kk == k) {
-            Some(p) => p.1 = v,
-            None => kept.push((k, v)),
-        }
-    }
+    crate::misc::merge_hints(t.entry(win).or_default(), hints);
 }
 
 /// Every window hint of `win`: the value set, else the default.
