@@ -79,7 +79,7 @@ fn dup_as(comm: Handle, quick: bool) -> Result<Handle, MpiError> {
             let _ = rt.remove_comm(h);
             return Err(e);
         }
-        crate::misc::copy_hints(comm, h);
+        crate::comminfo::copy(comm, h);
         return Ok(h);
     }
     let d = match quick.then(|| c.comm.idup()).flatten() {
@@ -98,7 +98,7 @@ fn dup_as(comm: Handle, quick: bool) -> Result<Handle, MpiError> {
         let _ = rt.remove_comm(h);
         return Err(e);
     }
-    crate::misc::copy_hints(comm, h);
+    crate::comminfo::copy(comm, h);
     Ok(h)
 }
 
@@ -130,12 +130,12 @@ mpi_fn! {
         // SAFETY: the caller's handle (or NULL).
         unsafe { crate::comm::clear_new_comm(newcomm) };
         rt()?.comm_any(comm)?;
-        let hints = crate::misc::hints_of(info)?;
+        let hints = crate::comminfo::known(info)?;
         if newcomm.is_null() {
             return Err(MpiError::new(err::ARG, "newcomm is NULL"));
         }
         let h = dup(comm)?;
-        crate::misc::replace_hints(h, hints);
+        crate::comminfo::replace(h, hints);
         // SAFETY: the caller's handle, checked not NULL.
         unsafe { put(newcomm, h, "newcomm") }
     }
@@ -158,7 +158,7 @@ unsafe fn idup(
 ) -> Result<(), MpiError> {
     let rt = rt()?;
     rt.comm_any(comm)?;
-    let hints = hints.map(crate::misc::hints_of).transpose()?;
+    let hints = hints.map(crate::comminfo::known).transpose()?;
     if newcomm.is_null() || request.is_null() {
         return Err(MpiError::new(err::ARG, "newcomm or request is NULL"));
     }
@@ -169,7 +169,7 @@ unsafe fn idup(
         Err(e) => (abi::COMM_NULL, failed_request(e)),
     };
     if let Some(p) = hints.filter(|_| h != abi::COMM_NULL) {
-        crate::misc::replace_hints(h, p);
+        crate::comminfo::replace(h, p);
     }
     let meta = crate::request::Meta::Coll {
         comm,
@@ -274,7 +274,7 @@ mpi_fn! {
         rt.comm_local(*h).map_err(|e| e.on(*h))?;
         crate::attr::delete_all(Kind::Comm, *h).map_err(|e| e.on(*h))?;
         crate::topo::forget(*h);
-        crate::misc::forget_hints(*h);
+        crate::comminfo::forget(*h);
         rt.remove_comm(*h).map_err(|e| e.on(*h))?;
         *h = abi::COMM_NULL;
         Ok(())

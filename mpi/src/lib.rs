@@ -76,6 +76,7 @@ mod alias;
 mod attr;
 mod coll;
 mod comm;
+mod comminfo;
 mod datarep;
 mod datatype;
 mod env;

@@ -248,7 +248,7 @@ pub fn free_handler(h: Handle) -> bool {
 }
 
 /// The key/value pairs of one `MPI_Info`, in the order set.
-type Pairs = Vec<(String, String)>;
+pub(crate) type Pairs = Vec<(String, String)>;
 
 /// `MPI_Info` objects.
 fn infos() -> &'static Mutex<HashMap<Handle, Pairs>> {
@@ -293,7 +293,9 @@ pub(crate) unsafe fn put_c(s: &str, out: *mut c_char, max: usize) {
     }
 }
 
-fn with_info<T>(h: Handle, f: impl FnOnce(&mut Pairs) -> T) -> Result<T, MpiError> {
+/// Runs `f` on the pairs of info object `h` (none for the environment's info);
+/// `MPI_ERR_INFO` when `h` is no info object.
+pub(crate) fn with_info<T>(h: Handle, f: impl FnOnce(&mut Pairs) -> T) -> Result<T, MpiError> {
     if h == INFO_ENV {
         return Ok(f(&mut Vec::new()));
     }
@@ -601,24 +603,6 @@ mpi_fn! {
     }
 }
 
-/// The hints set on communicators (`MPI_Comm_set_info`), by communicator.
-fn comm_hints() -> &'static Mutex<HashMap<Handle, Pairs>> {
-    static H: OnceLock<Mutex<HashMap<Handle, Pairs>>> = OnceLock::new();
-    H.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-mpi_fn! {
-    /// `MPI_Comm_set_info`: the hints are kept (none changes how the communicator works here)
-    /// and given back by `MPI_Comm_get_info`; a key set again takes the new value.
-    MPI_Comm_set_info / PMPI_Comm_set_info(comm: Handle, info: Handle) on comm => {
-        rt()?.comm_local(comm)?;
-        let pairs = with_info(info, |v| v.clone())?;
-        let mut h = comm_hints().lock().unwrap_or_else(|e| e.into_inner());
-        merge_hints(h.entry(comm).or_default(), pairs);
-        Ok(())
-    }
-}
-
 /// Sets `pairs` in `kept`: a key already there takes the new value, a new key goes last.
 pub(crate) fn merge_hints(kept: &mut Pairs, pairs: Pairs) {
     for (k, v) in pairs {
@@ -629,17 +613,24 @@ pub(crate) fn merge_hints(kept: &mut Pairs, pairs: Pairs) {
     }
 }
 
-mpi_fn! {
-    /// `MPI_Comm_get_info`: a new info object with the hints set on the communicator.
-    MPI_Comm_get_info / PMPI_Comm_get_info(comm: Handle, info_used: *mut Handle) on comm => {
-        rt()?.comm_local(comm)?;
-        if info_used.is_null() {
-            return Err(MpiError::new(err::ARG, "info_used is NULL"));
-        }
-        let pairs = comm_hints().lock().unwrap_or_else(|e| e.into_inner()).get(&comm).cloned().unwrap_or_default();
-        // SAFETY: the caller's handle, checked not NULL.
-        unsafe { put(info_used, info_of(pairs), "info_used") }
-    }
+/// The pairs of `pairs` whose key is one of `keys` (hints an object knows; others are ignored).
+pub(crate) fn only_known(pairs: Pairs, keys: &[(&str, &str)]) -> Pairs {
+    pairs
+        .into_iter()
+        .filter(|(k, _)| keys.iter().any(|(key, _)| key == k))
+        .collect()
+}
+
+/// Every key of `keys` with the value set in `kept`, else its default, in the order of `keys`.
+pub(crate) fn with_defaults(kept: Option<&Pairs>, keys: &[(&str, &str)]) -> Pairs {
+    keys.iter()
+        .map(|&(k, default)| {
+            let v = kept
+                .and_then(|h| h.iter().find(|(kk, _)| kk == k))
+                .map_or(default, |(_, v)| v.as_str());
+            (k.to_owned(), v.to_owned())
+        })
+        .collect()
 }
 
 /// `MPI_INFO_NULL`.
@@ -652,30 +643,6 @@ pub(crate) fn hints_of(info: Handle) -> Result<Pairs, MpiError> {
         return Ok(Pairs::new());
     }
     with_info(info, |v| v.clone())
-}
-
-/// Gives communicator `to` the hints of `from` (`MPI_Comm_dup`).
-pub(crate) fn copy_hints(from: Handle, to: Handle) {
-    let mut h = comm_hints().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = h.get(&from).cloned() {
-        h.insert(to, p);
-    }
-}
-
-/// Replaces the hints of communicator `comm` by `pairs` (`MPI_Comm_dup_with_info`).
-pub(crate) fn replace_hints(comm: Handle, pairs: Pairs) {
-    comm_hints()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(comm, pairs);
-}
-
-/// Forgets the hints of freed communicator `comm`.
-pub(crate) fn forget_hints(comm: Handle) {
-    comm_hints()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&comm);
 }
 
 /// `MPIX_GPU_SUPPORT_CUDA`, `MPIX_GPU_SUPPORT_ZE`, `MPIX_GPU_SUPPORT_HIP`: the GPU kinds

@@ -25,7 +25,7 @@ const KEYS: [(&str, &str); 6] = [
 ];
 
 /// Hints as (key, value) pairs.
-type Hints = Vec<(String, String)>;
+type Hints = crate::misc::Pairs;
 
 /// The hints set on each window (the known keys only).
 fn table() -> &'static Mutex<HashMap<Handle, Hints>> {
@@ -36,10 +36,7 @@ fn table() -> &'static Mutex<HashMap<Handle, Hints>> {
 /// The known hints of `info` (`MPI_ERR_INFO` when it is no info object), read before a window
 /// is made so that a bad handle fails the call with nothing made.
 pub(crate) fn known(info: Handle) -> Result<Hints, MpiError> {
-    Ok(crate::misc::hints_of(info)?
-        .into_iter()
-        .filter(|(k, _)| KEYS.iter().any(|(key, _)| key == k))
-        .collect())
+    Ok(crate::misc::only_known(crate::misc::hints_of(info)?, &KEYS))
 }
 
 /// Sets `hints` on window `win` (a key set again takes the new value).
@@ -51,15 +48,7 @@ pub(crate) fn set(win: Handle, hints: Hints) {
 /// Every window hint of `win`: the value set, else the default.
 pub(crate) fn get(win: Handle) -> Hints {
     let t = table().lock().unwrap_or_else(|e| e.into_inner());
-    let kept = t.get(&win);
-    KEYS.iter()
-        .map(|&(k, default)| {
-            let v = kept
-                .and_then(|h| h.iter().find(|(kk, _)| kk == k))
-                .map_or(default, |(_, v)| v.as_str());
-            (k.to_owned(), v.to_owned())
-        })
-        .collect()
+    crate::misc::with_defaults(t.get(&win), &KEYS)
 }
 
 /// Forgets the hints of freed window `win`.

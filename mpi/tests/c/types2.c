@@ -273,6 +273,10 @@ int main(int argc, char **argv) {
     int buflen = sizeof val, flag;
     CHECK(MPI_Info_get_string(out, "mpi_assert_no_any_tag", &buflen, val, &flag) == MPI_SUCCESS);
     OK(rank, "comm info: assert flag %d value '%s' length %d", flag, flag ? val : "", flag ? buflen : -1);
+    /* A key the library does not know is ignored, not given back (MPICH's comm_info). */
+    buflen = sizeof val;
+    CHECK(MPI_Info_get_string(out, "my_key", &buflen, val, &flag) == MPI_SUCCESS);
+    OK(rank, "comm info: unknown key given back %d", flag);
     buflen = 3;
     CHECK(MPI_Info_get_string(info, "my_key", &buflen, val, &flag) == MPI_SUCCESS);
     OK(rank, "get_string short buffer: flag %d length %d value '%s'", flag, buflen, val);
