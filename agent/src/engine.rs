@@ -843,6 +843,20 @@ impl State {
                 Ready::StepDone { run } => self.book.xfer.step_done(run),
             }
         }
+        while let Some((peer, buf)) = self.book.xfer.pop_notice() {
+            work += 1;
+            // A request of its own: the failed run's request completed already.
+            let (_request, counter) = crate::request::Request::message(1);
+            let id = self.book.xfer_send(peer, 0, counter);
+            self.write(
+                peer,
+                Outbound {
+                    id,
+                    tag: wire::method_tag(Kind::Xfer, 0),
+                    buf: buf.into(),
+                },
+            );
+        }
         work
     }
 

@@ -483,6 +483,14 @@ pub(crate) fn is_truncated(e: &(dyn StdError + 'static)) -> bool {
     .is_some()
 }
 
+/// The length of the message that `e` says was truncated ([`AgentError::Truncated`]).
+pub(crate) fn truncated_len(e: &(dyn StdError + 'static)) -> Option<u64> {
+    find_in_chain(e, |c| match c.downcast_ref::<AgentError>() {
+        Some(AgentError::Truncated { len, .. }) => Some(*len),
+        _ => None,
+    })
+}
+
 pub(crate) fn failed_peer(e: &(dyn StdError + 'static)) -> Option<u32> {
     find_in_chain(e, |c| match c.downcast_ref::<AgentError>() {
         Some(AgentError::PeerFailed { peer, .. }) => Some(*peer),

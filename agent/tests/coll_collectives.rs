@@ -410,3 +410,44 @@ fn two_ranks_lengths_differ() {
         }
     }
 }
+
+/// A broadcast on 4 ranks (a binomial tree: rank 2 passes the root's message on to rank 3)
+/// where the root passes another length than the others, shorter and longer, small (whole
+/// messages along the tree) and past the small switch point (the xfer pipeline), blocking and
+/// nonblocking, over shm and tcp: every non-root rank gets an error, rank 3 too, whose parent
+/// failed before passing anything on; nobody waits for a message that never comes.
+#[test]
+fn bcast_lengths_differ() {
+    for method in [MethodKind::Shm, MethodKind::Tcp] {
+        for (root_len, other_len) in [(4, 40), (40, 4), (100_000, 200_000), (200_000, 100_000)] {
+            for blocking in [true, false] {
+                let errors = job(4, config(method), move |agent| {
+                    let comm = Comm::world(&agent);
+                    let len = if comm.rank() == 0 {
+                        root_len
+                    } else {
+                        other_len
+                    };
+                    let got = if blocking {
+                        comm.bcast(&mut vec![7u8; len], 0)
+                    } else {
+                        comm.ibcast(vec![7u8; len], 0)
+                            .and_then(|(mut r, _out)| r.wait().map(|_| ()).map_err(Into::into))
+                    };
+                    // The job goes on: a collective with matching lengths still works.
+                    let mut after = [comm.rank() as u8; 8];
+                    comm.bcast(&mut after, 0).unwrap();
+                    assert_eq!(after, [0u8; 8]);
+                    got.err().map(|e| e.to_string())
+                });
+                for (rank, e) in errors.iter().enumerate().skip(1) {
+                    assert!(
+                        e.is_some(),
+                        "bcast over {method:?}, root {root_len} B, others {other_len} B, \
+                         blocking {blocking}: rank {rank} succeeded"
+                    );
+                }
+            }
+        }
+    }
+}

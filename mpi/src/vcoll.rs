@@ -862,6 +862,8 @@ unsafe fn scan(
 mpi_fn! {
     /// `MPI_Gatherv` (`MPI_IN_PLACE` as `sendbuf` at the root).
     MPI_Gatherv / PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        // SAFETY: the caller's arrays of one entry per rank (or NULL).
+        unsafe { crate::alias::check_args(comm, Some(root), crate::alias::Arg::Whole(crate::alias::Side { ptr: sendbuf, count: sendcount, datatype: sendtype, per_rank: false }), crate::alias::Arg::Parts { ptr: recvbuf, counts: recvcounts, displs, types: crate::alias::PartTypes::One(recvtype) }) }?;
         // On an intercommunicator: messages between the groups (see `crate::internb`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Gatherv { sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root }, comm, None) } {
@@ -880,6 +882,8 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Igatherv`.
     MPI_Igatherv / PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arrays of one entry per rank (or NULL).
+        unsafe { crate::alias::check_args(comm, Some(root), crate::alias::Arg::Whole(crate::alias::Side { ptr: sendbuf, count: sendcount, datatype: sendtype, per_rank: false }), crate::alias::Arg::Parts { ptr: recvbuf, counts: recvcounts, displs, types: crate::alias::PartTypes::One(recvtype) }) }?;
         // On an intercommunicator: messages between the groups (see `crate::internb`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Gatherv { sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root }, comm, Some(request)) } {
@@ -899,6 +903,8 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Scatterv` (`MPI_IN_PLACE` as `recvbuf` at the root).
     MPI_Scatterv / PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle) on comm => {
+        // SAFETY: the caller's arrays of one entry per rank (or NULL).
+        unsafe { crate::alias::check_args(comm, Some(root), crate::alias::Arg::Parts { ptr: sendbuf, counts: sendcounts, displs, types: crate::alias::PartTypes::One(sendtype) }, crate::alias::Arg::Whole(crate::alias::Side { ptr: recvbuf, count: recvcount, datatype: recvtype, per_rank: false })) }?;
         // On an intercommunicator: messages between the groups (see `crate::internb`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Scatterv { sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root }, comm, None) } {
@@ -917,6 +923,8 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iscatterv`.
     MPI_Iscatterv / PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arrays of one entry per rank (or NULL).
+        unsafe { crate::alias::check_args(comm, Some(root), crate::alias::Arg::Parts { ptr: sendbuf, counts: sendcounts, displs, types: crate::alias::PartTypes::One(sendtype) }, crate::alias::Arg::Whole(crate::alias::Side { ptr: recvbuf, count: recvcount, datatype: recvtype, per_rank: false })) }?;
         // On an intercommunicator: messages between the groups (see `crate::internb`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Scatterv { sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root }, comm, Some(request)) } {
@@ -936,6 +944,8 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Allgatherv` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Allgatherv / PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle) on comm => {
+        // SAFETY: the caller's arrays of one entry per rank (or NULL).
+        unsafe { crate::alias::check_args(comm, None, crate::alias::Arg::Whole(crate::alias::Side { ptr: sendbuf, count: sendcount, datatype: sendtype, per_rank: false }), crate::alias::Arg::Parts { ptr: recvbuf, counts: recvcounts, displs, types: crate::alias::PartTypes::One(recvtype) }) }?;
         // On an intercommunicator: messages between the groups (see `crate::internb`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Allgatherv { sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype }, comm, None) } {
@@ -958,6 +968,8 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Iallgatherv`.
     MPI_Iallgatherv / PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arrays of one entry per rank (or NULL).
+        unsafe { crate::alias::check_args(comm, None, crate::alias::Arg::Whole(crate::alias::Side { ptr: sendbuf, count: sendcount, datatype: sendtype, per_rank: false }), crate::alias::Arg::Parts { ptr: recvbuf, counts: recvcounts, displs, types: crate::alias::PartTypes::One(recvtype) }) }?;
         // On an intercommunicator: messages between the groups (see `crate::internb`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Allgatherv { sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype }, comm, Some(request)) } {
@@ -977,6 +989,8 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Alltoallv` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Alltoallv / PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle) on comm => {
+        // SAFETY: the caller's arrays of one entry per rank (or NULL).
+        unsafe { crate::alias::check_args(comm, None, crate::alias::Arg::Parts { ptr: sendbuf, counts: sendcounts, displs: sdispls, types: crate::alias::PartTypes::One(sendtype) }, crate::alias::Arg::Parts { ptr: recvbuf, counts: recvcounts, displs: rdispls, types: crate::alias::PartTypes::One(recvtype) }) }?;
         // On an intercommunicator: messages between the groups (see `crate::internb`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Alltoall { w: false, sendbuf, sendcounts, sdispls, sendtype, sendtypes: std::ptr::null(), recvbuf, recvcounts, rdispls, recvtype, recvtypes: std::ptr::null() }, comm, None) } {
@@ -995,6 +1009,8 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Ialltoallv`.
     MPI_Ialltoallv / PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arrays of one entry per rank (or NULL).
+        unsafe { crate::alias::check_args(comm, None, crate::alias::Arg::Parts { ptr: sendbuf, counts: sendcounts, displs: sdispls, types: crate::alias::PartTypes::One(sendtype) }, crate::alias::Arg::Parts { ptr: recvbuf, counts: recvcounts, displs: rdispls, types: crate::alias::PartTypes::One(recvtype) }) }?;
         // On an intercommunicator: messages between the groups (see `crate::internb`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Alltoall { w: false, sendbuf, sendcounts, sdispls, sendtype, sendtypes: std::ptr::null(), recvbuf, recvcounts, rdispls, recvtype, recvtypes: std::ptr::null() }, comm, Some(request)) } {
@@ -1014,6 +1030,8 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Alltoallw` (`MPI_IN_PLACE` as `sendbuf`): per-rank datatypes, byte displacements.
     MPI_Alltoallw / PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle) on comm => {
+        // SAFETY: the caller's arrays of one entry per rank (or NULL).
+        unsafe { crate::alias::check_args(comm, None, crate::alias::Arg::Parts { ptr: sendbuf, counts: sendcounts, displs: sdispls, types: crate::alias::PartTypes::Each(sendtypes) }, crate::alias::Arg::Parts { ptr: recvbuf, counts: recvcounts, displs: rdispls, types: crate::alias::PartTypes::Each(recvtypes) }) }?;
         // On an intercommunicator: messages between the groups (see `crate::internb`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Alltoall { w: true, sendbuf, sendcounts, sdispls, sendtype: abi::DATATYPE_NULL, sendtypes, recvbuf, recvcounts, rdispls, recvtype: abi::DATATYPE_NULL, recvtypes }, comm, None) } {
@@ -1032,6 +1050,8 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Ialltoallw`.
     MPI_Ialltoallw / PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const Handle, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arrays of one entry per rank (or NULL).
+        unsafe { crate::alias::check_args(comm, None, crate::alias::Arg::Parts { ptr: sendbuf, counts: sendcounts, displs: sdispls, types: crate::alias::PartTypes::Each(sendtypes) }, crate::alias::Arg::Parts { ptr: recvbuf, counts: recvcounts, displs: rdispls, types: crate::alias::PartTypes::Each(recvtypes) }) }?;
         // On an intercommunicator: messages between the groups (see `crate::internb`).
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::v_call(crate::internb::VCall::Alltoall { w: true, sendbuf, sendcounts, sdispls, sendtype: abi::DATATYPE_NULL, sendtypes, recvbuf, recvcounts, rdispls, recvtype: abi::DATATYPE_NULL, recvtypes }, comm, Some(request)) } {
@@ -1153,6 +1173,8 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Reduce_scatter` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Reduce_scatter / PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle) on comm => {
+        // SAFETY: the caller's arrays of one entry per rank (or NULL).
+        unsafe { crate::alias::check_args(comm, None, crate::alias::Arg::Packed { ptr: sendbuf, counts: recvcounts, datatype }, crate::alias::Arg::Mine { ptr: recvbuf, counts: recvcounts, datatype }) }?;
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::reduce_scatter_call(sendbuf, recvbuf, Some(recvcounts), 0, datatype, op, comm, None) } {
             return done;
@@ -1256,6 +1278,8 @@ mpi_fn! {
 mpi_fn! {
     /// `MPI_Ireduce_scatter` (`MPI_IN_PLACE` as `sendbuf`).
     MPI_Ireduce_scatter / PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut Handle) on comm => {
+        // SAFETY: the caller's arrays of one entry per rank (or NULL).
+        unsafe { crate::alias::check_args(comm, None, crate::alias::Arg::Packed { ptr: sendbuf, counts: recvcounts, datatype }, crate::alias::Arg::Mine { ptr: recvbuf, counts: recvcounts, datatype }) }?;
         // SAFETY: the caller's arguments, as given.
         if let Some(done) = unsafe { crate::internb::reduce_scatter_call(sendbuf, recvbuf, Some(recvcounts), 0, datatype, op, comm, Some(request)) } {
             return done;

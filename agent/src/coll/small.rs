@@ -165,12 +165,50 @@ impl Comm {
         let real = |v: u32| (v + root) % n;
         let (parent, children) = binomial(vr, n);
         if let Some(p) = parent {
-            self.small_recv("bcast", real(p), BCAST, buf)?;
+            let from = Source::Rank(self.world_of(real(p)));
+            let got = self.coll_agent().recv(buf, from, TagMatch::Tag(BCAST));
+            let sent = match &got {
+                Ok(st) => Some(st.count()),
+                Err(e) => crate::error::truncated_len(e),
+            };
+            if let Some(sent) = sent.filter(|&s| s != buf.len() as u64) {
+                // The root passed another length than this rank (an erroneous program): the
+                // children get a message of the root's length, so that each of them fails
+                // too instead of waiting for a message that never comes.
+                self.pass_on_mismatch(&children, root, buf, sent);
+                return Err(bad(
+                    "bcast",
+                    format!(
+                        "rank {} passed {sent} bytes where this rank passed {}",
+                        real(p),
+                        buf.len()
+                    ),
+                ));
+            }
+            got?;
         }
         for c in children {
             self.coll_agent().send(self.world_of(real(c)), BCAST, buf)?;
         }
         Ok(())
+    }
+
+    /// Sends each of `children` (ranks counted from `root`) a message of `len` bytes, the
+    /// start of `buf` padded with zeros, after this rank received `len` bytes where it passed
+    /// `buf.len()`. A failed send is left: this rank fails the call anyway.
+    fn pass_on_mismatch(&self, children: &[u32], root: u32, buf: &[u8], len: u64) {
+        let Ok(len) = usize::try_from(len) else {
+            return;
+        };
+        let mut msg = vec![0u8; len];
+        let k = len.min(buf.len());
+        msg[..k].copy_from_slice(&buf[..k]);
+        let n = self.size();
+        for &c in children {
+            let _ = self
+                .coll_agent()
+                .send(self.world_of((c + root) % n), BCAST, &msg);
+        }
     }
 
     /// Binomial-tree reduce of every rank's `buf` into the root's `buf`; other ranks' `buf`

@@ -23,6 +23,11 @@ use crate::xfer_base::XferError;
 /// (context, source world rank, tag, block sequence).
 type Key = (u32, u32, u32, u32);
 
+/// The length a piece announces when its sender's block failed before the message was whole:
+/// the receiving block fails with [`XferError::SenderFailed`] instead of waiting for pieces
+/// that never come.
+const FAILED: u64 = u64::MAX;
+
 /// Work the progress pass must do.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Ready {
@@ -63,6 +68,9 @@ pub(crate) struct XferEngine {
     send_seq: HashMap<(u32, u32, u32), u32>,
     recv_seq: HashMap<(u32, u32, u32), u32>,
     ready: VecDeque<Ready>,
+    /// Pieces that tell the receivers of failed runs' unfinished messages that nothing more
+    /// comes (destination, wire buffer), posted by the progress pass.
+    notices: VecDeque<(u32, Vec<u8>)>,
     /// Messages of failed runs still arriving: bytes seen so far; their pieces are dropped
     /// until the whole message went by.
     dead: HashMap<Key, u64>,
@@ -99,6 +107,7 @@ impl XferEngine {
             send_seq: HashMap::new(),
             recv_seq: HashMap::new(),
             ready: VecDeque::new(),
+            notices: VecDeque::new(),
             dead: HashMap::new(),
             chunk: chunk.max(1),
             done,
@@ -215,7 +224,7 @@ impl XferEngine {
             self.arrive(rid, i, total, body);
         } else if let Some(seen) = self.dead.get_mut(&key) {
             *seen += body.len() as u64;
-            if *seen >= total {
+            if *seen >= total || total == FAILED {
                 self.dead.remove(&key);
             }
         } else {
@@ -251,6 +260,11 @@ impl XferEngine {
         let off = s.got;
         let end = off + data.len() as u64;
         s.announced = Some(total);
+        if total == FAILED && !s.done {
+            let err = XferError::SenderFailed { peer: s.peer };
+            self.fail(rid, AgentError::Xfer(err));
+            return;
+        }
         if s.done || total != s.expected || end > s.expected {
             s.got = end;
             let err = XferError::LengthMismatch {
@@ -349,6 +363,11 @@ impl XferEngine {
         !self.runs.is_empty()
     }
 
+    /// The next piece telling a receiver that a failed run's message to it never comes.
+    pub(crate) fn pop_notice(&mut self) -> Option<(u32, Vec<u8>)> {
+        self.notices.pop_front()
+    }
+
     pub(crate) fn pop_ready(&mut self) -> Option<Ready> {
         self.ready.pop_front()
     }
@@ -438,6 +457,20 @@ impl XferEngine {
                 }
             }
         }
+        if error
+            .as_ref()
+            .is_some_and(|e| !matches!(e, AgentError::Finalized))
+        {
+            // Every receiver of a message this run will not finish is told so, and fails
+            // instead of waiting (a length mismatch upstream in a broadcast tree, say).
+            let steps = run.cur.iter().chain(run.later.iter());
+            for step in steps {
+                for o in step.outs.iter().filter(|o| !o.done) {
+                    let piece = wire::xfer_piece(run.ctx, step.tag, o.seq, FAILED, &[]);
+                    self.notices.push_back((o.peer, piece));
+                }
+            }
+        }
         *run.shared.bufs.lock().unwrap_or_else(|e| e.into_inner()) = Some(run.bufs);
         for _ in 0..open {
             self.done.note(run.counter.complete_car(0));
@@ -458,7 +491,7 @@ impl XferEngine {
         }
         // A message whose announced length went by already is forgotten; otherwise its later
         // pieces are dropped as they come.
-        if total.is_none_or(|t| seen < t) {
+        if total.is_none_or(|t| seen < t && t != FAILED) {
             self.dead.insert(key, seen);
         }
     }
@@ -518,6 +551,7 @@ impl XferEngine {
         self.early_bytes = 0;
         self.dead.clear();
         self.ready.clear();
+        self.notices.clear();
     }
 }
 

@@ -47,7 +47,9 @@
 //! A peer that fails fails every block that still needs it ([`AgentError::PeerFailed`]); a
 //! message whose length differs from what the receiving ops add up to fails the receiving block
 //! ([`XferError::LengthMismatch`]); the agent's finalize fails blocks still running. A failed
-//! block's buffers come back too.
+//! block's buffers come back too. A block that fails before its messages were whole (other
+//! than at finalize) tells each of their receivers, whose blocks fail with
+//! [`XferError::SenderFailed`] instead of waiting for pieces that never come.
 //!
 //! [`AgentError::PeerFailed`]: crate::error::AgentError::PeerFailed
 

@@ -114,4 +114,11 @@ pub enum XferError {
         /// Length the receiving ops add up to.
         expected: u64,
     },
+    /// The sender's block failed before its message to this block was whole (a length
+    /// mismatch or a failed peer upstream): nothing more of it comes.
+    #[error("rank {peer} failed its part of the collective, so its message never comes")]
+    SenderFailed {
+        /// The sender (world rank).
+        peer: u32,
+    },
 }

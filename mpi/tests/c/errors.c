@@ -234,6 +234,42 @@ int main(int argc, char **argv) {
         CHECK_RC(MPI_Reduce_local(MPI_IN_PLACE, ab, 2, MPI_INT, MPI_SUM), MPI_ERR_BUFFER);
         CHECK_RC(MPI_Reduce_local(ab, MPI_IN_PLACE, 2, MPI_INT, MPI_SUM), MPI_ERR_BUFFER);
     }
+    /* The v and w forms and MPI_Reduce_scatter, blocking and nonblocking: a receive part
+       that overlaps the send buffer is found; parts that only sit around it are not. */
+    {
+        int cnt[64], dsp[64], bdsp[64];
+        MPI_Datatype ty[64];
+        MPI_Request rq2;
+        CHECK(size <= 16);
+        for (int i = 0; i < size; i++) {
+            cnt[i] = 1;
+            dsp[i] = i;
+            bdsp[i] = i * (int)sizeof(int);
+            ty[i] = MPI_INT;
+        }
+        CHECK_RC(MPI_Allgatherv(&ab[rank], 1, MPI_INT, ab, cnt, dsp, MPI_INT, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+        CHECK_RC(MPI_Iallgatherv(&ab[rank], 1, MPI_INT, ab, cnt, dsp, MPI_INT, MPI_COMM_WORLD, &rq2), MPI_ERR_BUFFER);
+        CHECK_RC(MPI_Alltoallv(ab, cnt, dsp, MPI_INT, ab, cnt, dsp, MPI_INT, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+        CHECK_RC(MPI_Ialltoallv(ab, cnt, dsp, MPI_INT, ab, cnt, dsp, MPI_INT, MPI_COMM_WORLD, &rq2), MPI_ERR_BUFFER);
+        CHECK_RC(MPI_Alltoallw(ab, cnt, bdsp, ty, ab, cnt, bdsp, ty, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+        CHECK_RC(MPI_Ialltoallw(ab, cnt, bdsp, ty, ab, cnt, bdsp, ty, MPI_COMM_WORLD, &rq2), MPI_ERR_BUFFER);
+        CHECK_RC(MPI_Reduce_scatter(ab, ab, cnt, MPI_INT, MPI_SUM, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+        CHECK_RC(MPI_Ireduce_scatter(ab, ab, cnt, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &rq2), MPI_ERR_BUFFER);
+        if (rank == 0) {
+            CHECK_RC(MPI_Gatherv(ab, 1, MPI_INT, ab, cnt, dsp, MPI_INT, 0, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+            CHECK_RC(MPI_Igatherv(ab, 1, MPI_INT, ab, cnt, dsp, MPI_INT, 0, MPI_COMM_WORLD, &rq2), MPI_ERR_BUFFER);
+            CHECK_RC(MPI_Scatterv(ab, cnt, dsp, MPI_INT, ab, 1, MPI_INT, 0, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+            CHECK_RC(MPI_Iscatterv(ab, cnt, dsp, MPI_INT, ab, 1, MPI_INT, 0, MPI_COMM_WORLD, &rq2), MPI_ERR_BUFFER);
+        }
+        /* Receive parts every other int of ab[32..], the send part in a gap between them. */
+        int got[64];
+        for (int i = 0; i < size; i++) dsp[i] = 32 + 2 * i;
+        ab[33] = 100 + rank;
+        CHECK(MPI_Allgatherv(&ab[33], 1, MPI_INT, ab, cnt, dsp, MPI_INT, MPI_COMM_WORLD) == MPI_SUCCESS);
+        for (int i = 0; i < size; i++) got[i] = ab[32 + 2 * i];
+        for (int i = 0; i < size; i++) CHECK(got[i] == 100 + i);
+        for (int i = 32; i < 64; i++) ab[i] = i;
+    }
     for (int i = 0; i < 64; i++) CHECK(ab[i] == i);
     int sum = 0;
     CHECK(MPI_Allreduce(&ab[1], &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS);
