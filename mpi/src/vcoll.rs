@@ -319,9 +319,16 @@ pub(crate) unsafe fn gatherv(
         let own = unsafe { input(sendbuf, len) }?;
         out[ps[me].0..ps[me].0 + len].copy_from_slice(own);
     }
+    // Parts that overlap (an erroneous program, which MPICH runs) arrive in places of their
+    // own and are copied in rank order, as in `packed_exchange`.
+    let (places, got_len) = if overlapping(&ps) {
+        packed(&ps)
+    } else {
+        (ps.clone(), span(&ps))
+    };
     let mut b = c.xfer_gather(None, TAG_GATHERV);
-    let id = b.buffer(vec![0; span(&ps)]);
-    for (i, &(o, l)) in ps.iter().enumerate() {
+    let id = b.buffer(vec![0; got_len]);
+    for (i, &(o, l)) in places.iter().enumerate() {
         if i != me && l > 0 {
             b.recv_op(id, o, o + l, i as u32);
         }
@@ -334,11 +341,42 @@ pub(crate) unsafe fn gatherv(
         dst: recvbuf as usize,
         len: span(&ps),
         post: Some(Box::new(move |got: &[u8], out: &mut [u8]| {
-            copy_parts(&ps, me, got, out)
+            copy_placed(&ps, &places, me, got, out)
         })),
         finish: None,
         staged: None,
     })
+}
+
+/// Each part `i` of `places` (offset, length) in `packed`: the parts `ps` laid one after the
+/// other, and their total length.
+fn packed(ps: &[(usize, usize)]) -> (Vec<(usize, usize)>, usize) {
+    let mut at = 0;
+    let places = ps
+        .iter()
+        .map(|&(_, l)| {
+            let p = (at, l);
+            at += l;
+            p
+        })
+        .collect();
+    (places, at)
+}
+
+/// Copies part `i` (but `skip`) from `places[i]` of `got` to `ps[i]` of `out`, in rank order
+/// (where parts overlap, the higher rank's bytes stay).
+fn copy_placed(
+    ps: &[(usize, usize)],
+    places: &[(usize, usize)],
+    skip: usize,
+    got: &[u8],
+    out: &mut [u8],
+) {
+    for (i, (&(o, l), &(p, _))) in ps.iter().zip(places).enumerate() {
+        if i != skip && l > 0 && p + l <= got.len() && o + l <= out.len() {
+            out[o..o + l].copy_from_slice(&got[p..p + l]);
+        }
+    }
 }
 
 /// Starts `MPI_Scatterv`.
@@ -498,6 +536,9 @@ pub(crate) unsafe fn allgatherv(
     };
     out[o..o + l].copy_from_slice(&own);
     let sends: Vec<(usize, usize)> = (0..n).map(|_| (0, l)).collect();
+    if overlapping(&ps) {
+        return packed_exchange(c, TAG_ALLGATHERV, own, &sends, ps, recvbuf);
+    }
     let recv_len = span(&ps);
     let rps = ps.clone();
     let post: Deliver = Box::new(move |got: &[u8], out: &mut [u8]| copy_parts(&ps, me, got, out));
@@ -537,7 +578,7 @@ unsafe fn small_allgatherv(
         Ok(ps) => ps,
         Err(e) => return Some(Err(e)),
     };
-    if ps.iter().map(|p| p.1).sum::<usize>() > c.coll_small_max() {
+    if ps.iter().map(|p| p.1).sum::<usize>() > c.coll_small_max() || overlapping(&ps) {
         return None;
     }
     let run = || -> Result<(), MpiError> {
@@ -624,24 +665,11 @@ fn packed_exchange(
     recvbuf: *mut c_void,
 ) -> Result<Started, MpiError> {
     let me = c.rank() as usize;
-    let mut at = 0;
-    let packed: Vec<(usize, usize)> = rps
-        .iter()
-        .map(|&(_, l)| {
-            let p = (at, l);
-            at += l;
-            p
-        })
-        .collect();
+    let (places, at) = packed(&rps);
     let out_len = span(&rps);
-    let places = packed.clone();
-    let post: Deliver = Box::new(move |got: &[u8], out: &mut [u8]| {
-        for (i, (&(o, l), &(p, _))) in rps.iter().zip(&places).enumerate() {
-            if i != me && l > 0 && p + l <= got.len() && o + l <= out.len() {
-                out[o..o + l].copy_from_slice(&got[p..p + l]);
-            }
-        }
-    });
+    let packed = places.clone();
+    let post: Deliver =
+        Box::new(move |got: &[u8], out: &mut [u8]| copy_placed(&rps, &places, me, got, out));
     let mut st = exchange(c, tag, mine, sps, at, &packed, recvbuf, post)?;
     st.len = out_len;
     Ok(st)

@@ -139,6 +139,39 @@ static void overlapping(int rank, int n) {
     OK(rank, "alltoallw with overlapping receive parts completes");
 }
 
+/* Allgatherv and Gatherv whose receive parts all start at 0 (MPICH's allgatherv4 does so; an
+   erroneous program that MPICH runs): the call completes, the first int holds one rank's
+   value, and nothing past the longest part is written. */
+static void overlapping_v(int rank, int n) {
+    int *rb = malloc((n + 8) * sizeof(int));
+    int *cnt = malloc(n * sizeof(int)), *dis = malloc(n * sizeof(int));
+    for (int i = 0; i < n; i++) { cnt[i] = 1 + i % 2; dis[i] = 0; }
+    int sb[2] = {rank, rank};
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < n + 8; k++) rb[k] = -1;
+        if (round == 0) {
+            CHECK(MPI_Allgatherv(sb, cnt[rank], MPI_INT, rb, cnt, dis, MPI_INT, MPI_COMM_WORLD) == MPI_SUCCESS);
+        } else if (round == 1) {
+            MPI_Request r;
+            CHECK(MPI_Iallgatherv(sb, cnt[rank], MPI_INT, rb, cnt, dis, MPI_INT, MPI_COMM_WORLD, &r) == MPI_SUCCESS);
+            CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS);
+        } else {
+            CHECK(MPI_Gatherv(sb, cnt[rank], MPI_INT, rb, cnt, dis, MPI_INT, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
+        }
+        if (round < 2 || rank == 0) {
+            CHECK(rb[0] >= 0 && rb[0] < n);
+            int longest = n > 1 ? 2 : 1;
+            for (int k = longest; k < n + 8; k++) CHECK(rb[k] == -1);
+        } else {
+            for (int k = 0; k < n + 8; k++) CHECK(rb[k] == -1);
+        }
+    }
+    free(rb);
+    free(cnt);
+    free(dis);
+    OK(rank, "allgatherv and gatherv with overlapping receive parts complete");
+}
+
 /* MPI_Reduce_scatter_block in place: the result at the start of the buffer, the rest of the
    buffer as it was (as MPICH leaves it for buffers of this size; mpi4py checks it). */
 static void scatter_block_in_place(int rank, int n) {
@@ -160,6 +193,7 @@ int main(int argc, char **argv) {
     run(MPI_COMM_WORLD, "world", rank);
     run(MPI_COMM_SELF, "self", rank);
     overlapping(rank, n);
+    overlapping_v(rank, n);
     scatter_block_in_place(rank, n);
     MPI_Finalize();
     return 0;
