@@ -366,6 +366,12 @@ fn flush_to(w: &Win, targets: &[u32], unlock: bool) -> Result<(), MpiError> {
     flush_held(w, targets, unlock)
 }
 
+/// Sends target `t` the operations queued for it in a fence epoch and waits for the reply
+/// (see [`win::EARLY_FLUSH`]): its service applies them as it would a flush's.
+pub(crate) fn flush_early(w: &Win, t: u32) -> Result<(), MpiError> {
+    flush_to(w, &[t], false)
+}
+
 /// [`flush_to`] with the exchange mutexes of `targets` held by the caller.
 fn flush_held(w: &Win, targets: &[u32], unlock: bool) -> Result<(), MpiError> {
     let mut sent = Vec::new();

@@ -114,6 +114,7 @@ const PROGRAMS: &[&str] = &[
     "rmapoll",
     "lcount",
     "partlate",
+    "rmamany",
 ];
 
 /// MPICH's tool `tool` by its own name (`mpicc.mpich`, ...) where Debian installed it so:
@@ -1407,6 +1408,12 @@ fn lcount_program() {
 /// A partitioned receive started before its sender's init, its process then blocked in a plain
 /// `MPI_Recv` that waits for the sender to finish its partitioned send (1 MiB, a rendezvous);
 /// compared with MPICH.
+/// Many gets in one fence epoch, sent on before the closing fence.
+#[test]
+fn rmamany_program() {
+    program("rmamany");
+}
+
 #[test]
 fn partlate_program() {
     program_at_both("partlate", &[2, 3]);
