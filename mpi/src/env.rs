@@ -249,8 +249,8 @@ mpi_fn! {
 }
 
 mpi_fn! {
-    /// `MPI_Error_class`: the codes this library returns are classes; a user code's class is
-    /// the one given to `MPI_Add_error_code`.
+    /// `MPI_Error_class`: a code this library returns names its class (see `crate::errcode`);
+    /// a user code's class is the one given to `MPI_Add_error_code`.
     MPI_Error_class / PMPI_Error_class(errorcode: c_int, errorclass: *mut c_int) on abi::COMM_WORLD => {
         if !is_valid_code(errorcode) {
             return Err(MpiError::new(err::ARG, format!("{errorcode} is not an error code")));

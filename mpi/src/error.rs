@@ -22,7 +22,7 @@ use crate::state;
 /// ```
 #[derive(Debug, Clone)]
 pub struct MpiError {
-    /// The error class, returned as the error code.
+    /// The error class (the code returned to the program names it and the message).
     pub class: c_int,
     /// The cause, for the message of `MPI_ERRORS_ARE_FATAL`.
     pub message: String,
@@ -261,6 +261,7 @@ pub fn is_valid_code(code: c_int) -> bool {
     (0..=err::LAST_CLASS).contains(&code)
         || (101..=105).contains(&code)
         || crate::errclass::class_of(code).is_some()
+        || crate::errcode::class_of(code).is_some()
 }
 
 /// The class of a valid error code (a predefined class is its own).
@@ -270,7 +271,9 @@ pub fn is_valid_code(code: c_int) -> bool {
 /// assert_eq!(class_of_code(err::TAG), err::TAG); // a predefined class is its own
 /// ```
 pub fn class_of_code(code: c_int) -> c_int {
-    crate::errclass::class_of(code).unwrap_or(code)
+    crate::errcode::class_of(code)
+        .or_else(|| crate::errclass::class_of(code))
+        .unwrap_or(code)
 }
 
 /// What `code` means: a user code's string, or the text of a predefined class.
@@ -280,7 +283,9 @@ pub fn class_of_code(code: c_int) -> c_int {
 /// assert_eq!(code_text(abi::SUCCESS), "No MPI error");
 /// ```
 pub fn code_text(code: c_int) -> String {
-    crate::errclass::text_of(code).unwrap_or_else(|| class_text(code).to_string())
+    crate::errcode::text_of(code)
+        .or_else(|| crate::errclass::text_of(code))
+        .unwrap_or_else(|| class_text(code).to_string())
 }
 
 /// How long a fatal error's message has to reach the launcher before the PMI abort.
@@ -386,26 +391,37 @@ pub fn quietly(f: impl FnOnce() -> c_int) -> Result<(), MpiError> {
 ///
 /// ```no_run
 /// use viaduct_mpi::{abi::{self, err}, error::{MpiError, raise}};
-/// // The class under `MPI_ERRORS_RETURN`; the end of the job under `MPI_ERRORS_ARE_FATAL`.
+/// // Under `MPI_ERRORS_RETURN` a code of class MPI_ERR_TAG that carries the message
+/// // (`crate::errcode`); the end of the job under `MPI_ERRORS_ARE_FATAL`.
 /// let code = raise("MPI_Send", abi::COMM_WORLD, MpiError::new(err::TAG, "tag -5"));
 /// ```
 pub fn raise(name: &str, comm: Handle, e: MpiError) -> c_int {
+    let code = crate::errcode::code_for(e.class, name, &e.message);
+    handle(name, comm, e, code)
+}
+
+/// As [`raise`], handing the error handler `e.class` itself as the code: the code a program
+/// gave `MPI_Comm_call_errhandler` (and the file, window and session forms) reaches the
+/// handler unchanged.
+pub fn raise_exact(name: &str, comm: Handle, e: MpiError) -> c_int {
+    let code = e.class;
+    handle(name, comm, e, code)
+}
+
+/// Runs the error handler of `comm` for error `e` of function `name`, which the program
+/// sees as `code`.
+fn handle(name: &str, comm: Handle, e: MpiError, code: c_int) -> c_int {
     let (handler, target) = state::errhandler_of(comm);
     if handler == abi::ERRORS_RETURN || handler == abi::ERRORS_THROW_EXCEPTIONS {
-        return e.class;
+        return code;
     }
     if comm as u32 & 0xff00_0000 == crate::file::FILE_ERR_KIND {
         if let Some(f) = crate::misc::file_handler(handler) {
-            return crate::misc::call_file_handler(
-                f,
-                handler,
-                crate::file::fh_of_key(comm),
-                e.class,
-            );
+            return crate::misc::call_file_handler(f, handler, crate::file::fh_of_key(comm), code);
         }
     }
     if let Some(f) = crate::misc::user_handler(handler) {
-        return crate::misc::call_user_handler(f, handler, target, e.class);
+        return crate::misc::call_user_handler(f, handler, target, code);
     }
     abort_job(
         e.class,

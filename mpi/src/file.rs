@@ -1858,7 +1858,7 @@ mpi_fn! {
         if !fh.is_null() {
             file(fh)?;
         }
-        crate::error::raise(
+        crate::error::raise_exact(
             "MPI_File_call_errhandler",
             key_of(fh),
             MpiError::new(errorcode, "raised by MPI_File_call_errhandler"),

@@ -81,6 +81,7 @@ mod datarep;
 mod datatype;
 mod env;
 mod errclass;
+mod errcode;
 pub mod error;
 mod external;
 mod file;

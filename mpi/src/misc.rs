@@ -117,7 +117,7 @@ mpi_fn! {
     /// `MPI_Comm_call_errhandler`: runs the communicator's error handler with `errorcode`.
     MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: Handle, errorcode: c_int) on comm => {
         rt()?.comm_local(comm)?;
-        crate::error::raise(
+        crate::error::raise_exact(
             "MPI_Comm_call_errhandler",
             comm,
             MpiError::new(errorcode, "raised by MPI_Comm_call_errhandler"),

@@ -321,7 +321,7 @@ mpi_fn! {
     /// `MPI_Session_call_errhandler`: runs the session's error handler with `errorcode`.
     MPI_Session_call_errhandler / PMPI_Session_call_errhandler(session: Handle, errorcode: c_int) on session => {
         check(session)?;
-        crate::error::raise("MPI_Session_call_errhandler", session, MpiError::new(errorcode, "raised by MPI_Session_call_errhandler"));
+        crate::error::raise_exact("MPI_Session_call_errhandler", session, MpiError::new(errorcode, "raised by MPI_Session_call_errhandler"));
         Ok(())
     }
 }

@@ -497,7 +497,7 @@ mpi_fn! {
     /// `MPI_Win_call_errhandler`: runs the window's error handler with `errorcode`.
     MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: Handle, errorcode: c_int) on win => {
         self::win(win)?;
-        crate::error::raise("MPI_Win_call_errhandler", win, MpiError::new(errorcode, "raised by MPI_Win_call_errhandler"));
+        crate::error::raise_exact("MPI_Win_call_errhandler", win, MpiError::new(errorcode, "raised by MPI_Win_call_errhandler"));
         Ok(())
     }
 }

@@ -28,6 +28,13 @@
         }                                                                          \
     } while (0)
 
+/* The class of an error code (a code may name more than its class, as MPICH's do). */
+static inline int err_class(int code) {
+    int c = -1;
+    MPI_Error_class(code, &c);
+    return c;
+}
+
 /* One write per line, so lines of different ranks never interleave. */
 #define OK(rank, ...)                                              \
     do {                                                           \

@@ -65,8 +65,8 @@ int main(int argc, char **argv) {
     OK(rank, "last used code covers the class: %d", *last >= cls && *last > before);
     if (on_viaduct) {
         CHECK(*last >= c1 && *last >= c2 && *last >= c3);
-        CHECK(MPI_Add_error_string(MPI_ERR_ARG, "mine") == MPI_ERR_ARG);
-        CHECK(MPI_Add_error_code(c1, &c3) == MPI_ERR_ARG); /* a code, not a class */
+        CHECK_RC(MPI_Add_error_string(MPI_ERR_ARG, "mine"), MPI_ERR_ARG);
+        CHECK_RC(MPI_Add_error_code(c1, &c3), MPI_ERR_ARG); /* a code, not a class */
     }
 
     /* The communicator's error handler sees the user code. */

@@ -219,6 +219,16 @@ int main(int argc, char **argv) {
         OK(rank, "unsupported function reported");
     }
     OK(rank, "error classes ok");
+    /* The code returned names its class, and its string the cause (the bad tag's value). */
+    {
+        char es[MPI_MAX_ERROR_STRING];
+        int elen = 0, v = 0;
+        int rc = MPI_Send(&v, 1, MPI_INT, rank, -5, MPI_COMM_WORLD);
+        CHECK(err_class(rc) == MPI_ERR_TAG);
+        CHECK(MPI_Error_string(rc, es, &elen) == MPI_SUCCESS && elen > 0);
+        CHECK(strstr(es, "-5") != NULL);
+        OK(rank, "error string names the cause");
+    }
 
     /* Aliased send and receive buffers (MPI_IN_PLACE is the way to share one), found by every
        rank before anything moves; MPI_IN_PLACE where a real buffer is needed. */
