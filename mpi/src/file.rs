@@ -786,7 +786,21 @@ unsafe fn start(
     };
     // The pieces' buffers: a write's data packed (and converted) and cut at the extents, a
     // read's to fill; all made before the file is touched (and locked, in atomic mode).
-    let bufs: Vec<IoBuffer> = if write {
+    let bufs: Vec<IoBuffer> = if write && l.contiguous() && external.is_none() && extents.len() > 1
+    {
+        // Cut straight from the caller's contiguous buffer: no whole copy besides the pieces.
+        // SAFETY: the caller's buffer of `count` contiguous elements.
+        let data = unsafe { input(buf, len) }?;
+        let mut from = 0usize;
+        extents
+            .iter()
+            .map(|&(_, n)| {
+                let piece = data[from..from + n as usize].to_vec();
+                from += n as usize;
+                IoBuffer::from(piece)
+            })
+            .collect()
+    } else if write {
         let mut data = if l.contiguous() {
             // SAFETY: the caller's buffer of `count` contiguous elements.
             unsafe { input(buf, len) }?.to_vec()

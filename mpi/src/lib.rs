@@ -79,6 +79,7 @@ mod comm;
 mod comminfo;
 mod datarep;
 mod datatype;
+mod displs;
 mod env;
 mod errclass;
 mod errcode;

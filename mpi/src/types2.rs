@@ -579,13 +579,23 @@ mpi_fn! {
             stride[i] = stride[i + 1].checked_mul(sz[i + 1] as isize).ok_or_else(overflow)?;
         }
         let total = stride[0].checked_mul(sz[0] as isize).ok_or_else(overflow)?;
+        // The last dimension's owned indices as runs of consecutive ones (one run for a
+        // block distribution): one block per run and row, not one per element, so the
+        // type of a large array costs its rows, not its elements.
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for &j in &own[d - 1] {
+            match runs.last_mut() {
+                Some((start, len)) if *start + *len == j => *len += 1,
+                _ => runs.push((j, 1)),
+            }
+        }
         let mut blocks = Vec::new();
         if own.iter().all(|o| !o.is_empty()) {
             let mut idx = vec![0usize; d - 1];
             'outer: loop {
                 let base: isize = (0..d - 1).map(|i| own[i][idx[i]] as isize * stride[i]).sum();
-                for &j in &own[d - 1] {
-                    blocks.push((base + j as isize * stride[d - 1], 1, Arc::clone(&old), oldtype));
+                for &(j, len) in &runs {
+                    blocks.push((base + j as isize * stride[d - 1], len, Arc::clone(&old), oldtype));
                 }
                 let mut k = d - 1;
                 loop {

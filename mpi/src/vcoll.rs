@@ -898,6 +898,9 @@ mpi_fn! {
             return done;
         }
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arrays of one int per rank (where significant).
+        let rb_recvbuf = unsafe { crate::displs::rebase(c.comm.rank() as c_int == root, recvbuf as usize, recvcounts, displs, c.comm.size() as usize, crate::displs::unit(recvtype)) }?;
+        let (recvbuf, displs) = (rb_recvbuf.0 as *mut c_void, crate::displs::pass(&rb_recvbuf, displs));
         // SAFETY: the caller's arguments.
         if let Some(h) = unsafe { crate::holesv::gatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root) } {
             return h?.run();
@@ -918,6 +921,9 @@ mpi_fn! {
             return done;
         }
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arrays of one int per rank (where significant).
+        let rb_recvbuf = unsafe { crate::displs::rebase(c.comm.rank() as c_int == root, recvbuf as usize, recvcounts, displs, c.comm.size() as usize, crate::displs::unit(recvtype)) }?;
+        let (recvbuf, displs) = (rb_recvbuf.0 as *mut c_void, crate::displs::pass(&rb_recvbuf, displs));
         // SAFETY: the caller's arguments and handle.
         unsafe {
             if let Some(h) = crate::holesv::gatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root) {
@@ -939,6 +945,9 @@ mpi_fn! {
             return done;
         }
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arrays of one int per rank (where significant).
+        let rb_sendbuf = unsafe { crate::displs::rebase(c.comm.rank() as c_int == root, sendbuf as usize, sendcounts, displs, c.comm.size() as usize, crate::displs::unit(sendtype)) }?;
+        let (sendbuf, displs) = (rb_sendbuf.0 as *const c_void, crate::displs::pass(&rb_sendbuf, displs));
         // SAFETY: the caller's arguments.
         if let Some(h) = unsafe { crate::holesv::scatterv(&c.comm, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root) } {
             return h?.run();
@@ -959,6 +968,9 @@ mpi_fn! {
             return done;
         }
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arrays of one int per rank (where significant).
+        let rb_sendbuf = unsafe { crate::displs::rebase(c.comm.rank() as c_int == root, sendbuf as usize, sendcounts, displs, c.comm.size() as usize, crate::displs::unit(sendtype)) }?;
+        let (sendbuf, displs) = (rb_sendbuf.0 as *const c_void, crate::displs::pass(&rb_sendbuf, displs));
         // SAFETY: the caller's arguments and handle.
         unsafe {
             if let Some(h) = crate::holesv::scatterv(&c.comm, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root) {
@@ -980,6 +992,9 @@ mpi_fn! {
             return done;
         }
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arrays of one int per rank (where significant).
+        let rb_recvbuf = unsafe { crate::displs::rebase(true, recvbuf as usize, recvcounts, displs, c.comm.size() as usize, crate::displs::unit(recvtype)) }?;
+        let (recvbuf, displs) = (rb_recvbuf.0 as *mut c_void, crate::displs::pass(&rb_recvbuf, displs));
         // SAFETY: the caller's arguments.
         if let Some(h) = unsafe { crate::holesv::allgatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype) } {
             return h?.run();
@@ -1004,6 +1019,9 @@ mpi_fn! {
             return done;
         }
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arrays of one int per rank (where significant).
+        let rb_recvbuf = unsafe { crate::displs::rebase(true, recvbuf as usize, recvcounts, displs, c.comm.size() as usize, crate::displs::unit(recvtype)) }?;
+        let (recvbuf, displs) = (rb_recvbuf.0 as *mut c_void, crate::displs::pass(&rb_recvbuf, displs));
         // SAFETY: the caller's arguments and handle.
         unsafe {
             if let Some(h) = crate::holesv::allgatherv(&c.comm, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype) {
@@ -1025,6 +1043,12 @@ mpi_fn! {
             return done;
         }
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arrays of one int per rank (where significant).
+        let rb_sendbuf = unsafe { crate::displs::rebase(true, sendbuf as usize, sendcounts, sdispls, c.comm.size() as usize, crate::displs::unit(sendtype)) }?;
+        let (sendbuf, sdispls) = (rb_sendbuf.0 as *const c_void, crate::displs::pass(&rb_sendbuf, sdispls));
+        // SAFETY: the caller's arrays of one int per rank (where significant).
+        let rb_recvbuf = unsafe { crate::displs::rebase(true, recvbuf as usize, recvcounts, rdispls, c.comm.size() as usize, crate::displs::unit(recvtype)) }?;
+        let (recvbuf, rdispls) = (rb_recvbuf.0 as *mut c_void, crate::displs::pass(&rb_recvbuf, rdispls));
         // SAFETY: the caller's arguments.
         if let Some(h) = unsafe { crate::holesv::alltoall_vw(&c.comm, sendbuf, sendcounts, sdispls, Types::One(sendtype), recvbuf, recvcounts, rdispls, Types::One(recvtype)) } {
             return h?.run();
@@ -1045,6 +1069,12 @@ mpi_fn! {
             return done;
         }
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arrays of one int per rank (where significant).
+        let rb_sendbuf = unsafe { crate::displs::rebase(true, sendbuf as usize, sendcounts, sdispls, c.comm.size() as usize, crate::displs::unit(sendtype)) }?;
+        let (sendbuf, sdispls) = (rb_sendbuf.0 as *const c_void, crate::displs::pass(&rb_sendbuf, sdispls));
+        // SAFETY: the caller's arrays of one int per rank (where significant).
+        let rb_recvbuf = unsafe { crate::displs::rebase(true, recvbuf as usize, recvcounts, rdispls, c.comm.size() as usize, crate::displs::unit(recvtype)) }?;
+        let (recvbuf, rdispls) = (rb_recvbuf.0 as *mut c_void, crate::displs::pass(&rb_recvbuf, rdispls));
         // SAFETY: the caller's arguments and handle.
         unsafe {
             if let Some(h) = crate::holesv::alltoall_vw(&c.comm, sendbuf, sendcounts, sdispls, Types::One(sendtype), recvbuf, recvcounts, rdispls, Types::One(recvtype)) {
@@ -1066,6 +1096,12 @@ mpi_fn! {
             return done;
         }
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arrays of one int per rank (where significant).
+        let rb_sendbuf = unsafe { crate::displs::rebase(true, sendbuf as usize, sendcounts, sdispls, c.comm.size() as usize, 1) }?;
+        let (sendbuf, sdispls) = (rb_sendbuf.0 as *const c_void, crate::displs::pass(&rb_sendbuf, sdispls));
+        // SAFETY: the caller's arrays of one int per rank (where significant).
+        let rb_recvbuf = unsafe { crate::displs::rebase(true, recvbuf as usize, recvcounts, rdispls, c.comm.size() as usize, 1) }?;
+        let (recvbuf, rdispls) = (rb_recvbuf.0 as *mut c_void, crate::displs::pass(&rb_recvbuf, rdispls));
         // SAFETY: the caller's arguments.
         if let Some(h) = unsafe { crate::holesv::alltoall_vw(&c.comm, sendbuf, sendcounts, sdispls, Types::Each(sendtypes), recvbuf, recvcounts, rdispls, Types::Each(recvtypes)) } {
             return h?.run();
@@ -1086,6 +1122,12 @@ mpi_fn! {
             return done;
         }
         let c = rt()?.comm(comm)?;
+        // SAFETY: the caller's arrays of one int per rank (where significant).
+        let rb_sendbuf = unsafe { crate::displs::rebase(true, sendbuf as usize, sendcounts, sdispls, c.comm.size() as usize, 1) }?;
+        let (sendbuf, sdispls) = (rb_sendbuf.0 as *const c_void, crate::displs::pass(&rb_sendbuf, sdispls));
+        // SAFETY: the caller's arrays of one int per rank (where significant).
+        let rb_recvbuf = unsafe { crate::displs::rebase(true, recvbuf as usize, recvcounts, rdispls, c.comm.size() as usize, 1) }?;
+        let (recvbuf, rdispls) = (rb_recvbuf.0 as *mut c_void, crate::displs::pass(&rb_recvbuf, rdispls));
         // SAFETY: the caller's arguments and handle.
         unsafe {
             if let Some(h) = crate::holesv::alltoall_vw(&c.comm, sendbuf, sendcounts, sdispls, Types::Each(sendtypes), recvbuf, recvcounts, rdispls, Types::Each(recvtypes)) {

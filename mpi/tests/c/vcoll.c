@@ -139,6 +139,39 @@ static void overlapping(int rank, int n) {
     OK(rank, "alltoallw with overlapping receive parts completes");
 }
 
+/* Displacements below the buffer argument (the standard counts them from it either way;
+   ROMIO gathers host names so): rank i's part at displacement -2 * (i + 1) from a buffer
+   pointer in the middle of the array, in gatherv, allgatherv, scatterv and alltoallv. */
+static void negative_displs(int rank, int n) {
+    int *arr = malloc((4 * n + 8) * sizeof(int));
+    int *mid = arr + 2 * n + 4;
+    int *cnt = malloc(n * sizeof(int)), *dis = malloc(n * sizeof(int));
+    for (int i = 0; i < n; i++) { cnt[i] = 2; dis[i] = -2 * (i + 1); }
+    int sb[2] = {10 * rank, 10 * rank + 1}, good = 1;
+    for (int k = 0; k < 4 * n + 8; k++) arr[k] = -1;
+    CHECK(MPI_Allgatherv(sb, 2, MPI_INT, mid, cnt, dis, MPI_INT, MPI_COMM_WORLD) == MPI_SUCCESS);
+    for (int i = 0; i < n; i++) good &= mid[-2 * (i + 1)] == 10 * i && mid[-2 * (i + 1) + 1] == 10 * i + 1;
+    for (int k = 0; k < 4 * n + 8; k++) arr[k] = -1;
+    CHECK(MPI_Gatherv(sb, 2, MPI_INT, mid, cnt, dis, MPI_INT, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
+    if (rank == 0)
+        for (int i = 0; i < n; i++) good &= mid[-2 * (i + 1)] == 10 * i;
+    /* Scatterv from the root's parts below its pointer. */
+    for (int k = 0; k < 4 * n + 8; k++) arr[k] = k;
+    int got[2] = {-1, -1};
+    CHECK(MPI_Scatterv(mid, cnt, dis, MPI_INT, got, 2, MPI_INT, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
+    good &= got[0] == 2 * n + 4 - 2 * (rank + 1) && got[1] == got[0] + 1;
+    /* Alltoallv: each rank sends 1 int to every rank from parts below its pointer. */
+    int *src = malloc((2 * n + 2) * sizeof(int)), *dst = malloc((2 * n + 2) * sizeof(int));
+    int *c1 = malloc(n * sizeof(int)), *d1 = malloc(n * sizeof(int));
+    for (int i = 0; i < n; i++) { c1[i] = 1; d1[i] = -(i + 1); }
+    for (int k = 0; k < 2 * n + 2; k++) { src[k] = 100 * rank + k; dst[k] = -1; }
+    CHECK(MPI_Alltoallv(src + n + 1, c1, d1, MPI_INT, dst + n + 1, c1, d1, MPI_INT, MPI_COMM_WORLD) == MPI_SUCCESS);
+    for (int i = 0; i < n; i++) good &= dst[n + 1 - (i + 1)] == 100 * i + n + 1 - (rank + 1);
+    OK(rank, "negative displacements: %s", good ? "right" : "wrong");
+    free(src); free(dst); free(c1); free(d1);
+    free(arr); free(cnt); free(dis);
+}
+
 /* Allgatherv and Gatherv whose receive parts all start at 0 (MPICH's allgatherv4 does so; an
    erroneous program that MPICH runs): the call completes, the first int holds one rank's
    value, and nothing past the longest part is written. */
@@ -194,6 +227,7 @@ int main(int argc, char **argv) {
     run(MPI_COMM_SELF, "self", rank);
     overlapping(rank, n);
     overlapping_v(rank, n);
+    negative_displs(rank, n);
     scatter_block_in_place(rank, n);
     MPI_Finalize();
     return 0;
