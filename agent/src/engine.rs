@@ -829,15 +829,7 @@ impl State {
             match r {
                 Ready::Emit { run, out } => {
                     for (peer, buf, bytes, counter) in self.book.xfer.emit(run, out) {
-                        let id = self.book.xfer_send(peer, bytes, counter);
-                        self.write(
-                            peer,
-                            Outbound {
-                                id,
-                                tag: wire::method_tag(Kind::Xfer, 0),
-                                buf: buf.into(),
-                            },
-                        );
+                        self.write_xfer(peer, buf, bytes, counter);
                     }
                 }
                 Ready::StepDone { run } => self.book.xfer.step_done(run),
@@ -847,17 +839,23 @@ impl State {
             work += 1;
             // A request of its own: the failed run's request completed already.
             let (_request, counter) = crate::request::Request::message(1);
-            let id = self.book.xfer_send(peer, 0, counter);
-            self.write(
-                peer,
-                Outbound {
-                    id,
-                    tag: wire::method_tag(Kind::Xfer, 0),
-                    buf: buf.into(),
-                },
-            );
+            self.write_xfer(peer, buf, 0, counter);
         }
         work
+    }
+
+    /// Posts xfer piece `buf` (`bytes` of payload) to `peer`, its completion counted by
+    /// `counter`.
+    fn write_xfer(&mut self, peer: u32, buf: Vec<u8>, bytes: u64, counter: CarCounter) {
+        let id = self.book.xfer_send(peer, bytes, counter);
+        self.write(
+            peer,
+            Outbound {
+                id,
+                tag: wire::method_tag(Kind::Xfer, 0),
+                buf: buf.into(),
+            },
+        );
     }
 
     /// Counts a non-blocking pass; every [`PASSES_PER_LOOK`] passes runs

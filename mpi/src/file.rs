@@ -790,16 +790,7 @@ unsafe fn start(
     {
         // Cut straight from the caller's contiguous buffer: no whole copy besides the pieces.
         // SAFETY: the caller's buffer of `count` contiguous elements.
-        let data = unsafe { input(buf, len) }?;
-        let mut from = 0usize;
-        extents
-            .iter()
-            .map(|&(_, n)| {
-                let piece = data[from..from + n as usize].to_vec();
-                from += n as usize;
-                IoBuffer::from(piece)
-            })
-            .collect()
+        cut(unsafe { input(buf, len) }?, &extents)
     } else if write {
         let mut data = if l.contiguous() {
             // SAFETY: the caller's buffer of `count` contiguous elements.
@@ -816,15 +807,7 @@ unsafe fn start(
         if extents.len() == 1 {
             vec![IoBuffer::from(data)]
         } else {
-            let mut from = 0usize;
-            extents
-                .iter()
-                .map(|&(_, n)| {
-                    let piece = data[from..from + n as usize].to_vec();
-                    from += n as usize;
-                    IoBuffer::from(piece)
-                })
-                .collect()
+            cut(&data, &extents)
         }
     } else {
         extents
@@ -885,6 +868,19 @@ unsafe fn start(
         }),
     };
     Ok((req, meta))
+}
+
+/// `data` cut into one buffer per extent (its length), in order.
+fn cut(data: &[u8], extents: &[(u64, u64)]) -> Vec<IoBuffer> {
+    let mut from = 0usize;
+    extents
+        .iter()
+        .map(|&(_, n)| {
+            let piece = data[from..from + n as usize].to_vec();
+            from += n as usize;
+            IoBuffer::from(piece)
+        })
+        .collect()
 }
 
 /// The error of a failed lock call of an access in atomic mode over `extents` of `f`.
