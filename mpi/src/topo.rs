@@ -1055,6 +1055,19 @@ unsafe fn n_allgatherv(
     request: Option<*mut Handle>,
 ) -> Result<(), MpiError> {
     let (t, ins, outs) = neighbours(comm)?;
+    // Displacements below the buffer move it down (`crate::displs`).
+    // SAFETY: the caller's arrays of one entry per in-neighbour.
+    let rb = unsafe {
+        crate::displs::rebase(
+            true,
+            recvbuf as usize,
+            recvcounts,
+            displs,
+            ins.len(),
+            crate::displs::unit(recvtype),
+        )
+    }?;
+    let (recvbuf, displs) = (rb.0 as *mut c_void, crate::displs::pass(&rb, displs));
     let slen = bytes(sendcount, sendtype)?;
     // SAFETY: the caller's send buffer.
     let send = unsafe { input(sendbuf, slen) }?.to_vec();
@@ -1115,6 +1128,30 @@ unsafe fn n_alltoallv(
     request: Option<*mut Handle>,
 ) -> Result<(), MpiError> {
     let (t, ins, outs) = neighbours(comm)?;
+    // Displacements below a buffer move it down (`crate::displs`).
+    // SAFETY: the caller's arrays of one entry per neighbour.
+    let (sb, rb) = unsafe {
+        (
+            crate::displs::rebase(
+                true,
+                sendbuf as usize,
+                sendcounts,
+                sdispls,
+                outs.len(),
+                crate::displs::unit(sendtype),
+            )?,
+            crate::displs::rebase(
+                true,
+                recvbuf as usize,
+                recvcounts,
+                rdispls,
+                ins.len(),
+                crate::displs::unit(recvtype),
+            )?,
+        )
+    };
+    let (sendbuf, sdispls) = (sb.0 as *const c_void, crate::displs::pass(&sb, sdispls));
+    let (recvbuf, rdispls) = (rb.0 as *mut c_void, crate::displs::pass(&rb, rdispls));
     // SAFETY: the caller's arrays of one entry per neighbour.
     let (sends, recvs) = unsafe {
         (

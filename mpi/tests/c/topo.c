@@ -195,6 +195,18 @@ int main(int argc, char **argv) {
         /* From the left: what it sent to its right (2 ints); from the right: 1 int. */
         CHECK(arb[0] == left * 10 + 1 && arb[1] == left * 10 + 2 && arb[2] == right * 10);
     }
+    /* The same through a pointer past the buffer: displacements -1 and -4 (below it). */
+    int negd[2] = {-1, -4};
+    for (int k = 0; k < 4; k++) vb[k] = -5;
+    CHECK(MPI_Neighbor_allgatherv(&wrank, 1, MPI_INT, vb + 4, vc, negd, MPI_INT, gr) == MPI_SUCCESS);
+    CHECK(vb[3] == left && vb[0] == right && vb[1] == -5 && vb[2] == -5);
+    if (n > 2) {
+        /* Neighbor_alltoallv from and into pointers past the buffers (negative displacements). */
+        int sd2[2] = {-3, -2}, rd2[2] = {-3, -1}, rb2[3] = {-5, -5, -5};
+        CHECK(MPI_Neighbor_alltoallv(asb + 3, asc, sd2, MPI_INT, rb2 + 3, arc, rd2, MPI_INT, gr) == MPI_SUCCESS);
+        CHECK(rb2[0] == left * 10 + 1 && rb2[1] == left * 10 + 2 && rb2[2] == right * 10);
+    }
+    OK(wrank, "neighbour v collectives with negative displacements");
     /* The nonblocking forms, all outstanding at once, then tested until done. */
     {
         int ga[2] = {-5, -5}, gv2[4] = {-5, -5, -5, -5}, gt[2] = {-5, -5};
