@@ -306,13 +306,11 @@ impl Book {
     }
 
     /// The data of rendezvous send `sender_id` while it waits for its `CTS`.
-    #[cfg(feature = "rdma")]
     pub(crate) fn rndv_chunks(&self, sender_id: u64) -> Option<&[SendBuf]> {
         self.rndv.chunks(sender_id)
     }
 
     /// Takes rendezvous send `sender_id` over to another protocol: its data and request.
-    #[cfg(feature = "rdma")]
     pub(crate) fn take_rndv_send(&mut self, sender_id: u64) -> Option<(Vec<SendBuf>, CarCounter)> {
         self.rndv.take_send(sender_id)
     }

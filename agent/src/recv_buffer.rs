@@ -79,6 +79,14 @@ impl Store {
     }
 }
 
+/// Where [`RecvBuffer::fill_in`] lets bytes be written.
+pub(crate) enum Room<'a> {
+    /// Exactly this slice of the caller's memory.
+    Slice(&'a mut [u8]),
+    /// This many bytes appended to the agent's memory.
+    Append(&'a mut Vec<u8>, usize),
+}
+
 /// The destination of a receive: a buffer of fixed capacity that the agent fills and the
 /// caller reads once the receive's request completed.
 ///
@@ -432,6 +440,37 @@ impl RecvBuffer {
             Store::Detached => 0,
             #[cfg(feature = "rdma")]
             Store::Registered(_) => 0,
+        }
+    }
+
+    /// Appends up to `n` bytes written by `f` into the room it is given (the caller's memory,
+    /// or the end of the agent's own, which `f` must fill completely and without zeroing
+    /// first), bounded by the capacity; returns how many were kept. On an error nothing counts
+    /// as received.
+    pub(crate) fn fill_in<E>(
+        &self,
+        n: usize,
+        f: impl FnOnce(Room<'_>) -> Result<(), E>,
+    ) -> Result<usize, E> {
+        let mut d = self.lock();
+        d.own();
+        match &mut *d {
+            Store::Owned(d) => {
+                let k = (self.capacity - d.len().min(self.capacity)).min(n);
+                f(Room::Append(d, k))?;
+                Ok(k)
+            }
+            Store::Caller { mem, len } => {
+                let m = mem.bytes();
+                let at = (*len).min(m.len());
+                let k = (m.len() - at).min(n);
+                f(Room::Slice(&mut m[at..at + k]))?;
+                *len = at + k;
+                Ok(k)
+            }
+            Store::Detached => Ok(0),
+            #[cfg(feature = "rdma")]
+            Store::Registered(_) => Ok(0),
         }
     }
 

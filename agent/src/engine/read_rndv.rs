@@ -1,7 +1,9 @@
-//! Rendezvous by RDMA READ or RDMA WRITE on verbs VCs.
+//! Rendezvous by RDMA READ or RDMA WRITE on verbs VCs, and by the receiver's read of the
+//! sender's memory on shared-memory VCs.
 //!
-//! Over shared memory and TCP a rendezvous message travels as `RTS`, `CTS`, then `DATA` pieces
-//! (see [`crate::wire`]). Over a verbs VC the NIC moves the data, one-sided:
+//! Over TCP, and over shared memory up to the method's ring-copy limit, a rendezvous message
+//! travels as `RTS`, `CTS`, then `DATA` pieces (see [`crate::wire`]). Over a verbs VC the NIC
+//! moves the data, one-sided:
 //!
 //! | kind | method tag id | payload |
 //! | --- | --- | --- |
@@ -59,6 +61,17 @@
 //! messages of one size register nothing
 //! ([`Agent::verbs_cache_stats`](crate::agent::Agent::verbs_cache_stats) counts).
 //!
+//! Shared memory (past `VIADUCT_SHM_RING_COPY_MAX`, where the method's set-up probe found that
+//! the peer may read this process, [`announce_shm`]): the send's data is one range of this
+//! process's memory (a shared send's caller memory, an owned send's buffer, a borrowed send's
+//! one copy), which `RTS_READ` names (remote key 0) and the send keeps until `FIN`. The
+//! receiver, once a receive matched, copies it with `process_vm_readv` straight into the
+//! receive's memory (the caller's, or the end of the agent's without zeroing it first) and
+//! sends `FIN`. One copy, by the receiver alone: no `CTS`, no ring, no reassembly buffer, no
+//! step by the sender, so the receive completes while the sender computes. A message too long
+//! for the receive is read as far as it fits and fails the receive as truncated; the send
+//! completes.
+//!
 //! Failure: a failed read or write fails its request and the VC; a failed VC fails the sends
 //! waiting for `FIN` or for their write, the reads in flight and the receives waiting for
 //! `FIN_WRITE` (the endpoint completes each operation once), so both requests complete once,
@@ -72,10 +85,10 @@ use crate::error::AgentError;
 use crate::proto::{Failure, ProtocolError};
 use crate::recv_buffer::RecvBuffer;
 use crate::request::CarCounter;
-#[cfg(feature = "rdma")]
 use crate::vc::Link;
 use crate::vc::Outbound;
 use crate::wire::{self, Kind};
+use viaduct_fallback::sendbuf::SendBuf;
 
 /// Bytes of the region in an `RTS_READ`.
 pub(crate) const REGION_LEN: usize = 20;
@@ -119,7 +132,6 @@ impl Region {
         }
     }
 
-    #[cfg(feature = "rdma")]
     fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.addr.to_le_bytes());
         out.extend_from_slice(&self.len.to_le_bytes());
@@ -138,16 +150,39 @@ pub struct RendezvousCounts {
     pub written: u64,
 }
 
-/// A send whose data waits in a registered buffer for the receiver's read.
+/// A send whose data waits for the receiver's read: in a registered buffer (verbs), or where
+/// it lies in this process (shared memory).
 #[derive(Debug)]
 struct ReadSend {
     peer: u32,
     counter: CarCounter,
     len: u64,
+    /// Shared memory: the send's data, one contiguous range the receiver reads with
+    /// `process_vm_readv`; kept until `FIN`.
+    held: Vec<SendBuf>,
     /// The registered buffer with the data: kept until `FIN` (the peer's NIC reads it), or
     /// handed to the endpoint for the write a `CTS_WRITE` asks for (`None` from then on).
     #[cfg(feature = "rdma")]
     buf: Option<viaduct_verbs::Pooled>,
+}
+
+impl ReadSend {
+    /// Whether the send still holds its data for the receiver's read (no `CTS_WRITE` took
+    /// it).
+    fn holds_data(&self) -> bool {
+        #[cfg(feature = "rdma")]
+        if self.buf.is_some() {
+            return true;
+        }
+        !self.held.is_empty()
+    }
+
+    /// Fails the send, letting go of its data first.
+    fn fail(self, e: AgentError, done: &Completions) {
+        let ReadSend { counter, held, .. } = self;
+        drop(held);
+        done.note(counter.fail_car(e));
+    }
 }
 
 /// A registered buffer of a send prepared at post ([`register_copy`]).
@@ -310,16 +345,8 @@ impl ReadRndv {
 
     /// Whether send `sender_id` still holds its buffer (no `CTS_WRITE` took it).
     fn is_unwritten(&self, sender_id: u64) -> bool {
-        #[cfg(feature = "rdma")]
-        {
-            self.sends.get(&sender_id).is_some_and(|s| s.buf.is_some())
-                && !self.to_write.iter().any(|(id, _)| *id == sender_id)
-        }
-        #[cfg(not(feature = "rdma"))]
-        {
-            let _ = sender_id;
-            true
-        }
+        self.sends.get(&sender_id).is_some_and(ReadSend::holds_data)
+            && !self.to_write.iter().any(|(id, _)| *id == sender_id)
     }
 
     /// `FIN_WRITE` for rendezvous message `sender_id` of `peer`: its data is in the receive's
@@ -361,7 +388,12 @@ impl ReadRndv {
             }
             Some(_) => {
                 if let Some(s) = self.sends.remove(&sender_id) {
-                    self.done.note(s.counter.complete_car(s.len));
+                    let ReadSend {
+                        counter, len, held, ..
+                    } = s;
+                    // Let go of the caller's memory before the send shows complete.
+                    drop(held);
+                    self.done.note(counter.complete_car(len));
                 }
                 Ok(())
             }
@@ -440,7 +472,7 @@ impl ReadRndv {
             .collect();
         for id in gone {
             if let Some(s) = self.sends.remove(&id) {
-                self.done.note(s.counter.fail_car(failure.error(peer)));
+                s.fail(failure.error(peer), &self.done);
             }
         }
         let gone: Vec<u64> = self
@@ -465,7 +497,7 @@ impl ReadRndv {
         self.writes.clear();
         self.fin_writes.clear();
         for (_, s) in self.sends.drain() {
-            self.done.note(s.counter.fail_car(AgentError::Finalized));
+            s.fail(AgentError::Finalized, &self.done);
         }
         for (_, r) in self.recvs.drain() {
             self.done.note(r.counter.fail_car(AgentError::Finalized));
@@ -479,12 +511,17 @@ impl ReadRndv {
 /// copy of the data; any other message, or when no registered buffer can be had, goes as it
 /// is.
 pub(crate) fn announce(st: &mut State, peer: u32, out: Outbound) -> Outbound {
+    let (kind, sid) = wire::split_tag(out.tag);
+    if kind != Ok(Kind::Rts) || out.buf.len() != wire::RTS_LEN {
+        return out;
+    }
+    if let Some(Link::Remote(crate::method::Method::Shm(_))) =
+        st.vcs.get(peer as usize).map(|v| &v.link)
+    {
+        return announce_shm(st, peer, sid, out);
+    }
     #[cfg(feature = "rdma")]
     {
-        let (kind, sid) = wire::split_tag(out.tag);
-        if kind != Ok(Kind::Rts) || out.buf.len() != wire::RTS_LEN {
-            return out;
-        }
         let State { vcs, book, .. } = st;
         let Some(vc) = vcs.get_mut(peer as usize) else {
             return out;
@@ -534,28 +571,157 @@ pub(crate) fn announce(st: &mut State, peer: u32, out: Outbound) -> Outbound {
                 (Region::of(&buf), len, counter, buf)
             }
         };
-        book.rdma.sends.insert(
-            sid,
-            ReadSend {
-                peer,
-                counter,
-                len: len as u64,
-                buf: Some(buf),
-            },
-        );
-        let mut payload = out.buf.to_vec();
-        region.write(&mut payload);
-        Outbound {
-            id: out.id,
-            tag: wire::method_tag(Kind::RtsRead, sid),
-            buf: payload.into(),
-        }
+        let send = ReadSend {
+            peer,
+            counter,
+            len: len as u64,
+            held: Vec::new(),
+            buf: Some(buf),
+        };
+        awaits_read(book, sid, send, out, region)
     }
     #[cfg(not(feature = "rdma"))]
     {
-        let _ = (st, peer);
+        let _ = sid;
         out
     }
+}
+
+/// [`announce`] on a shared-memory VC: a message longer than the method's ring-copy limit
+/// (`shm::Config::ring_copy_max`), whose data lies in one range, goes as `RTS_READ` naming
+/// that range (remote key 0), where the peer may read this process's memory. The receiver
+/// then copies it straight into the receive's memory with one `process_vm_readv` (no ring,
+/// no reassembly buffer, no step by this rank) and sends `FIN`. Anything else goes as it is.
+fn announce_shm(st: &mut State, peer: u32, sid: u64, out: Outbound) -> Outbound {
+    let State { vcs, book, .. } = st;
+    let Some(vc) = vcs.get(peer as usize) else {
+        return out;
+    };
+    let Link::Remote(crate::method::Method::Shm(ep)) = &vc.link else {
+        return out;
+    };
+    if vc.failed.is_some() || ep.long_messages() != viaduct_fallback::shm::LongMessages::SingleCopy
+    {
+        return out;
+    }
+    let limit = ep.config().ring_copy_max;
+    let Some((addr, len)) = book.rndv_chunks(sid).and_then(contiguous) else {
+        return out;
+    };
+    if len <= limit {
+        return out;
+    }
+    let Some((held, counter)) = book.take_rndv_send(sid) else {
+        return out;
+    };
+    let region = Region {
+        addr,
+        len: len as u64,
+        rkey: 0,
+    };
+    let send = ReadSend {
+        peer,
+        counter,
+        len: len as u64,
+        held,
+        #[cfg(feature = "rdma")]
+        buf: None,
+    };
+    awaits_read(book, sid, send, out, region)
+}
+
+/// Keeps `send` until the receiver read its data, and turns its `RTS` `out` into the
+/// `RTS_READ` naming `region`.
+fn awaits_read(
+    book: &mut super::Book,
+    sid: u64,
+    send: ReadSend,
+    out: Outbound,
+    region: Region,
+) -> Outbound {
+    book.rdma.sends.insert(sid, send);
+    let mut payload = out.buf.to_vec();
+    region.write(&mut payload);
+    Outbound {
+        id: out.id,
+        tag: wire::method_tag(Kind::RtsRead, sid),
+        buf: payload.into(),
+    }
+}
+
+/// The address and length of `chunks` when they lie one after the other in memory.
+fn contiguous(chunks: &[SendBuf]) -> Option<(u64, usize)> {
+    let first = chunks.first()?;
+    let start = first.as_ptr() as usize;
+    let mut end = start;
+    for c in chunks {
+        if c.as_ptr() as usize != end {
+            return None;
+        }
+        end += c.len();
+    }
+    Some((start as u64, end - start))
+}
+
+/// Reads the messages of matched receives announced by `RTS_READ` on shared-memory VCs: each
+/// straight into its receive's memory, then `FIN` to the sender. Receives on other VCs stay
+/// queued for the verbs part of [`drive`]. Returns the work done.
+fn shm_reads(
+    st: &mut State,
+    fins: &mut Vec<(u32, u64)>,
+    failures: &mut Vec<(u32, Failure)>,
+) -> usize {
+    use crate::method::Method;
+    use crate::recv_buffer::Room;
+
+    let State { vcs, book, .. } = st;
+    let rdma = &mut book.rdma;
+    let mut work = 0;
+    let mut rest = Vec::new();
+    for rid in std::mem::take(&mut rdma.to_post) {
+        let Some(peer) = rdma.recvs.get(&rid).map(|r| r.peer) else {
+            continue;
+        };
+        let Some(vc) = vcs.get_mut(peer as usize) else {
+            continue;
+        };
+        if vc.failed.is_some() {
+            // The VC's failure fails the receive (`peer_failed`).
+            continue;
+        }
+        let Link::Remote(Method::Shm(ep)) = &mut vc.link else {
+            if cfg!(feature = "rdma") {
+                rest.push(rid);
+            } else if let Some(r) = rdma.recvs.remove(&rid) {
+                let why = "an RTS_READ arrived on a VC without verbs or shared memory";
+                rdma.done.note(r.counter.fail_car(peer_failed(peer, why)));
+                failures.push((peer, why.into()));
+            }
+            continue;
+        };
+        let Some(r) = rdma.recvs.remove(&rid) else {
+            continue;
+        };
+        work += 1;
+        let addr = r.region.addr;
+        let read = r.buf.fill_in(r.len as usize, |room| match room {
+            Room::Slice(dst) => ep.read_peer(addr, dst),
+            Room::Append(v, n) => ep.read_peer_append(addr, n, v),
+        });
+        match read {
+            Ok(_) => {
+                rdma.done.finish_recv(&r.counter, &r.buf, r.len);
+                fins.push((peer, r.sender_id));
+            }
+            Err(e) => {
+                let failure = Failure::of(e);
+                rdma.done.note(r.counter.fail_car(failure.error(peer)));
+                failures.push((peer, failure));
+            }
+        }
+    }
+    rdma.to_post.extend(rest);
+    work
 }
 
 /// The one piece of a rendezvous send of the caller's borrowed bytes `data` to `peer` over a
@@ -628,11 +794,13 @@ pub(crate) fn drive(st: &mut State) -> usize {
     {
         return 0;
     }
-    let mut work = 0;
-    #[cfg_attr(not(feature = "rdma"), allow(unused_mut))]
     let mut failures: Vec<(u32, Failure)> = Vec::new();
-    #[cfg_attr(not(feature = "rdma"), allow(unused_mut))]
     let mut fins: Vec<(u32, u64)> = Vec::new();
+    let mut work = if rdma.to_post.is_empty() {
+        0
+    } else {
+        shm_reads(st, &mut fins, &mut failures)
+    };
     #[cfg_attr(not(feature = "rdma"), allow(unused_mut))]
     let mut cts_writes: Vec<(u32, u64, Vec<u8>)> = Vec::new();
     #[cfg(feature = "rdma")]

@@ -197,11 +197,23 @@ impl Method {
     /// pieces would be reassembled in the method's buffer and copied once more: a 4 MiB
     /// ping-pong took 630-720 us that way, 200-225 us in ring pieces.) A longer message keeps
     /// `chunk`, so that the method's single copy lets the receiver pull the data while the
-    /// sender computes. TCP and verbs take `chunk` as it is.
+    /// sender computes. Where the peer may read this process, such a message is one piece
+    /// (up to the method's longest message): its data then lies in one range, which the receiver reads in place (`RTS_READ`, see
+    /// [`crate::engine::read_rndv`]). TCP and verbs take `chunk` as it is.
     pub(crate) fn rendezvous_piece(&self, len: usize, chunk: usize) -> usize {
         match self {
-            Method::Shm(ep) if len <= ep.config().ring_copy_max => {
+            // Where the peer may not read this process, ring pieces are the one way without
+            // a reassembly copy, whatever the length.
+            Method::Shm(ep)
+                if len <= ep.config().ring_copy_max
+                    || ep.long_messages() != shm::LongMessages::SingleCopy =>
+            {
                 chunk.min(ep.config().eager_limit)
+            }
+            Method::Shm(ep) if ep.long_messages() == shm::LongMessages::SingleCopy => {
+                // Bounded by the method's longest message, which a piece of a send that
+                // goes without the announcement (one bound to a marker) must respect.
+                len.min(ep.config().max_message).max(chunk)
             }
             _ => chunk,
         }
@@ -217,6 +229,19 @@ impl Method {
         tag: u64,
         buf: SendBuf,
     ) -> Result<Option<SendBuf>, MethodError> {
+        if let Method::Shm(ep) = self {
+            // A rendezvous piece longer than one ring record belongs to a message past the
+            // ring-copy limit (see `rendezvous_piece`): it goes by single copy whatever its own
+            // length, not as a ring copy reassembled and copied once more.
+            if buf.len() > ep.config().eager_limit
+                && matches!(crate::wire::split_tag(tag).0, Ok(crate::wire::Kind::Data))
+            {
+                return Ok(match ep.post_send_single_copy(id, tag, buf)? {
+                    Posted::InProgress => None,
+                    Posted::NoResources(b) => Some(b),
+                });
+            }
+        }
         each_method!(self, |ep| post_on(ep, id, tag, buf))
     }
 

@@ -86,13 +86,11 @@ impl Rendezvous {
     }
 
     /// The data of send `sender_id` while it waits for its `CTS`.
-    #[cfg(feature = "rdma")]
     pub(crate) fn chunks(&self, sender_id: u64) -> Option<&[SendBuf]> {
         self.sends.get(&sender_id).map(|s| s.chunks.as_slice())
     }
 
     /// Takes send `sender_id` over to another protocol: its data and request.
-    #[cfg(feature = "rdma")]
     pub(crate) fn take_send(&mut self, sender_id: u64) -> Option<(Vec<SendBuf>, CarCounter)> {
         self.sends.remove(&sender_id).map(|s| (s.chunks, s.counter))
     }

@@ -9,6 +9,18 @@ pub(crate) fn read_from(pid: u32, src: u64, dst: &mut [u8]) -> io::Result<()> {
     transfer(pid, src, dst.as_mut_ptr(), dst.len(), Direction::Read)
 }
 
+/// Reads `n` bytes at address `src` of process `pid`, appended to `dst` (no zeroing of the new
+/// bytes first). On an error `dst` keeps its length (bytes partly read stay unused capacity).
+pub(crate) fn read_append(pid: u32, src: u64, dst: &mut Vec<u8>, n: usize) -> io::Result<()> {
+    dst.reserve(n);
+    let spare = dst.spare_capacity_mut();
+    transfer(pid, src, spare.as_mut_ptr().cast(), n, Direction::Read)?;
+    // SAFETY: `reserve` made room for `n` bytes past the length, and `transfer` returned Ok,
+    // so the kernel wrote every one of them (it loops until the whole range is copied).
+    unsafe { dst.set_len(dst.len() + n) };
+    Ok(())
+}
+
 /// Writes `src` to address `dst` of process `pid`, looping over partial writes. Needs the same
 /// permission as [`read_from`].
 pub(crate) fn write_to(pid: u32, dst: u64, src: &[u8]) -> io::Result<()> {

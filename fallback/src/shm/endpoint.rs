@@ -25,6 +25,7 @@ use super::spin::{self, Outcome};
 mod receive;
 
 pub use receive::Lease;
+mod peer_read;
 mod split;
 
 /// How long messages are carried when they exceed the eager limit.
@@ -564,6 +565,30 @@ impl Endpoint {
         tag: u64,
         buf: SendBuf,
     ) -> Result<Posted<SendBuf>, Error> {
+        self.post_send_long(id, tag, buf, false)
+    }
+
+    /// Like [`Endpoint::post_send_any`], but a message longer than the eager limit goes by
+    /// single copy wherever the peer may read this process ([`LongMessages::SingleCopy`]),
+    /// however short it is against [`Config::ring_copy_max`]. For a piece of a longer message
+    /// whose sender chose single copy by the whole message's length: sent as a ring copy, such
+    /// a piece would be reassembled in the receiver's buffer and copied once more.
+    pub fn post_send_single_copy(
+        &mut self,
+        id: u64,
+        tag: u64,
+        buf: SendBuf,
+    ) -> Result<Posted<SendBuf>, Error> {
+        self.post_send_long(id, tag, buf, true)
+    }
+
+    fn post_send_long(
+        &mut self,
+        id: u64,
+        tag: u64,
+        buf: SendBuf,
+        single_copy: bool,
+    ) -> Result<Posted<SendBuf>, Error> {
         self.check_open()?;
         let len = buf.len();
         if len > self.config.max_message {
@@ -585,7 +610,8 @@ impl Endpoint {
         }
         // Up to `ring_copy_max` the pipelined ring copy beats single copy (no handshake, no
         // page pinning, both cores copying); beyond it single copy wins where permitted.
-        let ring_copy = len <= self.config.ring_copy_max;
+        let ring_copy = len <= self.config.ring_copy_max
+            && !(single_copy && self.long_out == LongMessages::SingleCopy);
         let mode = if ring_copy {
             LongMessages::RingChunks
         } else {
