@@ -949,6 +949,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_pieces_lying_one_after_another_make_one_range() {
+        use viaduct_fallback::sendbuf::SharedPiece;
+        let data: viaduct_fallback::sendbuf::SharedBytes = std::sync::Arc::new(vec![7u8; 100]);
+        let piece = |start, len| {
+            SendBuf::Shared(SharedPiece::new(data.clone(), start, len).expect("inside the data"))
+        };
+        let at = (*data).as_ref().as_ptr() as u64;
+        assert_eq!(contiguous(&[piece(0, 40), piece(40, 60)]), Some((at, 100)));
+        assert_eq!(contiguous(&[piece(10, 30)]), Some((at + 10, 30)));
+        assert_eq!(
+            contiguous(&[piece(40, 60), piece(0, 40)]),
+            None,
+            "out of order"
+        );
+        assert_eq!(contiguous(&[piece(0, 30), piece(40, 60)]), None, "a gap");
+        assert_eq!(contiguous(&[]), None);
+    }
+
+    #[test]
     fn announcements_are_checked_and_fins_name_known_sends() {
         let mut r = ReadRndv::default();
         let mut b = Vec::new();
