@@ -17,7 +17,7 @@
 //! | `VIADUCT_SPIN_MIN`, `VIADUCT_SPIN_MAX` | fewest and most progress polls a blocking call spins before it sleeps | 16, 4096 |
 //! | `VIADUCT_PROGRESS` | how a blocking call waits for work: `spin` (poll adaptively between the spin counts, then sleep in the methods' waits), `yield` (at most `VIADUCT_YIELD_POLLS` polls, giving the CPU away with `sched_yield` between them, then sleep), `block` (sleep in the methods' waits at once), `auto` (`yield` when this node's ranks outnumber the CPUs they may run on, else `spin`; see [`crate::progress`], "Oversubscription") | `auto` |
 //! | `VIADUCT_YIELD_POLLS` | progress mode `yield`: most polls, with `sched_yield` between them, before a blocking call sleeps in the methods' waits (0 sleeps at once, as `block`). Measured with 4 ranks on this 2-CPU machine: 64 against the earlier 4 takes the OSU-procedure 8 B bcast from 3.49 to 2.68 us, allreduce from 13.5 to 7.7, reduce from 7.4 to 5.4, allgather from 10.0 to 7.4 (`-bind-to core`, medians of 5 rounds; see `docs/perf/collectives-osu.md`); `viaduct launch --bind-to core` back-to-back 8 B allreduces from 7.1 to 5.7 us; unbound ranks (`mpiexec` without binding) bcast 18.1 to 8.7, allreduce 27.2 to 14.7, reduce 12.4 to 8.4, but allgather 10.1 to 12.8 and `viaduct bench collective --ranks 4` (unbound, back-to-back) 8.1 to 11.2 | 64 |
-//! | `VIADUCT_SHM_RING_COPY_MAX` | shared memory: long messages up to this many bytes are copied through the ring in pipelined chunks (sender and receiver copying at once), longer ones are read by the receiver straight out of the sender's memory into the receive's (`RTS_READ`, one `process_vm_readv`, no step by the sender; the agent's `engine::read_rndv` module) where one process may read another's (elsewhere ring pieces at every length); 0 turns the ring copy off (measurements: `docs/perf/shm-sweep.md`, and for the default `docs/perf/agent.md`, "Past the ring-copy limit") | 1048576 |
+//! | `VIADUCT_SHM_RING_COPY_MAX` | shared memory: long messages up to this many bytes are copied through the ring in pipelined chunks (sender and receiver copying at once), longer ones are read by the receiver straight out of the sender's memory into the receive's (`RTS_READ`, one `process_vm_readv`, no step by the sender; the agent's `engine::read_rndv` module) where one process may read another's (elsewhere ring pieces at every length); 0 turns the ring copy off (measurements: `docs/perf/shm-sweep.md`, and for the default `docs/perf/agent.md`, "Past the ring-copy limit") | 65536 |
 //! | `VIADUCT_SHM_RING_COPY_CHUNK` | shared memory: chunk size of that ring copy (4 KiB to 256 KiB) | 16384 |
 //! | `VIADUCT_MALLOC_KEEP` | glibc's allocator serves blocks up to this many bytes from the heap and keeps freed ones (`mallopt` `M_MMAP_THRESHOLD`, `M_TRIM_THRESHOLD` at twice it), instead of a fresh `mmap` per large block, whose pages every message would fault in again (`viaduct_fallback::memory`); process-wide, set by the first agent; 0, or glibc's own `MALLOC_MMAP_THRESHOLD_`/`MALLOC_TRIM_THRESHOLD_` in the environment, leaves the allocator alone | 33554432 |
 //! | `VIADUCT_COLL_SMALL_MAX`, `VIADUCT_COLL_BCAST_CHAIN_MIN`, `VIADUCT_COLL_ALLREDUCE_RSAG_MIN`, `VIADUCT_COLL_ALLGATHER_RING_MIN` | switch points of the collectives (see [`crate::coll`]) | 4096, 8 MiB, 512 KiB, 16 KiB |
@@ -329,10 +329,12 @@ impl Default for Config {
             // of the three for bcast and allreduce over both shm and tcp.
             xfer_chunk: (16 << 10) - 24,
             switch_points: SwitchPoints::default(),
-            // Past 1 MiB the receiver reads the sender's memory (`RTS_READ`), as fast as the
-            // ring pieces through the MPI face and without waiting for a sender that computes
-            // (docs/perf/agent.md, "Past the ring-copy limit").
-            shm_ring_copy_max: 1 << 20,
+            // Past 64 KiB (every rendezvous message) the receiver reads the sender's memory
+            // (`RTS_READ`): one copy instead of two, so streams and exchanges both ways move
+            // up to twice the bytes, and no receive waits for a sender that computes; ring
+            // pieces keep a one-way ping-pong faster (docs/perf/agent.md, "Past the ring-copy
+            // limit"). At least an eager message with its header, which must stay in the ring.
+            shm_ring_copy_max: 64 << 10,
             shm_ring_copy_chunk: viaduct_fallback::shm::Config::default().ring_copy_chunk,
             malloc_keep: 32 << 20,
         }

@@ -604,13 +604,13 @@ fn announce_shm(st: &mut State, peer: u32, sid: u64, out: Outbound) -> Outbound 
     {
         return out;
     }
-    let limit = ep.config().ring_copy_max;
+    // The RTS names the message's length (context u32, tag u32, length u64).
+    if wire::u64_at(&out.buf, 8).is_none_or(|len| len <= ep.config().ring_copy_max as u64) {
+        return out;
+    }
     let Some((addr, len)) = book.rndv_chunks(sid).and_then(contiguous) else {
         return out;
     };
-    if len <= limit {
-        return out;
-    }
     let Some((held, counter)) = book.take_rndv_send(sid) else {
         return out;
     };
@@ -675,7 +675,7 @@ fn shm_reads(
     use crate::recv_buffer::Room;
 
     let State { vcs, book, .. } = st;
-    let rdma = &mut book.rdma;
+    let (rdma, spare) = (&mut book.rdma, &mut book.spare);
     let mut work = 0;
     let mut rest = Vec::new();
     for rid in std::mem::take(&mut rdma.to_post) {
@@ -704,6 +704,9 @@ fn shm_reads(
         };
         work += 1;
         let addr = r.region.addr;
+        // The agent's memory comes from its spare large buffers (no fresh pages to fault in).
+        r.buf
+            .expect_in(r.len.min(r.buf.capacity() as u64) as usize, spare);
         let read = r.buf.fill_in(r.len as usize, |room| match room {
             Room::Slice(dst) => ep.read_peer(addr, dst),
             Room::Append(v, n) => ep.read_peer_append(addr, n, v),
