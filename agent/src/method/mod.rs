@@ -198,8 +198,9 @@ impl Method {
     /// ping-pong took 630-720 us that way, 200-225 us in ring pieces.) A longer message keeps
     /// `chunk`, so that the method's single copy lets the receiver pull the data while the
     /// sender computes. Where the peer may read this process, such a message is one piece
-    /// (up to the method's longest message): its data then lies in one range, which the receiver reads in place (`RTS_READ`, see
-    /// [`crate::engine::read_rndv`]). TCP and verbs take `chunk` as it is.
+    /// (up to the method's longest message): its data then lies in one range, which the
+    /// receiver reads in place (`RTS_READ`, see [`crate::engine::read_rndv`]). TCP and verbs
+    /// take `chunk` as it is.
     pub(crate) fn rendezvous_piece(&self, len: usize, chunk: usize) -> usize {
         match self {
             // Where the peer may not read this process, ring pieces are the one way without
@@ -210,7 +211,7 @@ impl Method {
             {
                 chunk.min(ep.config().eager_limit)
             }
-            Method::Shm(ep) if ep.long_messages() == shm::LongMessages::SingleCopy => {
+            Method::Shm(ep) => {
                 // Bounded by the method's longest message, which a piece of a send that
                 // goes without the announcement (one bound to a marker) must respect.
                 len.min(ep.config().max_message).max(chunk)

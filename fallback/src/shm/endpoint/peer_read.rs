@@ -46,7 +46,13 @@ impl Endpoint {
         Ok(())
     }
 
-    fn peer_read_done(&mut self, len: usize, r: std::io::Result<()>) -> Result<(), Error> {
+    /// The outcome of a read of `len` bytes from the peer: a peer that went away fails the
+    /// endpoint; another error is [`Error::SingleCopy`].
+    pub(super) fn peer_read_done(
+        &mut self,
+        len: usize,
+        r: std::io::Result<()>,
+    ) -> Result<(), Error> {
         let Err(source) = r else {
             return Ok(());
         };

@@ -133,21 +133,16 @@ impl Endpoint {
     /// buffer. The sender writes other chunks of the same buffer meanwhile, never these.
     fn read_long(&mut self, addr: u64, at: usize, n: usize) -> Result<(), Error> {
         let start = self.assembly_start + at;
-        let Err(source) = cma::read_from(
+        let read = cma::read_from(
             self.peer_pid,
             addr + at as u64,
             &mut self.assembly[start..start + n],
-        ) else {
-            return Ok(());
-        };
-        if source.raw_os_error() == Some(libc::ESRCH) {
-            self.fail("the peer process went away");
-            return Err(Error::PeerFailed("the peer process went away"));
-        }
-        self.fail("single-copy read from the peer failed");
-        Err(Error::SingleCopy {
-            len: self.assembly.len() - self.assembly_start,
-            source,
+        );
+        let len = self.assembly.len() - self.assembly_start;
+        self.peer_read_done(len, read).inspect_err(|e| {
+            if matches!(e, Error::SingleCopy { .. }) {
+                self.fail("single-copy read from the peer failed");
+            }
         })
     }
 
